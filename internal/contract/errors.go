@@ -1,0 +1,191 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a closed set of error codes, UPPER_SNAKE on the wire.
+type Code string
+
+// Kind says which layer an error belongs to.
+type Kind string
+
+const (
+	KindTransport Kind = "transport" // the connection itself failed
+	KindProtocol  Kind = "protocol"  // the request was malformed or not allowed
+	KindDomain    Kind = "domain"    // the daemon understood and refused
+	KindInternal  Kind = "internal"  // a bug or an unexpected failure
+)
+
+const (
+	CodeBadRequest             Code = "BAD_REQUEST"
+	CodeUnknownOperation       Code = "UNKNOWN_OPERATION"
+	CodeForbidden              Code = "FORBIDDEN"
+	CodeUnauthenticated        Code = "UNAUTHENTICATED"
+	CodeAdminAuthFailed        Code = "ADMIN_AUTHENTICATION_FAILED"
+	CodeProtocolUnsupported    Code = "PROTOCOL_VERSION_UNSUPPORTED"
+	CodeHelloRequired          Code = "HELLO_REQUIRED"
+	CodeNoCapacity             Code = "NO_CAPACITY"
+	CodeQueueTimeout           Code = "QUEUE_TIMEOUT"
+	CodeRequestCancelled       Code = "REQUEST_CANCELLED"
+	CodeNoPendingRequest       Code = "NO_PENDING_REQUEST"
+	CodeUnknownLease           Code = "UNKNOWN_LEASE"
+	CodeRequesterLeased        Code = "REQUESTER_ALREADY_LEASED"
+	CodeRequesterQueued        Code = "REQUESTER_ALREADY_QUEUED"
+	CodeUnsupportedPlatform    Code = "UNSUPPORTED_PLATFORM"
+	CodeUnknownModel           Code = "UNKNOWN_MODEL"
+	CodeOSOutOfRange           Code = "OS_VERSION_OUT_OF_RANGE"
+	CodeRuntimeMissing         Code = "RUNTIME_NOT_INSTALLED"
+	CodeDownloadForbidden      Code = "DOWNLOAD_FORBIDDEN"
+	CodeInsufficientDisk       Code = "INSUFFICIENT_DISK_SPACE"
+	CodeDeviceFailed           Code = "DEVICE_FAILED"
+	CodeDeviceInUse            Code = "DEVICE_IN_USE"
+	CodeUnknownDevice          Code = "UNKNOWN_DEVICE"
+	CodeUnknownToken           Code = "UNKNOWN_TOKEN"
+	CodeDaemonStartupFailed    Code = "DAEMON_STARTUP_FAILED"
+	CodeDaemonStopping         Code = "DAEMON_STOPPING"
+	CodeDaemonNotRunning       Code = "DAEMON_NOT_RUNNING"
+	CodeDaemonAlreadyRunning   Code = "DAEMON_ALREADY_RUNNING"
+	CodeConnectionLost         Code = "CONNECTION_LOST"
+	CodePassthroughRefused     Code = "PASSTHROUGH_REFUSED"
+	CodeUnknownPassthroughTool Code = "UNKNOWN_PASSTHROUGH_TOOL"
+	CodeExecTimeout            Code = "EXEC_TIMEOUT"
+	CodeUnsupportedInGateway   Code = "UNSUPPORTED_IN_GATEWAY_MODE"
+	CodeWorkerUnreachable      Code = "WORKER_UNREACHABLE"
+	CodeInternal               Code = "INTERNAL"
+	CodeUnknownDaemonError     Code = "UNKNOWN_DAEMON_ERROR"
+)
+
+// CodeInfo is one row of the error table.
+type CodeInfo struct {
+	Kind       Kind
+	HTTPStatus int
+	ExitCode   int // CLI process exit code
+	Retryable  bool
+	// NextAction is the default advice when the raising site gives none.
+	NextAction string
+}
+
+// ErrorTable is the single place that says, for every code, its kind, HTTP
+// status, CLI exit code and whether retrying can help.
+var ErrorTable = map[Code]CodeInfo{
+	CodeBadRequest:             {KindProtocol, 400, 2, false, "fix the request; `simlock help` lists the valid flags"},
+	CodeUnknownOperation:       {KindProtocol, 404, 2, false, "upgrade the client or the daemon so they speak the same operations"},
+	CodeForbidden:              {KindProtocol, 403, 3, false, "use a credential with the needed role, or act only on your own leases"},
+	CodeUnauthenticated:        {KindProtocol, 401, 3, false, "pass a valid token with --token or SIMLOCK_TOKEN"},
+	CodeAdminAuthFailed:        {KindProtocol, 401, 3, false, "check --token / SIMLOCK_ADMIN_TOKEN, or omit them to connect as an agent"},
+	CodeProtocolUnsupported:    {KindProtocol, 426, 4, false, "run the same simlock version as the daemon: `simlock daemon stop` then retry"},
+	CodeHelloRequired:          {KindProtocol, 400, 2, false, "send hello first"},
+	CodeNoCapacity:             {KindDomain, 503, 5, true, "retry later, or drop --no-wait to queue for a device"},
+	CodeQueueTimeout:           {KindDomain, 504, 6, true, "retry with a longer --timeout, or check `simlock status` for who holds the devices"},
+	CodeRequestCancelled:       {KindDomain, 409, 7, false, ""},
+	CodeNoPendingRequest:       {KindDomain, 404, 7, false, "nothing is queued for that requester"},
+	CodeUnknownLease:           {KindDomain, 404, 8, false, "the lease has ended (released or expired); request a new one"},
+	CodeRequesterLeased:        {KindDomain, 409, 9, false, "release the existing lease first, or use a different --requester"},
+	CodeRequesterQueued:        {KindDomain, 409, 9, false, "cancel the pending request first (`simlock lease cancel`)"},
+	CodeUnsupportedPlatform:    {KindDomain, 422, 10, false, "use a platform listed by `simlock catalog`"},
+	CodeUnknownModel:           {KindDomain, 422, 10, false, "pick a model listed by `simlock catalog`"},
+	CodeOSOutOfRange:           {KindDomain, 422, 10, false, "pick an OS version inside the model's supported range"},
+	CodeRuntimeMissing:         {KindDomain, 422, 10, false, "install the runtime, or retry with --allow-download"},
+	CodeDownloadForbidden:      {KindDomain, 403, 10, false, "the daemon's downloads.policy is never; install the runtime by hand"},
+	CodeInsufficientDisk:       {KindDomain, 507, 11, true, "free disk space and retry"},
+	CodeDeviceFailed:           {KindDomain, 502, 12, true, "retry; `simlock daemon logs` shows the driver's error"},
+	CodeDeviceInUse:            {KindDomain, 409, 9, true, "wait for the device to be released"},
+	CodeUnknownDevice:          {KindDomain, 404, 8, false, "list devices with `simlock list`"},
+	CodeUnknownToken:           {KindDomain, 404, 8, false, "list tokens with `simlock token list`"},
+	CodeDaemonStartupFailed:    {KindDomain, 503, 13, true, "see `simlock daemon logs`, fix the cause and start the daemon again"},
+	CodeDaemonStopping:         {KindDomain, 503, 13, true, "retry once the daemon has restarted"},
+	CodeDaemonNotRunning:       {KindTransport, 503, 13, true, "start it with `simlock daemon start`"},
+	CodeDaemonAlreadyRunning:   {KindDomain, 409, 13, false, "use the running daemon, or stop it first with `simlock daemon stop`"},
+	CodeConnectionLost:         {KindTransport, 503, 14, true, "the daemon went away; reconnect and pick your lease up again"},
+	CodePassthroughRefused:     {KindDomain, 403, 10, false, "that verb would change the device behind simlock's back; use simlock's own commands"},
+	CodeUnknownPassthroughTool: {KindDomain, 422, 10, false, "no driver wraps that tool"},
+	CodeExecTimeout:            {KindDomain, 504, 6, true, "the command ran past exec.timeoutMs"},
+	CodeUnsupportedInGateway:   {KindDomain, 501, 10, false, "run it against the worker daemon instead of the gateway"},
+	CodeWorkerUnreachable:      {KindTransport, 502, 14, true, "the worker's uplink is down; retry when it reconnects"},
+	CodeInternal:               {KindInternal, 500, 1, false, "this is a bug; `simlock daemon logs` has details"},
+	CodeUnknownDaemonError:     {KindInternal, 500, 1, false, "the daemon answered with a code this client does not know; upgrade the client"},
+}
+
+// Error is the one error shape every frontend speaks.
+type Error struct {
+	Code         Code           `json:"code"`
+	Message      string         `json:"message"`
+	Retryable    bool           `json:"retryable"`
+	RetryAfterMs *int64         `json:"retryAfterMs,omitempty"`
+	NextAction   string         `json:"nextAction,omitempty"`
+	Details      map[string]any `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Is matches another *Error by code, so errors.Is(err, &Error{Code: X}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Info returns the table row for e's code; unknown codes get the
+// UNKNOWN_DAEMON_ERROR row.
+func (e *Error) Info() CodeInfo { return InfoFor(e.Code) }
+
+// InfoFor returns the table row for c.
+func InfoFor(c Code) CodeInfo {
+	if info, ok := ErrorTable[c]; ok {
+		return info
+	}
+	return ErrorTable[CodeUnknownDaemonError]
+}
+
+// Errorf builds an Error with the table's defaults for retryable and next action.
+func Errorf(code Code, format string, args ...any) *Error {
+	info := InfoFor(code)
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: info.Retryable, NextAction: info.NextAction}
+}
+
+// WithDetails returns e with the details map set (for chaining).
+func (e *Error) WithDetails(kv ...any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		e.Details[fmt.Sprint(kv[i])] = kv[i+1]
+	}
+	return e
+}
+
+// WithNext overrides the next action.
+func (e *Error) WithNext(next string) *Error { e.NextAction = next; return e }
+
+// WithRetryAfter sets the retry hint.
+func (e *Error) WithRetryAfter(ms int64) *Error { e.RetryAfterMs = &ms; return e }
+
+// AsError extracts an *Error from err, or nil.
+func AsError(err error) *Error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return nil
+}
+
+// Normalize returns err as an *Error whose code is known to this build:
+// an unknown wire code is wrapped as UNKNOWN_DAEMON_ERROR rather than trusted.
+func Normalize(e *Error) *Error {
+	if _, ok := ErrorTable[e.Code]; ok {
+		return e
+	}
+	out := *e
+	out.Details = map[string]any{"daemonCode": string(e.Code)}
+	for k, v := range e.Details {
+		out.Details[k] = v
+	}
+	out.Code = CodeUnknownDaemonError
+	return &out
+}

@@ -1,0 +1,123 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+)
+
+// Authorization names an extra check an operation needs beyond its role. The
+// dispatcher implements it, because only the daemon can look a lease up.
+type Authorization string
+
+const (
+	// AuthOwnsLease: a non-admin caller must own the lease named by the
+	// input's leaseId.
+	AuthOwnsLease Authorization = "ownsLease"
+)
+
+// Op describes one operation independent of its Go types.
+type Op struct {
+	Name string
+	Role Role
+	Auth Authorization
+	// Unparked operations answer during startup convergence.
+	Unparked bool
+	Doc      string
+	In, Out  reflect.Type
+}
+
+// Operation is an Op carrying its input and output types.
+type Operation[In, Out any] struct{ Op }
+
+func define[In, Out any](name string, role Role, doc string, opts ...func(*Op)) Operation[In, Out] {
+	op := Op{Name: name, Role: role, Doc: doc,
+		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out]()}
+	for _, o := range opts {
+		o(&op)
+	}
+	return Operation[In, Out]{op}
+}
+
+func ownsLease(o *Op) { o.Auth = AuthOwnsLease }
+func unparked(o *Op)  { o.Unparked = true }
+
+var (
+	Hello           = define[HelloIn, HelloOut]("hello", RoleAgent, "Negotiate the protocol range and the session's role.", unparked)
+	StatusGet       = define[StatusGetIn, StatusGetOut]("status.get", RoleAgent, "Daemon health, devices, leases, capacity and queue.", unparked)
+	ListGet         = define[ListGetIn, ListGetOut]("list.get", RoleAdmin, "Every managed device with its state.")
+	CatalogGet      = define[CatalogGetIn, CatalogGetOut]("catalog.get", RoleAgent, "Models and OS runtimes each platform can serve.")
+	ConfigGet       = define[ConfigGetIn, ConfigGetOut]("config.get", RoleAdmin, "The daemon's effective configuration.")
+	LeaseRequest    = define[LeaseRequestIn, Lease]("lease.request", RoleAgent, "Ask for an exclusive, TTL-bounded lease on a ready device; waits in the FIFO queue unless noWait.")
+	LeaseRenew      = define[LeaseRenewIn, Lease]("lease.renew", RoleAgent, "Extend a lease by its stored TTL (or a new one).", ownsLease)
+	LeaseRelease    = define[LeaseReleaseIn, LeaseReleaseOut]("lease.release", RoleAgent, "Give a lease back; the device is reclaimed in the background.", ownsLease)
+	LeaseReleaseAll = define[LeaseReleaseAllIn, LeaseReleaseAllOut]("lease.releaseAll", RoleAgent, "Release every lease the caller owns (every lease, for admin).")
+	LeaseCancel     = define[LeaseCancelIn, LeaseCancelOut]("lease.cancel", RoleAgent, "Withdraw a queued lease request.")
+	LeaseGet        = define[LeaseGetIn, Lease]("lease.get", RoleAgent, "One lease by id.", ownsLease)
+	LeaseList       = define[LeaseListIn, LeaseListOut]("lease.list", RoleAgent, "Leases the caller owns (all leases, for admin).")
+	EventsSubscribe = define[EventsSubscribeIn, EventsSubscribeOut]("events.subscribe", RoleAdmin, "Buffered business events, optionally followed live.")
+	TokenCreate     = define[TokenCreateIn, TokenCreateOut]("token.create", RoleAdmin, "Mint an API token; the secret is returned once.")
+	TokenList       = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, "Tokens without their secrets.")
+	TokenRevoke     = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, "Revoke a token.")
+	DaemonStop      = define[DaemonStopIn, DaemonStopOut]("daemon.stop", RoleAdmin, "Stop the daemon gracefully.", unparked)
+)
+
+// Registry lists every operation, in a stable order.
+func Registry() []Op {
+	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
+		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
+		LeaseGet.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
+		TokenRevoke.Op, DaemonStop.Op}
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
+	return ops
+}
+
+// Lookup finds an operation by name.
+func Lookup(name string) (Op, bool) {
+	for _, op := range Registry() {
+		if op.Name == name {
+			return op, true
+		}
+	}
+	return Op{}, false
+}
+
+// Decode strictly decodes raw into v: unknown fields and trailing data are
+// BAD_REQUEST. An empty or null payload decodes to the zero value.
+func Decode(raw []byte, v any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Errorf(CodeBadRequest, "invalid input: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Errorf(CodeBadRequest, "invalid input: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// DecodeInput decodes raw into a fresh value of op's input type.
+func (op Op) DecodeInput(raw []byte) (any, error) {
+	p := reflect.New(op.In)
+	if err := Decode(raw, p.Interface()); err != nil {
+		return nil, err
+	}
+	return p.Elem().Interface(), nil
+}
+
+// CheckOutput verifies out has op's output type; a mismatch is a bug.
+func (op Op) CheckOutput(out any) error {
+	if reflect.TypeOf(out) != op.Out {
+		return Errorf(CodeInternal, "operation %s produced %T, want %s", op.Name, out, op.Out)
+	}
+	return nil
+}
+
+func (op Op) String() string { return fmt.Sprintf("%s (%s)", op.Name, op.Role) }

@@ -1,0 +1,336 @@
+// Package contract declares every daemon operation once: its name, role,
+// input and output types, and the error table. Every frontend (socket, HTTP,
+// MCP, gateway uplink) and the typed client speak these types. This package
+// imports only the standard library; a test enforces it.
+package contract
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Protocol range this build speaks. It widens only when a compatibility path
+// is really kept.
+const (
+	ProtocolMin = 5
+	ProtocolMax = 5
+)
+
+// Role is a session's authority.
+type Role string
+
+const (
+	RoleAgent Role = "agent"
+	RoleAdmin Role = "admin"
+)
+
+// Allows reports whether a session of role r may run an operation of role need.
+func (r Role) Allows(need Role) bool {
+	return need == RoleAgent || r == RoleAdmin
+}
+
+// Device states shared by every platform.
+const (
+	StateProvisioning = "provisioning"
+	StateReady        = "ready"
+	StateLeased       = "leased"
+	StateReclaiming   = "reclaiming"
+	StateShutdown     = "shutdown"
+	StateQuarantined  = "quarantined"
+	StateDeleted      = "deleted"
+)
+
+type ProtocolRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+type HelloIn struct {
+	Protocol ProtocolRange `json:"protocol"`
+	// Client names the calling program, for logs.
+	Client string `json:"client,omitempty"`
+	// Principal is the caller's declared identity for this connection
+	// (cooperative on the local socket).
+	Principal string `json:"principal,omitempty"`
+	// Credential is an operator token or the daemon's admin secret; with it
+	// the session is admin, without it agent.
+	Credential string `json:"credential,omitempty"`
+}
+
+type HelloOut struct {
+	Protocol   ProtocolRange `json:"protocol"`
+	Selected   int           `json:"selected"`
+	Role       Role          `json:"role"`
+	Principal  string        `json:"principal"`
+	Version    string        `json:"version"`
+	InstanceID string        `json:"instanceId"`
+	Mode       string        `json:"mode"`
+}
+
+// Device is a managed device as clients see it.
+type Device struct {
+	ID        string `json:"id"`
+	Platform  string `json:"platform"`
+	Model     string `json:"model"`
+	OSVersion string `json:"osVersion"`
+	State     string `json:"state"`
+	Name      string `json:"name"`
+	// UDID is the iOS simulator's identifier.
+	UDID string `json:"udid,omitempty"`
+	// Serial is the Android emulator's adb serial.
+	Serial string `json:"serial,omitempty"`
+	// DeviceSet is the simctl --set root holding an iOS device.
+	DeviceSet string `json:"deviceSet,omitempty"`
+	// Env holds what a lease holder needs in its environment to reach the
+	// device (for example ANDROID_ADB_SERVER_PORT).
+	Env          map[string]string `json:"env,omitempty"`
+	Simulated    bool              `json:"simulated,omitempty"`
+	LeaseID      string            `json:"leaseId,omitempty"`
+	StateSince   time.Time         `json:"stateSinceAt"`
+	LastLeasedAt *time.Time        `json:"lastLeasedAt,omitempty"`
+	CreatedAt    time.Time         `json:"createdAt"`
+}
+
+// Lease is one exclusive, TTL-bounded hold on a device.
+type Lease struct {
+	LeaseID       string    `json:"leaseId"`
+	RequesterID   string    `json:"requesterId"`
+	OwnerID       string    `json:"ownerId"`
+	DeviceID      string    `json:"deviceId"`
+	Platform      string    `json:"platform"`
+	GrantedAt     time.Time `json:"grantedAt"`
+	ExpiresAt     time.Time `json:"expiresAt"`
+	LastRenewedAt time.Time `json:"lastRenewedAt"`
+	TTLMs         int64     `json:"ttlMs"`
+	Device        *Device   `json:"device,omitempty"`
+}
+
+type LeaseRequestIn struct {
+	Platform  string `json:"platform"`
+	Model     string `json:"model,omitempty"`
+	OSVersion string `json:"osVersion,omitempty"`
+	// TTLMs is the lease's width; 0 means lease.defaultTtlMs.
+	TTLMs int64 `json:"ttlMs,omitempty"`
+	// TimeoutMs bounds the wait in the queue; 0 means wait without a bound.
+	TimeoutMs     int64  `json:"timeoutMs,omitempty"`
+	NoWait        bool   `json:"noWait,omitempty"`
+	RequesterID   string `json:"requesterId,omitempty"`
+	AllowDownload bool   `json:"allowDownload,omitempty"`
+}
+
+type LeaseRenewIn struct {
+	LeaseID string `json:"leaseId"`
+	// TTLMs, when set, becomes the lease's new width.
+	TTLMs int64 `json:"ttlMs,omitempty"`
+}
+
+type LeaseReleaseIn struct {
+	LeaseID string `json:"leaseId"`
+}
+
+type LeaseReleaseOut struct {
+	LeaseID  string `json:"leaseId"`
+	Released bool   `json:"released"`
+}
+
+type LeaseReleaseAllIn struct{}
+
+type LeaseReleaseAllOut struct {
+	Released []string `json:"released"`
+}
+
+type LeaseCancelIn struct {
+	RequesterID string `json:"requesterId,omitempty"`
+}
+
+type LeaseCancelOut struct {
+	Cancelled bool `json:"cancelled"`
+}
+
+type LeaseGetIn struct {
+	LeaseID string `json:"leaseId"`
+}
+
+type LeaseListIn struct{}
+
+type LeaseListOut struct {
+	Leases []Lease `json:"leases"`
+}
+
+// Progress is pushed while a lease request waits or its device is prepared.
+type Progress struct {
+	Phase         string `json:"phase"` // queued, reclaiming, evicting, provisioning, booting, granted
+	QueuePosition int    `json:"queuePosition,omitempty"`
+	DeviceID      string `json:"deviceId,omitempty"`
+	EtaMs         int64  `json:"etaMs,omitempty"`
+	Message       string `json:"message,omitempty"`
+}
+
+type StatusGetIn struct{}
+
+type DaemonInfo struct {
+	Version    string    `json:"version"`
+	PID        int       `json:"pid"`
+	Health     string    `json:"health"` // starting, running, stopping, failed
+	Mode       string    `json:"mode"`
+	InstanceID string    `json:"instanceId"`
+	StartedAt  time.Time `json:"startedAt"`
+	Socket     string    `json:"socket"`
+	Home       string    `json:"home"`
+}
+
+type PlatformCapacity struct {
+	MaxRunning int `json:"maxRunning"`
+	MaxManaged int `json:"maxManaged"`
+	Running    int `json:"running"`
+	Managed    int `json:"managed"`
+	Reserved   int `json:"reserved"`
+}
+
+type Capacity struct {
+	Strategy   string                      `json:"strategy"`
+	MaxRunning int                         `json:"maxRunning"`
+	MaxManaged int                         `json:"maxManaged"`
+	Running    int                         `json:"running"`
+	Managed    int                         `json:"managed"`
+	Reserved   int                         `json:"reserved"`
+	Platforms  map[string]PlatformCapacity `json:"platforms"`
+}
+
+type QueueEntry struct {
+	Position    int       `json:"position"`
+	RequesterID string    `json:"requesterId"`
+	Platform    string    `json:"platform"`
+	Model       string    `json:"model,omitempty"`
+	OSVersion   string    `json:"osVersion,omitempty"`
+	Phase       string    `json:"phase"`
+	EnqueuedAt  time.Time `json:"enqueuedAt"`
+}
+
+type StatusGetOut struct {
+	Daemon     DaemonInfo   `json:"daemon"`
+	Devices    []Device     `json:"devices"`
+	Leases     []Lease      `json:"leases"`
+	Capacity   Capacity     `json:"capacity"`
+	QueueDepth int          `json:"queueDepth"`
+	Queue      []QueueEntry `json:"queue"`
+}
+
+type ListGetIn struct{}
+
+type ListGetOut struct {
+	Devices []Device `json:"devices"`
+}
+
+type CatalogGetIn struct {
+	Platform string `json:"platform,omitempty"`
+}
+
+type CatalogModel struct {
+	Name       string `json:"name"`
+	Identifier string `json:"identifier"`
+	MinOS      string `json:"minOsVersion,omitempty"`
+	MaxOS      string `json:"maxOsVersion,omitempty"`
+}
+
+type CatalogRuntime struct {
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	Build      string `json:"build,omitempty"`
+	Identifier string `json:"identifier"`
+	Available  bool   `json:"available"`
+	// SupportedModels lists model identifiers the runtime can run, when known.
+	SupportedModels []string `json:"supportedModels,omitempty"`
+}
+
+type PlatformCatalog struct {
+	Platform string           `json:"platform"`
+	Models   []CatalogModel   `json:"models"`
+	Runtimes []CatalogRuntime `json:"runtimes"`
+	Error    string           `json:"error,omitempty"`
+}
+
+type CatalogGetOut struct {
+	Platforms []PlatformCatalog `json:"platforms"`
+}
+
+type ConfigGetIn struct{}
+
+type ConfigGetOut struct {
+	Path   string          `json:"path"`
+	Config json.RawMessage `json:"config"`
+}
+
+type EventsSubscribeIn struct {
+	// Since returns only events with a sequence number above it.
+	Since uint64 `json:"since,omitempty"`
+	// Follow keeps the subscription open; new events arrive as "event"
+	// notifications tied to the request.
+	Follow bool `json:"follow,omitempty"`
+}
+
+type Event struct {
+	Seq         uint64         `json:"seq"`
+	Type        string         `json:"type"`
+	At          time.Time      `json:"at"`
+	DeviceID    string         `json:"deviceId,omitempty"`
+	LeaseID     string         `json:"leaseId,omitempty"`
+	RequesterID string         `json:"requesterId,omitempty"`
+	Platform    string         `json:"platform,omitempty"`
+	Reason      string         `json:"reason,omitempty"`
+	Data        map[string]any `json:"data,omitempty"`
+}
+
+type EventsSubscribeOut struct {
+	Events []Event `json:"events"`
+	// Dropped is true when events between Since and the oldest buffered one
+	// have already left the ring buffer.
+	Dropped bool `json:"dropped,omitempty"`
+}
+
+// Token roles as minted; operator maps to the admin session role.
+const (
+	TokenRoleAgent    = "agent"
+	TokenRoleOperator = "operator"
+	TokenRoleWorker   = "worker"
+)
+
+type TokenCreateIn struct {
+	Role string `json:"role"`
+	Name string `json:"name,omitempty"`
+}
+
+type TokenCreateOut struct {
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	Name      string    `json:"name"`
+	Token     string    `json:"token"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type TokenInfo struct {
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type TokenListIn struct{}
+
+type TokenListOut struct {
+	Tokens []TokenInfo `json:"tokens"`
+}
+
+type TokenRevokeIn struct {
+	ID string `json:"id"`
+}
+
+type TokenRevokeOut struct {
+	Revoked bool `json:"revoked"`
+}
+
+type DaemonStopIn struct{}
+
+type DaemonStopOut struct {
+	Stopping bool `json:"stopping"`
+}

@@ -1,0 +1,202 @@
+// Package core is simlock's platform-agnostic domain: the device registry and
+// its state machine, TTL leases, the FIFO wait queue, capacity accounting and
+// the acquisition planner. It reaches time, processes, files and system
+// statistics only through internal/ports, and devices only through the Driver
+// interface declared here.
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SpecRequest is what a lease request asks a driver to resolve.
+type SpecRequest struct {
+	Platform  string
+	Model     string // empty: the driver's default model
+	OSVersion string // empty: the newest installed OS that can run Model
+	// AllowDownload is true only for an explicit lease request whose
+	// download permission the daemon's policy granted.
+	AllowDownload bool
+	RequesterID   string
+}
+
+// Spec is a concrete device specification a driver resolved. Two devices with
+// the same Key are interchangeable for a lease.
+type Spec struct {
+	Platform  string          `json:"platform"`
+	Model     string          `json:"model"`     // display name, e.g. "iPhone 16"
+	ModelID   string          `json:"modelId"`   // device type / profile identifier
+	OSVersion string          `json:"osVersion"` // e.g. "18.0", "15"
+	RuntimeID string          `json:"runtimeId"` // simctl runtime id / system image package
+	Data      json.RawMessage `json:"data,omitempty"`
+}
+
+// Key identifies the interchangeability class of a spec.
+func (s Spec) Key() string { return s.Platform + "|" + s.ModelID + "|" + s.OSVersion }
+
+// Well-known Attrs keys a driver may set on a provisioned device. The core
+// stores and forwards them without interpreting them.
+const (
+	AttrUDID      = "udid"
+	AttrSerial    = "serial"
+	AttrDeviceSet = "deviceSet"
+	// AttrEnvPrefix marks environment variables a lease holder needs,
+	// e.g. "env:ANDROID_ADB_SERVER_PORT".
+	AttrEnvPrefix = "env:"
+)
+
+// Provisioned is what a driver reports about a device it created.
+type Provisioned struct {
+	Handle    string            // opaque platform id (UDID, AVD name)
+	Name      string            // human-readable device name
+	Attrs     map[string]string // forwarded to clients, see Attr* keys
+	Simulated bool              // served by the simulated SDK
+	Data      json.RawMessage   // driver-private, handed back unread
+}
+
+// DeviceRef is how the core names a device to its driver.
+type DeviceRef struct {
+	ID     string
+	Handle string
+	Name   string
+	Spec   Spec
+	Attrs  map[string]string
+	Data   json.RawMessage
+}
+
+// RunState is a three-valued observation of a device process.
+type RunState string
+
+const (
+	RunRunning       RunState = "running"
+	RunStopped       RunState = "stopped"
+	RunTransitioning RunState = "transitioning" // booting or shutting down: never evidence of a crash
+)
+
+// Observed is one device found inside a driver's root.
+type Observed struct {
+	Handle string
+	Name   string
+	Run    RunState
+	// MarkOK reports the provenance mark check when the driver could read it
+	// (nil: not checked, e.g. device not running).
+	MarkOK *bool
+}
+
+// DriverOp names a driver operation for Estimate.
+type DriverOp string
+
+const (
+	OpProvision DriverOp = "provision"
+	OpBoot      DriverOp = "boot"
+	OpReclaim   DriverOp = "reclaim"
+	OpShutdown  DriverOp = "shutdown"
+	OpDestroy   DriverOp = "destroy"
+)
+
+// Catalog is what a driver can serve.
+type Catalog struct {
+	Models   []CatalogModel
+	Runtimes []CatalogRuntime
+}
+
+type CatalogModel struct {
+	Name       string
+	Identifier string
+	MinOS      string
+	MaxOS      string
+}
+
+type CatalogRuntime struct {
+	Name            string
+	Version         string
+	Build           string
+	Identifier      string
+	Available       bool
+	SupportedModels []string
+}
+
+// Driver is the narrow boundary between the core and one platform. The core
+// decides when to call a verb; the driver decides how. Every verb is scoped to
+// the root directory the driver owns.
+type Driver interface {
+	Platform() string
+	// ResolveSpec turns a request into a concrete spec, or fails with one of
+	// the spec errors below. It may install a missing runtime only when
+	// req.AllowDownload is set.
+	ResolveSpec(ctx context.Context, req SpecRequest) (Spec, error)
+	// Provision creates a new, shut-down device for spec inside the root.
+	Provision(ctx context.Context, spec Spec) (Provisioned, error)
+	// MakeReady boots the device and waits until it is usable. It is
+	// idempotent for a device that is already booted.
+	MakeReady(ctx context.Context, dev DeviceRef) error
+	// Reclaim returns a used device to a clean, booted state.
+	Reclaim(ctx context.Context, dev DeviceRef) error
+	// Shutdown stops the device and proves it stopped.
+	Shutdown(ctx context.Context, dev DeviceRef) error
+	// Destroy deletes the device from the root.
+	Destroy(ctx context.Context, dev DeviceRef) error
+	// ListManaged reports the devices that exist inside the root.
+	ListManaged(ctx context.Context) ([]Observed, error)
+	// Estimate is the expected duration of op, for progress reporting.
+	Estimate(op DriverOp) time.Duration
+	// Catalog lists the models and runtimes the platform can serve.
+	Catalog(ctx context.Context) (Catalog, error)
+	// RevalidateRoot re-proves that the root is simlock's own before a
+	// destructive sweep.
+	RevalidateRoot(ctx context.Context) error
+}
+
+// Diagnostic is a fact a driver observed that the daemon may turn into an
+// event. Drivers never see the event bus; they report through a callback.
+type Diagnostic struct {
+	Type        string // e.g. "component.install-started"
+	RequesterID string
+	Message     string
+	Data        map[string]any
+}
+
+// Sentinel errors drivers return (wrapped in *SpecError or with %w); the
+// daemon maps them to contract codes in one place.
+var (
+	ErrUnsupportedPlatform = errors.New("no driver serves this platform")
+	ErrUnknownModel        = errors.New("unknown device model")
+	ErrOSOutOfRange        = errors.New("OS version outside the model's supported range")
+	ErrRuntimeMissing      = errors.New("OS runtime not installed")
+	ErrDownloadForbidden   = errors.New("downloads are forbidden by policy")
+	ErrInsufficientDisk    = errors.New("insufficient disk space")
+	ErrDeviceNotFound      = errors.New("device not found in the driver's root")
+	ErrRootNotOwned        = errors.New("device root is not marked as simlock's")
+)
+
+// SpecError carries a sentinel plus a message and structured details.
+type SpecError struct {
+	Err     error
+	Msg     string
+	Details map[string]any
+}
+
+func (e *SpecError) Error() string {
+	if e.Msg == "" {
+		return e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *SpecError) Unwrap() error { return e.Err }
+
+// NewSpecError builds a SpecError; kv are detail key/value pairs.
+func NewSpecError(sentinel error, msg string, kv ...any) *SpecError {
+	e := &SpecError{Err: sentinel, Msg: msg}
+	if len(kv) > 0 {
+		e.Details = map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			e.Details[fmt.Sprint(kv[i])] = kv[i+1]
+		}
+	}
+	return e
+}

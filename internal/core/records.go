@@ -1,0 +1,80 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// DeviceState is a state of the shared device lifecycle.
+type DeviceState string
+
+const (
+	StateProvisioning DeviceState = "provisioning"
+	StateReady        DeviceState = "ready"
+	StateLeased       DeviceState = "leased"
+	StateReclaiming   DeviceState = "reclaiming"
+	StateShutdown     DeviceState = "shutdown"
+	StateQuarantined  DeviceState = "quarantined"
+	StateDeleted      DeviceState = "deleted"
+)
+
+// DeviceRecord is the registry's record of one managed device.
+type DeviceRecord struct {
+	ID             string
+	Platform       string
+	Handle         string
+	Name           string
+	Spec           Spec
+	Attrs          map[string]string
+	Simulated      bool
+	State          DeviceState
+	StateSince     time.Time
+	CreatedAt      time.Time
+	LastLeasedAt   time.Time // zero: never leased
+	LastReleasedAt time.Time
+	Data           json.RawMessage
+}
+
+// Ref is how the driver sees this device.
+func (d DeviceRecord) Ref() DeviceRef {
+	return DeviceRef{ID: d.ID, Handle: d.Handle, Name: d.Name, Spec: d.Spec, Attrs: d.Attrs, Data: d.Data}
+}
+
+// LeaseRecord is one persisted lease.
+type LeaseRecord struct {
+	ID            string
+	DeviceID      string
+	RequesterID   string
+	OwnerID       string
+	Platform      string
+	TTL           time.Duration
+	GrantedAt     time.Time
+	ExpiresAt     time.Time
+	LastRenewedAt time.Time
+}
+
+// Snapshot is the whole persisted registry.
+type Snapshot struct {
+	Devices []DeviceRecord
+	Leases  []LeaseRecord
+}
+
+// Changes is one atomic registry commit.
+type Changes struct {
+	PutDevices    []DeviceRecord
+	DeleteDevices []string
+	PutLeases     []LeaseRecord
+	DeleteLeases  []string
+}
+
+// Empty reports whether c changes nothing.
+func (c Changes) Empty() bool {
+	return len(c.PutDevices) == 0 && len(c.DeleteDevices) == 0 && len(c.PutLeases) == 0 && len(c.DeleteLeases) == 0
+}
+
+// Store persists the registry. Apply must be atomic: all of c or nothing.
+type Store interface {
+	Load(ctx context.Context) (Snapshot, error)
+	Apply(ctx context.Context, c Changes) error
+}
