@@ -1,0 +1,314 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/ports"
+)
+
+// Errors the engine returns; the daemon maps them to contract codes.
+var (
+	ErrNoCapacity     = errors.New("no device can be granted right now")
+	ErrQueueTimeout   = errors.New("timed out waiting in the queue")
+	ErrCancelled      = errors.New("request cancelled")
+	ErrUnknownLease   = errors.New("unknown lease")
+	ErrNoPending      = errors.New("no pending request for this requester")
+	ErrTTLTooLong     = errors.New("ttl exceeds lease.maxTtlMs")
+	ErrBadRequest     = errors.New("bad request")
+	ErrStopping       = errors.New("daemon is stopping")
+	ErrDeviceFailed   = errors.New("device failed to become ready")
+	ErrIllegalState   = errors.New("illegal device state transition")
+	ErrUnknownDevice  = errors.New("unknown device")
+	ErrRequesterQueue = errors.New("requester already has a pending request")
+)
+
+// RequesterLeasedError refuses a second lease for one requester and names
+// the lease it already holds.
+type RequesterLeasedError struct{ LeaseID string }
+
+func (e *RequesterLeasedError) Error() string {
+	return "requester already holds lease " + e.LeaseID
+}
+
+// DeviceFailedError wraps a driver failure during provisioning or boot.
+type DeviceFailedError struct {
+	Phase string
+	Err   error
+}
+
+func (e *DeviceFailedError) Error() string { return e.Phase + ": " + e.Err.Error() }
+func (e *DeviceFailedError) Unwrap() []error {
+	return []error{ErrDeviceFailed, e.Err}
+}
+
+// Config holds the lease settings the engine enforces.
+type Config struct {
+	DefaultTTL time.Duration
+	MaxTTL     time.Duration
+}
+
+// Deps are the engine's collaborators.
+type Deps struct {
+	Clock    ports.Clock
+	Store    Store
+	Drivers  []Driver
+	Strategy CapacityStrategy
+	Bus      *events.Bus
+	Logger   *slog.Logger
+	// NewID returns a random identifier suffix; tests may make it deterministic.
+	NewID func() string
+}
+
+// Engine is the lease engine: registry, leases, queue, capacity and the
+// acquisition planner behind one serialized decision section. Driver work
+// always runs outside that section, in goroutines the engine owns.
+type Engine struct {
+	cfg      Config
+	clock    ports.Clock
+	store    Store
+	drivers  map[string]Driver
+	strategy CapacityStrategy
+	bus      *events.Bus
+	log      *slog.Logger
+	newID    func() string
+
+	bg       context.Context // cancelled on Stop: aborts background driver work
+	bgCancel context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu           sync.Mutex // the decision section
+	devices      map[string]*DeviceRecord
+	leases       map[string]*LeaseRecord
+	byRequester  map[string]string // requester id -> lease id
+	timers       map[string]ports.Timer
+	queue        []*waiter
+	claims       map[string]string // device id -> operation holding it
+	reservations map[string]int    // platform -> running reservations
+	pending      []events.Event    // facts committed in this section, published after unlock
+	stopping     bool
+}
+
+// New builds an engine. Call Converge before serving requests.
+func New(cfg Config, d Deps) *Engine {
+	if cfg.DefaultTTL <= 0 {
+		cfg.DefaultTTL = 30 * time.Minute
+	}
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = 24 * time.Hour
+	}
+	if d.NewID == nil {
+		d.NewID = randomID
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
+		log: d.Logger, newID: d.NewID,
+		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
+		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
+		timers: map[string]ports.Timer{}, claims: map[string]string{}, reservations: map[string]int{},
+	}
+	for _, drv := range d.Drivers {
+		e.drivers[drv.Platform()] = drv
+	}
+	e.bg, e.bgCancel = context.WithCancel(context.Background())
+	return e
+}
+
+func randomID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Platforms lists the platforms with a driver, sorted.
+func (e *Engine) Platforms() []string {
+	var ps []string
+	for p := range e.drivers {
+		ps = append(ps, p)
+	}
+	sort.Strings(ps)
+	return ps
+}
+
+// Driver returns the driver for platform.
+func (e *Engine) Driver(platform string) (Driver, bool) {
+	d, ok := e.drivers[platform]
+	return d, ok
+}
+
+// section runs f inside the decision section and publishes the facts it
+// committed only after leaving it, so observers never run under the lock.
+func (e *Engine) section(f func()) {
+	e.mu.Lock()
+	f()
+	evs := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	for _, ev := range evs {
+		if e.bus != nil {
+			e.bus.Publish(ev)
+		}
+	}
+}
+
+func (e *Engine) emitLocked(ev events.Event) {
+	ev.At = e.clock.Now().UTC()
+	e.pending = append(e.pending, ev)
+}
+
+var legal = map[DeviceState][]DeviceState{
+	StateProvisioning: {StateReady, StateShutdown, StateQuarantined, StateDeleted},
+	StateReady:        {StateLeased, StateShutdown, StateQuarantined, StateDeleted, StateReclaiming},
+	StateLeased:       {StateReclaiming},
+	StateReclaiming:   {StateReady, StateShutdown, StateQuarantined, StateDeleted},
+	StateShutdown:     {StateReady, StateDeleted, StateQuarantined},
+	StateQuarantined:  {StateReady, StateShutdown, StateDeleted},
+}
+
+// LegalTransition reports whether the shared state machine allows from -> to.
+func LegalTransition(from, to DeviceState) bool {
+	if from == to {
+		return true
+	}
+	for _, s := range legal[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// commitLocked persists c and then applies it to memory. If the store
+// refuses, memory is untouched. Illegal transitions are refused before
+// anything is written.
+func (e *Engine) commitLocked(c Changes) error {
+	for _, d := range c.PutDevices {
+		if cur, ok := e.devices[d.ID]; ok && !LegalTransition(cur.State, d.State) {
+			return fmt.Errorf("%w: device %s %s -> %s", ErrIllegalState, d.ID, cur.State, d.State)
+		}
+	}
+	if err := e.store.Apply(context.Background(), c); err != nil {
+		return fmt.Errorf("persist registry change: %w", err)
+	}
+	for _, d := range c.PutDevices {
+		if cur, ok := e.devices[d.ID]; ok && cur.State != d.State {
+			e.emitLocked(events.Event{Type: "device.state-changed", DeviceID: d.ID, Platform: d.Platform,
+				Data: map[string]any{"from": string(cur.State), "to": string(d.State)}})
+		}
+		d := d
+		e.devices[d.ID] = &d
+	}
+	for _, id := range c.DeleteDevices {
+		delete(e.devices, id)
+	}
+	for _, l := range c.PutLeases {
+		l := l
+		e.leases[l.ID] = &l
+		e.byRequester[l.RequesterID] = l.ID
+	}
+	for _, id := range c.DeleteLeases {
+		if l, ok := e.leases[id]; ok {
+			delete(e.byRequester, l.RequesterID)
+			delete(e.leases, id)
+		}
+	}
+	return nil
+}
+
+// setStateLocked moves one device to state and persists it.
+func (e *Engine) setStateLocked(id string, st DeviceState) (DeviceRecord, error) {
+	cur, ok := e.devices[id]
+	if !ok {
+		return DeviceRecord{}, ErrUnknownDevice
+	}
+	d := *cur
+	d.State = st
+	d.StateSince = e.clock.Now().UTC()
+	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
+		return DeviceRecord{}, err
+	}
+	return d, nil
+}
+
+// ---- reads ----
+
+// Devices returns a copy of every device record, sorted by id.
+func (e *Engine) Devices() []DeviceRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]DeviceRecord, 0, len(e.devices))
+	for _, d := range e.devices {
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Device returns one device record.
+func (e *Engine) Device(id string) (DeviceRecord, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.devices[id]
+	if !ok {
+		return DeviceRecord{}, false
+	}
+	return *d, true
+}
+
+// Leases returns a copy of every lease, sorted by grant time.
+func (e *Engine) Leases() []LeaseRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]LeaseRecord, 0, len(e.leases))
+	for _, l := range e.leases {
+		out = append(out, *l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GrantedAt.Before(out[j].GrantedAt) })
+	return out
+}
+
+// Lease returns one lease.
+func (e *Engine) Lease(id string) (LeaseRecord, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l, ok := e.leases[id]
+	if !ok {
+		return LeaseRecord{}, false
+	}
+	return *l, true
+}
+
+// QueueEntry describes one pending request.
+type QueueEntry struct {
+	Position    int
+	RequesterID string
+	Spec        Spec
+	Phase       string
+	EnqueuedAt  time.Time
+}
+
+// Queue lists pending requests in FIFO order.
+func (e *Engine) Queue() []QueueEntry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]QueueEntry, 0, len(e.queue))
+	for i, w := range e.queue {
+		out = append(out, QueueEntry{Position: i + 1, RequesterID: w.requester, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
+	}
+	return out
+}
+
+func sortDevices(ds []DeviceRecord) {
+	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
+}

@@ -1,0 +1,326 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// Release reasons carried on lease.released.
+const (
+	ReasonReleased   = "released"
+	ReasonExpired    = "expired"
+	ReasonDeviceLost = "device-lost"
+)
+
+// armExpiryLocked (re)arms the single expiry timer of l.
+func (e *Engine) armExpiryLocked(l LeaseRecord) {
+	if t, ok := e.timers[l.ID]; ok {
+		t.Stop()
+	}
+	d := l.ExpiresAt.Sub(e.clock.Now())
+	if d < 0 {
+		d = 0
+	}
+	id := l.ID
+	e.timers[id] = e.clock.AfterFunc(d, func() { e.expire(id) })
+}
+
+// expire ends a lease whose deadline has passed. A renew that raced the
+// timer wins: the deadline is re-read inside the decision section.
+func (e *Engine) expire(id string) {
+	var released bool
+	e.section(func() {
+		l, ok := e.leases[id]
+		if !ok || e.stopping {
+			return
+		}
+		if e.clock.Now().Before(l.ExpiresAt) {
+			e.armExpiryLocked(*l)
+			return
+		}
+		released = e.releaseLocked(*l, ReasonExpired) == nil
+	})
+	if released {
+		e.notifyPositions()
+	}
+}
+
+// Renew extends a lease by ttl, or by its stored width when ttl is zero. The
+// new deadline is persisted before the timer is re-armed, so a restart
+// restores the renewed deadline.
+func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
+	if ttl < 0 {
+		return LeaseRecord{}, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	if ttl > e.cfg.MaxTTL {
+		return LeaseRecord{}, fmt.Errorf("%w: asked for %s, at most %s", ErrTTLTooLong, ttl, e.cfg.MaxTTL)
+	}
+	var out LeaseRecord
+	var err error
+	e.section(func() {
+		cur, ok := e.leases[id]
+		if !ok {
+			err = ErrUnknownLease
+			return
+		}
+		l := *cur
+		if ttl > 0 {
+			l.TTL = ttl
+		}
+		now := e.clock.Now().UTC()
+		l.ExpiresAt = now.Add(l.TTL)
+		l.LastRenewedAt = now
+		if err = e.commitLocked(Changes{PutLeases: []LeaseRecord{l}}); err != nil {
+			return
+		}
+		e.armExpiryLocked(l)
+		e.emitLocked(events.Event{Type: "lease.renewed", LeaseID: id, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform,
+			Data: map[string]any{"expiresAt": l.ExpiresAt.Format(time.RFC3339Nano)}})
+		out = l
+	})
+	return out, err
+}
+
+// Release ends a lease now. It returns as soon as the release is committed;
+// the device is purged in the background.
+func (e *Engine) Release(id string) error {
+	var err error
+	e.section(func() {
+		l, ok := e.leases[id]
+		if !ok {
+			err = ErrUnknownLease
+			return
+		}
+		err = e.releaseLocked(*l, ReasonReleased)
+	})
+	e.notifyPositions()
+	return err
+}
+
+// ReleaseWhere releases every lease for which match returns true.
+func (e *Engine) ReleaseWhere(match func(LeaseRecord) bool) []string {
+	var ids []string
+	e.section(func() {
+		for _, id := range sortedLeaseIDs(e.leases) {
+			l := *e.leases[id]
+			if match(l) && e.releaseLocked(l, ReasonReleased) == nil {
+				ids = append(ids, id)
+			}
+		}
+	})
+	e.notifyPositions()
+	return ids
+}
+
+// releaseLocked commits the first half of a release (lease gone, device
+// reclaiming) and hands the purge to a background reclaim.
+func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
+	now := e.clock.Now().UTC()
+	c := Changes{DeleteLeases: []string{l.ID}}
+	dev, ok := e.devices[l.DeviceID]
+	if ok {
+		d := *dev
+		d.State = StateReclaiming
+		d.StateSince = now
+		d.LastReleasedAt = now
+		c.PutDevices = []DeviceRecord{d}
+	}
+	if err := e.commitLocked(c); err != nil {
+		return err
+	}
+	if t, ok := e.timers[l.ID]; ok {
+		t.Stop()
+		delete(e.timers, l.ID)
+	}
+	if reason == ReasonExpired {
+		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform})
+	}
+	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason})
+	if ok {
+		e.startReclaimLocked(l.DeviceID)
+	}
+	return nil
+}
+
+// startReclaimLocked purges a released device in the background under a
+// reclaim claim. When it settles the device returns to ready if capacity
+// permits, is shut down otherwise, and is quarantined if the purge failed.
+// Acquisition is re-run after the claim is dropped, so a waiter for exactly
+// this device is granted the moment the purge settles.
+func (e *Engine) startReclaimLocked(id string) {
+	e.claims[id] = "reclaim"
+	d := *e.devices[id]
+	drv, ok := e.drivers[d.Platform]
+	if !ok {
+		delete(e.claims, id)
+		_, _ = e.setStateLocked(id, StateQuarantined)
+		return
+	}
+	e.goBackground(func(ctx context.Context) {
+		err := drv.Reclaim(ctx, d.Ref())
+		shutdown := false
+		e.section(func() {
+			if err != nil {
+				delete(e.claims, id)
+				e.log.Warn("purge failed", "device", id, "err", err)
+				e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error()})
+				if _, serr := e.setStateLocked(id, StateQuarantined); serr == nil {
+					e.emitLocked(events.Event{Type: "device.quarantined", DeviceID: id, Platform: d.Platform, Reason: "purge-failed"})
+				}
+				return
+			}
+			if e.runningOverLocked(d.Platform) {
+				shutdown = true // keep the claim: we shut it down below
+				return
+			}
+			delete(e.claims, id)
+			if _, err := e.setStateLocked(id, StateReady); err == nil {
+				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: d.Platform})
+			}
+			e.scheduleLocked()
+		})
+		if shutdown {
+			serr := drv.Shutdown(ctx, d.Ref())
+			e.section(func() {
+				delete(e.claims, id)
+				st := StateShutdown
+				if serr != nil {
+					st = StateQuarantined
+				}
+				if _, err := e.setStateLocked(id, st); err == nil {
+					e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: d.Platform, Data: map[string]any{"disposition": string(st)}})
+				}
+				e.scheduleLocked()
+			})
+		}
+		e.notifyPositions()
+	})
+}
+
+// Converge loads the persisted registry and restores the running state:
+// every lease's expiry timer from its persisted deadline (a restart proves
+// nothing about holders, so nothing is released for it), interrupted
+// reclaims restarted, half-provisioned devices dropped, and unleased ready
+// devices above the running limit shut down.
+func (e *Engine) Converge(ctx context.Context) error {
+	snap, err := e.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load registry: %w", err)
+	}
+	var shutdowns []DeviceRecord
+	var ferr error
+	e.section(func() {
+		for _, d := range snap.Devices {
+			d := d
+			e.devices[d.ID] = &d
+		}
+		for _, l := range snap.Leases {
+			l := l
+			e.leases[l.ID] = &l
+			e.byRequester[l.RequesterID] = l.ID
+		}
+		for _, id := range sortedLeaseIDs(e.leases) {
+			e.armExpiryLocked(*e.leases[id])
+		}
+		for _, d := range e.Sorted() {
+			switch d.State {
+			case StateProvisioning:
+				// The provision was interrupted: a device without a handle
+				// never reached the driver; one with a handle may exist.
+				if d.Handle == "" {
+					if err := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
+						ferr = err
+					}
+				} else if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
+					ferr = err
+				}
+			case StateReclaiming:
+				e.startReclaimLocked(d.ID)
+			}
+		}
+		// Running-capacity convergence: shut down excess warm devices,
+		// least recently used first. Leased devices are never touched.
+		for e.runningOverLocked("") || e.anyPlatformOverLocked() {
+			d := e.pickLocked(StateReady, "", true)
+			if d == nil {
+				break
+			}
+			e.claims[d.ID] = "converge"
+			shutdowns = append(shutdowns, *d)
+			e.reservations[d.Platform]-- // count it as already gone while we shut it down
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	for _, d := range shutdowns {
+		err := e.drivers[d.Platform].Shutdown(ctx, d.Ref())
+		e.section(func() {
+			e.reservations[d.Platform]++
+			delete(e.claims, d.ID)
+			st := StateShutdown
+			if err != nil {
+				st = StateQuarantined
+			}
+			_, _ = e.setStateLocked(d.ID, st)
+		})
+	}
+	return nil
+}
+
+func (e *Engine) anyPlatformOverLocked() bool {
+	for p := range e.drivers {
+		if e.runningOverLocked(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Sorted returns device records sorted by id; callers hold the lock.
+func (e *Engine) Sorted() []DeviceRecord {
+	out := make([]DeviceRecord, 0, len(e.devices))
+	for _, d := range e.devices {
+		out = append(out, *d)
+	}
+	sortDevices(out)
+	return out
+}
+
+// Stop refuses new work, fails queued requests, stops timers and waits for
+// in-flight reclaims to settle (so the pool is left settled), up to ctx.
+func (e *Engine) Stop(ctx context.Context) {
+	var waiters []*waiter
+	e.section(func() {
+		e.stopping = true
+		for _, w := range e.queue {
+			if !w.working {
+				waiters = append(waiters, w)
+			}
+		}
+		for _, w := range waiters {
+			e.removeLocked(w)
+		}
+	})
+	for _, w := range waiters {
+		w.deliver(result{err: ErrStopping})
+	}
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.bgCancel() // abandon what is left; the next start recovers it
+		<-done
+	}
+	e.mu.Lock()
+	for id, t := range e.timers {
+		t.Stop()
+		delete(e.timers, id)
+	}
+	e.mu.Unlock()
+	e.bgCancel()
+}

@@ -1,0 +1,560 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// Request is a lease request after the daemon resolved its defaults.
+type Request struct {
+	Spec        SpecRequest
+	TTL         time.Duration // 0: default
+	Timeout     time.Duration // 0: wait without a bound
+	NoWait      bool
+	RequesterID string
+	OwnerID     string
+}
+
+// Progress reports a pending request's phase.
+type Progress struct {
+	Phase         string // queued, evicting, provisioning, booting, granted
+	QueuePosition int
+	DeviceID      string
+	ETA           time.Duration
+}
+
+// Grant is a granted lease with its device.
+type Grant struct {
+	Lease  LeaseRecord
+	Device DeviceRecord
+}
+
+type result struct {
+	grant Grant
+	err   error
+}
+
+// waiter is one request in the FIFO queue.
+type waiter struct {
+	requester  string
+	owner      string
+	spec       Spec
+	ttl        time.Duration
+	enqueuedAt time.Time
+	progress   func(Progress)
+	done       chan result // buffered(1); written exactly once
+	phase      string      // "queued" while waiting; device work phase once started
+	working    bool        // device work for this waiter is in flight
+	evicting   bool        // an eviction on this waiter's behalf is in flight
+	abandoned  bool        // the caller went away while work was in flight
+	lastPos    int
+}
+
+// Request asks for a lease. It resolves the spec through the driver (outside
+// the decision section: resolution may shell out or even download), then
+// joins the FIFO queue and waits for a grant, a timeout, a cancel or ctx.
+func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	ttl := r.TTL
+	if ttl == 0 {
+		ttl = e.cfg.DefaultTTL
+	}
+	if ttl < 0 {
+		return Grant{}, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
+	}
+	if ttl > e.cfg.MaxTTL {
+		return Grant{}, fmt.Errorf("%w: asked for %s, at most %s", ErrTTLTooLong, ttl, e.cfg.MaxTTL)
+	}
+	drv, ok := e.drivers[r.Spec.Platform]
+	if !ok {
+		return Grant{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", r.Spec.Platform), "platforms", e.Platforms())
+	}
+	if err := e.checkRequester(r.RequesterID); err != nil {
+		return Grant{}, err
+	}
+	r.Spec.RequesterID = r.RequesterID
+	spec, err := drv.ResolveSpec(ctx, r.Spec)
+	if err != nil {
+		return Grant{}, err
+	}
+
+	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl,
+		progress: progress, done: make(chan result, 1), phase: "queued"}
+	var refuse error
+	e.section(func() {
+		if e.stopping {
+			refuse = ErrStopping
+			return
+		}
+		if err := e.checkRequesterLocked(r.RequesterID); err != nil {
+			refuse = err
+			return
+		}
+		w.enqueuedAt = e.clock.Now().UTC()
+		e.queue = append(e.queue, w)
+		e.scheduleLocked()
+		if r.NoWait && !w.working && inQueue(e.queue, w) {
+			e.removeLocked(w)
+			refuse = ErrNoCapacity
+			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity"})
+			return
+		}
+		if inQueue(e.queue, w) && !w.working {
+			e.emitLocked(events.Event{Type: "request.queued", RequesterID: w.requester, Platform: spec.Platform,
+				Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion}})
+		}
+	})
+	if refuse != nil {
+		return Grant{}, refuse
+	}
+	e.notifyPositions()
+
+	var timeout <-chan time.Time
+	if r.Timeout > 0 {
+		timeout = e.clock.After(r.Timeout)
+	}
+	for {
+		select {
+		case res := <-w.done:
+			return res.grant, res.err
+		case <-timeout:
+			timedOut := false
+			e.section(func() {
+				if inQueue(e.queue, w) && !w.working {
+					e.removeLocked(w)
+					timedOut = true
+					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform})
+				}
+			})
+			if timedOut {
+				e.notifyPositions()
+				return Grant{}, fmt.Errorf("%w after %s", ErrQueueTimeout, r.Timeout)
+			}
+			// Device work already started for this request: it finishes
+			// (or fails) on its own and we report that outcome.
+			timeout = nil
+		case <-ctx.Done():
+			e.abandon(w)
+			return Grant{}, ctx.Err()
+		}
+	}
+}
+
+func inQueue(q []*waiter, w *waiter) bool {
+	for _, x := range q {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) removeLocked(w *waiter) {
+	for i, x := range e.queue {
+		if x == w {
+			e.queue = append(e.queue[:i:i], e.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+func (e *Engine) checkRequester(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.checkRequesterLocked(id)
+}
+
+func (e *Engine) checkRequesterLocked(id string) error {
+	if lid, ok := e.byRequester[id]; ok {
+		return &RequesterLeasedError{LeaseID: lid}
+	}
+	for _, w := range e.queue {
+		if w.requester == id {
+			return ErrRequesterQueue
+		}
+	}
+	return nil
+}
+
+// abandon withdraws a request whose caller went away. Work already in
+// flight completes and leaves its device warm instead of leased.
+func (e *Engine) abandon(w *waiter) {
+	e.section(func() {
+		if !inQueue(e.queue, w) {
+			return
+		}
+		if w.working {
+			w.abandoned = true
+			return
+		}
+		e.removeLocked(w)
+		e.emitLocked(events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform})
+	})
+	e.notifyPositions()
+}
+
+// Cancel withdraws the pending request of requester.
+func (e *Engine) Cancel(requester string) error {
+	var found bool
+	var w *waiter
+	e.section(func() {
+		for _, x := range e.queue {
+			if x.requester == requester {
+				w, found = x, true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+		if w.working {
+			w.abandoned = true
+		} else {
+			e.removeLocked(w)
+		}
+		e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform})
+	})
+	if !found {
+		return ErrNoPending
+	}
+	w.deliver(result{err: ErrCancelled})
+	e.notifyPositions()
+	return nil
+}
+
+// deliver hands the outcome to the waiting caller exactly once.
+func (w *waiter) deliver(r result) {
+	select {
+	case w.done <- r:
+	default:
+	}
+}
+
+// notifyPositions pushes a queued progress to every waiting request whose
+// position changed. Called outside the decision section.
+func (e *Engine) notifyPositions() {
+	type push struct {
+		w   *waiter
+		pos int
+	}
+	var pushes []push
+	e.mu.Lock()
+	pos := 0
+	for _, w := range e.queue {
+		if w.working {
+			continue
+		}
+		pos++
+		if w.lastPos != pos {
+			w.lastPos = pos
+			pushes = append(pushes, push{w, pos})
+		}
+	}
+	e.mu.Unlock()
+	for _, p := range pushes {
+		p.w.progress(Progress{Phase: "queued", QueuePosition: p.pos})
+	}
+}
+
+// ---- the acquisition planner ----
+
+// scheduleLocked walks the queue oldest first and, for each request that is
+// not already being served, takes the first plan that fits: a ready matching
+// device; booting a shut-down matching one; provisioning a new one; evicting
+// the least recently used warm device of another spec to make room. A request
+// no device can serve right now is passed over, not blocked on; because each
+// plan reserves what it takes before the next request is considered, a later
+// request can never take a resource an earlier one could use.
+func (e *Engine) scheduleLocked() {
+	if e.stopping {
+		return
+	}
+	for _, w := range append([]*waiter(nil), e.queue...) {
+		if w.working {
+			continue
+		}
+		e.planLocked(w)
+	}
+}
+
+func (e *Engine) planLocked(w *waiter) {
+	key := w.spec.Key()
+	// 1. A warm device: grant at once.
+	if d := e.pickLocked(StateReady, key, false); d != nil {
+		e.grantLocked(w, d.ID)
+		return
+	}
+	// 2. A shut-down device of the same spec: boot it.
+	if d := e.pickLocked(StateShutdown, key, false); d != nil && e.canStartLocked(w.spec.Platform, false) {
+		e.startBootLocked(w, d.ID)
+		return
+	}
+	// 3. A new device.
+	if e.canStartLocked(w.spec.Platform, true) {
+		e.startProvisionLocked(w)
+		return
+	}
+	if w.evicting {
+		return
+	}
+	// 4. Make room: shut down the least recently used warm device of another
+	// spec when running capacity is what blocks us, or destroy the least
+	// recently used shut-down device when the managed limit is.
+	if !e.canStartLocked(w.spec.Platform, false) {
+		if d := e.pickLocked(StateReady, "", true); d != nil && d.Spec.Key() != key {
+			e.startEvictLocked(w, d.ID, false)
+		}
+		return
+	}
+	if e.managedFullLocked(w.spec.Platform) {
+		if d := e.pickLocked(StateShutdown, "", true); d != nil && d.Spec.Key() != key {
+			e.startEvictLocked(w, d.ID, true)
+		}
+	}
+}
+
+// pickLocked selects an unclaimed device in exactly state st (never by
+// excluding bad states). With key set it must match; lru picks the least
+// recently used, otherwise the most recently used (warmest).
+func (e *Engine) pickLocked(st DeviceState, key string, lru bool) *DeviceRecord {
+	var best *DeviceRecord
+	for _, d := range e.devices {
+		if d.State != st || e.claims[d.ID] != "" {
+			continue
+		}
+		if key != "" && d.Spec.Key() != key {
+			continue
+		}
+		if best == nil {
+			best = d
+			continue
+		}
+		a, b := lastUse(d), lastUse(best)
+		if (lru && a.Before(b)) || (!lru && a.After(b)) || (a.Equal(b) && d.ID < best.ID) {
+			best = d
+		}
+	}
+	return best
+}
+
+func lastUse(d *DeviceRecord) time.Time {
+	t := d.StateSince
+	if d.LastReleasedAt.After(t) {
+		t = d.LastReleasedAt
+	}
+	return t
+}
+
+// grantLocked commits a lease on ready device id for w.
+func (e *Engine) grantLocked(w *waiter, id string) {
+	now := e.clock.Now().UTC()
+	d := *e.devices[id]
+	d.State = StateLeased
+	d.StateSince = now
+	d.LastLeasedAt = now
+	l := LeaseRecord{
+		ID: "lse_" + e.newID(), DeviceID: id, RequesterID: w.requester, OwnerID: w.owner,
+		Platform: d.Platform, TTL: w.ttl, GrantedAt: now, ExpiresAt: now.Add(w.ttl), LastRenewedAt: now,
+	}
+	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}}); err != nil {
+		e.log.Error("grant commit failed", "device", id, "err", err)
+		e.removeLocked(w)
+		w.deliver(result{err: err})
+		return
+	}
+	e.removeLocked(w)
+	e.armExpiryLocked(l)
+	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: id, RequesterID: l.RequesterID, Platform: d.Platform,
+		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds()}})
+	w.progress(Progress{Phase: "granted", DeviceID: id})
+	w.deliver(result{grant: Grant{Lease: l, Device: d}})
+}
+
+// startBootLocked claims a shut-down device and reserves a running slot, then
+// boots it outside the decision section.
+func (e *Engine) startBootLocked(w *waiter, id string) {
+	w.working, w.phase = true, "booting"
+	e.claims[id] = "boot"
+	p := w.spec.Platform
+	e.reservations[p]++
+	d := *e.devices[id]
+	drv := e.drivers[p]
+	eta := drv.Estimate(OpBoot)
+	e.goBackground(func(ctx context.Context) {
+		w.progress(Progress{Phase: "booting", DeviceID: id, ETA: eta})
+		err := drv.MakeReady(ctx, d.Ref())
+		e.section(func() {
+			e.reservations[p]--
+			delete(e.claims, id)
+			if err != nil {
+				e.log.Warn("boot failed", "device", id, "err", err)
+				e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
+				return
+			}
+			if _, err := e.setStateLocked(id, StateReady); err != nil {
+				e.failWorkLocked(w, err)
+				return
+			}
+			e.emitLocked(events.Event{Type: "device.booted", DeviceID: id, Platform: p})
+			e.finishWorkLocked(w, id)
+		})
+		e.notifyPositions()
+	})
+}
+
+// startProvisionLocked records a provisioning device, reserves a running
+// slot, then creates and boots it outside the decision section.
+func (e *Engine) startProvisionLocked(w *waiter) {
+	now := e.clock.Now().UTC()
+	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: w.spec.Platform, Spec: w.spec,
+		State: StateProvisioning, StateSince: now, CreatedAt: now}
+	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
+		e.removeLocked(w)
+		w.deliver(result{err: err})
+		return
+	}
+	w.working, w.phase = true, "provisioning"
+	id, p := rec.ID, rec.Platform
+	e.claims[id] = "provision"
+	e.reservations[p]++
+	drv := e.drivers[p]
+	e.goBackground(func(ctx context.Context) {
+		w.progress(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
+		prov, err := drv.Provision(ctx, w.spec)
+		if err != nil {
+			e.section(func() {
+				e.reservations[p]--
+				delete(e.claims, id)
+				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
+				e.failWorkLocked(w, &DeviceFailedError{Phase: "provision", Err: err})
+			})
+			e.notifyPositions()
+			return
+		}
+		var ref DeviceRef
+		e.section(func() {
+			d := *e.devices[id]
+			d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
+			if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
+				e.log.Error("persist provisioned device", "device", id, "err", err)
+			}
+			e.emitLocked(events.Event{Type: "device.provisioned", DeviceID: id, Platform: p,
+				Data: map[string]any{"model": w.spec.Model, "osVersion": w.spec.OSVersion}})
+			ref = d.Ref()
+			w.phase = "booting"
+		})
+		w.progress(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
+		err = drv.MakeReady(ctx, ref)
+		e.section(func() {
+			e.reservations[p]--
+			delete(e.claims, id)
+			if err != nil {
+				e.log.Warn("first boot failed", "device", id, "err", err)
+				// A device that never booted is not worth keeping: shut it
+				// down in the registry so the next attempt starts clean.
+				_, _ = e.setStateLocked(id, StateShutdown)
+				e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
+				return
+			}
+			if _, err := e.setStateLocked(id, StateReady); err != nil {
+				e.failWorkLocked(w, err)
+				return
+			}
+			e.emitLocked(events.Event{Type: "device.ready", DeviceID: id, Platform: p})
+			e.finishWorkLocked(w, id)
+		})
+		e.notifyPositions()
+	})
+}
+
+// finishWorkLocked hands a freshly readied device to the request it was
+// prepared for, or leaves it warm if that caller went away.
+func (e *Engine) finishWorkLocked(w *waiter, id string) {
+	w.working = false
+	if w.abandoned || !inQueue(e.queue, w) {
+		e.removeLocked(w)
+		e.scheduleLocked()
+		return
+	}
+	e.grantLocked(w, id)
+	e.scheduleLocked()
+}
+
+func (e *Engine) failWorkLocked(w *waiter, err error) {
+	w.working = false
+	e.removeLocked(w)
+	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error()})
+	w.deliver(result{err: err})
+	e.scheduleLocked()
+}
+
+// startEvictLocked shuts down (or, with destroy, deletes) another spec's
+// idle device so that w can be served next.
+func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
+	w.evicting = true
+	e.claims[id] = "evict"
+	d := *e.devices[id]
+	drv := e.drivers[d.Platform]
+	w.progress(Progress{Phase: "evicting", DeviceID: id, ETA: drv.Estimate(OpShutdown)})
+	e.goBackground(func(ctx context.Context) {
+		var err error
+		if destroy {
+			err = drv.Destroy(ctx, d.Ref())
+		} else {
+			err = drv.Shutdown(ctx, d.Ref())
+		}
+		e.section(func() {
+			delete(e.claims, id)
+			w.evicting = false
+			switch {
+			case err != nil:
+				e.log.Warn("eviction failed", "device", id, "err", err)
+				_, _ = e.setStateLocked(id, StateQuarantined)
+				e.emitLocked(events.Event{Type: "device.quarantined", DeviceID: id, Platform: d.Platform, Reason: "eviction-failed"})
+			case destroy:
+				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
+				e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: d.Platform, Reason: "evicted"})
+			default:
+				_, _ = e.setStateLocked(id, StateShutdown)
+				e.emitLocked(events.Event{Type: "device.evicted", DeviceID: id, Platform: d.Platform})
+			}
+			e.scheduleLocked()
+		})
+		e.notifyPositions()
+	})
+}
+
+// goBackground runs f in a goroutine the engine waits for on Stop.
+func (e *Engine) goBackground(f func(ctx context.Context)) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f(e.bg)
+	}()
+}
+
+// WaitIdle blocks until no background driver work is in flight.
+func (e *Engine) WaitIdle() { e.wg.Wait() }
+
+// ErrorIsSpec reports whether err is one of the driver spec errors.
+func ErrorIsSpec(err error) bool {
+	var se *SpecError
+	return errors.As(err, &se)
+}
+
+// sortedLeaseIDs is a helper for deterministic iteration.
+func sortedLeaseIDs(m map[string]*LeaseRecord) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,240 @@
+// Package fake is a complete in-process driver whose behaviour tests script:
+// gates to hold boots and purges in flight, injected failures, and devices
+// that vanish or crash. It behaves like a driver (it keeps device state and
+// enforces it) rather than recording calls like a mock.
+package fake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/core"
+)
+
+var _ core.Driver = (*Driver)(nil)
+
+type device struct {
+	spec    core.Spec
+	running bool
+	dirty   bool // something ran on it since its last purge
+}
+
+// Driver is the scriptable fake.
+type Driver struct {
+	platform string
+
+	mu      sync.Mutex
+	devices map[string]*device
+	seq     int
+	calls   []string
+
+	// Models the driver knows; empty means any model resolves.
+	Models []string
+	// DefaultOS is the OS a request without one resolves to.
+	DefaultOS string
+	// Gate, when non-nil, makes MakeReady and Reclaim wait for a value
+	// (or ctx) before doing their work, so a test can hold them in flight.
+	Gate chan struct{}
+	// Fail maps an operation ("provision", "boot", "reclaim", "shutdown",
+	// "destroy") to how many of its next calls fail.
+	Fail map[string]int
+}
+
+// New returns a fake driver for platform.
+func New(platform string) *Driver {
+	return &Driver{platform: platform, devices: map[string]*device{}, DefaultOS: "1.0", Fail: map[string]int{}}
+}
+
+func (d *Driver) Platform() string { return d.platform }
+
+// Calls returns the verbs called so far, as "verb handle".
+func (d *Driver) Calls() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.calls...)
+}
+
+func (d *Driver) record(verb, handle string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, verb+" "+handle)
+	if d.Fail[verb] > 0 {
+		d.Fail[verb]--
+		return fmt.Errorf("fake %s failure", verb)
+	}
+	return nil
+}
+
+// SetFail scripts n failures of verb.
+func (d *Driver) SetFail(verb string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Fail[verb] = n
+}
+
+func (d *Driver) wait(ctx context.Context) error {
+	if d.Gate == nil {
+		return nil
+	}
+	select {
+	case <-d.Gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Driver) ResolveSpec(_ context.Context, r core.SpecRequest) (core.Spec, error) {
+	model := r.Model
+	if model == "" {
+		model = "Phone"
+	}
+	if len(d.Models) > 0 {
+		found := false
+		for _, m := range d.Models {
+			found = found || m == model
+		}
+		if !found {
+			return core.Spec{}, core.NewSpecError(core.ErrUnknownModel, "unknown model "+model)
+		}
+	}
+	os := r.OSVersion
+	if os == "" {
+		os = d.DefaultOS
+	}
+	return core.Spec{Platform: d.platform, Model: model, ModelID: model, OSVersion: os, RuntimeID: "rt-" + os}, nil
+}
+
+func (d *Driver) Provision(_ context.Context, s core.Spec) (core.Provisioned, error) {
+	if err := d.record("provision", s.Model); err != nil {
+		return core.Provisioned{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seq++
+	h := fmt.Sprintf("%s-%d", d.platform, d.seq)
+	d.devices[h] = &device{spec: s}
+	data, _ := json.Marshal(map[string]string{"fake": h})
+	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: h}, Simulated: true, Data: data}, nil
+}
+
+func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {
+	if err := d.wait(ctx); err != nil {
+		return err
+	}
+	if err := d.record("boot", r.Handle); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dev, ok := d.devices[r.Handle]
+	if !ok {
+		return core.ErrDeviceNotFound
+	}
+	dev.running = true
+	return nil
+}
+
+func (d *Driver) Reclaim(ctx context.Context, r core.DeviceRef) error {
+	if err := d.wait(ctx); err != nil {
+		return err
+	}
+	if err := d.record("reclaim", r.Handle); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dev, ok := d.devices[r.Handle]
+	if !ok {
+		return core.ErrDeviceNotFound
+	}
+	dev.dirty, dev.running = false, true
+	return nil
+}
+
+func (d *Driver) Shutdown(_ context.Context, r core.DeviceRef) error {
+	if err := d.record("shutdown", r.Handle); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dev, ok := d.devices[r.Handle]; ok {
+		dev.running = false
+	}
+	return nil
+}
+
+func (d *Driver) Destroy(_ context.Context, r core.DeviceRef) error {
+	if err := d.record("destroy", r.Handle); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.devices, r.Handle)
+	return nil
+}
+
+// Crash stops a device as if its process died.
+func (d *Driver) Crash(handle string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dev, ok := d.devices[handle]; ok {
+		dev.running = false
+	}
+}
+
+// Running reports whether the device with handle is booted.
+func (d *Driver) Running(handle string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dev, ok := d.devices[handle]
+	return ok && dev.running
+}
+
+// Count reports how many devices exist and how many run.
+func (d *Driver) Count() (exist, running int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, dev := range d.devices {
+		exist++
+		if dev.running {
+			running++
+		}
+	}
+	return exist, running
+}
+
+func (d *Driver) ListManaged(context.Context) ([]core.Observed, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []core.Observed
+	for h, dev := range d.devices {
+		run := core.RunStopped
+		if dev.running {
+			run = core.RunRunning
+		}
+		out = append(out, core.Observed{Handle: h, Name: "fake " + h, Run: run})
+	}
+	return out, nil
+}
+
+func (d *Driver) Estimate(op core.DriverOp) time.Duration {
+	if op == core.OpBoot {
+		return 30 * time.Second
+	}
+	return time.Second
+}
+
+func (d *Driver) Catalog(context.Context) (core.Catalog, error) {
+	var c core.Catalog
+	for _, m := range d.Models {
+		c.Models = append(c.Models, core.CatalogModel{Name: m, Identifier: m})
+	}
+	c.Runtimes = []core.CatalogRuntime{{Name: d.platform + " " + d.DefaultOS, Version: d.DefaultOS, Identifier: "rt-" + d.DefaultOS, Available: true}}
+	return c, nil
+}
+
+func (d *Driver) RevalidateRoot(context.Context) error { return nil }
