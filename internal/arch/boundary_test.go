@@ -1,0 +1,135 @@
+package arch
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/simlock/simlock"
+
+// deps returns the full (transitive) import graph of pkg as "path std" pairs.
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", module+"/"+pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+	}
+	return parsePairs(out)
+}
+
+// imports returns pkg's direct, non-test imports.
+func imports(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{range .Imports}}{{.}} x{{"\n"}}{{end}}`, module+"/"+pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+	}
+	return parsePairs(out)
+}
+
+func parsePairs(out []byte) map[string]bool {
+	m := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 {
+			m[f[0]] = f[1] == "true"
+		}
+	}
+	return m
+}
+
+func TestContractImportsOnlyTheStandardLibrary(t *testing.T) {
+	for p, std := range deps(t, "internal/contract") {
+		if !std && p != module+"/internal/contract" {
+			t.Errorf("internal/contract depends on %s; the contract must import only the standard library", p)
+		}
+	}
+}
+
+// The core may import the ports package (interfaces plus their real
+// adapters) but never reach processes, sockets, SQL or files itself, and
+// never reach an outer layer even transitively.
+func TestCoreReachesTheWorldOnlyThroughPorts(t *testing.T) {
+	direct := []string{"os/exec", "net", "net/http", "database/sql", "syscall", "io/fs", "os"}
+	outer := []string{module + "/internal/drivers/", module + "/internal/transport/", module + "/internal/daemon",
+		module + "/internal/store", module + "/internal/cli", module + "/client", module + "/internal/simsdk",
+		module + "/internal/config"}
+	for _, pkg := range []string{"internal/core", "internal/core/events"} {
+		for p := range imports(t, pkg) {
+			for _, f := range direct {
+				if p == f {
+					t.Errorf("%s imports %s directly; go through internal/ports", pkg, p)
+				}
+			}
+		}
+		for p := range deps(t, pkg) {
+			for _, f := range outer {
+				if p == f || strings.HasSuffix(f, "/") && strings.HasPrefix(p, f) {
+					t.Errorf("%s depends on outer layer %s", pkg, p)
+				}
+			}
+		}
+	}
+}
+
+func TestDriversNeverSeeTheEventBusOrTheDaemon(t *testing.T) {
+	for _, pkg := range []string{"internal/drivers/ios", "internal/drivers/android", "internal/drivers/fake"} {
+		for p := range imports(t, pkg) {
+			for _, f := range []string{"/internal/core/events", "/internal/daemon", "/internal/transport", "/internal/store", "/internal/contract", "/internal/config"} {
+				if p == module+f || strings.HasPrefix(p, module+f+"/") {
+					t.Errorf("%s depends on %s", pkg, p)
+				}
+			}
+		}
+	}
+}
+
+// Wall-clock calls outside the ports make decisions untestable with the
+// fake clock. The core and the drivers must take time from ports.Clock.
+func TestNoDirectClockInCoreOrDrivers(t *testing.T) {
+	banned := map[string]bool{"Now": true, "Sleep": true, "After": true, "AfterFunc": true, "NewTimer": true,
+		"NewTicker": true, "Tick": true, "Since": true, "Until": true}
+	_, self, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(self), "..")
+	for _, dir := range []string{"core", "core/events", "drivers/ios", "drivers/android"} {
+		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alias := ""
+			for _, imp := range f.Imports {
+				if imp.Path.Value == `"time"` {
+					alias = "time"
+					if imp.Name != nil {
+						alias = imp.Name.Name
+					}
+				}
+			}
+			if alias == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == alias && banned[sel.Sel.Name] {
+					t.Errorf("%s: time.%s; use the ports.Clock instead", fset.Position(sel.Pos()), sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}

@@ -1,0 +1,213 @@
+// Package config loads simlock's configuration: $SIMLOCK_HOME/config.json (or
+// --config FILE), strict JSON where an unknown key is an error, with
+// documented defaults for everything left out.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Mode        string      `json:"mode"`
+	Lease       Lease       `json:"lease"`
+	Capacity    Capacity    `json:"capacity"`
+	Downloads   Downloads   `json:"downloads"`
+	Log         Log         `json:"log"`
+	EventBuffer EventBuffer `json:"eventBuffer"`
+	Drivers     Drivers     `json:"drivers"`
+}
+
+type Lease struct {
+	// DefaultTTLMs is the width of a lease whose request names none.
+	DefaultTTLMs int64 `json:"defaultTtlMs"`
+	// MaxTTLMs caps any requested width; asking for more is BAD_REQUEST.
+	MaxTTLMs int64 `json:"maxTtlMs"`
+}
+
+type Capacity struct {
+	// Strategy is "resource" (derive limits from CPU and RAM) or "fixed".
+	Strategy string `json:"strategy"`
+	Fixed    Fixed  `json:"fixed"`
+}
+
+type Fixed struct {
+	MaxRunning int                      `json:"maxRunning"`
+	MaxManaged int                      `json:"maxManaged"`
+	Platforms  map[string]PlatformFixed `json:"platforms,omitempty"`
+}
+
+type PlatformFixed struct {
+	MaxRunning int `json:"maxRunning,omitempty"`
+	MaxManaged int `json:"maxManaged,omitempty"`
+}
+
+type Downloads struct {
+	// Policy is "never", "on-request" or "always".
+	Policy string `json:"policy"`
+}
+
+type Log struct {
+	Level       string `json:"level"`
+	RotateBytes int64  `json:"rotateBytes"`
+}
+
+type EventBuffer struct {
+	Size int `json:"size"`
+}
+
+type Drivers struct {
+	IOS     DriverConfig `json:"ios"`
+	Android DriverConfig `json:"android"`
+}
+
+type DriverConfig struct {
+	// Enabled turns the driver off when false (default on).
+	Enabled *bool `json:"enabled,omitempty"`
+	// Root is the directory the driver owns; default $SIMLOCK_HOME/devices/<platform>.
+	Root string `json:"root,omitempty"`
+}
+
+// On reports whether the driver is enabled.
+func (d DriverConfig) On() bool { return d.Enabled == nil || *d.Enabled }
+
+// Default returns the configuration used when the file is absent.
+func Default() Config {
+	return Config{
+		Mode:        "worker",
+		Lease:       Lease{DefaultTTLMs: 30 * 60 * 1000, MaxTTLMs: 24 * 60 * 60 * 1000},
+		Capacity:    Capacity{Strategy: "resource", Fixed: Fixed{MaxRunning: 2, MaxManaged: 6}},
+		Downloads:   Downloads{Policy: "on-request"},
+		Log:         Log{Level: "info", RotateBytes: 10 << 20},
+		EventBuffer: EventBuffer{Size: 1000},
+	}
+}
+
+// Parse decodes data over the defaults, strictly, and validates the result.
+func Parse(data []byte) (Config, error) {
+	c := Default()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Config{}, errors.New("config: trailing data after the JSON object")
+	}
+	return c, c.Validate()
+}
+
+// Load reads path; a missing file yields the defaults.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		c := Default()
+		return c, nil
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate checks values the JSON types cannot.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Mode {
+	case "worker":
+	case "gateway":
+		errs = append(errs, errors.New("mode: gateway is not available in this build yet"))
+	default:
+		errs = append(errs, fmt.Errorf("mode: %q is not worker or gateway", c.Mode))
+	}
+	if c.Lease.DefaultTTLMs <= 0 || c.Lease.MaxTTLMs <= 0 {
+		errs = append(errs, errors.New("lease: defaultTtlMs and maxTtlMs must be positive"))
+	}
+	if c.Lease.DefaultTTLMs > c.Lease.MaxTTLMs {
+		errs = append(errs, errors.New("lease: defaultTtlMs exceeds maxTtlMs"))
+	}
+	switch c.Capacity.Strategy {
+	case "resource", "fixed":
+	default:
+		errs = append(errs, fmt.Errorf("capacity.strategy: %q is not resource or fixed", c.Capacity.Strategy))
+	}
+	if c.Capacity.Strategy == "fixed" && (c.Capacity.Fixed.MaxRunning <= 0 || c.Capacity.Fixed.MaxManaged < c.Capacity.Fixed.MaxRunning) {
+		errs = append(errs, errors.New("capacity.fixed: maxRunning must be positive and maxManaged at least maxRunning"))
+	}
+	switch c.Downloads.Policy {
+	case "never", "on-request", "always":
+	default:
+		errs = append(errs, fmt.Errorf("downloads.policy: %q is not never, on-request or always", c.Downloads.Policy))
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", c.Log.Level))
+	}
+	if c.EventBuffer.Size <= 0 {
+		errs = append(errs, errors.New("eventBuffer.size must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Paths are the files simlock keeps under its home directory.
+type Paths struct {
+	Home       string
+	Config     string
+	DB         string
+	Socket     string
+	AdminToken string
+	Log        string
+	Instance   string
+	PID        string
+}
+
+// PathsFor lays out home.
+func PathsFor(home string) Paths {
+	return Paths{
+		Home:       home,
+		Config:     filepath.Join(home, "config.json"),
+		DB:         filepath.Join(home, "simlock.db"),
+		Socket:     filepath.Join(home, "simlock.sock"),
+		AdminToken: filepath.Join(home, "admin.token"),
+		Log:        filepath.Join(home, "daemon.log"),
+		Instance:   filepath.Join(home, "instance.json"),
+		PID:        filepath.Join(home, "daemon.pid"),
+	}
+}
+
+// Home resolves $SIMLOCK_HOME, defaulting to ~/.simlock.
+func Home(getenv func(string) string) string {
+	if h := getenv("SIMLOCK_HOME"); h != "" {
+		return h
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".simlock")
+	}
+	return ".simlock"
+}
+
+// DriverRoot is the root for platform, from config or the default.
+func (c Config) DriverRoot(home, platform string) string {
+	var d DriverConfig
+	switch platform {
+	case "ios":
+		d = c.Drivers.IOS
+	case "android":
+		d = c.Drivers.Android
+	}
+	if d.Root != "" {
+		return d.Root
+	}
+	return filepath.Join(home, "devices", platform)
+}

@@ -1,0 +1,50 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnknownKeyIsAnError(t *testing.T) {
+	_, err := Parse([]byte(`{"lease":{"defaultTtlMs":1000,"maxTTL":5}}`))
+	if err == nil || !strings.Contains(err.Error(), "maxTTL") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestPartialFileKeepsDefaults(t *testing.T) {
+	c, err := Parse([]byte(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lease.DefaultTTLMs != 30*60*1000 || c.Capacity.Fixed.MaxRunning != 1 || c.Downloads.Policy != "on-request" {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestValidationNamesEveryProblem(t *testing.T) {
+	_, err := Parse([]byte(`{"downloads":{"policy":"sometimes"},"log":{"level":"loud"}}`))
+	if err == nil || !strings.Contains(err.Error(), "downloads.policy") || !strings.Contains(err.Error(), "log.level") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":1}}}`))
+	f.Add([]byte(`{"lease":{"defaultTtlMs":-1}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err == nil {
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("Parse accepted an invalid config: %v", verr)
+			}
+		}
+	})
+}

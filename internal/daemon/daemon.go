@@ -1,0 +1,397 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/transport/socket"
+)
+
+// Options configure a daemon. Zero-valued ports get their real adapters.
+type Options struct {
+	Home    string
+	Config  config.Config
+	Version string
+	Clock   ports.Clock
+	Runner  ports.ProcessRunner
+	Stats   ports.SystemStats
+	FS      ports.Filesystem
+	Logger  *slog.Logger
+	Getenv  func(string) string
+	// Drivers, when set, replace the drivers built from config (tests).
+	Drivers []core.Driver
+}
+
+// Daemon is one running worker daemon.
+type Daemon struct {
+	cfg        config.Config
+	paths      config.Paths
+	version    string
+	pid        int
+	instanceID string
+	startedAt  time.Time
+	clock      ports.Clock
+	log        *slog.Logger
+
+	lock   *os.File
+	ln     net.Listener
+	srv    *socket.Server
+	db     *store.DB
+	engine *core.Engine
+	bus    *events.Bus
+	disp   *Dispatcher
+
+	adminHash [32]byte
+
+	readyOnce sync.Once
+	readyCh   chan struct{}
+	readyErr  error
+	stopping  chan struct{}
+	stopOnce  sync.Once
+	stopped   chan struct{}
+	stopErr   error
+	cancel    context.CancelFunc
+}
+
+// ErrAlreadyRunning is returned when another daemon owns the home.
+var ErrAlreadyRunning = errors.New("a simlock daemon already owns this home")
+
+// Start claims the home (lock file, then socket) before any device work, so
+// a second daemon fails fast; then it serves the socket while convergence
+// runs behind the readiness gate.
+func Start(ctx context.Context, o Options) (*Daemon, error) {
+	if o.Clock == nil {
+		o.Clock = ports.SystemClock{}
+	}
+	if o.Runner == nil {
+		o.Runner = ports.ExecRunner{}
+	}
+	if o.Stats == nil {
+		o.Stats = ports.HostStats{}
+	}
+	if o.FS == nil {
+		o.FS = ports.OSFilesystem{}
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	paths := config.PathsFor(o.Home)
+	if err := os.MkdirAll(o.Home, 0o700); err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: o.Config, paths: paths, version: o.Version, pid: os.Getpid(), clock: o.Clock,
+		log: ports.Module(o.Logger, "daemon"), readyCh: make(chan struct{}), stopping: make(chan struct{}), stopped: make(chan struct{}),
+		startedAt: o.Clock.Now()}
+
+	// 1. Claim: an exclusive lock on the home, held for the daemon's life.
+	lock, err := os.OpenFile(filepath.Join(o.Home, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, contract.Errorf(contract.CodeDaemonAlreadyRunning, "another simlock daemon owns %s", o.Home)
+	}
+	d.lock = lock
+	fail := func(err error) (*Daemon, error) {
+		d.closeResources()
+		return nil, err
+	}
+	// A socket file left by a daemon that died is stale: we hold the lock,
+	// so nobody else is serving it.
+	_ = os.Remove(paths.Socket)
+	ln, err := net.Listen("unix", paths.Socket)
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", paths.Socket, err))
+	}
+	if err := os.Chmod(paths.Socket, 0o600); err != nil {
+		ln.Close()
+		return fail(err)
+	}
+	d.ln = ln
+	_ = os.WriteFile(paths.PID, []byte(fmt.Sprint(d.pid)), 0o600)
+
+	// 2. A fresh admin secret per start; only its hash stays in memory.
+	var secret [32]byte
+	_, _ = rand.Read(secret[:])
+	plain := hex.EncodeToString(secret[:])
+	d.adminHash = sha256.Sum256([]byte(plain))
+	if err := ports.WriteFileAtomic(paths.AdminToken, []byte(plain+"\n")); err != nil {
+		return fail(fmt.Errorf("write admin token: %w", err))
+	}
+	if d.instanceID, err = loadInstanceID(paths.Instance); err != nil {
+		return fail(err)
+	}
+
+	// 3. Persistence, drivers, engine.
+	if d.db, err = store.Open(ctx, paths.DB); err != nil {
+		return fail(err)
+	}
+	d.bus = events.New(o.Config.EventBuffer.Size, o.Clock.Now)
+	drivers := o.Drivers
+	if drivers == nil {
+		if drivers, err = buildDrivers(o, d.bus, d.log); err != nil {
+			return fail(err)
+		}
+	}
+	fc := o.Config.Capacity.Fixed
+	limits := core.Limits{MaxRunning: fc.MaxRunning, MaxManaged: fc.MaxManaged, Platforms: map[string]core.PlatformLimits{}}
+	for p, pl := range fc.Platforms {
+		limits.Platforms[p] = core.PlatformLimits{MaxRunning: pl.MaxRunning, MaxManaged: pl.MaxManaged}
+	}
+	strategy, err := core.NewStrategy(o.Config.Capacity.Strategy, limits, o.Stats)
+	if err != nil {
+		return fail(err)
+	}
+	d.engine = core.New(core.Config{
+		DefaultTTL: time.Duration(o.Config.Lease.DefaultTTLMs) * time.Millisecond,
+		MaxTTL:     time.Duration(o.Config.Lease.MaxTTLMs) * time.Millisecond,
+	}, core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy, Bus: d.bus, Logger: ports.Module(o.Logger, "engine")})
+
+	d.disp = newDispatcher(ports.Module(o.Logger, "dispatcher"), d.awaitReady, func(id string) (string, bool) {
+		l, ok := d.engine.Lease(id)
+		return l.OwnerID, ok
+	})
+	d.register(d.disp)
+
+	// 4. Serve right away; everything but hello/status parks until ready.
+	sctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
+	go func() {
+		if err := d.srv.Serve(sctx, ln); err != nil {
+			d.log.Error("socket server stopped", "err", err)
+		}
+	}()
+	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID)
+
+	// 5. Converge in the background behind the readiness gate.
+	go func() {
+		err := d.engine.Converge(sctx)
+		d.readyOnce.Do(func() {
+			d.readyErr = err
+			close(d.readyCh)
+		})
+		if err != nil {
+			d.log.Error("startup convergence failed; stopping", "err", err)
+			d.stopErr = fmt.Errorf("startup convergence: %w", err)
+			d.requestStop()
+			return
+		}
+		d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
+		d.log.Info("daemon ready")
+	}()
+	return d, nil
+}
+
+func loadInstanceID(path string) (string, error) {
+	var inst struct {
+		InstanceID string `json:"instanceId"`
+	}
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &inst) == nil && inst.InstanceID != "" {
+		return inst.InstanceID, nil
+	}
+	inst.InstanceID = uuid.NewString()
+	b, _ := json.MarshalIndent(inst, "", "  ")
+	if err := ports.WriteFileAtomic(path, append(b, '\n')); err != nil {
+		return "", fmt.Errorf("write instance id: %w", err)
+	}
+	return inst.InstanceID, nil
+}
+
+func (d *Daemon) awaitReady(ctx context.Context) error {
+	select {
+	case <-d.readyCh:
+		if d.readyErr != nil {
+			return contract.Errorf(contract.CodeDaemonStartupFailed, "startup convergence failed: %v", d.readyErr)
+		}
+		return nil
+	case <-d.stopping:
+		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Daemon) isReady() bool {
+	select {
+	case <-d.readyCh:
+		return d.readyErr == nil
+	default:
+		return false
+	}
+}
+
+func (d *Daemon) health() string {
+	select {
+	case <-d.stopping:
+		return "stopping"
+	default:
+	}
+	select {
+	case <-d.readyCh:
+		if d.readyErr != nil {
+			return "failed"
+		}
+		return "running"
+	default:
+		return "starting"
+	}
+}
+
+// Dispatcher is the one dispatcher every frontend calls (HTTP calls it
+// in-process).
+func (d *Daemon) Dispatcher() *Dispatcher { return d.disp }
+
+// Engine exposes the lease engine (for benchmarks and in-process frontends).
+func (d *Daemon) Engine() *core.Engine { return d.engine }
+
+// Paths returns the daemon's file layout.
+func (d *Daemon) Paths() config.Paths { return d.paths }
+
+// Hello negotiates protocol and role.
+func (d *Daemon) Hello(_ context.Context, in contract.HelloIn) (contract.HelloOut, contract.Session, *contract.Error) {
+	role := contract.RoleAgent
+	if in.Credential != "" {
+		r, ok := d.credentialRole(in.Credential)
+		if !ok {
+			return contract.HelloOut{}, contract.Session{}, contract.Errorf(contract.CodeAdminAuthFailed, "the credential is not a valid admin secret or token")
+		}
+		role = r
+	}
+	principal := in.Principal
+	if principal == "" {
+		principal = "anonymous"
+	}
+	sess := contract.Session{Principal: principal, Role: role, Compatible: true}
+	out := contract.HelloOut{Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
+		Role: role, Principal: principal, Version: d.version, InstanceID: d.instanceID, Mode: "worker"}
+	lo, hi := max(in.Protocol.Min, contract.ProtocolMin), min(in.Protocol.Max, contract.ProtocolMax)
+	if in.Protocol.Min == 0 && in.Protocol.Max == 0 || lo > hi {
+		sess.Compatible = false
+		return out, sess, contract.Errorf(contract.CodeProtocolUnsupported,
+			"client speaks protocol %d-%d, daemon speaks %d-%d", in.Protocol.Min, in.Protocol.Max, contract.ProtocolMin, contract.ProtocolMax).
+			WithDetails("client", in.Protocol, "daemon", out.Protocol)
+	}
+	out.Selected = hi
+	return out, sess, nil
+}
+
+// credentialRole checks the per-start admin secret, then stored tokens.
+func (d *Daemon) credentialRole(cred string) (contract.Role, bool) {
+	h := sha256.Sum256([]byte(cred))
+	if subtle.ConstantTimeCompare(h[:], d.adminHash[:]) == 1 {
+		return contract.RoleAdmin, true
+	}
+	t, ok, err := d.db.TokenByHash(context.Background(), hashSecret(cred))
+	if err != nil || !ok {
+		return "", false
+	}
+	switch t.Role {
+	case contract.TokenRoleOperator:
+		return contract.RoleAdmin, true
+	case contract.TokenRoleAgent:
+		return contract.RoleAgent, true
+	}
+	// A worker join token opens a gateway uplink and nothing else.
+	return "", false
+}
+
+// VerifyToken resolves an API token for HTTP-style frontends.
+func (d *Daemon) VerifyToken(ctx context.Context, secret string) (store.TokenRecord, bool, error) {
+	return d.db.TokenByHash(ctx, hashSecret(secret))
+}
+
+func hashSecret(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// requestStop begins a graceful stop once.
+func (d *Daemon) requestStop() {
+	d.stopOnce.Do(func() {
+		close(d.stopping)
+		go d.shutdown()
+	})
+}
+
+// Stop stops the daemon gracefully and waits for it.
+func (d *Daemon) Stop() error {
+	d.requestStop()
+	<-d.stopped
+	return d.stopErr
+}
+
+// Wait blocks until the daemon has stopped.
+func (d *Daemon) Wait() error {
+	<-d.stopped
+	return d.stopErr
+}
+
+// Done is closed once the daemon has stopped.
+func (d *Daemon) Done() <-chan struct{} { return d.stopped }
+
+func (d *Daemon) shutdown() {
+	d.log.Info("daemon stopping")
+	// Stop accepting, then let in-flight purges settle (bounded) so the
+	// pool is left in a settled shape.
+	d.ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	d.engine.Stop(ctx)
+	cancel()
+	d.cancel()
+	d.srv.CloseAll()
+	_ = os.Remove(d.paths.AdminToken)
+	_ = os.Remove(d.paths.Socket)
+	_ = os.Remove(d.paths.PID)
+	d.closeResources()
+	d.log.Info("daemon stopped")
+	close(d.stopped)
+}
+
+func (d *Daemon) closeResources() {
+	if d.db != nil {
+		d.db.Close()
+	}
+	if d.lock != nil {
+		_ = unix.Flock(int(d.lock.Fd()), unix.LOCK_UN)
+		d.lock.Close()
+	}
+}
+
+// socketAdapter satisfies socket.Dispatcher.
+type socketAdapter struct{ d *Daemon }
+
+func (a socketAdapter) Hello(ctx context.Context, in contract.HelloIn) (contract.HelloOut, contract.Session, *contract.Error) {
+	return a.d.Hello(ctx, in)
+}
+
+func (a socketAdapter) Dispatch(ctx context.Context, sess contract.Session, method string, params json.RawMessage, notify func(string, any)) (any, func(), *contract.Error) {
+	call := &Call{Session: sess, Notify: notify}
+	out, err := a.d.disp.Dispatch(ctx, call, method, params)
+	return out, call.RunAfter, err
+}

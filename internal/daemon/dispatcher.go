@@ -1,0 +1,163 @@
+// Package daemon wires simlock's worker daemon together: the dispatcher that
+// every frontend calls, the typed handlers over the core, startup (claim
+// first, converge behind a readiness gate), credentials and graceful stop.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Call is one operation invocation as a frontend hands it to the dispatcher.
+type Call struct {
+	Session contract.Session
+	// Notify sends a push tied to this request (progress, events). Nil when
+	// the frontend cannot push.
+	Notify func(method string, params any)
+
+	mu    sync.Mutex
+	after []func()
+}
+
+// After registers f to run once the frontend has written the response
+// (used by daemon.stop and by followed event subscriptions).
+func (c *Call) After(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.after = append(c.after, f)
+}
+
+// RunAfter runs the registered hooks; frontends call it after responding.
+func (c *Call) RunAfter() {
+	c.mu.Lock()
+	hooks := c.after
+	c.after = nil
+	c.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+}
+
+func (c *Call) notify(method string, params any) {
+	if c.Notify != nil {
+		c.Notify(method, params)
+	}
+}
+
+type handlerFunc func(ctx context.Context, call *Call, in any) (any, error)
+
+// Dispatcher runs every operation through one fixed pipeline: decode the
+// input strictly, check the role, run the operation's authorization, park
+// on startup readiness, call the handler, check the output.
+type Dispatcher struct {
+	handlers map[string]handlerFunc
+	ops      map[string]contract.Op
+	// leaseOwner answers ownership checks (AuthOwnsLease).
+	leaseOwner func(leaseID string) (owner string, ok bool)
+	ready      func(ctx context.Context) error
+	log        *slog.Logger
+}
+
+func newDispatcher(log *slog.Logger, ready func(context.Context) error, leaseOwner func(string) (string, bool)) *Dispatcher {
+	return &Dispatcher{handlers: map[string]handlerFunc{}, ops: map[string]contract.Op{},
+		leaseOwner: leaseOwner, ready: ready, log: log}
+}
+
+// handle registers a typed handler for op. Registering an operation twice
+// is a programming error.
+func handle[In, Out any](d *Dispatcher, op contract.Operation[In, Out], h func(ctx context.Context, call *Call, in In) (Out, error)) {
+	if _, dup := d.handlers[op.Name]; dup {
+		panic("daemon: duplicate handler for " + op.Name)
+	}
+	d.ops[op.Name] = op.Op
+	d.handlers[op.Name] = func(ctx context.Context, call *Call, in any) (any, error) {
+		return h(ctx, call, in.(In))
+	}
+}
+
+// Dispatch runs method for call with raw params.
+func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, params json.RawMessage) (any, *contract.Error) {
+	op, ok := d.ops[method]
+	if !ok {
+		return nil, contract.Errorf(contract.CodeUnknownOperation, "unknown operation %q", method)
+	}
+	if !call.Session.Compatible && method != contract.DaemonStop.Name {
+		return nil, contract.Errorf(contract.CodeProtocolUnsupported, "this connection's protocol range does not overlap the daemon's")
+	}
+	in, err := op.DecodeInput(params)
+	if err != nil {
+		return nil, toContractError(err)
+	}
+	if !call.Session.Role.Allows(op.Role) {
+		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the %s role; this session is %s", op.Name, op.Role, call.Session.Role)
+	}
+	if err := d.authorize(op, call, in); err != nil {
+		return nil, err
+	}
+	if !op.Unparked {
+		if err := d.ready(ctx); err != nil {
+			return nil, toContractError(err)
+		}
+	}
+	out, herr := d.handlers[method](ctx, call, in)
+	if herr != nil {
+		ce := toContractError(herr)
+		if ce.Code == contract.CodeInternal {
+			d.log.Error("operation failed", "op", method, "err", herr)
+		}
+		return nil, ce
+	}
+	if err := op.CheckOutput(out); err != nil {
+		d.log.Error("output check failed", "op", method, "err", err)
+		return nil, toContractError(err)
+	}
+	return out, nil
+}
+
+// authorize implements the contract's declared extra checks.
+func (d *Dispatcher) authorize(op contract.Op, call *Call, in any) *contract.Error {
+	switch op.Auth {
+	case "":
+		return nil
+	case contract.AuthOwnsLease:
+		id := leaseIDOf(in)
+		owner, ok := d.leaseOwner(id)
+		if !ok {
+			return contract.Errorf(contract.CodeUnknownLease, "no lease %q", id)
+		}
+		if call.Session.Role == contract.RoleAdmin || owner == call.Session.Principal {
+			return nil
+		}
+		return contract.Errorf(contract.CodeForbidden, "lease %s belongs to another principal", id)
+	}
+	return contract.Errorf(contract.CodeInternal, "unknown authorization %q", op.Auth)
+}
+
+// leaseIDOf extracts the leaseId field every ownsLease input carries.
+func leaseIDOf(in any) string {
+	switch v := in.(type) {
+	case contract.LeaseRenewIn:
+		return v.LeaseID
+	case contract.LeaseReleaseIn:
+		return v.LeaseID
+	case contract.LeaseGetIn:
+		return v.LeaseID
+	}
+	panic(fmt.Sprintf("daemon: %T declares ownsLease but has no leaseId", in))
+}
+
+// Ops lists the operations with a handler.
+func (d *Dispatcher) Ops() []contract.Op {
+	var out []contract.Op
+	for _, op := range contract.Registry() {
+		if _, ok := d.ops[op.Name]; ok {
+			out = append(out, op)
+		}
+	}
+	return out
+}

@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/drivers/ios"
+	"github.com/simlock/simlock/internal/ports"
+)
+
+// buildDrivers constructs the enabled drivers. A platform whose tools are
+// missing is skipped with a warning rather than failing the daemon: a Mac
+// without the Android SDK still serves iOS.
+func buildDrivers(o Options, bus *events.Bus, log *slog.Logger) ([]core.Driver, error) {
+	guard := &diskGuard{stats: o.Stats}
+	diag := func(platform string) func(core.Diagnostic) {
+		// Drivers never see the bus: the daemon bridges their diagnostics.
+		return func(dg core.Diagnostic) {
+			bus.Publish(events.Event{Type: dg.Type, Platform: platform, RequesterID: dg.RequesterID, Reason: dg.Message, Data: dg.Data})
+			if dg.Type == "component.installed" {
+				log.Info("component installed", "platform", platform, "requesterId", dg.RequesterID, "data", dg.Data)
+			}
+		}
+	}
+	var out []core.Driver
+	if o.Config.Drivers.IOS.On() {
+		root, err := filepath.Abs(o.Config.DriverRoot(o.Home, "ios"))
+		if err != nil {
+			return nil, err
+		}
+		drv, err := ios.New(ios.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
+			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard})
+		if err != nil {
+			return nil, fmt.Errorf("ios driver: %w", err)
+		}
+		out = append(out, drv)
+	}
+	return out, nil
+}
+
+// diskGuard reserves disk space for component installs across every driver,
+// so two concurrent multi-GB downloads cannot each see enough free space and
+// jointly overfill the volume.
+type diskGuard struct {
+	stats ports.SystemStats
+	mu    sync.Mutex
+	held  uint64
+}
+
+func (g *diskGuard) Reserve(path string, bytes uint64) (func(), error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	free, err := g.stats.FreeDiskBytes(path)
+	if err != nil {
+		return nil, fmt.Errorf("read free disk space: %w", err)
+	}
+	avail := uint64(0)
+	if free > g.held {
+		avail = free - g.held
+	}
+	if avail < bytes {
+		return nil, core.NewSpecError(core.ErrInsufficientDisk,
+			fmt.Sprintf("installing needs about %d bytes free, %d are available", bytes, avail),
+			"requiredBytes", bytes, "availableBytes", avail)
+	}
+	g.held += bytes
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			g.held -= bytes
+			g.mu.Unlock()
+		})
+	}, nil
+}

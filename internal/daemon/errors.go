@@ -1,0 +1,70 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// toContractError is the one place that maps internal errors to contract
+// codes. Anything it does not recognise is INTERNAL, and is logged by the
+// caller.
+func toContractError(err error) *contract.Error {
+	if err == nil {
+		return nil
+	}
+	if ce := contract.AsError(err); ce != nil {
+		return ce
+	}
+	var rl *core.RequesterLeasedError
+	if errors.As(err, &rl) {
+		return contract.Errorf(contract.CodeRequesterLeased, "this requester already holds lease %s", rl.LeaseID).
+			WithDetails("leaseId", rl.LeaseID).
+			WithNext("release " + rl.LeaseID + " first (`simlock release " + rl.LeaseID + "`), or use a different --requester")
+	}
+	var se *core.SpecError
+	details := map[string]any(nil)
+	if errors.As(err, &se) {
+		details = se.Details
+	}
+	simple := []struct {
+		sentinel error
+		code     contract.Code
+	}{
+		{core.ErrNoCapacity, contract.CodeNoCapacity},
+		{core.ErrQueueTimeout, contract.CodeQueueTimeout},
+		{core.ErrCancelled, contract.CodeRequestCancelled},
+		{core.ErrUnknownLease, contract.CodeUnknownLease},
+		{core.ErrNoPending, contract.CodeNoPendingRequest},
+		{core.ErrTTLTooLong, contract.CodeBadRequest},
+		{core.ErrBadRequest, contract.CodeBadRequest},
+		{core.ErrStopping, contract.CodeDaemonStopping},
+		{core.ErrRequesterQueue, contract.CodeRequesterQueued},
+		{core.ErrUnsupportedPlatform, contract.CodeUnsupportedPlatform},
+		{core.ErrUnknownModel, contract.CodeUnknownModel},
+		{core.ErrOSOutOfRange, contract.CodeOSOutOfRange},
+		{core.ErrRuntimeMissing, contract.CodeRuntimeMissing},
+		{core.ErrDownloadForbidden, contract.CodeDownloadForbidden},
+		{core.ErrInsufficientDisk, contract.CodeInsufficientDisk},
+		{core.ErrDeviceFailed, contract.CodeDeviceFailed},
+		{core.ErrUnknownDevice, contract.CodeUnknownDevice},
+		{store.ErrTokenNameTaken, contract.CodeBadRequest},
+		{context.Canceled, contract.CodeConnectionLost},
+	}
+	for _, s := range simple {
+		if errors.Is(err, s.sentinel) {
+			ce := contract.Errorf(s.code, "%s", err.Error())
+			if s.code == contract.CodeNoCapacity {
+				ce.WithRetryAfter(5000)
+			}
+			if len(details) > 0 {
+				ce.Details = details
+			}
+			return ce
+		}
+	}
+	return contract.Errorf(contract.CodeInternal, "%s", err.Error())
+}

@@ -1,0 +1,341 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// register installs every handler this daemon serves.
+func (d *Daemon) register(disp *Dispatcher) {
+	handle(disp, contract.StatusGet, d.statusGet)
+	handle(disp, contract.ListGet, func(ctx context.Context, _ *Call, _ contract.ListGetIn) (contract.ListGetOut, error) {
+		return contract.ListGetOut{Devices: d.devices()}, nil
+	})
+	handle(disp, contract.CatalogGet, d.catalogGet)
+	handle(disp, contract.ConfigGet, func(context.Context, *Call, contract.ConfigGetIn) (contract.ConfigGetOut, error) {
+		b, err := json.Marshal(d.cfg)
+		return contract.ConfigGetOut{Path: d.paths.Config, Config: b}, err
+	})
+	handle(disp, contract.LeaseRequest, d.leaseRequest)
+	handle(disp, contract.LeaseRenew, func(_ context.Context, _ *Call, in contract.LeaseRenewIn) (contract.Lease, error) {
+		l, err := d.engine.Renew(in.LeaseID, time.Duration(in.TTLMs)*time.Millisecond)
+		if err != nil {
+			return contract.Lease{}, err
+		}
+		return d.leaseOut(l), nil
+	})
+	handle(disp, contract.LeaseRelease, func(_ context.Context, _ *Call, in contract.LeaseReleaseIn) (contract.LeaseReleaseOut, error) {
+		if err := d.engine.Release(in.LeaseID); err != nil {
+			return contract.LeaseReleaseOut{}, err
+		}
+		return contract.LeaseReleaseOut{LeaseID: in.LeaseID, Released: true}, nil
+	})
+	handle(disp, contract.LeaseReleaseAll, func(_ context.Context, call *Call, _ contract.LeaseReleaseAllIn) (contract.LeaseReleaseAllOut, error) {
+		ids := d.engine.ReleaseWhere(func(l core.LeaseRecord) bool { return owns(call.Session, l) })
+		if ids == nil {
+			ids = []string{}
+		}
+		return contract.LeaseReleaseAllOut{Released: ids}, nil
+	})
+	handle(disp, contract.LeaseCancel, func(_ context.Context, call *Call, in contract.LeaseCancelIn) (contract.LeaseCancelOut, error) {
+		req := in.RequesterID
+		if req == "" {
+			req = call.Session.Principal
+		}
+		for _, q := range d.engine.Queue() {
+			if q.RequesterID == req && call.Session.Role != contract.RoleAdmin && q.OwnerID != call.Session.Principal {
+				return contract.LeaseCancelOut{}, contract.Errorf(contract.CodeForbidden, "the pending request of %s belongs to another principal", req)
+			}
+		}
+		if err := d.engine.Cancel(req); err != nil {
+			return contract.LeaseCancelOut{}, err
+		}
+		return contract.LeaseCancelOut{Cancelled: true}, nil
+	})
+	handle(disp, contract.LeaseGet, func(_ context.Context, _ *Call, in contract.LeaseGetIn) (contract.Lease, error) {
+		l, ok := d.engine.Lease(in.LeaseID)
+		if !ok {
+			return contract.Lease{}, core.ErrUnknownLease
+		}
+		return d.leaseOut(l), nil
+	})
+	handle(disp, contract.LeaseList, func(_ context.Context, call *Call, _ contract.LeaseListIn) (contract.LeaseListOut, error) {
+		out := contract.LeaseListOut{Leases: []contract.Lease{}}
+		for _, l := range d.engine.Leases() {
+			if owns(call.Session, l) {
+				out.Leases = append(out.Leases, d.leaseOut(l))
+			}
+		}
+		return out, nil
+	})
+	handle(disp, contract.EventsSubscribe, d.eventsSubscribe)
+	handle(disp, contract.TokenCreate, d.tokenCreate)
+	handle(disp, contract.TokenList, func(ctx context.Context, _ *Call, _ contract.TokenListIn) (contract.TokenListOut, error) {
+		toks, err := d.db.ListTokens(ctx)
+		if err != nil {
+			return contract.TokenListOut{}, err
+		}
+		out := contract.TokenListOut{Tokens: []contract.TokenInfo{}}
+		for _, t := range toks {
+			out.Tokens = append(out.Tokens, contract.TokenInfo{ID: t.ID, Role: t.Role, Name: t.Name, CreatedAt: t.CreatedAt.UTC()})
+		}
+		return out, nil
+	})
+	handle(disp, contract.TokenRevoke, func(ctx context.Context, _ *Call, in contract.TokenRevokeIn) (contract.TokenRevokeOut, error) {
+		ok, err := d.db.RevokeToken(ctx, in.ID)
+		if err != nil {
+			return contract.TokenRevokeOut{}, err
+		}
+		if !ok {
+			return contract.TokenRevokeOut{}, contract.Errorf(contract.CodeUnknownToken, "no token %q", in.ID)
+		}
+		return contract.TokenRevokeOut{Revoked: true}, nil
+	})
+	handle(disp, contract.DaemonStop, func(_ context.Context, call *Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
+		call.After(func() { go d.requestStop() })
+		return contract.DaemonStopOut{Stopping: true}, nil
+	})
+}
+
+// owns reports whether the session may see or act on lease l.
+func owns(s contract.Session, l core.LeaseRecord) bool {
+	return s.Role == contract.RoleAdmin || l.OwnerID == s.Principal
+}
+
+func (d *Daemon) leaseRequest(ctx context.Context, call *Call, in contract.LeaseRequestIn) (contract.Lease, error) {
+	if in.Platform == "" {
+		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
+			WithNext("pass --platform ios (or another platform listed by `simlock catalog`)")
+	}
+	if in.TTLMs < 0 || in.TimeoutMs < 0 {
+		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "ttlMs and timeoutMs must not be negative")
+	}
+	req := in.RequesterID
+	if req == "" {
+		req = call.Session.Principal
+	}
+	allow := false
+	switch d.cfg.Downloads.Policy {
+	case "always":
+		allow = true
+	case "on-request":
+		allow = in.AllowDownload
+	}
+	r := core.Request{
+		Spec:    core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow},
+		TTL:     time.Duration(in.TTLMs) * time.Millisecond,
+		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
+		NoWait:  in.NoWait, RequesterID: req, OwnerID: call.Session.Principal,
+	}
+	g, err := d.engine.Request(ctx, r, func(p core.Progress) {
+		call.notify(contract.NotifyProgress, contract.Progress{Phase: p.Phase, QueuePosition: p.QueuePosition,
+			DeviceID: p.DeviceID, EtaMs: p.ETA.Milliseconds()})
+	})
+	if err != nil {
+		if in.AllowDownload && !allow && d.cfg.Downloads.Policy == "never" {
+			if ce := toContractError(err); ce.Code == contract.CodeRuntimeMissing {
+				return contract.Lease{}, contract.Errorf(contract.CodeDownloadForbidden,
+					"%s, and downloads.policy is never, so --allow-download cannot install it", ce.Message).WithDetails("policy", "never")
+			}
+		}
+		return contract.Lease{}, err
+	}
+	out := d.leaseOut(g.Lease)
+	dev := d.deviceOut(g.Device, g.Lease.ID)
+	out.Device = &dev
+	return out, nil
+}
+
+func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {
+	out := contract.Lease{LeaseID: l.ID, RequesterID: l.RequesterID, OwnerID: l.OwnerID, DeviceID: l.DeviceID,
+		Platform: l.Platform, GrantedAt: l.GrantedAt.UTC(), ExpiresAt: l.ExpiresAt.UTC(), LastRenewedAt: l.LastRenewedAt.UTC(),
+		TTLMs: l.TTL.Milliseconds()}
+	if dev, ok := d.engine.Device(l.DeviceID); ok {
+		cd := d.deviceOut(dev, l.ID)
+		out.Device = &cd
+	}
+	return out
+}
+
+// deviceOut maps a registry record onto the contract: the only place the
+// driver's opaque attributes become named wire fields.
+func (d *Daemon) deviceOut(r core.DeviceRecord, leaseID string) contract.Device {
+	out := contract.Device{ID: r.ID, Platform: r.Platform, Model: r.Spec.Model, OSVersion: r.Spec.OSVersion,
+		State: string(r.State), Name: r.Name, Simulated: r.Simulated, LeaseID: leaseID,
+		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC()}
+	if !r.LastLeasedAt.IsZero() {
+		t := r.LastLeasedAt.UTC()
+		out.LastLeasedAt = &t
+	}
+	for k, v := range r.Attrs {
+		switch {
+		case k == core.AttrUDID:
+			out.UDID = v
+		case k == core.AttrSerial:
+			out.Serial = v
+		case k == core.AttrDeviceSet:
+			out.DeviceSet = v
+		case strings.HasPrefix(k, core.AttrEnvPrefix):
+			if out.Env == nil {
+				out.Env = map[string]string{}
+			}
+			out.Env[strings.TrimPrefix(k, core.AttrEnvPrefix)] = v
+		}
+	}
+	return out
+}
+
+func (d *Daemon) devices() []contract.Device {
+	leaseOf := map[string]string{}
+	for _, l := range d.engine.Leases() {
+		leaseOf[l.DeviceID] = l.ID
+	}
+	out := []contract.Device{}
+	for _, r := range d.engine.Devices() {
+		out = append(out, d.deviceOut(r, leaseOf[r.ID]))
+	}
+	return out
+}
+
+func (d *Daemon) statusGet(_ context.Context, call *Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
+	out := contract.StatusGetOut{
+		Daemon: contract.DaemonInfo{Version: d.version, PID: d.pid, Health: d.health(), Mode: "worker",
+			InstanceID: d.instanceID, StartedAt: d.startedAt.UTC(), Socket: d.paths.Socket, Home: d.paths.Home},
+		Devices: []contract.Device{}, Leases: []contract.Lease{}, Queue: []contract.QueueEntry{},
+	}
+	if !d.isReady() {
+		return out, nil // nothing is loaded before convergence finishes
+	}
+	out.Devices = d.devices()
+	for _, l := range d.engine.Leases() {
+		if owns(call.Session, l) || call.Session.Role == contract.RoleAgent {
+			out.Leases = append(out.Leases, d.leaseOut(l))
+		}
+	}
+	c := d.engine.Capacity()
+	out.Capacity = contract.Capacity{Strategy: c.Strategy, MaxRunning: c.Limits.MaxRunning, MaxManaged: c.Limits.MaxManaged,
+		Running: c.Global.Running, Managed: c.Global.Managed, Reserved: c.Global.Reserved, Platforms: map[string]contract.PlatformCapacity{}}
+	for p, u := range c.Platforms {
+		pl := c.Limits.Platforms[p]
+		out.Capacity.Platforms[p] = contract.PlatformCapacity{MaxRunning: pl.MaxRunning, MaxManaged: pl.MaxManaged,
+			Running: u.Running, Managed: u.Managed, Reserved: u.Reserved}
+	}
+	for _, q := range d.engine.Queue() {
+		out.Queue = append(out.Queue, contract.QueueEntry{Position: q.Position, RequesterID: q.RequesterID, Platform: q.Spec.Platform,
+			Model: q.Spec.Model, OSVersion: q.Spec.OSVersion, Phase: q.Phase, EnqueuedAt: q.EnqueuedAt})
+	}
+	out.QueueDepth = len(out.Queue)
+	return out, nil
+}
+
+func (d *Daemon) catalogGet(ctx context.Context, _ *Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {
+	out := contract.CatalogGetOut{Platforms: []contract.PlatformCatalog{}}
+	for _, p := range d.engine.Platforms() {
+		if in.Platform != "" && in.Platform != p {
+			continue
+		}
+		drv, _ := d.engine.Driver(p)
+		pc := contract.PlatformCatalog{Platform: p, Models: []contract.CatalogModel{}, Runtimes: []contract.CatalogRuntime{}}
+		cat, err := drv.Catalog(ctx)
+		if err != nil {
+			pc.Error = err.Error()
+		}
+		for _, m := range cat.Models {
+			pc.Models = append(pc.Models, contract.CatalogModel{Name: m.Name, Identifier: m.Identifier, MinOS: m.MinOS, MaxOS: m.MaxOS})
+		}
+		for _, r := range cat.Runtimes {
+			pc.Runtimes = append(pc.Runtimes, contract.CatalogRuntime{Name: r.Name, Version: r.Version, Build: r.Build,
+				Identifier: r.Identifier, Available: r.Available, SupportedModels: r.SupportedModels})
+		}
+		out.Platforms = append(out.Platforms, pc)
+	}
+	if in.Platform != "" && len(out.Platforms) == 0 {
+		return out, core.NewSpecError(core.ErrUnsupportedPlatform, "no driver serves platform "+in.Platform)
+	}
+	return out, nil
+}
+
+func eventOut(e events.Event) contract.Event {
+	return contract.Event{Seq: e.Seq, Type: e.Type, At: e.At.UTC(), DeviceID: e.DeviceID, LeaseID: e.LeaseID,
+		RequesterID: e.RequesterID, Platform: e.Platform, Reason: e.Reason, Data: e.Data}
+}
+
+func (d *Daemon) eventsSubscribe(ctx context.Context, call *Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {
+	var ch <-chan events.Event
+	var cancel func()
+	if in.Follow {
+		// Subscribe before reading the backlog so nothing falls in between.
+		ch, cancel = d.bus.Subscribe(1024)
+	}
+	evs, dropped := d.bus.Since(in.Since)
+	out := contract.EventsSubscribeOut{Events: []contract.Event{}, Dropped: dropped}
+	last := in.Since
+	for _, e := range evs {
+		out.Events = append(out.Events, eventOut(e))
+		last = e.Seq
+	}
+	if in.Follow {
+		call.After(func() {
+			go func() {
+				defer cancel()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-d.stopped:
+						return
+					case e := <-ch:
+						if e.Seq > last {
+							call.notify(contract.NotifyEvent, eventOut(e))
+						}
+					}
+				}
+			}()
+		})
+	}
+	return out, nil
+}
+
+// Token secrets are random and shown once; only their SHA-256 is stored.
+func (d *Daemon) tokenCreate(ctx context.Context, _ *Call, in contract.TokenCreateIn) (contract.TokenCreateOut, error) {
+	switch in.Role {
+	case contract.TokenRoleAgent, contract.TokenRoleOperator, contract.TokenRoleWorker:
+	default:
+		return contract.TokenCreateOut{}, contract.Errorf(contract.CodeBadRequest, "role must be agent, operator or worker, not %q", in.Role)
+	}
+	var raw [32]byte
+	_, _ = rand.Read(raw[:])
+	secret := "slk_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	var idb [6]byte
+	_, _ = rand.Read(idb[:])
+	rec := store.TokenRecord{ID: "tok_" + hex.EncodeToString(idb[:]), Name: in.Name, Role: in.Role,
+		Hash: hashSecret(secret), CreatedAt: d.clock.Now().UTC()}
+	if rec.Name == "" {
+		rec.Name = rec.ID
+	}
+	if err := d.db.CreateToken(ctx, rec); err != nil {
+		return contract.TokenCreateOut{}, err
+	}
+	return contract.TokenCreateOut{ID: rec.ID, Role: rec.Role, Name: rec.Name, Token: secret, CreatedAt: rec.CreatedAt}, nil
+}
+
+// sortedKeys returns m's keys in order (stable JSON-free iteration).
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// migrations shape the schema. Entry i takes the database from version i to
+// version i+1, so the length of the slice is the newest version this binary
+// knows. Never edit or reorder a released entry; append a new one.
+//
+// Tables are STRICT so a wrongly typed value fails loudly instead of being
+// stored under SQLite's type affinity rules.
+var migrations = []string{
+	// 1: registry, tokens, meta.
+	`
+CREATE TABLE devices (
+	id               TEXT PRIMARY KEY NOT NULL,
+	platform         TEXT NOT NULL,
+	handle           TEXT NOT NULL,
+	name             TEXT NOT NULL,
+	state            TEXT NOT NULL,
+	spec             TEXT NOT NULL,             -- JSON core.Spec
+	attrs            TEXT,                      -- JSON object; NULL is a nil map
+	simulated        INTEGER NOT NULL CHECK (simulated IN (0, 1)),
+	state_since      INTEGER,                   -- unix ms UTC; NULL is the zero time
+	created_at       INTEGER,
+	last_leased_at   INTEGER,
+	last_released_at INTEGER,
+	data             TEXT                       -- driver JSON, verbatim; NULL is none
+) STRICT;
+
+CREATE TABLE leases (
+	id              TEXT PRIMARY KEY NOT NULL,
+	-- Deferred, so one change set may add a device and its lease (or drop
+	-- both) in any order; only the committed state must be consistent.
+	device_id       TEXT NOT NULL REFERENCES devices (id) DEFERRABLE INITIALLY DEFERRED,
+	requester_id    TEXT NOT NULL UNIQUE,
+	owner_id        TEXT NOT NULL,
+	platform        TEXT NOT NULL,
+	ttl_ms          INTEGER NOT NULL,
+	granted_at      INTEGER,
+	expires_at      INTEGER,
+	last_renewed_at INTEGER
+) STRICT;
+
+-- Without it every device delete scans leases for the foreign key check.
+CREATE INDEX leases_device_id ON leases (device_id);
+
+CREATE TABLE tokens (
+	id         TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+	name       TEXT NOT NULL DEFAULT '',
+	role       TEXT NOT NULL,
+	hash       TEXT NOT NULL UNIQUE CHECK (hash <> ''),
+	created_at INTEGER
+) STRICT;
+
+-- Names are optional; only non-empty ones must be unique.
+CREATE UNIQUE INDEX tokens_name ON tokens (name) WHERE name <> '';
+
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY NOT NULL,
+	value TEXT NOT NULL
+) STRICT;
+`,
+}
+
+// SchemaTooNewError refuses a database written by a newer simlock. Migrating
+// down is impossible and writing to a schema we do not understand could
+// corrupt it, so the file is left alone.
+type SchemaTooNewError struct {
+	Have int // the database's schema version
+	Know int // the newest version this binary knows
+}
+
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("store: database schema version %d is newer than this simlock knows (%d); upgrade simlock", e.Have, e.Know)
+}
+
+const createVersionTable = `CREATE TABLE IF NOT EXISTS schema_version (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	version INTEGER NOT NULL
+) STRICT`
+
+// init checks the schema version using reads only, then switches to WAL and
+// applies pending migrations. The order matters: both the journal mode
+// change and a migration write the file, and a too-new database must not be
+// written at all.
+func (db *DB) init(ctx context.Context, migs []string) error {
+	have, err := schemaVersion(ctx, db.sql)
+	if err != nil {
+		return err
+	}
+	if have > len(migs) {
+		return &SchemaTooNewError{Have: have, Know: len(migs)}
+	}
+	if have == 0 {
+		// Refuse to lay our schema over somebody else's tables, e.g. when
+		// SIMLOCK_HOME points at the wrong directory.
+		var n int
+		if err := db.sql.QueryRowContext(ctx,
+			`SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`).Scan(&n); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if n > 0 {
+			return errors.New("store: database has tables but no simlock schema version; refusing to use it")
+		}
+	}
+	var mode string
+	if err := db.sql.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		return fmt.Errorf("store: enable WAL: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("store: enable WAL: journal mode is %q", mode)
+	}
+	for v := have; v < len(migs); {
+		if err := db.immediate(ctx, func(q querier) error {
+			// Re-read under the write lock: another process may have
+			// migrated since the guard above.
+			cur, err := schemaVersion(ctx, q)
+			if err != nil {
+				return err
+			}
+			if cur > len(migs) {
+				return &SchemaTooNewError{Have: cur, Know: len(migs)}
+			}
+			v = cur
+			if cur == len(migs) {
+				return nil
+			}
+			if _, err := q.ExecContext(ctx, createVersionTable); err != nil {
+				return fmt.Errorf("store: create schema_version: %w", err)
+			}
+			if _, err := q.ExecContext(ctx, migs[cur]); err != nil {
+				return fmt.Errorf("store: migration %d: %w", cur+1, err)
+			}
+			if _, err := q.ExecContext(ctx,
+				`INSERT INTO schema_version (id, version) VALUES (1, ?)
+				 ON CONFLICT (id) DO UPDATE SET version = excluded.version`, cur+1); err != nil {
+				return fmt.Errorf("store: record migration %d: %w", cur+1, err)
+			}
+			v = cur + 1
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// schemaVersion reads the version without creating anything; a database
+// without the version table is version 0.
+func schemaVersion(ctx context.Context, q querier) (int, error) {
+	var n int
+	if err := q.QueryRowContext(ctx,
+		`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: read schema version: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var v int
+	err := q.QueryRowContext(ctx, `SELECT version FROM schema_version WHERE id = 1`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: read schema version: %w", err)
+	}
+	return v, nil
+}
