@@ -293,6 +293,7 @@ func (e *Engine) Lease(id string) (LeaseRecord, bool) {
 type QueueEntry struct {
 	Position    int
 	RequesterID string
+	OwnerID     string
 	Spec        Spec
 	Phase       string
 	EnqueuedAt  time.Time
@@ -304,7 +305,7 @@ func (e *Engine) Queue() []QueueEntry {
 	defer e.mu.Unlock()
 	out := make([]QueueEntry, 0, len(e.queue))
 	for i, w := range e.queue {
-		out = append(out, QueueEntry{Position: i + 1, RequesterID: w.requester, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
+		out = append(out, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
 	}
 	return out
 }
