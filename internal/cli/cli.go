@@ -1,0 +1,241 @@
+// Package cli is simlock's command-line interface: the operator's full
+// interface to the daemon, plus the multi-call entry for the simulated SDK
+// tools. Output goes through the injected writers so tests can capture it.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/simsdk"
+)
+
+// Version is the build's version string.
+const Version = "0.1.0"
+
+// Env is the process environment the CLI runs in.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	// Environ is the full environment, for launching the daemon.
+	Environ []string
+}
+
+// OSEnv is the real process environment.
+func OSEnv() Env {
+	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Environ: os.Environ()}
+}
+
+// Run executes the CLI with args (without the program name... see below)
+// and returns the process exit code. args[0] is the program name: when the
+// binary is invoked as one of the simulated SDK tools (a link named xcrun,
+// adb, ...), it behaves as that tool.
+func Run(ctx context.Context, args []string, env Env) int {
+	tool := filepath.Base(args[0])
+	if slices.Contains(simsdk.Tools, tool) {
+		return simsdk.Main(ctx, tool, args[1:], env.Stdin, env.Stdout, env.Stderr, env.Getenv)
+	}
+	if len(args) > 1 && args[1] == "__simsdk-device" {
+		return simsdk.DeviceProcessMain(ctx, args[2:])
+	}
+	a := &app{env: env}
+	root := a.rootCmd()
+	root.SetArgs(args[1:])
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	return a.report(err)
+}
+
+// app holds global flags and helpers shared by commands.
+type app struct {
+	env        Env
+	home       string
+	configPath string
+	token      string
+	jsonOut    bool
+	// progressOpen is true while a terminal progress line awaits its newline.
+	progressOpen bool
+}
+
+// exitError carries a specific exit code with an already-printed message.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// report prints a refused command's error and returns its exit code: the
+// error object as JSON on stderr with --json, otherwise one line plus the
+// next step.
+func (a *app) report(err error) int {
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	ce := contract.AsError(err)
+	if ce == nil {
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		fmt.Fprintf(a.env.Stderr, "simlock: %v\n", err)
+		return 1
+	}
+	if a.jsonOut {
+		b, _ := json.Marshal(map[string]any{"error": ce})
+		fmt.Fprintln(a.env.Stderr, string(b))
+	} else {
+		fmt.Fprintf(a.env.Stderr, "simlock: %s: %s\n", ce.Code, ce.Message)
+		if ce.NextAction != "" {
+			fmt.Fprintf(a.env.Stderr, "  next: %s\n", ce.NextAction)
+		}
+	}
+	return ce.Info().ExitCode
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "simlock",
+		Short:         "Exclusive, time-limited leases on iOS Simulators and Android Emulators",
+		Long:          "simlock hands booted, clean simulators and emulators to AI agents and CI runners,\none exclusive TTL lease at a time, queueing fairly when none is free.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.home == "" {
+				a.home = config.Home(a.env.Getenv)
+			}
+			if abs, err := filepath.Abs(a.home); err == nil {
+				a.home = abs
+			}
+			if a.configPath == "" {
+				a.configPath = config.PathsFor(a.home).Config
+			}
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&a.home, "home", "", "simlock's data directory (default $SIMLOCK_HOME or ~/.simlock)")
+	root.PersistentFlags().StringVar(&a.configPath, "config", "", "configuration file (default <home>/config.json)")
+	root.PersistentFlags().StringVar(&a.token, "token", "", "credential: an operator token or the admin secret (default $SIMLOCK_ADMIN_TOKEN, then <home>/admin.token)")
+	root.AddCommand(a.daemonCmd(), a.leaseCmd(), a.releaseCmd(), a.statusCmd(), a.listCmd(), a.catalogCmd(),
+		a.eventsCmd(), a.tokenCmd(), a.demoCmd(), a.simsdkCmd(), a.configCmd())
+	return root
+}
+
+// addJSON registers --json on a read command.
+func (a *app) addJSON(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, "print machine-readable JSON")
+}
+
+func (a *app) paths() config.Paths { return config.PathsFor(a.home) }
+
+// principal is this invocation's identity. Each CLI process is its own
+// principal; admin sessions bypass ownership, which is what lets a later
+// `simlock release` act on a lease a detached `simlock lease` took.
+func (a *app) principal() string {
+	if p := a.env.Getenv("SIMLOCK_PRINCIPAL"); p != "" {
+		return p
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("cli:%s:%d", host, os.Getpid())
+}
+
+// credential resolves the admin credential: --token, SIMLOCK_ADMIN_TOKEN,
+// then the local admin.token file (retried briefly: a daemon that is still
+// starting writes it just after claiming the socket).
+func (a *app) credential(retry bool) string {
+	if a.token != "" {
+		return a.token
+	}
+	if t := a.env.Getenv("SIMLOCK_ADMIN_TOKEN"); t != "" {
+		return t
+	}
+	for i := 0; ; i++ {
+		if b, err := os.ReadFile(a.paths().AdminToken); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+		if !retry || i >= 10 {
+			return ""
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// connect dials the daemon, auto-starting one when nothing listens (unless
+// noLaunch). Without a credential it falls back to an agent session and
+// says so once on stderr.
+func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error) {
+	o := client.Options{Socket: a.paths().Socket, Principal: a.principal(), Name: "simlock-cli " + Version}
+	o.Credential = a.credential(false)
+	var c *client.Client
+	var err error
+	if noLaunch {
+		c, err = client.Dial(ctx, o)
+	} else {
+		c, err = client.Dial(ctx, o)
+		if client.IsCode(err, contract.CodeDaemonNotRunning) {
+			fmt.Fprintln(a.env.Stderr, "simlock: no daemon running; starting one")
+			if _, lerr := client.Launch(a.launchOptions()); lerr != nil {
+				return nil, lerr
+			}
+			o.Credential = ""
+			c, err = client.DialRetry(ctx, o, 20*time.Second)
+			if err == nil {
+				// Reconnect as admin now that the new daemon wrote its secret.
+				if cred := a.credential(true); cred != "" {
+					c.Close()
+					o.Credential = cred
+					c, err = client.Dial(ctx, o)
+				}
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.Hello().Role != contract.RoleAdmin {
+		fmt.Fprintln(a.env.Stderr, "simlock: no admin credential found; connected as agent (only your own leases are visible)")
+	}
+	return c, nil
+}
+
+func (a *app) launchOptions() client.LaunchOptions {
+	env := a.env.Environ
+	env = append(env, "SIMLOCK_HOME="+a.home)
+	args := []string{"daemon", "run", "--home", a.home}
+	if a.configPath != "" {
+		args = append(args, "--config", a.configPath)
+	}
+	return client.LaunchOptions{Args: args, Env: env, LogFile: filepath.Join(a.home, "daemon.out")}
+}
+
+// printJSON writes v as one JSON line to stdout.
+func (a *app) printJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(a.env.Stdout, string(b))
+	return err
+}
+
+func (a *app) printf(format string, args ...any) {
+	fmt.Fprintf(a.env.Stdout, format, args...)
+}

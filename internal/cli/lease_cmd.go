@@ -1,0 +1,274 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ports"
+)
+
+// leaseLine is what `simlock lease` prints: the lease plus the role the
+// connection resolved to, so a caller knows whether it is admin.
+type leaseLine struct {
+	LeaseID     string           `json:"leaseId"`
+	ExpiresAt   time.Time        `json:"expiresAt"`
+	TTLMs       int64            `json:"ttlMs"`
+	Role        contract.Role    `json:"role"`
+	RequesterID string           `json:"requesterId"`
+	GrantedAt   time.Time        `json:"grantedAt"`
+	Device      *contract.Device `json:"device"`
+}
+
+func (a *app) leaseCmd() *cobra.Command {
+	var in contract.LeaseRequestIn
+	var ttl, timeout time.Duration
+	var detach bool
+	cmd := &cobra.Command{
+		Use:   "lease",
+		Short: "Lease a ready device; prints one JSON line, then holds the lease until exit",
+		Long: `Lease a ready device. Prints one JSON line on stdout, then stays alive renewing
+the lease at a third of its TTL, and releases it on exit, SIGINT/SIGTERM or when
+its parent process dies. With --detach it prints the lease and exits, leaving the
+lease to expire unless something renews it (simlock lease renew ID).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in.TTLMs = ttl.Milliseconds()
+			in.TimeoutMs = timeout.Milliseconds()
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			c, err := a.connect(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			progress := a.progressPrinter()
+			l, err := c.LeaseRequest(ctx, in, progress)
+			a.endProgress()
+			if err != nil {
+				if ctx.Err() != nil {
+					// Interrupted while queued: withdraw the request.
+					cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					_, _ = client.Do(cctx, c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: in.RequesterID})
+				}
+				return err
+			}
+			line := leaseLine{LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt, TTLMs: l.TTLMs, Role: c.Hello().Role,
+				RequesterID: l.RequesterID, GrantedAt: l.GrantedAt, Device: l.Device}
+			if err := a.printJSON(line); err != nil {
+				return err
+			}
+			if detach {
+				return nil
+			}
+			return a.hold(ctx, c, l)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.Platform, "platform", "ios", "ios or android")
+	f.StringVar(&in.Model, "model", "", "device model, e.g. \"iPhone 16\" (default: the platform's default)")
+	f.StringVar(&in.OSVersion, "os", "", "OS version, e.g. 18.0 (default: newest installed that runs the model)")
+	f.DurationVar(&ttl, "ttl", 0, "lease TTL (default lease.defaultTtlMs)")
+	f.DurationVar(&timeout, "timeout", 0, "give up waiting in the queue after this long (default: wait)")
+	f.BoolVar(&in.NoWait, "no-wait", false, "fail with NO_CAPACITY instead of queueing")
+	f.BoolVar(&detach, "detach", false, "print the lease and exit without holding it")
+	f.StringVar(&in.RequesterID, "requester", "", "requester id (default: this process's principal)")
+	f.BoolVar(&in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
+	a.addJSON(cmd) // the grant is always JSON; --json makes errors JSON too
+	cmd.AddCommand(a.leaseRenewCmd(), a.leaseCancelCmd(), a.leaseListCmd())
+	return cmd
+}
+
+// hold renews the lease at a third of its TTL until the process is told to
+// stop, its parent dies, or the lease is lost; then it releases.
+func (a *app) hold(ctx context.Context, c *client.Client, l contract.Lease) error {
+	parentGone := ports.PollParentWatch{}.Watch(ctx)
+	every := time.Duration(l.TTLMs) * time.Millisecond / 3
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	release := func(why string) error {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := client.Do(rctx, c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
+		if err != nil && !client.IsCode(err, contract.CodeUnknownLease) {
+			fmt.Fprintf(a.env.Stderr, "simlock: release %s (%s) failed: %v\n", l.LeaseID, why, err)
+			return exitError{1}
+		}
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return release("signal")
+		case <-parentGone:
+			return release("parent exited")
+		case <-c.Done():
+			fmt.Fprintf(a.env.Stderr, "simlock: lost the daemon connection; lease %s stays until %s unless renewed\n", l.LeaseID, l.ExpiresAt.Format(time.RFC3339))
+			return exitError{1}
+		case <-t.C:
+			_, err := client.Do(ctx, c, contract.LeaseRenew, contract.LeaseRenewIn{LeaseID: l.LeaseID})
+			if client.IsCode(err, contract.CodeUnknownLease) {
+				fmt.Fprintf(a.env.Stderr, "simlock: lease %s was lost (expired or released elsewhere)\n", l.LeaseID)
+				return exitError{1}
+			}
+			// Any other failure is retried on the next tick.
+		}
+	}
+}
+
+// progressPrinter shows lease progress on stderr: a one-line bar on a
+// terminal, JSON lines otherwise.
+func (a *app) progressPrinter() func(contract.Progress) {
+	tty := false
+	if f, ok := a.env.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		tty = true
+	}
+	start := time.Now()
+	return func(p contract.Progress) {
+		if !tty {
+			b, _ := json.Marshal(map[string]any{"progress": p})
+			fmt.Fprintln(a.env.Stderr, string(b))
+			return
+		}
+		msg := p.Phase
+		if p.QueuePosition > 0 {
+			msg = fmt.Sprintf("queued at position %d", p.QueuePosition)
+		}
+		bar := ""
+		if p.EtaMs > 0 {
+			frac := float64(time.Since(start).Milliseconds()) / float64(p.EtaMs)
+			n := int(min(frac, 1) * 20)
+			bar = "[" + strings.Repeat("=", n) + strings.Repeat(" ", 20-n) + "] "
+		}
+		fmt.Fprintf(a.env.Stderr, "\r\033[K%s%s %s", bar, msg, p.DeviceID)
+		a.progressOpen = true
+	}
+}
+
+func (a *app) endProgress() {
+	if a.progressOpen {
+		fmt.Fprintln(a.env.Stderr)
+		a.progressOpen = false
+	}
+}
+
+func (a *app) leaseRenewCmd() *cobra.Command {
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "renew LEASE_ID",
+		Short: "Renew a lease (by its stored TTL, or --ttl)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			l, err := client.Do(cmd.Context(), c, contract.LeaseRenew, contract.LeaseRenewIn{LeaseID: args[0], TTLMs: ttl.Milliseconds()})
+			if err != nil {
+				return err
+			}
+			return a.printJSON(l)
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "new TTL for this and later renews")
+	return cmd
+}
+
+func (a *app) leaseCancelCmd() *cobra.Command {
+	var requester string
+	cmd := &cobra.Command{
+		Use:   "cancel",
+		Short: "Withdraw a queued lease request",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.connect(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out, err := client.Do(cmd.Context(), c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: requester})
+			if err != nil {
+				return err
+			}
+			return a.printJSON(out)
+		},
+	}
+	cmd.Flags().StringVar(&requester, "requester", "", "requester whose request to cancel")
+	return cmd
+}
+
+func (a *app) leaseListCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List leases (yours; all of them with an admin credential)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.connect(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out, err := client.Do(cmd.Context(), c, contract.LeaseList, contract.LeaseListIn{})
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(out)
+			}
+			a.printLeases(out.Leases)
+			return nil
+		},
+	}
+	a.addJSON(cmd)
+	return cmd
+}
+
+func (a *app) releaseCmd() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "release [LEASE_ID]",
+		Short: "Release a lease (or --all); returns at once, the device is reclaimed in the background",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if all && len(args) == 0 || !all && len(args) == 1 {
+				return nil
+			}
+			return contract.Errorf(contract.CodeBadRequest, "give exactly one lease id, or --all")
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if all {
+				out, err := client.Do(cmd.Context(), c, contract.LeaseReleaseAll, contract.LeaseReleaseAllIn{})
+				if err != nil {
+					return err
+				}
+				return a.printJSON(out)
+			}
+			out, err := client.Do(cmd.Context(), c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.printJSON(out)
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "release every lease you own (every lease, as admin)")
+	return cmd
+}

@@ -1,0 +1,377 @@
+package ios
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/ports"
+)
+
+// Diagnostic types this driver emits around a runtime install.
+const (
+	DiagInstallStarted = "component.install-started"
+	DiagInstalled      = "component.installed"
+	DiagInstallFailed  = "component.install-failed"
+)
+
+// resolution is the outcome of matching a request against a listing.
+type resolution struct {
+	model   DeviceType
+	runtime Runtime
+	// missing is set when the model and requested OS are valid but no
+	// installed runtime serves them: the one case a download can fix.
+	missing bool
+}
+
+func (r resolution) spec() core.Spec {
+	return core.Spec{
+		Platform:  Platform,
+		Model:     r.model.Name,
+		ModelID:   r.model.Identifier,
+		OSVersion: r.runtime.Version,
+		RuntimeID: r.runtime.Identifier,
+	}
+}
+
+// ResolveSpec picks a device type and an installed runtime for req. It
+// installs a missing runtime only when req.AllowDownload is set, and never
+// for an OS outside the model's range, which no download could fix.
+func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Spec, error) {
+	if req.Platform != "" && !strings.EqualFold(req.Platform, Platform) {
+		return core.Spec{}, core.NewSpecError(core.ErrUnsupportedPlatform,
+			fmt.Sprintf("ios driver cannot serve platform %q", req.Platform), "platform", req.Platform)
+	}
+	lctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl list")
+	l, err := d.listAll(lctx)
+	cancel()
+	if err != nil {
+		return core.Spec{}, err
+	}
+	res, err := resolve(l, req.Model, req.OSVersion)
+	if err == nil {
+		return res.spec(), nil
+	}
+	if !res.missing || !req.AllowDownload {
+		return core.Spec{}, err
+	}
+	return d.installRuntime(ctx, req, res)
+}
+
+// installRuntime downloads the runtime req needs through xcodebuild, then
+// re-reads the listing and reports success only if the runtime the request
+// needed is now there and pairs with the model.
+func (d *Driver) installRuntime(ctx context.Context, req core.SpecRequest, want resolution) (core.Spec, error) {
+	d.installMu.Lock()
+	defer d.installMu.Unlock()
+
+	// A concurrent request may have installed it while this one waited.
+	lctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl list")
+	l, err := d.listAll(lctx)
+	cancel()
+	if err != nil {
+		return core.Spec{}, err
+	}
+	if res, err := resolve(l, req.Model, req.OSVersion); err == nil {
+		return res.spec(), nil
+	} else if !res.missing {
+		return core.Spec{}, err
+	}
+
+	// Reserve space before announcing anything: a preflight refusal is not
+	// an install attempt and emits no component.install-* fact.
+	if d.guard != nil {
+		release, err := d.guard.Reserve(d.root, RuntimeDownloadBytes)
+		if err != nil {
+			return core.Spec{}, fmt.Errorf("ios: cannot download an iOS runtime: %w", err)
+		}
+		defer release()
+	}
+
+	osLabel := "latest"
+	args := []string{"-downloadPlatform", "iOS"}
+	if p, ok := requestedVersion(req.OSVersion); ok {
+		osLabel = p.String()
+		args = append(args, "-buildVersion", osLabel)
+	}
+	data := func(kv ...any) map[string]any {
+		m := map[string]any{"component": "ios-runtime", "platform": Platform, "osVersion": osLabel, "model": want.model.Name}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	d.emit(core.Diagnostic{Type: DiagInstallStarted, RequesterID: req.RequesterID,
+		Message: fmt.Sprintf("installing iOS %s runtime for %s", osLabel, want.model.Name), Data: data()})
+	fail := func(err error) (core.Spec, error) {
+		d.emit(core.Diagnostic{Type: DiagInstallFailed, RequesterID: req.RequesterID,
+			Message: fmt.Sprintf("iOS %s runtime install failed: %v", osLabel, err), Data: data("reason", err.Error())})
+		return core.Spec{}, err
+	}
+
+	dctx, dcancel := d.withTimeout(ctx, d.timeouts.Download, "xcodebuild -downloadPlatform iOS")
+	res, err := d.runner.Run(dctx, ports.Command{Name: d.xcodebuild, Args: args})
+	if err != nil {
+		// Classify before cancelling: afterwards every context reads as cancelled.
+		cause := d.commandError(dctx, "xcodebuild -downloadPlatform", res, err)
+		dcancel()
+		return fail(core.NewSpecError(core.ErrRuntimeMissing,
+			fmt.Sprintf("installing the iOS %s runtime failed: %v", osLabel, cause), "osVersion", osLabel))
+	}
+	dcancel()
+
+	// The installer exiting 0 only means it claims success; the listing is
+	// the proof.
+	lctx, cancel = d.withTimeout(ctx, d.timeouts.Command, "simctl list")
+	l, err = d.listAll(lctx)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	got, err := resolve(l, req.Model, req.OSVersion)
+	if err != nil {
+		if got.missing {
+			err = core.NewSpecError(core.ErrRuntimeMissing,
+				fmt.Sprintf("xcodebuild reported success but no installed iOS %s runtime runs %s: %v", osLabel, want.model.Name, err),
+				"osVersion", osLabel, "model", want.model.Name)
+		}
+		return fail(err)
+	}
+	d.emit(core.Diagnostic{Type: DiagInstalled, RequesterID: req.RequesterID,
+		Message: fmt.Sprintf("installed %s (%s)", got.runtime.Name, got.runtime.Build),
+		Data:    data("runtimeId", got.runtime.Identifier, "version", got.runtime.Version, "build", got.runtime.Build)})
+	d.log.Info("iOS runtime installed", "runtime", got.runtime.Identifier, "version", got.runtime.Version, "requesterId", req.RequesterID)
+	return got.spec(), nil
+}
+
+func (d *Driver) emit(diag core.Diagnostic) { d.onDiag(diag) }
+
+// resolve matches a model and OS request against a listing. On a
+// runtime-missing failure the returned resolution names the chosen model and
+// has missing set.
+func resolve(l *List, model, osReq string) (resolution, error) {
+	var want *versionPrefix
+	if strings.TrimSpace(osReq) != "" {
+		p, ok := requestedVersion(osReq)
+		if !ok {
+			return resolution{}, core.NewSpecError(core.ErrRuntimeMissing,
+				fmt.Sprintf("%q is not an iOS version (expected e.g. \"18.0\" or \"18\")", osReq), "osVersion", osReq)
+		}
+		want = &p
+	}
+	types := iosTypes(l)
+	if strings.TrimSpace(model) != "" {
+		t, ok := findModel(types, model)
+		if !ok {
+			return resolution{}, core.NewSpecError(core.ErrUnknownModel,
+				fmt.Sprintf("no iOS device type named %q is installed", model), "model", model)
+		}
+		return resolveFor(l, t, want)
+	}
+	cands := defaultModels(types)
+	if len(cands) == 0 {
+		return resolution{}, core.NewSpecError(core.ErrUnknownModel, "no iPhone device type is installed to use as the default model")
+	}
+	// The default is the newest iPhone that can run now; failing that, the
+	// newest one a download could serve; failing that, the newest one's own
+	// error (its range names what went wrong).
+	var firstMissing *resolution
+	var firstMissingErr, firstErr error
+	for _, t := range cands {
+		res, err := resolveFor(l, t, want)
+		if err == nil {
+			return res, nil
+		}
+		if res.missing && firstMissing == nil {
+			firstMissing, firstMissingErr = &res, err
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstMissing != nil {
+		return *firstMissing, firstMissingErr
+	}
+	return resolution{}, firstErr
+}
+
+// resolveFor picks the newest installed, available iOS runtime that matches
+// want (any when nil), lies in t's range and lists t as supported.
+func resolveFor(l *List, t DeviceType, want *versionPrefix) (resolution, error) {
+	rangeText := func() string {
+		switch {
+		case t.HasMax():
+			return fmt.Sprintf("iOS %s to %s", t.MinRuntime, t.MaxRuntime)
+		case t.MinRuntime.IsZero():
+			return "no declared iOS range"
+		default:
+			return fmt.Sprintf("iOS %s and later", t.MinRuntime)
+		}
+	}
+	rangeKV := func() []any {
+		max := ""
+		if t.HasMax() {
+			max = t.MaxRuntime.String()
+		}
+		return []any{"model", t.Name, "min", t.MinRuntime.String(), "max", max}
+	}
+	if want != nil {
+		outside := want.high().Compare(t.MinRuntime) < 0 || (t.HasMax() && want.low().Compare(t.MaxRuntime) > 0)
+		if outside {
+			return resolution{}, core.NewSpecError(core.ErrOSOutOfRange,
+				fmt.Sprintf("%s runs %s; iOS %s is outside that range", t.Name, rangeText(), want),
+				append(rangeKV(), "osVersion", want.String())...)
+		}
+	}
+	var best *Runtime
+	var bestV Version
+	var unpaired []string
+	for i := range l.Runtimes {
+		r := l.Runtimes[i]
+		if !isIOSRuntime(r) || !r.Available {
+			continue
+		}
+		v, ok := runtimeVersion(r)
+		if !ok {
+			continue
+		}
+		if want != nil && !want.matches(v) && !want.matches(nameVersion(r)) {
+			continue
+		}
+		if !t.Admits(v) {
+			continue
+		}
+		if !r.Supports(t.Identifier) {
+			unpaired = append(unpaired, r.Name)
+			continue
+		}
+		if best == nil || v.Compare(bestV) > 0 {
+			best, bestV = &r, v
+		}
+	}
+	if best != nil {
+		return resolution{model: t, runtime: *best}, nil
+	}
+	if want != nil && len(unpaired) > 0 {
+		// The requested runtime is installed and simply does not run this
+		// model (as iOS 26 dropped iPhone XS): downloading cannot help.
+		return resolution{}, core.NewSpecError(core.ErrOSOutOfRange,
+			fmt.Sprintf("the installed %s runtime does not support %s", strings.Join(unpaired, ", "), t.Name),
+			append(rangeKV(), "osVersion", want.String())...)
+	}
+	osText, osDetail := "any iOS version it supports", ""
+	if want != nil {
+		osText, osDetail = "iOS "+want.String(), want.String()
+	}
+	return resolution{model: t, missing: true}, core.NewSpecError(core.ErrRuntimeMissing,
+		fmt.Sprintf("no installed runtime runs %s on %s (%s); installing one needs download permission", t.Name, osText, rangeText()),
+		append(rangeKV(), "osVersion", osDetail)...)
+}
+
+// requestedVersion reads an OS request: "18", "18.0", "iOS 18.0", or a
+// runtime identifier "com.apple.CoreSimulator.SimRuntime.iOS-18-0".
+func requestedVersion(s string) (versionPrefix, bool) {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, "com.apple.CoreSimulator.SimRuntime.iOS-"); ok {
+		s = strings.ReplaceAll(rest, "-", ".")
+	}
+	if len(s) >= 3 && strings.EqualFold(s[:3], "ios") {
+		s = strings.TrimSpace(s[3:])
+	}
+	p, err := parsePrefix(s)
+	return p, err == nil
+}
+
+// runtimeVersion is the runtime's full version, falling back to its name
+// when the version field is missing or odd.
+func runtimeVersion(r Runtime) (Version, bool) {
+	if v, err := ParseVersion(r.Version); err == nil {
+		return v, true
+	}
+	v := nameVersion(r)
+	return v, !v.IsZero()
+}
+
+// nameVersion is the version in the runtime's display name: "iOS 17.0" for a
+// runtime whose version is 17.0.1. A request may name either.
+func nameVersion(r Runtime) Version {
+	f := strings.Fields(r.Name)
+	if len(f) == 0 {
+		return Version{}
+	}
+	v, _ := ParseVersion(f[len(f)-1])
+	return v
+}
+
+func isIOSRuntime(r Runtime) bool { return strings.EqualFold(r.Platform, "iOS") }
+
+// isIOSType keeps iPhones, iPads and iPods; listings before Xcode 11 carry no
+// product family, so names decide there.
+func isIOSType(t DeviceType) bool {
+	switch t.ProductFamily {
+	case "iPhone", "iPad", "iPod":
+		return true
+	case "":
+		for _, s := range []string{"iPhone", "iPad", "iPod"} {
+			if strings.Contains(t.Name, s) || strings.Contains(t.Identifier, "SimDeviceType."+s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func iosTypes(l *List) []DeviceType {
+	var out []DeviceType
+	for _, t := range l.DeviceTypes {
+		if isIOSType(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// normName folds case and the small-capital R Apple uses in "iPhone Xʀ", so a
+// request for "iPhone XR" finds it.
+func normName(s string) string {
+	s = strings.ReplaceAll(s, "ʀ", "r")
+	return strings.ToLower(strings.Join(strings.Fields(s), " "))
+}
+
+func findModel(types []DeviceType, model string) (DeviceType, bool) {
+	want := normName(model)
+	for _, t := range types {
+		if t.Identifier == strings.TrimSpace(model) || normName(t.Name) == want {
+			return t, true
+		}
+	}
+	return DeviceType{}, false
+}
+
+var plainIPhone = regexp.MustCompile(`^iPhone (\d{1,4})$`)
+
+// defaultModels are the plain "iPhone NN" types, newest first: the base
+// model of each generation is the most representative device to default to.
+func defaultModels(types []DeviceType) []DeviceType {
+	type cand struct {
+		t DeviceType
+		n int
+	}
+	var cs []cand
+	for _, t := range types {
+		if m := plainIPhone.FindStringSubmatch(t.Name); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			cs = append(cs, cand{t, n})
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].n > cs[j].n })
+	out := make([]DeviceType, len(cs))
+	for i, c := range cs {
+		out[i] = c.t
+	}
+	return out
+}

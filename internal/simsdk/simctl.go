@@ -1,0 +1,198 @@
+package simsdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// toolError is a failure with the exact stderr text and exit status the
+// real tool produces for it.
+type toolError struct {
+	text string // printed to stderr as is
+	exit int
+}
+
+func (e *toolError) Error() string { return strings.TrimRight(e.text, "\n") }
+
+const simErrDomain = "com.apple.CoreSimulator.SimError"
+
+// simErr is simctl's standard error: a header naming the NSError domain and
+// code, then the reason lines. simctl exits with the code truncated to a
+// byte (code 405 exits 149, as captured).
+func simErr(code int, reasons ...string) *toolError {
+	return domainErr(simErrDomain, code, code&0xff, reasons...)
+}
+
+func domainErr(domain string, code, exit int, reasons ...string) *toolError {
+	var b strings.Builder
+	fmt.Fprintf(&b, "An error was encountered processing the command (domain=%s, code=%d):\n", domain, code)
+	for _, r := range reasons {
+		b.WriteString(r)
+		b.WriteByte('\n')
+	}
+	return &toolError{text: b.String(), exit: exit}
+}
+
+// stateErr is simctl's "wrong state" refusal, e.g. "Unable to boot device
+// in current state: Booted" (code 405 since Xcode 11.4/12).
+func stateErr(action, state string) *toolError {
+	return simErr(405, fmt.Sprintf("Unable to %s in current state: %s", action, state))
+}
+
+// Lookup failures print a bare line. No capture shows their exit status;
+// 148 is what simctl's code 404 ("not found") truncates to, matching how
+// the captured 405 becomes 149.
+const exitNotFound = 148
+
+func errInvalidDevice(ref string) *toolError {
+	return &toolError{text: "Invalid device: " + ref + "\n", exit: exitNotFound}
+}
+
+func errInvalidDeviceType(ref string) *toolError {
+	return &toolError{text: "Invalid device type: " + ref + "\n", exit: exitNotFound}
+}
+
+func errInvalidRuntime(ref string) *toolError {
+	return &toolError{text: "Invalid runtime: " + ref + "\n", exit: exitNotFound}
+}
+
+func errNoBooted() *toolError {
+	return &toolError{text: "No devices are booted.\n", exit: 149}
+}
+
+// errUnsupportedCombination reproduces the captured Xcode 16.3 text, whose
+// reason comes before the header and nothing follows it.
+func errUnsupportedCombination(t deviceType, r simRuntime) *toolError {
+	text := fmt.Sprintf("Unable to create a device for device type: %s (%s), runtime: %s\n"+
+		"An error was encountered processing the command (domain=%s, code=403):\n",
+		t.Name, t.Identifier, r.describe(), simErrDomain)
+	return &toolError{text: text, exit: 403 & 0xff}
+}
+
+// faultNote marks an injected failure in the tool's output, so a human
+// reading a log can tell a simulated fault from a bug.
+func faultNote(name string) string { return "(simlock simulated fault " + name + ")" }
+
+func usageErr(usage string) *toolError {
+	return &toolError{text: "Usage: simctl " + usage + "\n", exit: 64}
+}
+
+const simctlUsage = `usage: simctl [--set <path>] [--noxpc] <subcommand> ...
+Command line utility to control the Simulator (simlock simulated SDK)
+
+Subcommands:
+	create      Create a new device.
+	delete      Delete specified devices, unavailable devices, or all devices.
+	erase       Erase a device's contents and settings.
+	boot        Boot a device.
+	bootstatus  Checks the boot status of a device.
+	shutdown    Shutdown a device.
+	rename      Rename a device.
+	install     Install an app on a device.
+	uninstall   Uninstall an app from a device.
+	launch      Launch an application by identifier on a device.
+	terminate   Terminate an application by identifier on a device.
+	list        List available devices, device types, runtimes, or device pairs.
+	help        Prints the usage for a given subcommand.
+`
+
+// simctl runs "xcrun simctl <args>".
+func (s *sdk) simctl(ctx context.Context, args []string) int {
+	set := ""
+options:
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--set":
+			if len(args) < 2 {
+				fmt.Fprint(s.stderr, "simctl: --set needs a path\n")
+				return 64
+			}
+			set, args = args[1], args[2:]
+			continue
+		case strings.HasPrefix(a, "--set="):
+			set = strings.TrimPrefix(a, "--set=")
+		case a == "--noxpc" || a == "--profiles":
+		default:
+			break options
+		}
+		args = args[1:]
+	}
+	if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprint(s.stdout, simctlUsage)
+		return 0
+	}
+	ds, err := s.openSet(set)
+	if err != nil {
+		return s.report(err)
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "list":
+		err = s.simctlList(ds, rest)
+	case "create":
+		err = s.simctlCreate(ctx, ds, rest)
+	case "boot":
+		err = s.simctlBoot(ctx, ds, rest)
+	case "bootstatus":
+		err = s.simctlBootstatus(ctx, ds, rest)
+	case "shutdown":
+		err = s.simctlShutdown(ctx, ds, rest)
+	case "erase":
+		err = s.simctlErase(ctx, ds, rest)
+	case "delete":
+		err = s.simctlDelete(ctx, ds, rest)
+	case "rename":
+		err = s.simctlRename(ds, rest)
+	case "install":
+		err = s.simctlInstall(ds, rest)
+	case "uninstall":
+		err = s.simctlUninstall(ds, rest)
+	case "launch":
+		err = s.simctlLaunch(ds, rest)
+	case "terminate":
+		err = s.simctlTerminate(ds, rest)
+	default:
+		err = &toolError{
+			text: fmt.Sprintf("Unknown subcommand '%s' (not simulated by the simlock simulated SDK)\n", sub),
+			exit: 64,
+		}
+	}
+	return s.report(err)
+}
+
+// report prints err the way the tool would and returns the exit status.
+func (s *sdk) report(err error) int {
+	if err == nil {
+		return 0
+	}
+	var te *toolError
+	if errors.As(err, &te) {
+		fmt.Fprint(s.stderr, te.text)
+		return te.exit
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(s.stderr, "Interrupted: %v\n", err)
+		return 130
+	}
+	// Unexpected failures of the simulation itself (I/O on its state).
+	fmt.Fprintf(s.stderr, "An error was encountered processing the command (domain=NSPOSIXErrorDomain, code=5):\n%v\n", err)
+	return 5
+}
+
+// splitFlags separates dash arguments from positional ones; simctl
+// subcommands accept their options anywhere on the line.
+func splitFlags(args []string) (flags map[string]bool, pos []string) {
+	flags = map[string]bool{}
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			name, _, _ := strings.Cut(a, "=")
+			flags[name] = true
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return flags, pos
+}
