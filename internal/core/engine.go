@@ -163,7 +163,7 @@ func (e *Engine) section(f func()) {
 }
 
 func (e *Engine) emitLocked(ev events.Event) {
-	ev.At = e.clock.Now().UTC()
+	ev.At = e.now()
 	e.pending = append(e.pending, ev)
 }
 
@@ -234,7 +234,7 @@ func (e *Engine) setStateLocked(id string, st DeviceState) (DeviceRecord, error)
 	}
 	d := *cur
 	d.State = st
-	d.StateSince = e.clock.Now().UTC()
+	d.StateSince = e.now()
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
 		return DeviceRecord{}, err
 	}
@@ -313,3 +313,8 @@ func (e *Engine) Queue() []QueueEntry {
 func sortDevices(ds []DeviceRecord) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
 }
+
+// now is the engine's notion of the current instant: UTC, truncated to the
+// millisecond the store keeps, so memory and disk never disagree about a
+// deadline.
+func (e *Engine) now() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }

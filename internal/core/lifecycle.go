@@ -70,7 +70,7 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 		if ttl > 0 {
 			l.TTL = ttl
 		}
-		now := e.clock.Now().UTC()
+		now := e.now()
 		l.ExpiresAt = now.Add(l.TTL)
 		l.LastRenewedAt = now
 		if err = e.commitLocked(Changes{PutLeases: []LeaseRecord{l}}); err != nil {
@@ -118,7 +118,7 @@ func (e *Engine) ReleaseWhere(match func(LeaseRecord) bool) []string {
 // releaseLocked commits the first half of a release (lease gone, device
 // reclaiming) and hands the purge to a background reclaim.
 func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
-	now := e.clock.Now().UTC()
+	now := e.now()
 	c := Changes{DeleteLeases: []string{l.ID}}
 	dev, ok := e.devices[l.DeviceID]
 	if ok {

@@ -97,7 +97,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 			refuse = err
 			return
 		}
-		w.enqueuedAt = e.clock.Now().UTC()
+		w.enqueuedAt = e.now()
 		e.queue = append(e.queue, w)
 		e.scheduleLocked()
 		if r.NoWait && !w.working && inQueue(e.queue, w) {
@@ -354,7 +354,7 @@ func lastUse(d *DeviceRecord) time.Time {
 
 // grantLocked commits a lease on ready device id for w.
 func (e *Engine) grantLocked(w *waiter, id string) {
-	now := e.clock.Now().UTC()
+	now := e.now()
 	d := *e.devices[id]
 	d.State = StateLeased
 	d.StateSince = now
@@ -412,7 +412,7 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 // startProvisionLocked records a provisioning device, reserves a running
 // slot, then creates and boots it outside the decision section.
 func (e *Engine) startProvisionLocked(w *waiter) {
-	now := e.clock.Now().UTC()
+	now := e.now()
 	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: w.spec.Platform, Spec: w.spec,
 		State: StateProvisioning, StateSince: now, CreatedAt: now}
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {

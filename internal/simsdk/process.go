@@ -170,6 +170,10 @@ func (s *sdk) spawnDevice(sp deviceSpawn) (int, error) {
 		return 0, err
 	}
 	defer logf.Close()
+	// Written before the process starts, so a booted device always has
+	// logs (simctl list then prints logPathSize, as it does for every
+	// booted device in the captures).
+	fmt.Fprintf(logf, "%s %s %s: boot requested\n", s.now().UTC().Format(time.RFC3339Nano), sp.Platform, sp.ID)
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return 0, err

@@ -447,7 +447,9 @@ func (s *sdk) eraseDevice(ctx context.Context, ds deviceSet, udid string) error 
 			d.clearProcess()
 			s.unregisterProc("ios", udid)
 		}
+		// An erased device is as good as new: never booted, no logs.
 		d.DataPathSize = freshDataSize
+		d.LastBootedAt = nil
 		d.Apps = nil
 		return ds.save(d)
 	})

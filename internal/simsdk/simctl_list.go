@@ -66,9 +66,11 @@ func (s *sdk) simctlList(ds deviceSet, args []string) error {
 type listView struct {
 	ds       deviceSet
 	types    []deviceType
-	runtimes []simRuntime
-	devices  []listedDevice
-	filtered bool
+	runtimes []simRuntime // what the runtimes section prints
+	// installed groups the devices; a search term does not narrow it.
+	installed []simRuntime
+	devices   []listedDevice
+	filtered  bool
 }
 
 type listedDevice struct {
@@ -88,7 +90,7 @@ func (s *sdk) snapshot(ds deviceSet) (*listView, error) {
 		return nil, err
 	}
 	now := s.now()
-	v := &listView{ds: ds, types: iosDeviceTypes, runtimes: rts}
+	v := &listView{ds: ds, types: iosDeviceTypes, runtimes: rts, installed: rts}
 	for _, d := range devs {
 		_, ok := runtimeByID(rts, d.Runtime)
 		v.devices = append(v.devices, listedDevice{
@@ -139,8 +141,8 @@ type deviceGroup struct {
 // that are not installed, whose devices are unavailable.
 func (v *listView) groups() []deviceGroup {
 	var out []deviceGroup
-	for i := range v.runtimes {
-		out = append(out, deviceGroup{runtimeID: v.runtimes[i].Identifier, runtime: &v.runtimes[i]})
+	for i := range v.installed {
+		out = append(out, deviceGroup{runtimeID: v.installed[i].Identifier, runtime: &v.installed[i]})
 	}
 	for _, d := range v.devices {
 		i := slices.IndexFunc(out, func(g deviceGroup) bool { return g.runtimeID == d.Runtime })
@@ -151,8 +153,7 @@ func (v *listView) groups() []deviceGroup {
 		out[i].devices = append(out[i].devices, d)
 	}
 	// Installed runtimes come first in catalog order; the rest sort by id.
-	installed := len(v.runtimes)
-	tail := out[min(installed, len(out)):]
+	tail := out[len(v.installed):]
 	slices.SortFunc(tail, func(a, b deviceGroup) int { return strings.Compare(a.runtimeID, b.runtimeID) })
 	return out
 }

@@ -114,7 +114,9 @@ func parseAVDList(out []byte) (loaded, broken []avdEntry) {
 		}
 		if k == "Name" {
 			flush()
-			cur = &avdEntry{Name: v}
+			if v != "" {
+				cur = &avdEntry{Name: v}
+			}
 			continue
 		}
 		if cur == nil {

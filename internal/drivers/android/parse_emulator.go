@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 )
 
 // parseListAVDs decodes `emulator -list-avds`: one AVD name per line.
@@ -14,7 +15,7 @@ func parseListAVDs(out []byte) []string {
 	var names []string
 	for _, l := range lines(out) {
 		t := strings.TrimSpace(l)
-		if t == "" || strings.Contains(t, "|") || strings.ContainsAny(t, " \t") {
+		if t == "" || strings.Contains(t, "|") || strings.ContainsFunc(t, unicode.IsSpace) {
 			continue
 		}
 		names = append(names, t)

@@ -106,6 +106,9 @@ func parseImagePackage(pkg string) (systemImage, bool) {
 	}
 	// platform is "35", "36.1", "35-ext15", "36.0-Baklava" or "CANARY".
 	level, suffix, _ := strings.Cut(platform, "-")
+	if level == "" {
+		return systemImage{}, false
+	}
 	if e, ok := strings.CutPrefix(suffix, "ext"); ok {
 		n, err := strconv.Atoi(e)
 		if err != nil || n < 0 {

@@ -1,0 +1,427 @@
+// Package e2e drives the real simlock binary against the simulated SDK with
+// real processes, real sockets and a real SQLite file, the way a user would:
+// it runs commands, reads their JSON, kills the daemon and restarts it.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "simlock-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "simlock")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/simlock/simlock/cmd/simlock").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build simlock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// world is one isolated simlock installation: a home, a simulated SDK on
+// PATH, and its simulated device state.
+type world struct {
+	t       *testing.T
+	home    string
+	sdk     string
+	simHome string
+	env     []string
+}
+
+func newWorld(t *testing.T, config string) *world {
+	t.Helper()
+	// Short paths: unix socket paths are limited to about 100 bytes.
+	root, err := os.MkdirTemp("", "sl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, home: filepath.Join(root, "h"), sdk: filepath.Join(root, "sdk"), simHome: filepath.Join(root, "sim")}
+	if err := os.MkdirAll(w.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if config != "" {
+		if err := os.WriteFile(filepath.Join(w.home, "config.json"), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.env = append(os.Environ(), "PATH="+w.sdk+":"+os.Getenv("PATH"), "SIMLOCK_HOME="+w.home,
+		"SIMLOCK_SIMSDK_HOME="+w.simHome, "SIMLOCK_SIMSDK_SPEED=0", "SIMLOCK_ADMIN_TOKEN=", "SIMLOCK_PRINCIPAL=")
+	w.mustRun("simsdk", "install", w.sdk)
+	t.Cleanup(func() {
+		w.run("daemon", "stop")
+		w.run("simsdk", "reset")
+		os.RemoveAll(root)
+	})
+	return w
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (w *world) cmd(args ...string) *exec.Cmd {
+	c := exec.Command(bin, args...)
+	c.Env = w.env
+	return c
+}
+
+func (w *world) run(args ...string) result {
+	c := w.cmd(args...)
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("run %v: %v", args, err)
+	}
+	return result{o.String(), e.String(), code}
+}
+
+func (w *world) mustRun(args ...string) string {
+	w.t.Helper()
+	r := w.run(args...)
+	if r.code != 0 {
+		w.t.Fatalf("simlock %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+func (w *world) json(v any, args ...string) {
+	w.t.Helper()
+	out := w.mustRun(args...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		w.t.Fatalf("simlock %s printed %q: %v", strings.Join(args, " "), out, err)
+	}
+}
+
+type device struct {
+	ID, State, UDID, DeviceSet, Model, OSVersion string
+	Simulated                                    bool
+}
+
+type lease struct {
+	LeaseID   string    `json:"leaseId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	TTLMs     int64     `json:"ttlMs"`
+	Role      string    `json:"role"`
+	Device    device    `json:"device"`
+}
+
+type status struct {
+	Daemon struct {
+		PID    int
+		Health string
+		Mode   string
+	}
+	Devices    []device
+	Leases     []lease
+	QueueDepth int
+	Capacity   struct{ MaxRunning, Running int }
+}
+
+func (w *world) status() status {
+	var st status
+	w.json(&st, "status", "--json")
+	return st
+}
+
+// eventually polls cond against the real daemon; these are real processes
+// on a real clock, so there is no fake clock to advance.
+func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const oneRunning = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`
+
+func TestLeaseWaitReleaseAndExpiry(t *testing.T) {
+	w := newWorld(t, oneRunning)
+
+	var first lease
+	w.json(&first, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach")
+	if first.LeaseID == "" || first.Role != "admin" || first.Device.UDID == "" || !first.Device.Simulated || first.Device.Model != "iPhone 16" {
+		t.Fatalf("grant %+v", first)
+	}
+	// The device really is booted in the simulated SDK, inside simlock's own set.
+	var list struct {
+		Devices map[string][]struct{ UDID, State string }
+	}
+	out, err := exec.Command(filepath.Join(w.sdk, "xcrun"), "simctl", "--set", first.Device.DeviceSet, "list", "devices", "-j").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(out, &list)
+	booted := false
+	for _, ds := range list.Devices {
+		for _, d := range ds {
+			booted = booted || d.UDID == first.Device.UDID && d.State == "Booted"
+		}
+	}
+	if !booted {
+		t.Fatalf("simctl does not show %s booted:\n%s", first.Device.UDID, out)
+	}
+	// Invisible to the default device set (containment).
+	out, _ = exec.Command(filepath.Join(w.sdk, "xcrun"), "simctl", "list", "devices").Output()
+	if strings.Contains(string(out), first.Device.UDID) {
+		t.Fatal("the leased device leaked into the default device set")
+	}
+
+	r := w.run("lease", "--platform", "ios", "--model", "iPhone 16", "--no-wait", "--requester", "second", "--json")
+	if r.code == 0 || !strings.Contains(r.stderr, `"code":"NO_CAPACITY"`) {
+		t.Fatalf("no-wait: exit %d stderr %s", r.code, r.stderr)
+	}
+
+	third := w.cmd("lease", "--platform", "ios", "--model", "iPhone 16", "--timeout", "60s", "--requester", "third", "--detach")
+	var thirdOut bytes.Buffer
+	third.Stdout = &thirdOut
+	stderr, _ := third.StderrPipe()
+	if err := third.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"queued"`) {
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if st := w.status(); st.QueueDepth != 1 {
+		t.Fatalf("queue depth %d", st.QueueDepth)
+	}
+	w.mustRun("release", first.LeaseID)
+	if err := third.Wait(); err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	var granted lease
+	if err := json.Unmarshal(thirdOut.Bytes(), &granted); err != nil {
+		t.Fatal(err)
+	}
+	if granted.Device.ID != first.Device.ID {
+		t.Fatalf("waiter got %s, want the released %s", granted.Device.ID, first.Device.ID)
+	}
+
+	// A short lease nobody renews expires, and its device becomes available.
+	w.mustRun("release", granted.LeaseID)
+	var short lease
+	w.json(&short, "lease", "--platform", "ios", "--model", "iPhone 16", "--ttl", "2s", "--detach", "--requester", "short")
+	if short.TTLMs != 2000 {
+		t.Fatalf("ttl %d", short.TTLMs)
+	}
+	eventually(t, "the 2s lease to expire and its device to be ready", 20*time.Second, func() bool {
+		st := w.status()
+		return len(st.Leases) == 0 && len(st.Devices) == 1 && st.Devices[0].State == "ready"
+	})
+	var again lease
+	w.json(&again, "lease", "--platform", "ios", "--model", "iPhone 16", "--no-wait", "--detach", "--requester", "after-expiry")
+	if again.Device.ID != first.Device.ID {
+		t.Fatal("the expired lease's device was not reused")
+	}
+}
+
+func TestKill9KeepsLeaseWithSameDeadline(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	var l lease
+	w.json(&l, "lease", "--platform", "ios", "--detach", "--ttl", "10m")
+	pid := w.status().Daemon.PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the killed daemon to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	// Any command auto-starts a fresh daemon over the same home.
+	st := w.status()
+	if st.Daemon.PID == pid || st.Daemon.Health != "running" {
+		t.Fatalf("after restart %+v", st.Daemon)
+	}
+	if len(st.Leases) != 1 || st.Leases[0].LeaseID != l.LeaseID || !st.Leases[0].ExpiresAt.Equal(l.ExpiresAt) {
+		t.Fatalf("leases after kill -9: %+v, want %s expiring %s", st.Leases, l.LeaseID, l.ExpiresAt)
+	}
+	// Nothing was double-granted: the device is still leased, capacity full.
+	r := w.run("lease", "--platform", "ios", "--no-wait", "--requester", "other", "--json")
+	if !strings.Contains(r.stderr, "NO_CAPACITY") {
+		t.Fatalf("after restart a second grant was possible: %s %s", r.stdout, r.stderr)
+	}
+	// The restored lease can still be renewed and released.
+	w.mustRun("lease", "renew", l.LeaseID)
+	w.mustRun("release", l.LeaseID)
+}
+
+func TestSecondDaemonIsRefusedBeforeDeviceWork(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	w.mustRun("daemon", "start")
+	r := w.run("daemon", "run")
+	if r.code == 0 || !strings.Contains(r.stderr, "DAEMON_ALREADY_RUNNING") {
+		t.Fatalf("second daemon: exit %d %s", r.code, r.stderr)
+	}
+	var st struct {
+		PID    int    `json:"pid"`
+		Health string `json:"health"`
+		Socket string `json:"socket"`
+	}
+	w.json(&st, "daemon", "status", "--json")
+	if st.Health != "running" || st.PID == 0 || st.Socket == "" {
+		t.Fatalf("%+v", st)
+	}
+	// start is idempotent.
+	w.mustRun("daemon", "start")
+	w.mustRun("daemon", "stop")
+	if r := w.run("daemon", "status", "--json"); r.code == 0 || !strings.Contains(r.stdout, "stopped") {
+		t.Fatalf("after stop: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(w.home, "admin.token")); !os.IsNotExist(err) {
+		t.Fatal("admin.token survived a graceful stop")
+	}
+}
+
+// rawConn speaks the socket protocol by hand, as a foreign client would.
+type rawConn struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func (w *world) raw(t *testing.T) *rawConn {
+	c, err := net.Dial("unix", filepath.Join(w.home, "simlock.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+func (rc *rawConn) send(line string) map[string]any {
+	rc.t.Helper()
+	if _, err := rc.c.Write([]byte(line + "\n")); err != nil {
+		rc.t.Fatal(err)
+	}
+	for {
+		b, err := rc.r.ReadBytes('\n')
+		if err != nil {
+			rc.t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			rc.t.Fatalf("daemon sent %q: %v", b, err)
+		}
+		if _, push := m["method"]; !push {
+			return m
+		}
+	}
+}
+
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	d, _ := e["data"].(map[string]any)
+	s, _ := d["code"].(string)
+	return s
+}
+
+func TestRawProtocolRefusals(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	var l lease
+	w.json(&l, "lease", "--platform", "ios", "--detach")
+
+	rc := w.raw(t)
+	if got := errCode(rc.send(`{"jsonrpc":"2.0","id":1,"method":"status.get"}`)); got != "HELLO_REQUIRED" {
+		t.Fatalf("before hello: %s", got)
+	}
+	if got := errCode(rc.send(`{"jsonrpc":"2.0","id":2,"method":"hello","params":{"protocol":{"min":1,"max":3}}}`)); got != "PROTOCOL_VERSION_UNSUPPORTED" {
+		t.Fatalf("old protocol: %s", got)
+	}
+	hello := rc.send(`{"jsonrpc":"2.0","id":3,"method":"hello","params":{"protocol":{"min":5,"max":5},"principal":"intruder"}}`)
+	res, _ := hello["result"].(map[string]any)
+	if res["role"] != "agent" {
+		t.Fatalf("hello without credential: %v", hello)
+	}
+	if got := errCode(rc.send(`{"jsonrpc":"2.0","id":4,"method":"lease.request","params":{"platform":"ios","colour":"red"}}`)); got != "BAD_REQUEST" {
+		t.Fatalf("unknown field: %s", got)
+	}
+	if got := errCode(rc.send(`{"jsonrpc":"2.0","id":5,"method":"lease.renew","params":{"leaseId":"` + l.LeaseID + `"}}`)); got != "FORBIDDEN" {
+		t.Fatalf("renew someone else's lease: %s", got)
+	}
+	if got := errCode(rc.send(`{"jsonrpc":"2.0","id":6,"method":"list.get"}`)); got != "FORBIDDEN" {
+		t.Fatalf("agent list.get: %s", got)
+	}
+	if got := errCode(rc.send(`{not json`)); got != "BAD_REQUEST" {
+		t.Fatalf("malformed line: %s", got)
+	}
+	if got := errCode(rc.send(`{"jsonrpc":"2.0","id":7,"method":"lease.explode"}`)); got != "UNKNOWN_OPERATION" {
+		t.Fatalf("unknown op: %s", got)
+	}
+	// The connection survived every refusal.
+	st := rc.send(`{"jsonrpc":"2.0","id":8,"method":"status.get"}`)
+	if st["result"] == nil {
+		t.Fatalf("status after refusals: %v", st)
+	}
+	// A wrong credential is refused outright.
+	rc2 := w.raw(t)
+	if got := errCode(rc2.send(`{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":{"min":5,"max":5},"credential":"guess"}}`)); got != "ADMIN_AUTHENTICATION_FAILED" {
+		t.Fatalf("bad credential: %s", got)
+	}
+}
+
+func TestHeldLeaseIsReleasedOnSignal(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	c := w.cmd("lease", "--platform", "ios", "--ttl", "30s")
+	stdout, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var l lease
+	if err := json.NewDecoder(stdout).Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.status().Leases) != 1 {
+		t.Fatal("held lease not visible")
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	if err := c.Wait(); err != nil {
+		t.Fatalf("holder exit: %v", err)
+	}
+	if st := w.status(); len(st.Leases) != 0 {
+		t.Fatalf("lease survived the holder's SIGTERM: %+v", st.Leases)
+	}
+}
+
+func TestDemoFinishesAndTellsTheStory(t *testing.T) {
+	r := exec.Command(bin, "demo", "--speed", "0")
+	r.Env = append(os.Environ(), "SIMLOCK_HOME=")
+	out, err := r.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"agent-A holds", "queued at position 1", "NO_CAPACITY", "agent-B granted", "lease.expired", "done:"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
