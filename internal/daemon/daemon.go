@@ -72,6 +72,10 @@ type Daemon struct {
 	stopped   chan struct{}
 	stopErr   error
 	cancel    context.CancelFunc
+	// converged is closed when the startup convergence goroutine returns;
+	// shutdown waits for it so the store is never closed under it.
+	converged      chan struct{}
+	cancelConverge context.CancelFunc
 }
 
 // ErrAlreadyRunning is returned when another daemon owns the home.
@@ -104,7 +108,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: o.Config, paths: paths, version: o.Version, pid: os.Getpid(), clock: o.Clock,
-		log: ports.Module(o.Logger, "daemon"), readyCh: make(chan struct{}), stopping: make(chan struct{}), stopped: make(chan struct{}),
+		log: ports.Module(o.Logger, "daemon"), readyCh: make(chan struct{}), stopping: make(chan struct{}), stopped: make(chan struct{}), converged: make(chan struct{}),
 		startedAt: o.Clock.Now()}
 
 	// 1. Claim: an exclusive lock on the home, held for the daemon's life.
@@ -190,8 +194,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID)
 
 	// 5. Converge in the background behind the readiness gate.
+	cctx, cancelConverge := context.WithCancel(context.Background())
+	d.cancelConverge = cancelConverge
 	go func() {
-		err := d.engine.Converge(sctx)
+		defer close(d.converged)
+		err := d.engine.Converge(cctx)
 		d.readyOnce.Do(func() {
 			d.readyErr = err
 			close(d.readyCh)
@@ -360,6 +367,8 @@ func (d *Daemon) shutdown() {
 	// Stop accepting, then let in-flight purges settle (bounded) so the
 	// pool is left in a settled shape.
 	d.ln.Close()
+	d.cancelConverge() // aborts a convergence still in flight
+	<-d.converged
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	d.engine.Stop(ctx)
 	cancel()

@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func testDispatcher(ready func(context.Context) error) (*Dispatcher, *[]string) {
+	var calls []string
+	d := newDispatcher(slog.New(slog.DiscardHandler), ready, func(id string) (string, bool) {
+		if id == "lse_mine" {
+			return "me", true
+		}
+		if id == "lse_theirs" {
+			return "them", true
+		}
+		return "", false
+	})
+	handle(d, contract.StatusGet, func(context.Context, *Call, contract.StatusGetIn) (contract.StatusGetOut, error) {
+		calls = append(calls, "status")
+		return contract.StatusGetOut{}, nil
+	})
+	handle(d, contract.LeaseRenew, func(_ context.Context, _ *Call, in contract.LeaseRenewIn) (contract.Lease, error) {
+		calls = append(calls, "renew "+in.LeaseID)
+		return contract.Lease{LeaseID: in.LeaseID}, nil
+	})
+	handle(d, contract.ListGet, func(context.Context, *Call, contract.ListGetIn) (contract.ListGetOut, error) {
+		calls = append(calls, "list")
+		return contract.ListGetOut{}, nil
+	})
+	handle(d, contract.LeaseList, func(context.Context, *Call, contract.LeaseListIn) (contract.LeaseListOut, error) {
+		return contract.LeaseListOut{}, errors.New("disk on fire")
+	})
+	return d, &calls
+}
+
+func agent(p string) *Call { return &Call{Session: contract.Session{Principal: p, Role: contract.RoleAgent, Compatible: true}} }
+func admin() *Call         { return &Call{Session: contract.Session{Principal: "op", Role: contract.RoleAdmin, Compatible: true}} }
+
+func ready(context.Context) error { return nil }
+
+func TestPipelineOrderDecodeRoleAuthorize(t *testing.T) {
+	d, calls := testDispatcher(ready)
+	cases := []struct {
+		call   *Call
+		method string
+		params string
+		code   contract.Code
+	}{
+		{agent("me"), "nope.nope", `{}`, contract.CodeUnknownOperation},
+		{agent("me"), "lease.renew", `{"leaseId":"lse_mine","extra":1}`, contract.CodeBadRequest},
+		{agent("me"), "list.get", `{}`, contract.CodeForbidden},
+		{agent("me"), "lease.renew", `{"leaseId":"lse_theirs"}`, contract.CodeForbidden},
+		{agent("me"), "lease.renew", `{"leaseId":"lse_gone"}`, contract.CodeUnknownLease},
+		{agent("me"), "lease.list", `{}`, contract.CodeInternal},
+		{&Call{Session: contract.Session{Role: contract.RoleAdmin}}, "status.get", `{}`, contract.CodeProtocolUnsupported},
+	}
+	for _, c := range cases {
+		_, err := d.Dispatch(context.Background(), c.call, c.method, []byte(c.params))
+		if err == nil || err.Code != c.code {
+			t.Errorf("%s %s: got %v, want %s", c.method, c.params, err, c.code)
+		}
+	}
+	if len(*calls) != 0 {
+		t.Fatalf("refused calls reached handlers: %v", *calls)
+	}
+	if _, err := d.Dispatch(context.Background(), agent("me"), "lease.renew", []byte(`{"leaseId":"lse_mine"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Dispatch(context.Background(), admin(), "lease.renew", []byte(`{"leaseId":"lse_theirs"}`)); err != nil {
+		t.Fatalf("admin bypasses ownership: %v", err)
+	}
+}
+
+func TestRequestsParkUntilReadyButStatusAnswers(t *testing.T) {
+	gate := make(chan struct{})
+	d, calls := testDispatcher(func(ctx context.Context) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if _, err := d.Dispatch(context.Background(), admin(), "status.get", nil); err != nil {
+		t.Fatalf("status.get must answer during startup: %v", err)
+	}
+	done := make(chan *contract.Error, 1)
+	go func() {
+		_, err := d.Dispatch(context.Background(), admin(), "list.get", nil)
+		done <- err
+	}()
+	select {
+	case <-done:
+		t.Fatal("list.get ran before readiness")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if (*calls)[len(*calls)-1] != "list" {
+		t.Fatalf("calls %v", *calls)
+	}
+}
+
+func TestFailedStartupRejectsParkedRequests(t *testing.T) {
+	d, _ := testDispatcher(func(context.Context) error {
+		return contract.Errorf(contract.CodeDaemonStartupFailed, "convergence failed")
+	})
+	_, err := d.Dispatch(context.Background(), admin(), "list.get", nil)
+	if err == nil || err.Code != contract.CodeDaemonStartupFailed {
+		t.Fatalf("got %v", err)
+	}
+}
