@@ -63,6 +63,7 @@ var (
 	TokenList       = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, "Tokens without their secrets.")
 	TokenRevoke     = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, "Revoke a token.")
 	DaemonStop      = define[DaemonStopIn, DaemonStopOut]("daemon.stop", RoleAdmin, "Stop the daemon gracefully.", unparked)
+	Passthrough     = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
 )
 
 // Registry lists every operation, in a stable order.
@@ -70,7 +71,7 @@ func Registry() []Op {
 	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
 		LeaseGet.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
-		TokenRevoke.Op, DaemonStop.Op}
+		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

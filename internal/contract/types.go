@@ -334,3 +334,21 @@ type DaemonStopIn struct{}
 type DaemonStopOut struct {
 	Stopping bool `json:"stopping"`
 }
+
+type PassthroughIn struct {
+	// Tool is the platform tool to run: "simctl" or "adb".
+	Tool string   `json:"tool"`
+	Args []string `json:"args"`
+	// Terminal says whether the caller will run the command with a terminal
+	// attached (some commands, like a bare adb shell, need one).
+	Terminal bool `json:"terminal,omitempty"`
+}
+
+// PassthroughOut is the root-scoped command for the caller to spawn.
+type PassthroughOut struct {
+	Platform string   `json:"platform"`
+	Command  string   `json:"command"`
+	Args     []string `json:"args"`
+	// Env holds KEY=VALUE entries to add to the caller's environment.
+	Env []string `json:"env,omitempty"`
+}

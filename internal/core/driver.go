@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // SpecRequest is what a lease request asks a driver to resolve.
@@ -199,4 +201,22 @@ func NewSpecError(sentinel error, msg string, kv ...any) *SpecError {
 		}
 	}
 	return e
+}
+
+// Passthrough sentinels, shared by every driver so the daemon maps them once.
+var (
+	// ErrPassthroughRefused: the command would change a device's lifecycle
+	// behind the registry's back (or needs a terminal it will not have).
+	ErrPassthroughRefused = errors.New("passthrough command refused")
+	// ErrUnknownTool: no driver wraps this tool.
+	ErrUnknownTool = errors.New("unknown passthrough tool")
+)
+
+// Passthrougher is the optional driver ability to hand a lease holder a
+// root-scoped command for one of the platform's own tools. The daemon finds
+// it by type assertion. terminal says whether a terminal is attached to the
+// process that will run the command.
+type Passthrougher interface {
+	PassthroughTools() []string
+	ResolvePassthrough(tool string, args []string, terminal bool) (ports.Command, error)
 }

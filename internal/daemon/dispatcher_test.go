@@ -39,8 +39,12 @@ func testDispatcher(ready func(context.Context) error) (*Dispatcher, *[]string) 
 	return d, &calls
 }
 
-func agent(p string) *Call { return &Call{Session: contract.Session{Principal: p, Role: contract.RoleAgent, Compatible: true}} }
-func admin() *Call         { return &Call{Session: contract.Session{Principal: "op", Role: contract.RoleAdmin, Compatible: true}} }
+func agent(p string) *Call {
+	return &Call{Session: contract.Session{Principal: p, Role: contract.RoleAgent, Compatible: true}}
+}
+func admin() *Call {
+	return &Call{Session: contract.Session{Principal: "op", Role: contract.RoleAdmin, Compatible: true}}
+}
 
 func ready(context.Context) error { return nil }
 

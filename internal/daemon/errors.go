@@ -52,6 +52,8 @@ func toContractError(err error) *contract.Error {
 		{core.ErrDeviceFailed, contract.CodeDeviceFailed},
 		{core.ErrUnknownDevice, contract.CodeUnknownDevice},
 		{store.ErrTokenNameTaken, contract.CodeBadRequest},
+		{core.ErrPassthroughRefused, contract.CodePassthroughRefused},
+		{core.ErrUnknownTool, contract.CodeUnknownPassthroughTool},
 		{context.Canceled, contract.CodeConnectionLost},
 	}
 	for _, s := range simple {

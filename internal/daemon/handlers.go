@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -102,6 +103,7 @@ func (d *Daemon) register(disp *Dispatcher) {
 		}
 		return contract.TokenRevokeOut{Revoked: true}, nil
 	})
+	handle(disp, contract.Passthrough, d.passthrough)
 	handle(disp, contract.DaemonStop, func(_ context.Context, call *Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
 		call.After(func() { go d.requestStop() })
 		return contract.DaemonStopOut{Stopping: true}, nil
@@ -338,4 +340,34 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// passthrough asks the driver that wraps the tool for the root-scoped
+// command; the refusal list is the driver's own.
+func (d *Daemon) passthrough(_ context.Context, _ *Call, in contract.PassthroughIn) (contract.PassthroughOut, error) {
+	var known []string
+	for _, p := range d.engine.Platforms() {
+		drv, _ := d.engine.Driver(p)
+		pt, ok := drv.(core.Passthrougher)
+		if !ok {
+			continue
+		}
+		for _, tool := range pt.PassthroughTools() {
+			known = append(known, tool)
+			if tool != in.Tool {
+				continue
+			}
+			cmd, err := pt.ResolvePassthrough(in.Tool, in.Args, in.Terminal)
+			if err != nil {
+				return contract.PassthroughOut{}, err
+			}
+			args := cmd.Args
+			if args == nil {
+				args = []string{}
+			}
+			return contract.PassthroughOut{Platform: p, Command: cmd.Name, Args: args, Env: cmd.Env}, nil
+		}
+	}
+	return contract.PassthroughOut{}, core.NewSpecError(core.ErrUnknownTool,
+		fmt.Sprintf("no driver wraps %q", in.Tool), "tools", known)
 }

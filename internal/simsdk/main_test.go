@@ -21,7 +21,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	testLauncher = &launcher{path: exe, env: []string{"SIMSDK_TEST_DEVICE=1"}}
+	// A race-enabled binary lingers a second at exit by default, and a
+	// device is only seen dead once its process is gone.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	testLauncher = &launcher{path: exe, env: []string{"SIMSDK_TEST_DEVICE=1", "GORACE=" + gorace}}
 	os.Exit(m.Run())
 }
 

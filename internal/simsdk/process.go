@@ -112,7 +112,6 @@ type deviceSpawn struct {
 	Name       string
 	Dir        string        // device dir: proc.lock, logs/; the process exits when it vanishes
 	BootTime   time.Duration // < 0: never finishes booting (cosmetic: only logged)
-	Shutdown   time.Duration // how long an orderly shutdown takes
 	CrashAfter time.Duration // < 0: never crashes
 }
 
@@ -129,7 +128,6 @@ func (sp deviceSpawn) args() []string {
 		"name=" + sp.Name,
 		"dir=" + sp.Dir,
 		"boot-ms=" + ms(sp.BootTime),
-		"shutdown-ms=" + ms(sp.Shutdown),
 		"crash-after-ms=" + ms(sp.CrashAfter),
 	}
 }
@@ -210,9 +208,9 @@ func (s *sdk) unregisterProc(platform, id string) {
 	_ = os.Remove(procEntryPath(s.home, platform, id))
 }
 
-// stopDevice ends a device process: SIGTERM and wait for an orderly exit
-// (the process takes its own simulated shutdown time), SIGKILL if that
-// does not happen within grace. hard skips straight to SIGKILL.
+// stopDevice ends a device process: SIGTERM and wait for it to exit,
+// SIGKILL if that does not happen within grace. hard skips straight to
+// SIGKILL.
 func stopDevice(ctx context.Context, pid int, dir string, grace time.Duration, hard bool) error {
 	lock := procLockPath(dir)
 	if !lockHeld(lock) {
@@ -307,7 +305,7 @@ func Reset(home string) error {
 // deviceOpts are the parsed arguments of a device process.
 type deviceOpts struct {
 	platform, id, name, dir string
-	boot, shutdown, crash   time.Duration
+	boot, crash             time.Duration
 }
 
 func parseDeviceArgs(args []string) (deviceOpts, error) {
@@ -335,8 +333,6 @@ func parseDeviceArgs(args []string) (deviceOpts, error) {
 			o.dir = v
 		case "boot-ms":
 			o.boot, err = parseMS(v)
-		case "shutdown-ms":
-			o.shutdown, err = parseMS(v)
 		case "crash-after-ms":
 			o.crash, err = parseMS(v)
 		default:
@@ -364,10 +360,11 @@ func parseMS(v string) (time.Duration, error) {
 }
 
 // DeviceProcessMain is the body of a booted simulated device. It runs until
-// SIGTERM (an orderly shutdown, taking the simulated shutdown time), a
-// simulated crash (crash-after-ms), ctx ending, or its device directory
-// disappearing (so deleting a device set never leaves orphans behind).
-// Its stdout is the device log.
+// SIGTERM or SIGINT, a simulated crash (crash-after-ms), ctx ending, or its
+// device directory disappearing (so deleting a device set never leaves
+// orphans behind). Its stdout is the device log. The simulated shutdown
+// time is spent by `simctl shutdown` before it signals, so it does not
+// depend on how the caller of DeviceProcessMain handles signals.
 func DeviceProcessMain(ctx context.Context, args []string) int {
 	o, err := parseDeviceArgs(args)
 	if err != nil {
@@ -418,14 +415,6 @@ func runDevice(ctx context.Context, o deviceOpts, log io.Writer) int {
 			}
 		case sig := <-sigs:
 			logf("received %v; shutting down", sig)
-			t := time.NewTimer(o.shutdown)
-			select {
-			case <-t.C:
-			case <-sigs: // a second signal cuts the orderly shutdown short
-			case <-ctx.Done():
-			}
-			t.Stop()
-			logf("shut down")
 			return 0
 		}
 	}

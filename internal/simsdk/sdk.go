@@ -173,7 +173,7 @@ func Install(dir string) error {
 	if err != nil {
 		return fmt.Errorf("simsdk install: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return fmt.Errorf("simsdk install: %w", err)
 	}
 	var errs []error

@@ -58,6 +58,8 @@ func errInvalidRuntime(ref string) *toolError {
 	return &toolError{text: "Invalid runtime: " + ref + "\n", exit: exitNotFound}
 }
 
+// errNoBooted answers the "booted" device alias when nothing is booted
+// (exit status not captured; the state-error status is used).
 func errNoBooted() *toolError {
 	return &toolError{text: "No devices are booted.\n", exit: 149}
 }

@@ -170,7 +170,6 @@ func (s *sdk) bootDevice(ctx context.Context, ds deviceSet, udid string) error {
 		Name:       d.Name,
 		Dir:        ds.deviceDir(d.UDID),
 		BootTime:   spawnBoot,
-		Shutdown:   s.scaled(iosShutdownTime),
 		CrashAfter: crashAfter,
 	})
 	if err != nil {
@@ -361,7 +360,12 @@ func (s *sdk) shutdownDevice(ctx context.Context, ds deviceSet, udid string) err
 		<-ctx.Done() // stuck "Shutting Down" until the caller gives up
 		return ctx.Err()
 	}
-	if err := stopDevice(ctx, pid, ds.deviceDir(udid), s.scaled(iosShutdownTime)+killGrace, false); err != nil {
+	// The device reads "Shutting Down" for the shutdown time, then its
+	// process is told to go.
+	if err := sleepCtx(ctx, s.scaled(iosShutdownTime)); err != nil {
+		return err
+	}
+	if err := stopDevice(ctx, pid, ds.deviceDir(udid), killGrace, false); err != nil {
 		return err
 	}
 	return s.withSetLock(ds, func() error {

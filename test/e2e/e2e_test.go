@@ -425,3 +425,26 @@ func TestDemoFinishesAndTellsTheStory(t *testing.T) {
 		}
 	}
 }
+
+func TestScopedPassthrough(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	var l lease
+	w.json(&l, "lease", "--platform", "ios", "--detach")
+	out := w.mustRun("simctl", "list", "devices")
+	if !strings.Contains(out, l.Device.UDID) || !strings.Contains(out, "Booted") {
+		t.Fatalf("simlock simctl list devices does not show the leased device:\n%s", out)
+	}
+	r := w.run("simctl", "erase", l.Device.UDID)
+	if r.code == 0 || !strings.Contains(r.stderr, "PASSTHROUGH_REFUSED") {
+		t.Fatalf("erase through passthrough: exit %d %s", r.code, r.stderr)
+	}
+	r = w.run("simctl", "--set", "/tmp", "list")
+	if r.code == 0 || !strings.Contains(r.stderr, "PASSTHROUGH_REFUSED") {
+		t.Fatalf("re-scoping --set: exit %d %s", r.code, r.stderr)
+	}
+	// The tool's own exit code comes back unchanged.
+	r = w.run("simctl", "bootstatus", "00000000-0000-0000-0000-000000000000")
+	if r.code == 0 || r.code > 200 {
+		t.Fatalf("tool failure exit code %d", r.code)
+	}
+}

@@ -1,26 +1,34 @@
 package ios
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/ports"
 )
 
 var (
 	// ErrPassthroughRefused marks a passthrough command the driver will not
 	// run because it would change a device's lifecycle behind the registry.
-	ErrPassthroughRefused = errors.New("passthrough command refused")
+	ErrPassthroughRefused = core.ErrPassthroughRefused
 	// ErrUnknownTool marks a passthrough for a tool this driver does not wrap.
-	ErrUnknownTool = errors.New("unknown passthrough tool")
+	ErrUnknownTool = core.ErrUnknownTool
 )
 
-// refusedVerbs change which devices exist or whether they run; only the core
-// may do that, through the driver's own verbs.
+var _ core.Passthrougher = (*Driver)(nil)
+
+// refusedVerbs change which devices exist, whether they run, or what they
+// run on; only the core may do that, through the driver's own verbs.
+// "runtime" is refused because `simctl runtime delete` removes a runtime
+// for the whole machine.
 var refusedVerbs = map[string]bool{
 	"delete": true, "erase": true, "shutdown": true, "boot": true, "create": true, "clone": true,
+	"rename": true, "upgrade": true, "runtime": true,
 }
+
+// PassthroughTools lists the tools this driver wraps.
+func (d *Driver) PassthroughTools() []string { return []string{"simctl"} }
 
 // ResolvePassthrough turns a lease holder's tool invocation into the
 // root-scoped command to run. The caller spawns it: locally (the CLI, which
