@@ -105,49 +105,50 @@ func (s *sdk) simctlBoot(ctx context.Context, ds deviceSet, args []string) error
 	return s.bootDevice(ctx, ds, d.UDID)
 }
 
+// bootDevice boots a shut-down device: it starts the device process and
+// records it, under the set lock. A boot-fail fault instead spends the time
+// launchd_sim takes to give up (outside the lock) and fails.
 func (s *sdk) bootDevice(ctx context.Context, ds deviceSet, udid string) error {
-	l, err := ds.lock()
-	if err != nil {
-		return err
-	}
-	d, err := ds.load(udid)
-	if err != nil {
-		l.Unlock()
-		if isNotExist(err) {
-			return errInvalidDevice(udid)
-		}
-		return err
-	}
-	now := s.now()
-	if st := ds.state(d, now); st != stateShutdown {
-		l.Unlock()
-		return stateErr("boot device", st)
-	}
-	rts, err := s.installedRuntimes()
-	if err != nil {
-		l.Unlock()
-		return err
-	}
-	if _, ok := runtimeByID(rts, d.Runtime); !ok {
-		l.Unlock()
-		return simErr(405, "Unable to boot device because we cannot determine the runtime bundle.")
-	}
-	if _, fired, err := s.fire(faultBootFail); err != nil {
-		l.Unlock()
-		return err
-	} else if fired {
-		l.Unlock()
-		// launchd_sim gives up after a while; the device never comes up.
-		if err := sleepCtx(ctx, s.scaled(iosBootFailTime)); err != nil {
+	failed := false
+	err := s.withSetLock(ds, func() error {
+		d, err := ds.load(udid)
+		if err != nil {
+			if isNotExist(err) {
+				return errInvalidDevice(udid)
+			}
 			return err
 		}
-		return domainErr("NSPOSIXErrorDomain", 60, 60,
-			"Unable to boot the Simulator.",
-			"launchd failed to respond.",
-			"Underlying error (domain=com.apple.SimLaunchHostService.RequestError, code=4):",
-			"\tFailed to start launchd_sim: could not bind to session, launchd_sim may have crashed or quit responding "+faultNote(faultBootFail))
+		if st := ds.state(d, s.now()); st != stateShutdown {
+			return stateErr("boot device", st)
+		}
+		rts, err := s.installedRuntimes()
+		if err != nil {
+			return err
+		}
+		if _, ok := runtimeByID(rts, d.Runtime); !ok {
+			return simErr(405, "Unable to boot device because we cannot determine the runtime bundle.")
+		}
+		if _, failed, err = s.fire(faultBootFail); err != nil || failed {
+			return err
+		}
+		return s.startDevice(ds, d)
+	})
+	if err != nil || !failed {
+		return err
 	}
-	defer l.Unlock()
+	if err := sleepCtx(ctx, s.scaled(iosBootFailTime)); err != nil {
+		return err
+	}
+	return domainErr("NSPOSIXErrorDomain", 60, 60,
+		"Unable to boot the Simulator.",
+		"launchd failed to respond.",
+		"Underlying error (domain=com.apple.SimLaunchHostService.RequestError, code=4):",
+		"\tFailed to start launchd_sim: could not bind to session, launchd_sim may have crashed or quit responding "+faultNote(faultBootFail))
+}
+
+// startDevice spawns d's process and records it; the caller holds the set
+// lock. The boot-hang and crash-after faults shape the process here.
+func (s *sdk) startDevice(ds deviceSet, d *iosDevice) error {
 	_, hang, err := s.fire(faultBootHang)
 	if err != nil {
 		return err
@@ -164,18 +165,19 @@ func (s *sdk) bootDevice(ctx context.Context, ds deviceSet, udid string) error {
 	if hang {
 		spawnBoot = -1
 	}
+	dir := ds.deviceDir(d.UDID)
 	pid, err := s.spawnDevice(deviceSpawn{
 		Platform:   "ios",
 		ID:         d.UDID,
 		Name:       d.Name,
-		Dir:        ds.deviceDir(d.UDID),
+		Dir:        dir,
 		BootTime:   spawnBoot,
 		CrashAfter: crashAfter,
 	})
 	if err != nil {
 		return err
 	}
-	started := now.UTC()
+	started := s.now().UTC()
 	d.clearProcess()
 	d.PID = pid
 	d.BootStartedAt = &started
@@ -184,11 +186,9 @@ func (s *sdk) bootDevice(ctx context.Context, ds deviceSet, udid string) error {
 		d.BootReadyAt = &ready
 	}
 	d.LastBootedAt = &started
-	if d.DataPathSize < bootedDataSize {
-		d.DataPathSize = bootedDataSize
-	}
+	d.DataPathSize = max(d.DataPathSize, bootedDataSize)
 	if err := ds.save(d); err != nil {
-		_ = stopDevice(context.Background(), pid, ds.deviceDir(d.UDID), 0, true)
+		_ = stopDevice(context.Background(), pid, dir, 0, true)
 		s.unregisterProc("ios", d.UDID)
 		return err
 	}

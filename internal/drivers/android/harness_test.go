@@ -184,16 +184,25 @@ func (h *harness) assertDone() {
 type emulatorStep struct {
 	exit      chan struct{}
 	cancelled chan struct{}
-	cmd       chan ports.Command
+	started   chan struct{}
+	cmd       ports.Command // valid once started is closed
 }
 
 func newEmulator() *emulatorStep {
-	return &emulatorStep{exit: make(chan struct{}), cancelled: make(chan struct{}), cmd: make(chan ports.Command, 1)}
+	return &emulatorStep{exit: make(chan struct{}), cancelled: make(chan struct{}), started: make(chan struct{})}
+}
+
+// launched waits until the driver's supervisor goroutine has started the
+// emulator; readiness can be observed before that goroutine is scheduled.
+func (e *emulatorStep) launched() ports.Command {
+	<-e.started
+	return e.cmd
 }
 
 func (e *emulatorStep) step(match string) fake.Step {
 	return fake.Step{Match: match, Do: func(ctx context.Context, c ports.Command) error {
-		e.cmd <- c
+		e.cmd = c
+		close(e.started)
 		select {
 		case <-e.exit:
 			return nil

@@ -149,11 +149,11 @@ func TestMakeReadyFirstBootCapturesBaseline(t *testing.T) {
 	if err := h.drive(func() error { return h.d.MakeReady(context.Background(), dev) }); err != nil {
 		t.Fatal(err)
 	}
+	c := emu.launched()
 	h.assertDone()
 	if got := h.clk.Now().Sub(testStart); got != 2*testPoll {
 		t.Errorf("clock moved %s, want two polls", got)
 	}
-	c := <-emu.cmd
 	for _, want := range []string{"ANDROID_AVD_HOME=" + h.root, "ANDROID_ADB_SERVER_PORT=5137"} {
 		if !strings.Contains(strings.Join(c.Env, " "), want) {
 			t.Errorf("emulator env %q lacks %s", c.Env, want)
@@ -188,6 +188,7 @@ func bootRunning(t *testing.T, h *harness) *emulatorStep {
 	if err := h.drive(func() error { return h.d.MakeReady(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
 		t.Fatal(err)
 	}
+	emu.launched()
 	h.assertDone()
 	return emu
 }
@@ -281,6 +282,7 @@ func TestMakeReadyAfterOrderlyStopRestoresBaseline(t *testing.T) {
 	if err := h.drive(func() error { return h.d.MakeReady(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
 		t.Fatal(err)
 	}
+	emu2.launched()
 	h.assertDone()
 }
 
@@ -303,6 +305,7 @@ func TestMakeReadyAfterCrashBootsCurrentDisk(t *testing.T) {
 	if err := h.drive(func() error { return h.d.MakeReady(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
 		t.Fatal(err)
 	}
+	emu2.launched()
 	h.assertDone()
 }
 
@@ -372,6 +375,7 @@ func TestReclaimRestoresBaseline(t *testing.T) {
 // wipeReboot scripts the reclaim fallback after the running emulator emu is
 // killed: -wipe-data boot, new mark, new baseline.
 func wipeReboot(h *harness, emu *emulatorStep) *emulatorStep {
+	h.t.Helper()
 	emu2 := newEmulator()
 	h.run.Expect(
 		emu.killStep("emulator-5700"),
@@ -398,10 +402,11 @@ func TestReclaimWipesWhenBaselineInvalid(t *testing.T) {
 	if err := os.WriteFile(cfg, append(b, "hw.ramSize=4096\n"...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wipeReboot(h, emu)
+	emu2 := wipeReboot(h, emu)
 	if err := h.drive(func() error { return h.d.Reclaim(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
 		t.Fatal(err)
 	}
+	emu2.launched()
 	h.assertDone()
 	st := h.state("simlock-a")
 	if st.Baseline == nil || st.Baseline.Tag == old {
@@ -417,10 +422,11 @@ func TestReclaimWipesWhenRestoreFails(t *testing.T) {
 	emu := bootRunning(t, h)
 	h.run.Expect(fake.Step{Match: adbOn("emulator-5700", "emu avd snapshot load simlock-baseline"),
 		Stdout: "KO: could not load snapshot\r\n"})
-	wipeReboot(h, emu)
+	emu2 := wipeReboot(h, emu)
 	if err := h.drive(func() error { return h.d.Reclaim(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
 		t.Fatal(err)
 	}
+	emu2.launched()
 	h.assertDone()
 	if d := h.diagnostics(); len(d) != 1 || !strings.Contains(d[0].Message, "could not load snapshot") {
 		t.Errorf("diagnostics %+v", d)
