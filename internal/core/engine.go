@@ -50,10 +50,14 @@ func (e *DeviceFailedError) Unwrap() []error {
 	return []error{ErrDeviceFailed, e.Err}
 }
 
-// Config holds the lease settings the engine enforces.
+// Config holds the policies the engine enforces.
 type Config struct {
-	DefaultTTL time.Duration
-	MaxTTL     time.Duration
+	DefaultTTL  time.Duration
+	MaxTTL      time.Duration
+	Quarantine  QuarantinePolicy
+	Health      HealthPolicy
+	Cleanup     CleanupPolicy
+	WarmTargets []WarmTarget
 }
 
 // Deps are the engine's collaborators.
@@ -66,6 +70,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	// NewID returns a random identifier suffix; tests may make it deterministic.
 	NewID func() string
+	// DiskFree reports free bytes on the volume holding the device roots
+	// (nil: unknown, disk pressure never detected).
+	DiskFree func() (uint64, error)
 }
 
 // Engine is the lease engine: registry, leases, queue, capacity and the
@@ -80,6 +87,7 @@ type Engine struct {
 	bus      *events.Bus
 	log      *slog.Logger
 	newID    func() string
+	diskFree func() (uint64, error)
 
 	bg       context.Context // cancelled on Stop: aborts background driver work
 	bgCancel context.CancelFunc
@@ -95,6 +103,14 @@ type Engine struct {
 	reservations map[string]int    // platform -> running reservations
 	pending      []events.Event    // facts committed in this section, published after unlock
 	stopping     bool
+	maintenance  bool // a reset (nuke) is running: nothing is granted or started
+
+	qtimers     map[string]ports.Timer // quarantine retry timers by device id
+	obs         map[string]*observation
+	healthTimer ports.Timer
+	cleanTimer  ports.Timer
+	pressure    bool       // last disk pressure reading, for edge-triggering
+	warmSpecs   []warmSpec // resolved warm-pool targets
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -111,9 +127,13 @@ func New(cfg Config, d Deps) *Engine {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Quarantine = cfg.Quarantine.withDefaults()
+	cfg.Health = cfg.Health.withDefaults()
+	cfg.Cleanup = cfg.Cleanup.withDefaults()
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
-		log: d.Logger, newID: d.NewID,
+		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree,
+		qtimers: map[string]ports.Timer{}, obs: map[string]*observation{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, claims: map[string]string{}, reservations: map[string]int{},
@@ -228,17 +248,7 @@ func (e *Engine) commitLocked(c Changes) error {
 
 // setStateLocked moves one device to state and persists it.
 func (e *Engine) setStateLocked(id string, st DeviceState) (DeviceRecord, error) {
-	cur, ok := e.devices[id]
-	if !ok {
-		return DeviceRecord{}, ErrUnknownDevice
-	}
-	d := *cur
-	d.State = st
-	d.StateSince = e.now()
-	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
-		return DeviceRecord{}, err
-	}
-	return d, nil
+	return e.updateLocked(id, func(d *DeviceRecord) { d.State = st })
 }
 
 // ---- reads ----

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // Release reasons carried on lease.released.
@@ -126,7 +127,11 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		d.State = StateReclaiming
 		d.StateSince = now
 		d.LastReleasedAt = now
+		// Crash-recovery bookkeeping belongs to the lease that just ended.
+		d.Health.RecoveryAttempts = 0
+		d.Health.RecoveringSince = time.Time{}
 		c.PutDevices = []DeviceRecord{d}
+		delete(e.obs, d.ID)
 	}
 	if err := e.commitLocked(c); err != nil {
 		return err
@@ -146,57 +151,24 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 }
 
 // startReclaimLocked purges a released device in the background under a
-// reclaim claim. When it settles the device returns to ready if capacity
-// permits, is shut down otherwise, and is quarantined if the purge failed.
-// Acquisition is re-run after the claim is dropped, so a waiter for exactly
-// this device is granted the moment the purge settles.
+// reclaim claim; afterPurge decides where it goes next. A failed purge
+// quarantines the device.
 func (e *Engine) startReclaimLocked(id string) {
 	e.claims[id] = "reclaim"
 	d := *e.devices[id]
 	drv, ok := e.drivers[d.Platform]
 	if !ok {
 		delete(e.claims, id)
-		_, _ = e.setStateLocked(id, StateQuarantined)
+		e.quarantineLocked(id, "no-driver")
 		return
 	}
 	e.goBackground(func(ctx context.Context) {
 		err := drv.Reclaim(ctx, d.Ref())
-		shutdown := false
-		e.section(func() {
-			if err != nil {
-				delete(e.claims, id)
-				e.log.Warn("purge failed", "device", id, "err", err)
-				e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error()})
-				if _, serr := e.setStateLocked(id, StateQuarantined); serr == nil {
-					e.emitLocked(events.Event{Type: "device.quarantined", DeviceID: id, Platform: d.Platform, Reason: "purge-failed"})
-				}
-				return
-			}
-			if e.runningOverLocked(d.Platform) {
-				shutdown = true // keep the claim: we shut it down below
-				return
-			}
-			delete(e.claims, id)
-			if _, err := e.setStateLocked(id, StateReady); err == nil {
-				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: d.Platform})
-			}
-			e.scheduleLocked()
-		})
-		if shutdown {
-			serr := drv.Shutdown(ctx, d.Ref())
-			e.section(func() {
-				delete(e.claims, id)
-				st := StateShutdown
-				if serr != nil {
-					st = StateQuarantined
-				}
-				if _, err := e.setStateLocked(id, st); err == nil {
-					e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: d.Platform, Data: map[string]any{"disposition": string(st)}})
-				}
-				e.scheduleLocked()
-			})
-		}
-		e.notifyPositions()
+		e.afterPurge(ctx, d, drv, err, func(err error) {
+			e.log.Warn("purge failed", "device", id, "err", err)
+			e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error()})
+			e.quarantineLocked(id, "purge-failed")
+		}, "device.reclaimed")
 	})
 }
 
@@ -237,7 +209,14 @@ func (e *Engine) Converge(ctx context.Context) error {
 				} else if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
 					ferr = err
 				}
+			case StateQuarantined:
+				// Re-arm the retry from its persisted deadline.
+				e.armQuarantineLocked(d)
 			case StateReclaiming:
+				// Claims never survive a restart, so every reclaiming
+				// device found now was orphaned by a crash mid-purge:
+				// purge it again from the start.
+				e.emitLocked(events.Event{Type: "device.reclaim-recovered", DeviceID: d.ID, Platform: d.Platform})
 				e.startReclaimLocked(d.ID)
 			}
 		}
@@ -261,13 +240,14 @@ func (e *Engine) Converge(ctx context.Context) error {
 		e.section(func() {
 			e.reservations[d.Platform]++
 			delete(e.claims, d.ID)
-			st := StateShutdown
 			if err != nil {
-				st = StateQuarantined
+				e.quarantineLocked(d.ID, "shutdown-failed")
+			} else {
+				_, _ = e.setStateLocked(d.ID, StateShutdown)
 			}
-			_, _ = e.setStateLocked(d.ID, st)
 		})
 	}
+	e.resolveWarmTargets(ctx)
 	return nil
 }
 
@@ -320,6 +300,15 @@ func (e *Engine) Stop(ctx context.Context) {
 	for id, t := range e.timers {
 		t.Stop()
 		delete(e.timers, id)
+	}
+	for id, t := range e.qtimers {
+		t.Stop()
+		delete(e.qtimers, id)
+	}
+	for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	e.mu.Unlock()
 	e.bgCancel()

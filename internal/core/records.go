@@ -34,6 +34,24 @@ type DeviceRecord struct {
 	LastLeasedAt   time.Time // zero: never leased
 	LastReleasedAt time.Time
 	Data           json.RawMessage
+	// Health is the engine's bookkeeping for quarantine retries and crash
+	// recovery; persisted so both survive a restart.
+	Health DeviceHealth
+}
+
+// DeviceHealth tracks a device the core cannot fully vouch for.
+type DeviceHealth struct {
+	// QuarantineReason says why the device is quarantined ("purge-failed",
+	// "stalled-provisioning", ...); empty when it is not.
+	QuarantineReason string `json:"quarantineReason,omitempty"`
+	// QuarantineAttempts counts failed retries of the triggering operation.
+	QuarantineAttempts int `json:"quarantineAttempts,omitempty"`
+	// NextRetryAt is when the quarantine retry fires.
+	NextRetryAt time.Time `json:"nextRetryAt,omitzero"`
+	// RecoveryAttempts counts crash-recovery reboots under the current lease.
+	RecoveryAttempts int `json:"recoveryAttempts,omitempty"`
+	// RecoveringSince is set while a crash recovery reboot is in flight.
+	RecoveringSince time.Time `json:"recoveringSince,omitzero"`
 }
 
 // Ref is how the driver sees this device.

@@ -93,6 +93,10 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 			refuse = ErrStopping
 			return
 		}
+		if e.maintenance {
+			refuse = ErrMaintenance
+			return
+		}
 		if err := e.checkRequesterLocked(r.RequesterID); err != nil {
 			refuse = err
 			return
@@ -273,7 +277,7 @@ func (e *Engine) notifyPositions() {
 // plan reserves what it takes before the next request is considered, a later
 // request can never take a resource an earlier one could use.
 func (e *Engine) scheduleLocked() {
-	if e.stopping {
+	if e.stopping || e.maintenance {
 		return
 	}
 	for _, w := range append([]*waiter(nil), e.queue...) {
@@ -282,6 +286,7 @@ func (e *Engine) scheduleLocked() {
 		}
 		e.planLocked(w)
 	}
+	e.fillWarmPoolLocked()
 }
 
 func (e *Engine) planLocked(w *waiter) {
@@ -516,8 +521,7 @@ func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 			switch {
 			case err != nil:
 				e.log.Warn("eviction failed", "device", id, "err", err)
-				_, _ = e.setStateLocked(id, StateQuarantined)
-				e.emitLocked(events.Event{Type: "device.quarantined", DeviceID: id, Platform: d.Platform, Reason: "eviction-failed"})
+				e.quarantineLocked(id, "eviction-failed")
 			case destroy:
 				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
 				e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: d.Platform, Reason: "evicted"})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/drivers/ios"
 	"github.com/simlock/simlock/internal/ports"
 )
@@ -36,6 +37,18 @@ func buildDrivers(o Options, bus *events.Bus, log *slog.Logger) ([]core.Driver, 
 			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard})
 		if err != nil {
 			return nil, fmt.Errorf("ios driver: %w", err)
+		}
+		out = append(out, drv)
+	}
+	if o.Config.Drivers.Android.On() {
+		root, err := filepath.Abs(o.Config.DriverRoot(o.Home, "android"))
+		if err != nil {
+			return nil, err
+		}
+		drv, err := android.New(android.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
+			Logger: ports.Module(o.Logger, "driver.android"), OnDiagnostic: diag("android"), DiskGuard: guard})
+		if err != nil {
+			return nil, fmt.Errorf("android driver: %w", err)
 		}
 		out = append(out, drv)
 	}

@@ -65,6 +65,8 @@ CREATE TABLE meta (
 	value TEXT NOT NULL
 ) STRICT;
 `,
+	// 2: quarantine and crash-recovery bookkeeping per device.
+	`ALTER TABLE devices ADD COLUMN health TEXT; -- JSON core.DeviceHealth; NULL is none`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock. Migrating

@@ -13,7 +13,7 @@ import (
 var _ core.Store = (*DB)(nil)
 
 const deviceColumns = `id, platform, handle, name, state, spec, attrs, simulated,
-	state_since, created_at, last_leased_at, last_released_at, data`
+	state_since, created_at, last_leased_at, last_released_at, data, health`
 
 const leaseColumns = `id, device_id, requester_id, owner_id, platform, ttl_ms,
 	granted_at, expires_at, last_renewed_at`
@@ -22,13 +22,13 @@ const leaseColumns = `id, device_id, requester_id, owner_id, platform, ttl_ms,
 // delete any other row that collides on a UNIQUE column (a second lease for
 // the same requester), which must fail the change set instead.
 const upsertDevice = `INSERT INTO devices (` + deviceColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		platform = excluded.platform, handle = excluded.handle, name = excluded.name,
 		state = excluded.state, spec = excluded.spec, attrs = excluded.attrs,
 		simulated = excluded.simulated, state_since = excluded.state_since,
 		created_at = excluded.created_at, last_leased_at = excluded.last_leased_at,
-		last_released_at = excluded.last_released_at, data = excluded.data`
+		last_released_at = excluded.last_released_at, data = excluded.data, health = excluded.health`
 
 const upsertLease = `INSERT INTO leases (` + leaseColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -109,10 +109,18 @@ func deviceArgs(d core.DeviceRecord) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode attrs: %w", err)
 	}
+	var health any // NULL when there is nothing to remember
+	if d.Health != (core.DeviceHealth{}) {
+		b, err := json.Marshal(d.Health)
+		if err != nil {
+			return nil, fmt.Errorf("encode health: %w", err)
+		}
+		health = string(b)
+	}
 	return []any{
 		d.ID, d.Platform, d.Handle, d.Name, string(d.State), string(spec), attrs, d.Simulated,
 		unixMs(d.StateSince), unixMs(d.CreatedAt), unixMs(d.LastLeasedAt), unixMs(d.LastReleasedAt),
-		encodeRaw(d.Data),
+		encodeRaw(d.Data), health,
 	}, nil
 }
 
@@ -134,11 +142,11 @@ func loadDevices(ctx context.Context, q querier) ([]core.DeviceRecord, error) {
 		var (
 			d                                core.DeviceRecord
 			state, spec                      string
-			attrs, data                      sql.NullString
+			attrs, data, health              sql.NullString
 			since, created, leased, released sql.NullInt64
 		)
 		if err := rows.Scan(&d.ID, &d.Platform, &d.Handle, &d.Name, &state, &spec, &attrs, &d.Simulated,
-			&since, &created, &leased, &released, &data); err != nil {
+			&since, &created, &leased, &released, &data, &health); err != nil {
 			return nil, fmt.Errorf("store: load devices: %w", err)
 		}
 		d.State = core.DeviceState(state)
@@ -153,6 +161,13 @@ func loadDevices(ctx context.Context, q querier) ([]core.DeviceRecord, error) {
 		d.LastLeasedAt = fromUnixMs(leased)
 		d.LastReleasedAt = fromUnixMs(released)
 		d.Data = decodeRaw(data)
+		if health.Valid {
+			if err := json.Unmarshal([]byte(health.String), &d.Health); err != nil {
+				return nil, fmt.Errorf("store: device %s: decode health: %w", d.ID, err)
+			}
+			d.Health.NextRetryAt = d.Health.NextRetryAt.UTC()
+			d.Health.RecoveringSince = d.Health.RecoveringSince.UTC()
+		}
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {

@@ -146,13 +146,11 @@ type Driver struct {
 	allocMu   sync.Mutex // serializes name and console port allocation
 	installMu sync.Mutex // one system image install at a time
 
-	cacheMu     sync.Mutex
-	profiles    []deviceProfile
-	profilesAt  time.Time
-	simulated   bool
-	simChecked  bool
-	emuVersion  string
-	emuVerKnown bool
+	cacheMu    sync.Mutex
+	profiles   []deviceProfile
+	profilesAt time.Time
+	simulated  bool
+	simChecked bool
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -329,7 +327,7 @@ func (d *Driver) adb(ctx context.Context, args ...string) (ports.Result, error) 
 	return d.runner.Run(ctx, d.command(d.tools.ADB, d.adbArgs(args...)...))
 }
 
-// adbDevice runs an adb command against one emulator.
+// adbOn runs an adb command against one emulator.
 func (d *Driver) adbOn(ctx context.Context, serial string, args ...string) (ports.Result, error) {
 	return d.adb(ctx, append([]string{"-s", serial}, args...)...)
 }

@@ -18,6 +18,9 @@ func (d *Driver) ListManaged(ctx context.Context) ([]core.Observed, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(names) == 0 {
+		return []core.Observed{}, nil
+	}
 	sort.Strings(names)
 	devs, adbErr := d.adbDevices(ctx)
 	if adbErr != nil {

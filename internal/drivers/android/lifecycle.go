@@ -222,17 +222,17 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 		return err
 	}
 	serial := serialFor(port)
-	if p := d.proc(name); p != nil && p.alive() {
+	p, orphan, err := d.liveness(ctx, name, serial)
+	switch {
+	case err != nil:
+		return err
+	case p != nil:
 		if err := d.waitReady(ctx, serial, p); err != nil {
 			return err
 		}
 		return d.captureIfPristine(ctx, dev, name, serial, p.mode)
-	}
-	if listed, err := d.adbLists(ctx, serial); err != nil {
-		return err
-	} else if listed {
-		// Running but not supervised: launched by an earlier daemon. It
-		// cannot be relaunched on the same port, so wait for it instead.
+	case orphan:
+		// It cannot be relaunched on the same port, so wait for it instead.
 		d.log.Info("emulator already running outside supervision; waiting for it", "avd", name, "serial", serial)
 		return d.waitReady(ctx, serial, nil)
 	}
@@ -524,13 +524,11 @@ func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
 		return err
 	}
 	serial := serialFor(port)
-	p := d.proc(name)
-	running := p != nil && p.alive()
-	if !running {
-		if running, err = d.adbLists(ctx, serial); err != nil {
-			return err
-		}
+	p, orphan, err := d.liveness(ctx, name, serial)
+	if err != nil {
+		return err
 	}
+	running := p != nil || orphan
 
 	ok, why := d.baselineValid(ctx, name, dev, st)
 	if ok {
@@ -568,19 +566,34 @@ func (d *Driver) Shutdown(ctx context.Context, dev core.DeviceRef) error {
 }
 
 func (d *Driver) shutdown(ctx context.Context, name, serial string) error {
-	if p := d.proc(name); p != nil && p.alive() {
-		return d.stopProc(ctx, p)
-	}
-	listed, err := d.adbLists(ctx, serial)
-	if err != nil {
+	p, orphan, err := d.liveness(ctx, name, serial)
+	switch {
+	case err != nil:
 		return err
-	}
-	if listed {
+	case p != nil:
+		return d.stopProc(ctx, p)
+	case orphan:
 		if err := d.stopUnsupervised(ctx, name, serial); err != nil {
 			return err
 		}
 	}
 	return d.updateState(name, func(s *avdState) { s.Running = false })
+}
+
+// liveness finds the emulator running for name: the supervised process if
+// it is alive, or else, when this driver never launched one, an emulator an
+// earlier daemon left running that adb still lists. Once a supervised
+// process has exited, adb is not asked: its entry for the serial may linger
+// after the process is provably gone.
+func (d *Driver) liveness(ctx context.Context, name, serial string) (alive *emulatorProc, orphan bool, err error) {
+	if p := d.proc(name); p != nil {
+		if p.alive() {
+			return p, false, nil
+		}
+		return nil, false, nil
+	}
+	listed, err := d.adbLists(ctx, serial)
+	return nil, listed, err
 }
 
 // stopUnsupervised stops an emulator an earlier daemon launched. Its process

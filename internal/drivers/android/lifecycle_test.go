@@ -272,9 +272,9 @@ func TestMakeReadyAfterOrderlyStopRestoresBaseline(t *testing.T) {
 	if err := h.drive(func() error { return h.d.Shutdown(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
 		t.Fatal(err)
 	}
+	// The supervised process is known to have exited, so adb is not asked.
 	emu2 := newEmulator()
 	h.run.Expect(
-		fake.Step{Match: "adb -P 5137 devices", Stdout: adbEmpty},
 		emu2.step("emulator -avd simlock-a -port 5700 -no-window -no-audio -no-boot-anim -no-snapshot-save -snapshot simlock-baseline"),
 		fake.Step{Match: adbOn("emulator-5700", "wait-for-device")},
 		fake.Step{Match: adbOn("emulator-5700", "shell getprop"), Stdout: bootedNoAnim},
@@ -295,9 +295,9 @@ func TestMakeReadyAfterCrashBootsCurrentDisk(t *testing.T) {
 		t.Fatal("a crash must leave the run unfinished")
 	}
 	// The holder's data is on the disk: no baseline restore, no new capture.
+	// The supervised process is known to have exited, so adb is not asked.
 	emu2 := newEmulator()
 	h.run.Expect(
-		fake.Step{Match: "adb -P 5137 devices", Stdout: adbEmpty},
 		emu2.step("emulator -avd simlock-a -port 5700 -no-window -no-audio -no-boot-anim -no-snapshot-save -no-snapshot-load"),
 		fake.Step{Match: adbOn("emulator-5700", "wait-for-device")},
 		fake.Step{Match: adbOn("emulator-5700", "shell getprop"), Stdout: bootedNoAnim},
@@ -307,6 +307,36 @@ func TestMakeReadyAfterCrashBootsCurrentDisk(t *testing.T) {
 	}
 	emu2.launched()
 	h.assertDone()
+}
+
+func TestEmulatorFromEarlierDaemon(t *testing.T) {
+	h := newHarness(t)
+	h.addAVD("simlock-a", &avdState{ConsolePort: 5700, Running: true, MarkID: "dev-1"})
+	listed := "List of devices attached\nemulator-5700\tdevice\n\n"
+	// MakeReady adopts the running emulator instead of launching a second.
+	h.run.Expect(
+		fake.Step{Match: "adb -P 5137 devices", Stdout: listed},
+		fake.Step{Match: adbOn("emulator-5700", "wait-for-device")},
+		fake.Step{Match: adbOn("emulator-5700", "shell getprop"), Stdout: bootedNoAnim},
+	)
+	if err := h.drive(func() error { return h.d.MakeReady(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
+		t.Fatal(err)
+	}
+	h.assertDone()
+	// Shutdown can only watch adb lose it; it still must see that happen.
+	h.run.Expect(
+		fake.Step{Match: "adb -P 5137 devices", Stdout: listed},
+		fake.Step{Match: adbOn("emulator-5700", "emu kill"), Stdout: "OK: killing emulator, bye bye\r\n"},
+		fake.Step{Match: "adb -P 5137 devices", Stdout: "List of devices attached\nemulator-5700\toffline\n\n"},
+		fake.Step{Match: "adb -P 5137 devices", Stdout: adbEmpty},
+	)
+	if err := h.drive(func() error { return h.d.Shutdown(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
+		t.Fatal(err)
+	}
+	h.assertDone()
+	if h.state("simlock-a").Running {
+		t.Error("stop not recorded")
+	}
 }
 
 func TestMakeReadyUnknownAVD(t *testing.T) {

@@ -1,21 +1,27 @@
 package android
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/ports"
 )
 
 var (
 	// ErrPassthroughRefused marks a passthrough command that would change a
 	// device's lifecycle behind the registry's back, escape the root's
-	// scoping, or need a terminal the caller does not have.
-	ErrPassthroughRefused = errors.New("passthrough refused")
+	// scoping, or need a terminal the caller does not have. It is the core's
+	// sentinel, so the daemon maps every driver's refusals in one place.
+	ErrPassthroughRefused = core.ErrPassthroughRefused
 	// ErrUnknownTool marks a passthrough for a tool this driver does not wrap.
-	ErrUnknownTool = errors.New("unknown passthrough tool")
+	ErrUnknownTool = core.ErrUnknownTool
 )
+
+var _ core.Passthrougher = (*Driver)(nil)
+
+// PassthroughTools lists the tools ResolvePassthrough wraps.
+func (d *Driver) PassthroughTools() []string { return []string{"adb", "emulator", "avdmanager"} }
 
 // ResolvePassthrough builds the root-scoped command for a lease holder's
 // `adb`, `emulator` or `avdmanager` invocation. It is the one place that

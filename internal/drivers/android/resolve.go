@@ -328,8 +328,16 @@ func (d *Driver) reserveDisk(pkg string) (func(), error) {
 	if err != nil {
 		msg := fmt.Sprintf("installing %s needs about %d bytes free on %s: %v", pkg, imageInstallBytes, path, err)
 		if errors.Is(err, core.ErrInsufficientDisk) {
-			return nil, &core.SpecError{Err: core.ErrInsufficientDisk, Msg: msg, Details: map[string]any{
-				"requiredBytes": imageInstallBytes, "path": path, "package": pkg}}
+			details := map[string]any{}
+			// The guard knows what is available; keep what it reported.
+			var se *core.SpecError
+			if errors.As(err, &se) {
+				for k, v := range se.Details {
+					details[k] = v
+				}
+			}
+			details["requiredBytes"], details["path"], details["package"] = imageInstallBytes, path, pkg
+			return nil, &core.SpecError{Err: core.ErrInsufficientDisk, Msg: msg, Details: details}
 		}
 		return nil, fmt.Errorf("android driver: %s", msg)
 	}

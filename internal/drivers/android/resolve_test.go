@@ -158,7 +158,9 @@ func (g *fakeGuard) Reserve(path string, n uint64) (func(), error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if n > g.free {
-		return nil, fmt.Errorf("%d bytes available on %s: %w", g.free, path, core.ErrInsufficientDisk)
+		// Shaped like the daemon's guard: a SpecError naming what is free.
+		return nil, core.NewSpecError(core.ErrInsufficientDisk, fmt.Sprintf("%d bytes available on %s", g.free, path),
+			"requiredBytes", n, "availableBytes", g.free)
 	}
 	g.reserved = append(g.reserved, n)
 	return func() { g.mu.Lock(); g.released++; g.mu.Unlock() }, nil
@@ -243,7 +245,7 @@ func TestResolveSpecDownloadNeedsDisk(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	var se *core.SpecError
-	if !errors.As(err, &se) || se.Details["requiredBytes"] != uint64(2<<30) || !strings.Contains(se.Msg, "1073741824 bytes available") {
+	if !errors.As(err, &se) || se.Details["requiredBytes"] != uint64(2<<30) || se.Details["availableBytes"] != uint64(1<<30) {
 		t.Errorf("error does not name required and available bytes: %v %+v", err, se)
 	}
 	if len(h.diagnostics()) != 0 {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/internal/core"
 )
@@ -18,8 +19,9 @@ import (
 const markerName = ".simlock-root"
 
 type rootMarker struct {
-	Owner    string `json:"owner"`
-	Platform string `json:"platform"`
+	Owner     string    `json:"owner"`
+	Platform  string    `json:"platform"`
+	CreatedAt time.Time `json:"createdAt,omitzero"`
 }
 
 // claimRoot creates and marks the root, or proves an existing one is ours.
@@ -66,7 +68,7 @@ func (d *Driver) warnIfShared(st fs.FileInfo) {
 }
 
 func (d *Driver) writeMarker() error {
-	b, _ := json.Marshal(rootMarker{Owner: "simlock", Platform: Platform})
+	b, _ := json.Marshal(rootMarker{Owner: "simlock", Platform: Platform, CreatedAt: d.clock.Now().UTC()})
 	if err := d.fs.WriteFileAtomic(filepath.Join(d.root, markerName), b); err != nil {
 		return fmt.Errorf("android driver: mark root: %w", err)
 	}

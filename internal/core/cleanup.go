@@ -1,0 +1,332 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// CleanupView is the read-only picture cleanup rules decide from.
+type CleanupView struct {
+	Now     time.Time
+	Devices []DeviceRecord
+	Leased  map[string]bool // device id -> has a lease
+	Claimed map[string]bool // device id -> an operation holds it
+	// DiskFree is free space on the devices' volume; DiskKnown is false
+	// when it could not be read.
+	DiskFree  uint64
+	DiskKnown bool
+	Policy    CleanupPolicy
+}
+
+// Pressure reports whether free disk space is below the threshold.
+func (v CleanupView) Pressure() bool {
+	return v.DiskKnown && v.DiskFree < v.Policy.DiskPressureFreeBytes
+}
+
+// Idle is how long a device has sat unused.
+func (v CleanupView) Idle(d DeviceRecord) time.Duration {
+	t := d.CreatedAt
+	for _, x := range []time.Time{d.LastReleasedAt, d.LastLeasedAt, d.StateSince} {
+		if x.After(t) {
+			t = x
+		}
+	}
+	return v.Now.Sub(t)
+}
+
+// Cleanup actions.
+const (
+	ActionShutdown = "shutdown"
+	ActionDestroy  = "destroy"
+)
+
+// CleanupProposal is one action a rule proposes.
+type CleanupProposal struct {
+	Rule     string
+	DeviceID string
+	Action   string
+	Reason   string
+}
+
+// CleanupRule is pure decision logic over a view.
+type CleanupRule interface {
+	Name() string
+	Propose(v CleanupView) []CleanupProposal
+}
+
+// CleanupRules is the static rule list; adding a rule is a new type and one
+// line here.
+func CleanupRules() []CleanupRule {
+	return []CleanupRule{idleShutdown{}, idleDestroy{}}
+}
+
+// idleShutdown stops warm devices idle past T1 to give RAM back.
+type idleShutdown struct{}
+
+func (idleShutdown) Name() string { return "idle-shutdown" }
+
+func (idleShutdown) Propose(v CleanupView) []CleanupProposal {
+	var out []CleanupProposal
+	for _, d := range v.Devices {
+		if d.State == StateReady && v.Idle(d) > v.Policy.IdleShutdown {
+			out = append(out, CleanupProposal{Rule: "idle-shutdown", DeviceID: d.ID, Action: ActionShutdown,
+				Reason: fmt.Sprintf("ready and idle for %s (more than %s)", v.Idle(d).Round(time.Second), v.Policy.IdleShutdown)})
+		}
+	}
+	return out
+}
+
+// idleDestroy deletes devices idle past T2 to give disk back; under disk
+// pressure it uses T1, reading the pressure off the view itself rather than
+// depending on the disk.pressure-detected event.
+type idleDestroy struct{}
+
+func (idleDestroy) Name() string { return "idle-destroy" }
+
+func (idleDestroy) Propose(v CleanupView) []CleanupProposal {
+	limit := v.Policy.IdleDestroy
+	why := ""
+	if v.Pressure() {
+		limit = v.Policy.IdleShutdown
+		why = " under disk pressure"
+	}
+	var out []CleanupProposal
+	for _, d := range v.Devices {
+		if (d.State == StateReady || d.State == StateShutdown) && v.Idle(d) > limit {
+			out = append(out, CleanupProposal{Rule: "idle-destroy", DeviceID: d.ID, Action: ActionDestroy,
+				Reason: fmt.Sprintf("idle for %s (more than %s%s)", v.Idle(d).Round(time.Second), limit, why)})
+		}
+	}
+	return out
+}
+
+// reconcile collects every rule's proposals, keeps one per device (destroy
+// beats shutdown), drops obviously unsafe targets and orders the result.
+func reconcile(v CleanupView, rules []CleanupRule) []CleanupProposal {
+	by := map[string]CleanupProposal{}
+	for _, r := range rules {
+		for _, p := range r.Propose(v) {
+			if v.Leased[p.DeviceID] || v.Claimed[p.DeviceID] {
+				continue
+			}
+			if cur, ok := by[p.DeviceID]; ok && cur.Action == ActionDestroy {
+				continue
+			}
+			by[p.DeviceID] = p
+		}
+	}
+	out := make([]CleanupProposal, 0, len(by))
+	for _, p := range by {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].DeviceID < out[j].DeviceID })
+	return out
+}
+
+// CleanupResult is one proposal and what became of it.
+type CleanupResult struct {
+	CleanupProposal
+	Executed bool
+	Skipped  string // why the executor refused it on re-validation
+	Err      string
+}
+
+func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
+	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{},
+		DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
+	for _, d := range e.devices {
+		v.Devices = append(v.Devices, *d)
+		if e.claims[d.ID] != "" {
+			v.Claimed[d.ID] = true
+		}
+	}
+	for _, l := range e.leases {
+		v.Leased[l.DeviceID] = true
+	}
+	sortDevices(v.Devices)
+	return v
+}
+
+func (e *Engine) readDisk() (uint64, bool) {
+	if e.diskFree == nil {
+		return 0, false
+	}
+	free, err := e.diskFree()
+	if err != nil {
+		e.log.Warn("cleanup: read free disk space", "err", err)
+		return 0, false
+	}
+	return free, true
+}
+
+// RunCleanup runs one reconciliation pass. rule, when set, limits it to one
+// named rule; dryRun only reports the proposals.
+func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]CleanupResult, error) {
+	rules := CleanupRules()
+	if rule != "" {
+		var sel []CleanupRule
+		var names []string
+		for _, r := range rules {
+			names = append(names, r.Name())
+			if r.Name() == rule {
+				sel = append(sel, r)
+			}
+		}
+		if len(sel) == 0 {
+			return nil, fmt.Errorf("%w: no cleanup rule %q (rules: %v)", ErrBadRequest, rule, names)
+		}
+		rules = sel
+	}
+	free, known := e.readDisk()
+	var props []CleanupProposal
+	e.section(func() {
+		v := e.cleanupViewLocked(free, known)
+		// Edge-triggered: one fact per crossing into pressure.
+		if p := v.Pressure(); p != e.pressure {
+			e.pressure = p
+			if p {
+				e.emitLocked(events.Event{Type: "disk.pressure-detected", Data: map[string]any{
+					"freeBytes": free, "thresholdBytes": e.cfg.Cleanup.DiskPressureFreeBytes}})
+			}
+		}
+		props = reconcile(v, rules)
+	})
+	out := make([]CleanupResult, 0, len(props))
+	for _, p := range props {
+		r := CleanupResult{CleanupProposal: p}
+		if !dryRun {
+			r.Executed, r.Skipped, r.Err = e.executeCleanup(ctx, p)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// executeCleanup re-validates a proposal against the registry as it is
+// now (still managed, not leased, not claimed, in a state the action
+// applies to) before delegating to the driver.
+func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (executed bool, skipped, errText string) {
+	var d DeviceRecord
+	var drv Driver
+	e.section(func() {
+		cur, ok := e.devices[p.DeviceID]
+		switch {
+		case !ok:
+			skipped = "no longer managed"
+		case e.claims[cur.ID] != "":
+			skipped = "busy with " + e.claims[cur.ID]
+		case e.leasedLocked(cur.ID):
+			skipped = "leased"
+		case p.Action == ActionShutdown && cur.State != StateReady,
+			p.Action == ActionDestroy && cur.State != StateReady && cur.State != StateShutdown:
+			skipped = "now " + string(cur.State)
+		}
+		if skipped != "" {
+			return
+		}
+		d, drv = *cur, e.drivers[cur.Platform]
+		if drv == nil {
+			skipped = "no driver"
+			return
+		}
+		e.claims[d.ID] = "cleanup"
+	})
+	if skipped != "" {
+		return false, skipped, ""
+	}
+	var err error
+	if p.Action == ActionDestroy {
+		err = drv.Destroy(ctx, d.Ref())
+	} else {
+		err = drv.Shutdown(ctx, d.Ref())
+	}
+	e.section(func() {
+		delete(e.claims, d.ID)
+		if err != nil {
+			e.log.Warn("cleanup action failed", "device", d.ID, "action", p.Action, "err", err)
+			e.quarantineLocked(d.ID, p.Action+"-failed")
+			return
+		}
+		var cerr error
+		if p.Action == ActionDestroy {
+			cerr = e.commitLocked(Changes{DeleteDevices: []string{d.ID}})
+			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Rule})
+		} else {
+			_, cerr = e.setStateLocked(d.ID, StateShutdown)
+		}
+		if cerr == nil {
+			e.emitLocked(events.Event{Type: "cleanup.executed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Reason,
+				Data: map[string]any{"rule": p.Rule, "action": p.Action}})
+		}
+		e.scheduleLocked()
+	})
+	e.notifyPositions()
+	if err != nil {
+		return false, "", err.Error()
+	}
+	return true, "", ""
+}
+
+func (e *Engine) leasedLocked(deviceID string) bool {
+	for _, l := range e.leases {
+		if l.DeviceID == deviceID {
+			return true
+		}
+	}
+	return false
+}
+
+// StartReaper runs cleanup passes on its triggers: lease.released,
+// disk.pressure-detected and daemon.started facts, plus a periodic tick.
+// It returns when ctx ends.
+func (e *Engine) StartReaper(ctx context.Context) {
+	if e.bus == nil {
+		return
+	}
+	ch, cancel := e.bus.Subscribe(256)
+	e.goBackgroundUntil(ctx, func(ctx context.Context) {
+		defer cancel()
+		var tick <-chan time.Time
+		arm := func() {
+			if e.cfg.Cleanup.Interval > 0 {
+				tick = e.clock.After(e.cfg.Cleanup.Interval)
+			}
+		}
+		arm()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-ch:
+				switch ev.Type {
+				case "lease.released", "disk.pressure-detected", "daemon.started":
+				default:
+					continue
+				}
+			case <-tick:
+				arm()
+			}
+			if _, err := e.RunCleanup(ctx, false, ""); err != nil {
+				e.log.Warn("cleanup pass failed", "err", err)
+			}
+		}
+	})
+}
+
+// goBackgroundUntil runs a long-lived loop owned by the engine that stops
+// with ctx or when the engine stops.
+func (e *Engine) goBackgroundUntil(ctx context.Context, f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-e.bg.Done():
+		}
+		cancel()
+	}()
+	go f(ctx)
+}

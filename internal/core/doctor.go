@@ -1,0 +1,216 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// Doctor finding kinds.
+const (
+	FindingOrphan            = "orphan"               // in a root, unknown to the registry
+	FindingMissing           = "missing-from-root"    // in the registry, gone from its root
+	FindingForeignState      = "foreign-state-change" // running when it should not be, or the reverse
+	FindingStalledTransition = "stalled-transition"   // provisioning/reclaiming past its driver-derived threshold
+	FindingProvenanceDrift   = "provenance-drift"     // the device's mark no longer matches
+)
+
+// Finding is one discrepancy between the registry and driver reality.
+type Finding struct {
+	Kind     string
+	Platform string
+	DeviceID string // empty for orphans
+	Handle   string
+	Detail   string
+	Fixed    bool
+	Action   string // what --fix did or would do
+	Err      string
+}
+
+// DoctorOptions select what Doctor may change. With neither set it only
+// reports.
+type DoctorOptions struct {
+	Fix          bool
+	PurgeOrphans bool
+}
+
+// stallThreshold is how long a transition may take before doctor calls it
+// stalled: three times the driver's own estimate plus slack, because
+// measured boot times vary by a third.
+func stallThreshold(drv Driver, st DeviceState) time.Duration {
+	op := OpReclaim
+	if st == StateProvisioning {
+		op = OpBoot
+	}
+	return 3*(drv.Estimate(op)+drv.Estimate(OpProvision)) + 2*time.Minute
+}
+
+// Doctor compares the registry with what each driver finds in its root and
+// reports (and with Fix, repairs) the discrepancies. It is reconnaissance:
+// it shells out once per platform and may run alongside live work.
+func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error) {
+	var findings []Finding
+	for _, p := range e.Platforms() {
+		drv := e.drivers[p]
+		obs, err := drv.ListManaged(ctx)
+		if err != nil {
+			findings = append(findings, Finding{Kind: "driver-error", Platform: p, Detail: err.Error()})
+			continue
+		}
+		byHandle := map[string]Observed{}
+		for _, ob := range obs {
+			byHandle[ob.Handle] = ob
+		}
+		var fs []Finding
+		e.section(func() {
+			known := map[string]bool{}
+			now := e.clock.Now()
+			for _, d := range e.Sorted() {
+				if d.Platform != p {
+					continue
+				}
+				known[d.Handle] = true
+				if d.Handle == "" {
+					continue // never reached the driver
+				}
+				ob, present := byHandle[d.Handle]
+				claimed := e.claims[d.ID] != ""
+				f := Finding{Platform: p, DeviceID: d.ID, Handle: d.Handle}
+				switch {
+				case (d.State == StateProvisioning || d.State == StateReclaiming) && now.Sub(d.StateSince) > stallThreshold(drv, d.State):
+					f.Kind = FindingStalledTransition
+					f.Detail = fmt.Sprintf("%s for %s", d.State, now.Sub(d.StateSince).Round(time.Second))
+					if claimed {
+						f.Detail += " (its operation is still in flight)"
+					} else {
+						f.Action = "quarantine"
+					}
+				case !present:
+					f.Kind = FindingMissing
+					f.Detail = fmt.Sprintf("registry says %s, the root has no such device", d.State)
+					f.Action = "forget"
+					if e.leasedLocked(d.ID) {
+						f.Action = "release lease as device-lost"
+					}
+				case ob.Run == RunRunning && ob.MarkOK != nil && !*ob.MarkOK:
+					f.Kind = FindingProvenanceDrift
+					f.Detail = "the device's provenance mark does not match"
+					f.Action = "quarantine"
+					if e.leasedLocked(d.ID) {
+						f.Action = "release lease as device-lost"
+					}
+				case d.State == StateReady && ob.Run == RunStopped:
+					f.Kind = FindingForeignState
+					f.Detail = "registry says ready, the device is not running"
+					f.Action = "mark shutdown"
+				case d.State == StateShutdown && ob.Run == RunRunning:
+					f.Kind = FindingForeignState
+					f.Detail = "registry says shutdown, the device is running"
+					f.Action = "shut down"
+				case d.State == StateLeased && ob.Run == RunStopped:
+					f.Kind = FindingForeignState
+					f.Detail = "leased but not running; the health monitor recovers it"
+				default:
+					continue
+				}
+				if claimed && f.Kind != FindingStalledTransition {
+					f.Action = ""
+					f.Detail += " (busy; left alone)"
+				}
+				fs = append(fs, f)
+			}
+			for _, ob := range obs {
+				if !known[ob.Handle] {
+					fs = append(fs, Finding{Kind: FindingOrphan, Platform: p, Handle: ob.Handle,
+						Detail: "in simlock's root but not in the registry", Action: "destroy (with purge-orphans)"})
+				}
+			}
+		})
+		if o.Fix || o.PurgeOrphans {
+			for i := range fs {
+				e.fixFinding(ctx, drv, &fs[i], o)
+			}
+		}
+		findings = append(findings, fs...)
+	}
+	sort.SliceStable(findings, func(i, j int) bool { return findings[i].Platform < findings[j].Platform })
+	return findings, nil
+}
+
+func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o DoctorOptions) {
+	if f.Kind == FindingOrphan {
+		if !o.PurgeOrphans {
+			return
+		}
+		// Reporting can live with a proof taken at start; destroying
+		// cannot: re-prove the root is ours right before.
+		if err := drv.RevalidateRoot(ctx); err != nil {
+			f.Err = "root no longer proven to be simlock's: " + err.Error()
+			return
+		}
+		if err := drv.Destroy(ctx, DeviceRef{Handle: f.Handle, Name: f.Handle}); err != nil {
+			f.Err = err.Error()
+			return
+		}
+		f.Fixed = true
+		e.section(func() {
+			e.emitLocked(events.Event{Type: "device.orphan-purged", Platform: f.Platform, Data: map[string]any{"handle": f.Handle}})
+		})
+		return
+	}
+	if !o.Fix || f.Action == "" {
+		return
+	}
+	var shutdown *DeviceRecord
+	e.section(func() {
+		d, ok := e.devices[f.DeviceID]
+		if !ok || e.claims[d.ID] != "" {
+			f.Err = "changed since it was inspected; run doctor again"
+			return
+		}
+		var lease *LeaseRecord
+		for _, l := range e.leases {
+			if l.DeviceID == d.ID {
+				lc := *l
+				lease = &lc
+			}
+		}
+		switch {
+		case lease != nil && (f.Kind == FindingMissing || f.Kind == FindingProvenanceDrift):
+			e.giveUpLocked(*lease, *d, f.Kind)
+		case f.Kind == FindingMissing:
+			if err := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
+				f.Err = err.Error()
+				return
+			}
+		case f.Kind == FindingStalledTransition || f.Kind == FindingProvenanceDrift:
+			e.quarantineLocked(d.ID, f.Kind)
+		case f.Kind == FindingForeignState && d.State == StateReady:
+			if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
+				f.Err = err.Error()
+				return
+			}
+		case f.Kind == FindingForeignState && d.State == StateShutdown:
+			e.claims[d.ID] = "doctor"
+			dc := *d
+			shutdown = &dc
+		default:
+			return
+		}
+		f.Fixed = true
+		e.emitLocked(events.Event{Type: "doctor.fixed", DeviceID: d.ID, Platform: d.Platform, Reason: f.Kind, Data: map[string]any{"action": f.Action}})
+		e.scheduleLocked()
+	})
+	if shutdown != nil {
+		err := drv.Shutdown(ctx, shutdown.Ref())
+		e.section(func() {
+			delete(e.claims, shutdown.ID)
+			if err != nil {
+				f.Fixed, f.Err = false, err.Error()
+			}
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// observation is the health monitor's debounce state for one leased device.
+type observation struct {
+	stopped int // consecutive "stopped" reads
+	missing int // consecutive reads where the device was absent from its root
+}
+
+// StartHealthMonitor arms the leased-device health monitor. The daemon calls
+// it only after convergence, so no crash or recovery fact can be emitted
+// while the registry is still being restored.
+func (e *Engine) StartHealthMonitor() {
+	if e.cfg.Health.Interval < 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.armHealthLocked()
+}
+
+func (e *Engine) armHealthLocked() {
+	if e.stopping {
+		return
+	}
+	e.healthTimer = e.clock.AfterFunc(e.cfg.Health.Interval, func() {
+		e.HealthTick(e.bg)
+		e.mu.Lock()
+		e.armHealthLocked()
+		e.mu.Unlock()
+	})
+}
+
+// HealthTick runs one health pass: one ListManaged per platform that has
+// leased devices, then a classification of every leased device against it.
+// A "transitioning" read is never crash evidence; only
+// StableObservations consecutive "stopped" reads are. Provenance drift is
+// trusted only while the device is observed running.
+func (e *Engine) HealthTick(ctx context.Context) {
+	e.mu.Lock()
+	platforms := map[string]bool{}
+	for _, l := range e.leases {
+		platforms[l.Platform] = true
+	}
+	e.mu.Unlock()
+	seen := map[string]map[string]Observed{}
+	for p := range platforms {
+		drv, ok := e.drivers[p]
+		if !ok {
+			continue
+		}
+		obs, err := drv.ListManaged(ctx)
+		if err != nil {
+			// A driver hiccup is no evidence about any device.
+			e.log.Warn("health: list devices failed", "platform", p, "err", err)
+			continue
+		}
+		m := map[string]Observed{}
+		for _, o := range obs {
+			m[o.Handle] = o
+		}
+		seen[p] = m
+	}
+	e.section(func() {
+		if e.stopping || e.maintenance {
+			return
+		}
+		stable := e.cfg.Health.StableObservations
+		for _, id := range sortedLeaseIDs(e.leases) {
+			l := *e.leases[id]
+			m, ok := seen[l.Platform]
+			if !ok {
+				continue
+			}
+			d, ok := e.devices[l.DeviceID]
+			if !ok || e.claims[d.ID] != "" || d.Handle == "" {
+				continue
+			}
+			ob := e.obs[d.ID]
+			if ob == nil {
+				ob = &observation{}
+				e.obs[d.ID] = ob
+			}
+			o, present := m[d.Handle]
+			switch {
+			case !present:
+				ob.missing++
+				if ob.missing >= stable {
+					e.giveUpLocked(l, *d, "device-missing")
+				}
+			case o.Run == RunRunning:
+				ob.stopped, ob.missing = 0, 0
+				if o.MarkOK != nil && !*o.MarkOK {
+					e.giveUpLocked(l, *d, "provenance-drift")
+				}
+			case o.Run == RunTransitioning:
+				// Booting or shutting down looks like "stopped" for a
+				// moment on both platforms; it proves nothing.
+				ob.missing = 0
+			default:
+				ob.missing = 0
+				ob.stopped++
+				if ob.stopped < stable {
+					continue
+				}
+				ob.stopped = 0
+				e.emitLocked(events.Event{Type: "device.crash-detected", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
+					Platform: d.Platform, Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": d.Health.RecoveryAttempts}})
+				if d.Health.RecoveryAttempts >= e.cfg.Health.MaxRecoveryAttempts {
+					e.giveUpLocked(l, *d, "max-recovery-attempts")
+					continue
+				}
+				e.startRecoveryLocked(l, d.ID)
+			}
+		}
+	})
+	e.notifyPositions()
+}
+
+// startRecoveryLocked reboots a crashed leased device under the same lease:
+// MakeReady, never an erase, because a crash killed a process, not the
+// disk, and the agent's apps and data are still there. The device stays
+// leased throughout (no new state); an exclusive recovery claim keeps any
+// other operation off it.
+func (e *Engine) startRecoveryLocked(l LeaseRecord, id string) {
+	d, err := e.updateLocked(id, func(d *DeviceRecord) {
+		d.Health.RecoveryAttempts++
+		d.Health.RecoveringSince = e.now()
+	})
+	if err != nil {
+		return
+	}
+	e.claims[id] = "recovery"
+	drv := e.drivers[d.Platform]
+	e.goBackground(func(ctx context.Context) {
+		err := drv.MakeReady(ctx, d.Ref())
+		e.section(func() {
+			delete(e.claims, id)
+			if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
+				return
+			}
+			if err != nil {
+				// The next ticks observe it stopped again and either retry
+				// or give up once the budget is spent.
+				e.log.Warn("crash recovery failed", "device", id, "attempt", d.Health.RecoveryAttempts, "err", err)
+				return
+			}
+			delete(e.obs, id)
+			e.emitLocked(events.Event{Type: "device.recovered", DeviceID: id, LeaseID: l.ID, RequesterID: l.RequesterID, Platform: d.Platform,
+				Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": d.Health.RecoveryAttempts}})
+		})
+	})
+}
+
+// giveUpLocked ends a lease whose device cannot be vouched for. It goes
+// through the ordinary release path, so lease.released (reason device-lost)
+// stays the one place a lease ends.
+func (e *Engine) giveUpLocked(l LeaseRecord, d DeviceRecord, reason string) {
+	delete(e.obs, d.ID)
+	e.emitLocked(events.Event{Type: "device.recovery-failed", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
+		Platform: d.Platform, Reason: reason, Data: map[string]any{"ownerId": l.OwnerID}})
+	if err := e.releaseLocked(l, ReasonDeviceLost); err != nil {
+		e.log.Error("releasing a lost device's lease failed", "lease", l.ID, "err", err)
+	}
+}

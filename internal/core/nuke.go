@@ -1,0 +1,106 @@
+package core
+
+import (
+	"context"
+	"errors"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// ErrMaintenance refuses work while a reset runs.
+var ErrMaintenance = errors.New("an operator reset is in progress")
+
+// NukeReport says what a reset did.
+type NukeReport struct {
+	ReleasedLeases    []string
+	CancelledRequests []string
+	DestroyedDevices  []string
+	Failed            map[string]string // device id -> error
+}
+
+// Nuke resets the daemon's devices: every lease released, every pending
+// request cancelled, in-flight purges drained (a device mid-reclaim would
+// otherwise be skipped by the very reset meant to take it down), then every
+// managed device destroyed. Requests arriving meanwhile are refused.
+func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
+	rep := NukeReport{Failed: map[string]string{}}
+	var cancelled []*waiter
+	var busy bool
+	e.section(func() {
+		if e.maintenance {
+			busy = true
+			return
+		}
+		e.maintenance = true
+		for _, id := range sortedLeaseIDs(e.leases) {
+			if e.releaseLocked(*e.leases[id], "reset") == nil {
+				rep.ReleasedLeases = append(rep.ReleasedLeases, id)
+			}
+		}
+		for _, w := range e.queue {
+			if !w.working {
+				cancelled = append(cancelled, w)
+				rep.CancelledRequests = append(rep.CancelledRequests, w.requester)
+			} else {
+				w.abandoned = true
+			}
+		}
+		for _, w := range cancelled {
+			e.removeLocked(w)
+		}
+		for id, t := range e.qtimers {
+			t.Stop()
+			delete(e.qtimers, id)
+		}
+	})
+	if busy {
+		return rep, ErrMaintenance
+	}
+	defer e.section(func() {
+		e.maintenance = false
+		e.emitLocked(events.Event{Type: "daemon.reset", Data: map[string]any{
+			"releasedLeases": len(rep.ReleasedLeases), "destroyedDevices": len(rep.DestroyedDevices), "failed": len(rep.Failed)}})
+		e.scheduleLocked()
+	})
+	for _, w := range cancelled {
+		w.deliver(result{err: ErrCancelled})
+	}
+	// Drain: every purge, boot or provision in flight settles first.
+	e.wg.Wait()
+	for _, d := range e.Devices() {
+		drv, ok := e.drivers[d.Platform]
+		if !ok {
+			continue
+		}
+		var skip bool
+		e.section(func() {
+			if e.claims[d.ID] != "" {
+				skip = true
+				return
+			}
+			e.claims[d.ID] = "nuke"
+		})
+		if skip {
+			rep.Failed[d.ID] = "busy"
+			continue
+		}
+		var err error
+		if d.Handle != "" {
+			err = drv.Destroy(ctx, d.Ref())
+		}
+		e.section(func() {
+			delete(e.claims, d.ID)
+			if err != nil {
+				rep.Failed[d.ID] = err.Error()
+				return
+			}
+			if cerr := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); cerr != nil {
+				rep.Failed[d.ID] = cerr.Error()
+				return
+			}
+			rep.DestroyedDevices = append(rep.DestroyedDevices, d.ID)
+			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: "reset"})
+		})
+	}
+	return rep, nil
+}

@@ -1,0 +1,112 @@
+package core
+
+import (
+	"context"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// warmSpec is a warm-pool target resolved once at startup, so keeping the
+// pool full never calls ResolveSpec again (and can never trigger a download).
+type warmSpec struct {
+	spec  Spec
+	count int
+}
+
+// resolveWarmTargets turns the configured targets into concrete specs.
+// A target that does not resolve is logged and skipped.
+func (e *Engine) resolveWarmTargets(ctx context.Context) {
+	var out []warmSpec
+	for _, t := range e.cfg.WarmTargets {
+		drv, ok := e.drivers[t.Spec.Platform]
+		if !ok || t.Count <= 0 {
+			continue
+		}
+		req := t.Spec
+		req.AllowDownload = false
+		spec, err := drv.ResolveSpec(ctx, req)
+		if err != nil {
+			e.log.Warn("warm pool target does not resolve; skipping it", "platform", req.Platform, "model", req.Model, "os", req.OSVersion, "err", err)
+			continue
+		}
+		out = append(out, warmSpec{spec: spec, count: t.Count})
+	}
+	e.section(func() {
+		e.warmSpecs = out
+		e.scheduleLocked()
+	})
+}
+
+// fillWarmPoolLocked provisions toward the warm targets, off the request
+// path: only when no request is waiting (demand always comes first) and
+// capacity allows a new device.
+func (e *Engine) fillWarmPoolLocked() {
+	if len(e.warmSpecs) == 0 || e.stopping || e.maintenance {
+		return
+	}
+	for _, w := range e.queue {
+		if !w.working {
+			return
+		}
+	}
+	for _, ws := range e.warmSpecs {
+		have := 0
+		for _, d := range e.devices {
+			if d.Spec.Key() == ws.spec.Key() && (d.State == StateReady || d.State == StateProvisioning && e.claims[d.ID] == "warm") {
+				have++
+			}
+		}
+		for ; have < ws.count; have++ {
+			if !e.canStartLocked(ws.spec.Platform, true) {
+				return
+			}
+			e.startWarmProvisionLocked(ws.spec)
+		}
+	}
+}
+
+// startWarmProvisionLocked creates and boots one device for the warm pool.
+func (e *Engine) startWarmProvisionLocked(spec Spec) {
+	now := e.now()
+	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: spec.Platform, Spec: spec, State: StateProvisioning, StateSince: now, CreatedAt: now}
+	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
+		e.log.Error("warm pool: record device", "err", err)
+		return
+	}
+	id, p := rec.ID, rec.Platform
+	e.claims[id] = "warm"
+	e.reservations[p]++
+	drv := e.drivers[p]
+	e.goBackground(func(ctx context.Context) {
+		prov, err := drv.Provision(ctx, spec)
+		var ref DeviceRef
+		if err == nil {
+			e.section(func() {
+				d := *e.devices[id]
+				d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
+				_ = e.commitLocked(Changes{PutDevices: []DeviceRecord{d}})
+				ref = d.Ref()
+			})
+			err = drv.MakeReady(ctx, ref)
+		}
+		e.section(func() {
+			e.reservations[p]--
+			delete(e.claims, id)
+			switch {
+			case err != nil && ref.Handle == "":
+				e.log.Warn("warm pool: provision failed", "err", err)
+				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
+			case err != nil:
+				e.log.Warn("warm pool: boot failed", "device", id, "err", err)
+				e.quarantineLocked(id, "boot-failed")
+			default:
+				if _, err := e.setStateLocked(id, StateReady); err == nil {
+					e.emitLocked(events.Event{Type: "device.warmed", DeviceID: id, Platform: p,
+						Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion}})
+				}
+			}
+			e.scheduleLocked()
+		})
+		e.notifyPositions()
+	})
+}
