@@ -20,8 +20,49 @@ type Config struct {
 	Capacity    Capacity    `json:"capacity"`
 	Downloads   Downloads   `json:"downloads"`
 	Log         Log         `json:"log"`
-	EventBuffer EventBuffer `json:"eventBuffer"`
-	Drivers     Drivers     `json:"drivers"`
+	EventBuffer  EventBuffer  `json:"eventBuffer"`
+	Drivers      Drivers      `json:"drivers"`
+	WarmPool     WarmPool     `json:"warmPool"`
+	Health       Health       `json:"health"`
+	Cleanup      Cleanup      `json:"cleanup"`
+	DiskPressure DiskPressure `json:"diskPressure"`
+}
+
+type WarmPool struct {
+	// Targets keep that many ready devices of a spec, provisioned when no
+	// request is waiting.
+	Targets    []WarmTarget `json:"targets,omitempty"`
+	Quarantine Quarantine   `json:"quarantine"`
+}
+
+type WarmTarget struct {
+	Platform  string `json:"platform"`
+	Model     string `json:"model,omitempty"`
+	OSVersion string `json:"osVersion,omitempty"`
+	Count     int    `json:"count"`
+}
+
+type Quarantine struct {
+	Retries    int     `json:"retries"`
+	BackoffMs  int64   `json:"backoffMs"`
+	Multiplier float64 `json:"multiplier"`
+	CapMs      int64   `json:"capMs"`
+}
+
+type Health struct {
+	IntervalMs          int64 `json:"intervalMs"`
+	StableObservations  int   `json:"stableObservations"`
+	MaxRecoveryAttempts int   `json:"maxRecoveryAttempts"`
+}
+
+type Cleanup struct {
+	IntervalMs     int64 `json:"intervalMs"`
+	IdleShutdownMs int64 `json:"idleShutdownMs"`
+	IdleDestroyMs  int64 `json:"idleDestroyMs"`
+}
+
+type DiskPressure struct {
+	FreeBytesThreshold uint64 `json:"freeBytesThreshold"`
 }
 
 type Lease struct {
@@ -86,6 +127,10 @@ func Default() Config {
 		Downloads:   Downloads{Policy: "on-request"},
 		Log:         Log{Level: "info", RotateBytes: 10 << 20},
 		EventBuffer: EventBuffer{Size: 1000},
+		WarmPool: WarmPool{Quarantine: Quarantine{Retries: 3, BackoffMs: 30_000, Multiplier: 2, CapMs: 600_000}},
+		Health:   Health{IntervalMs: 5_000, StableObservations: 2, MaxRecoveryAttempts: 3},
+		Cleanup:  Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
+		DiskPressure: DiskPressure{FreeBytesThreshold: 10 << 30},
 	}
 }
 
@@ -156,6 +201,21 @@ func (c Config) Validate() error {
 	}
 	if c.EventBuffer.Size <= 0 {
 		errs = append(errs, errors.New("eventBuffer.size must be positive"))
+	}
+	for i, t := range c.WarmPool.Targets {
+		if t.Platform == "" || t.Count <= 0 {
+			errs = append(errs, fmt.Errorf("warmPool.targets[%d]: platform and a positive count are required", i))
+		}
+	}
+	q := c.WarmPool.Quarantine
+	if q.Retries <= 0 || q.BackoffMs <= 0 || q.Multiplier < 1 || q.CapMs < q.BackoffMs {
+		errs = append(errs, errors.New("warmPool.quarantine: retries and backoffMs must be positive, multiplier at least 1, capMs at least backoffMs"))
+	}
+	if c.Health.IntervalMs <= 0 || c.Health.StableObservations <= 0 || c.Health.MaxRecoveryAttempts <= 0 {
+		errs = append(errs, errors.New("health: intervalMs, stableObservations and maxRecoveryAttempts must be positive"))
+	}
+	if c.Cleanup.IntervalMs <= 0 || c.Cleanup.IdleShutdownMs <= 0 || c.Cleanup.IdleDestroyMs < c.Cleanup.IdleShutdownMs {
+		errs = append(errs, errors.New("cleanup: intervalMs and idleShutdownMs must be positive and idleDestroyMs at least idleShutdownMs"))
 	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,9 @@ const (
 	// AuthOwnsLease: a non-admin caller must own the lease named by the
 	// input's leaseId.
 	AuthOwnsLease Authorization = "ownsLease"
+	// AuthAdminToChange: the operation is agent-visible read-only, but the
+	// input's mutating flags (doctor's fix, purgeOrphans) need admin.
+	AuthAdminToChange Authorization = "adminToChange"
 )
 
 // Op describes one operation independent of its Go types.
@@ -63,6 +66,9 @@ var (
 	TokenList       = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, "Tokens without their secrets.")
 	TokenRevoke     = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, "Revoke a token.")
 	DaemonStop      = define[DaemonStopIn, DaemonStopOut]("daemon.stop", RoleAdmin, "Stop the daemon gracefully.", unparked)
+	CleanupRun      = define[CleanupRunIn, CleanupRunOut]("cleanup.run", RoleAdmin, "Run the idle-device cleanup rules once (or preview them with dryRun).")
+	DoctorRun       = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
+	NukeRun         = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, "Reset: release every lease, cancel pending requests, destroy every managed device.")
 	Passthrough     = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
 )
 
@@ -71,7 +77,7 @@ func Registry() []Op {
 	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
 		LeaseGet.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
-		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op}
+		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

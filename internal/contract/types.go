@@ -352,3 +352,75 @@ type PassthroughOut struct {
 	// Env holds KEY=VALUE entries to add to the caller's environment.
 	Env []string `json:"env,omitempty"`
 }
+
+type CleanupRunIn struct {
+	// DryRun reports what would be done without doing it.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Rule limits the pass to one named rule (idle-shutdown, idle-destroy).
+	Rule string `json:"rule,omitempty"`
+}
+
+type CleanupAction struct {
+	Rule     string `json:"rule"`
+	DeviceID string `json:"deviceId"`
+	Action   string `json:"action"` // shutdown, destroy
+	Reason   string `json:"reason"`
+	Executed bool   `json:"executed"`
+	Skipped  string `json:"skipped,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+type CleanupRunOut struct {
+	DryRun  bool            `json:"dryRun"`
+	Actions []CleanupAction `json:"actions"`
+}
+
+type DoctorRunIn struct {
+	// Fix repairs what can be repaired (admin).
+	Fix bool `json:"fix,omitempty"`
+	// PurgeOrphans destroys devices in simlock's roots that the registry
+	// does not know, after re-proving root ownership (admin).
+	PurgeOrphans bool `json:"purgeOrphans,omitempty"`
+}
+
+type DoctorFinding struct {
+	Kind     string `json:"kind"`
+	Platform string `json:"platform"`
+	DeviceID string `json:"deviceId,omitempty"`
+	Handle   string `json:"handle,omitempty"`
+	Detail   string `json:"detail"`
+	Action   string `json:"action,omitempty"`
+	Fixed    bool   `json:"fixed"`
+	Error    string `json:"error,omitempty"`
+}
+
+type DoctorRunOut struct {
+	Findings []DoctorFinding `json:"findings"`
+	Healthy  bool            `json:"healthy"`
+}
+
+type NukeRunIn struct{}
+
+type NukeRunOut struct {
+	ReleasedLeases    []string          `json:"releasedLeases"`
+	CancelledRequests []string          `json:"cancelledRequests"`
+	DestroyedDevices  []string          `json:"destroyedDevices"`
+	Failed            map[string]string `json:"failed,omitempty"`
+}
+
+// LeaseNotice is a lease-scoped fact pushed to the owner's connections
+// (methods device-unhealthy, device-recovered, lease-lost).
+type LeaseNotice struct {
+	Type     string    `json:"type"`
+	LeaseID  string    `json:"leaseId"`
+	DeviceID string    `json:"deviceId,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Lease-scoped push methods.
+const (
+	NotifyDeviceUnhealthy = "device-unhealthy"
+	NotifyDeviceRecovered = "device-recovered"
+	NotifyLeaseLost       = "lease-lost"
+)

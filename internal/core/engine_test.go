@@ -69,12 +69,15 @@ type harness struct {
 	bus    *events.Bus
 	engine *core.Engine
 	limits core.Limits
+	cfg    core.Config
+	disk   uint64
 }
 
 func newHarness(t *testing.T, limits core.Limits) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: fake.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), store: newMemStore(),
-		drv: fakedrv.New("ios"), droid: fakedrv.New("android"), limits: limits}
+		drv: fakedrv.New("ios"), droid: fakedrv.New("android"), limits: limits,
+		cfg: core.Config{DefaultTTL: time.Minute, MaxTTL: time.Hour}, disk: 100 << 30}
 	h.start()
 	return h
 }
@@ -83,7 +86,8 @@ func newHarness(t *testing.T, limits core.Limits) *harness {
 func (h *harness) start() {
 	h.bus = events.New(100, h.clock.Now)
 	n := 0
-	h.engine = core.New(core.Config{DefaultTTL: time.Minute, MaxTTL: time.Hour}, core.Deps{
+	h.engine = core.New(h.cfg, core.Deps{
+		DiskFree: func() (uint64, error) { return h.disk, nil },
 		Clock: h.clock, Store: h.store, Drivers: []core.Driver{h.drv, h.droid},
 		Strategy: core.FixedStrategy{L: h.limits}, Bus: h.bus,
 		NewID: func() string { n++; return fmt.Sprintf("%04d", n) },

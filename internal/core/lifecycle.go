@@ -140,10 +140,11 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		t.Stop()
 		delete(e.timers, l.ID)
 	}
+	owner := map[string]any{"ownerId": l.OwnerID}
 	if reason == ReasonExpired {
-		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform})
+		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Data: owner})
 	}
-	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason})
+	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason, Data: owner})
 	if ok {
 		e.startReclaimLocked(l.DeviceID)
 	}

@@ -171,10 +171,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return fail(err)
 	}
-	d.engine = core.New(core.Config{
-		DefaultTTL: time.Duration(o.Config.Lease.DefaultTTLMs) * time.Millisecond,
-		MaxTTL:     time.Duration(o.Config.Lease.MaxTTLMs) * time.Millisecond,
-	}, core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy, Bus: d.bus, Logger: ports.Module(o.Logger, "engine")})
+	stats := o.Stats
+	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
+		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"),
+		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }})
 
 	d.disp = newDispatcher(ports.Module(o.Logger, "dispatcher"), d.awaitReady, func(id string) (string, bool) {
 		l, ok := d.engine.Lease(id)
@@ -209,8 +209,23 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			d.requestStop()
 			return
 		}
+		// The health monitor and the reaper start only now: nothing may
+		// observe or act on a half-restored registry.
+		d.engine.StartHealthMonitor()
+		d.engine.StartReaper(sctx)
+		d.startPushes(sctx)
 		d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
 		d.log.Info("daemon ready")
+		// Doctor reconnaissance: report-only, logged for the operator.
+		go func() {
+			findings, err := d.engine.Doctor(sctx, core.DoctorOptions{})
+			if err != nil {
+				return
+			}
+			for _, f := range findings {
+				d.log.Warn("doctor finding at startup", "kind", f.Kind, "platform", f.Platform, "device", f.DeviceID, "handle", f.Handle, "detail", f.Detail)
+			}
+		}()
 	}()
 	return d, nil
 }
@@ -403,4 +418,57 @@ func (a socketAdapter) Dispatch(ctx context.Context, sess contract.Session, meth
 	call := &Call{Session: sess, Notify: notify}
 	out, err := a.d.disp.Dispatch(ctx, call, method, params)
 	return out, call.RunAfter, err
+}
+
+// engineConfig maps the configuration file onto the engine's policies.
+func engineConfig(c config.Config) core.Config {
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	out := core.Config{
+		DefaultTTL: ms(c.Lease.DefaultTTLMs),
+		MaxTTL:     ms(c.Lease.MaxTTLMs),
+		Quarantine: core.QuarantinePolicy{Retries: c.WarmPool.Quarantine.Retries, Backoff: ms(c.WarmPool.Quarantine.BackoffMs),
+			Multiplier: c.WarmPool.Quarantine.Multiplier, Cap: ms(c.WarmPool.Quarantine.CapMs)},
+		Health: core.HealthPolicy{Interval: ms(c.Health.IntervalMs), StableObservations: c.Health.StableObservations,
+			MaxRecoveryAttempts: c.Health.MaxRecoveryAttempts},
+		Cleanup: core.CleanupPolicy{Interval: ms(c.Cleanup.IntervalMs), IdleShutdown: ms(c.Cleanup.IdleShutdownMs),
+			IdleDestroy: ms(c.Cleanup.IdleDestroyMs), DiskPressureFreeBytes: c.DiskPressure.FreeBytesThreshold},
+	}
+	for _, t := range c.WarmPool.Targets {
+		out.WarmTargets = append(out.WarmTargets, core.WarmTarget{Count: t.Count,
+			Spec: core.SpecRequest{Platform: t.Platform, Model: t.Model, OSVersion: t.OSVersion}})
+	}
+	return out
+}
+
+// startPushes relays lease-scoped facts to every live connection whose
+// principal owns the lease: device-unhealthy and device-recovered from the
+// health monitor, lease-lost when a lease ends without its owner asking.
+func (d *Daemon) startPushes(ctx context.Context) {
+	ch, cancel := d.bus.Subscribe(1024)
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-ch:
+				method := ""
+				switch {
+				case e.Type == "device.crash-detected":
+					method = contract.NotifyDeviceUnhealthy
+				case e.Type == "device.recovered":
+					method = contract.NotifyDeviceRecovered
+				case e.Type == "lease.released" && (e.Reason == core.ReasonDeviceLost || e.Reason == core.ReasonExpired || e.Reason == "reset"):
+					method = contract.NotifyLeaseLost
+				default:
+					continue
+				}
+				owner, _ := e.Data["ownerId"].(string)
+				if owner == "" {
+					continue
+				}
+				d.srv.Push(owner, method, contract.LeaseNotice{Type: method, LeaseID: e.LeaseID, DeviceID: e.DeviceID, Reason: e.Reason, At: e.At})
+			}
+		}
+	}()
 }

@@ -134,6 +134,11 @@ func (d *Dispatcher) authorize(op contract.Op, call *Call, in any) *contract.Err
 			return nil
 		}
 		return contract.Errorf(contract.CodeForbidden, "lease %s belongs to another principal", id)
+	case contract.AuthAdminToChange:
+		if in, ok := in.(contract.DoctorRunIn); ok && (in.Fix || in.PurgeOrphans) && call.Session.Role != contract.RoleAdmin {
+			return contract.Errorf(contract.CodeForbidden, "%s with fix or purgeOrphans needs the admin role", op.Name)
+		}
+		return nil
 	}
 	return contract.Errorf(contract.CodeInternal, "unknown authorization %q", op.Auth)
 }

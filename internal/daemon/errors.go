@@ -42,6 +42,7 @@ func toContractError(err error) *contract.Error {
 		{core.ErrTTLTooLong, contract.CodeBadRequest},
 		{core.ErrBadRequest, contract.CodeBadRequest},
 		{core.ErrStopping, contract.CodeDaemonStopping},
+		{core.ErrMaintenance, contract.CodeDaemonStopping},
 		{core.ErrRequesterQueue, contract.CodeRequesterQueued},
 		{core.ErrUnsupportedPlatform, contract.CodeUnsupportedPlatform},
 		{core.ErrUnknownModel, contract.CodeUnknownModel},

@@ -104,6 +104,44 @@ func (d *Daemon) register(disp *Dispatcher) {
 		return contract.TokenRevokeOut{Revoked: true}, nil
 	})
 	handle(disp, contract.Passthrough, d.passthrough)
+	handle(disp, contract.CleanupRun, func(ctx context.Context, _ *Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
+		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
+		if err != nil {
+			return contract.CleanupRunOut{}, err
+		}
+		out := contract.CleanupRunOut{DryRun: in.DryRun, Actions: []contract.CleanupAction{}}
+		for _, r := range res {
+			out.Actions = append(out.Actions, contract.CleanupAction{Rule: r.Rule, DeviceID: r.DeviceID, Action: r.Action,
+				Reason: r.Reason, Executed: r.Executed, Skipped: r.Skipped, Error: r.Err})
+		}
+		return out, nil
+	})
+	handle(disp, contract.DoctorRun, func(ctx context.Context, _ *Call, in contract.DoctorRunIn) (contract.DoctorRunOut, error) {
+		fs, err := d.engine.Doctor(ctx, core.DoctorOptions{Fix: in.Fix, PurgeOrphans: in.PurgeOrphans})
+		if err != nil {
+			return contract.DoctorRunOut{}, err
+		}
+		out := contract.DoctorRunOut{Findings: []contract.DoctorFinding{}, Healthy: len(fs) == 0}
+		for _, f := range fs {
+			out.Findings = append(out.Findings, contract.DoctorFinding{Kind: f.Kind, Platform: f.Platform, DeviceID: f.DeviceID,
+				Handle: f.Handle, Detail: f.Detail, Action: f.Action, Fixed: f.Fixed, Error: f.Err})
+		}
+		return out, nil
+	})
+	handle(disp, contract.NukeRun, func(ctx context.Context, _ *Call, _ contract.NukeRunIn) (contract.NukeRunOut, error) {
+		rep, err := d.engine.Nuke(ctx)
+		if err != nil {
+			return contract.NukeRunOut{}, err
+		}
+		nz := func(s []string) []string {
+			if s == nil {
+				return []string{}
+			}
+			return s
+		}
+		return contract.NukeRunOut{ReleasedLeases: nz(rep.ReleasedLeases), CancelledRequests: nz(rep.CancelledRequests),
+			DestroyedDevices: nz(rep.DestroyedDevices), Failed: rep.Failed}, nil
+	})
 	handle(disp, contract.DaemonStop, func(_ context.Context, call *Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
 		call.After(func() { go d.requestStop() })
 		return contract.DaemonStopOut{Stopping: true}, nil

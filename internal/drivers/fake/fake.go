@@ -17,9 +17,10 @@ import (
 var _ core.Driver = (*Driver)(nil)
 
 type device struct {
-	spec    core.Spec
-	running bool
-	dirty   bool // something ran on it since its last purge
+	spec          core.Spec
+	running       bool
+	transitioning bool  // reads as booting/shutting down
+	markOK        *bool // provenance mark as last read, when set
 }
 
 // Driver is the scriptable fake.
@@ -134,7 +135,7 @@ func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {
 	if !ok {
 		return core.ErrDeviceNotFound
 	}
-	dev.running = true
+	dev.running, dev.transitioning = true, false
 	return nil
 }
 
@@ -151,7 +152,7 @@ func (d *Driver) Reclaim(ctx context.Context, r core.DeviceRef) error {
 	if !ok {
 		return core.ErrDeviceNotFound
 	}
-	dev.dirty, dev.running = false, true
+	dev.running, dev.transitioning = true, false
 	return nil
 }
 
@@ -182,8 +183,40 @@ func (d *Driver) Crash(handle string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if dev, ok := d.devices[handle]; ok {
-		dev.running = false
+		dev.running, dev.transitioning = false, false
 	}
+}
+
+// Vanish deletes a device behind the core's back.
+func (d *Driver) Vanish(handle string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.devices, handle)
+}
+
+// Transitioning makes a device read as booting or shutting down.
+func (d *Driver) Transitioning(handle string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dev, ok := d.devices[handle]; ok {
+		dev.transitioning = true
+	}
+}
+
+// SetMark sets what the provenance mark check reports for a device.
+func (d *Driver) SetMark(handle string, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dev, found := d.devices[handle]; found {
+		dev.markOK = &ok
+	}
+}
+
+// AddOrphan creates a device in the root the core never provisioned.
+func (d *Driver) AddOrphan(handle string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.devices[handle] = &device{running: false}
 }
 
 // Running reports whether the device with handle is booted.
@@ -213,10 +246,13 @@ func (d *Driver) ListManaged(context.Context) ([]core.Observed, error) {
 	var out []core.Observed
 	for h, dev := range d.devices {
 		run := core.RunStopped
-		if dev.running {
+		switch {
+		case dev.transitioning:
+			run = core.RunTransitioning
+		case dev.running:
 			run = core.RunRunning
 		}
-		out = append(out, core.Observed{Handle: h, Name: "fake " + h, Run: run})
+		out = append(out, core.Observed{Handle: h, Name: "fake " + h, Run: run, MarkOK: dev.markOK})
 	}
 	return out, nil
 }

@@ -86,15 +86,31 @@ type Server struct {
 	Log *slog.Logger
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	conns map[net.Conn]*conn
 	wg    sync.WaitGroup
+}
+
+// Push sends a notification to every live connection whose session
+// principal is principal (lease-scoped facts go to the lease's owner).
+func (s *Server) Push(principal, method string, params any) {
+	s.mu.Lock()
+	var targets []*conn
+	for _, c := range s.conns {
+		if c != nil && c.principal() == principal {
+			targets = append(targets, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range targets {
+		c.write(Notification{JSONRPC: "2.0", Method: method, Params: params})
+	}
 }
 
 // Serve accepts on ln until it is closed or ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	if s.conns == nil {
-		s.conns = map[net.Conn]struct{}{}
+		s.conns = map[net.Conn]*conn{}
 	}
 	s.mu.Unlock()
 	go func() {
@@ -109,16 +125,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			s.serveConn(ctx, c)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
 		}()
 	}
 }
@@ -138,6 +148,15 @@ type conn struct {
 	c   net.Conn
 	wmu sync.Mutex
 	enc *json.Encoder
+
+	pmu  sync.Mutex
+	prin string // the session principal once hello succeeded
+}
+
+func (c *conn) principal() string {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return c.prin
 }
 
 func (c *conn) write(v any) {
@@ -155,6 +174,17 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 	defer cancel()
 	defer rw.Close()
 	c := &conn{c: rw, enc: json.NewEncoder(rw)}
+	s.mu.Lock()
+	if s.conns == nil {
+		s.conns = map[net.Conn]*conn{}
+	}
+	s.conns[rw] = c
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, rw)
+		s.mu.Unlock()
+	}()
 	r := bufio.NewReaderSize(rw, 64<<10)
 	var sess *contract.Session
 	var inflight sync.WaitGroup
@@ -197,6 +227,9 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 			out, ns, herr := s.D.Hello(ctx, in)
 			if ns.Role != "" {
 				sess = &ns
+				c.pmu.Lock()
+				c.prin = ns.Principal
+				c.pmu.Unlock()
 			}
 			if herr != nil {
 				c.respondErr(req.ID, herr)
