@@ -15,11 +15,11 @@ import (
 
 // Config is the whole configuration file.
 type Config struct {
-	Mode        string      `json:"mode"`
-	Lease       Lease       `json:"lease"`
-	Capacity    Capacity    `json:"capacity"`
-	Downloads   Downloads   `json:"downloads"`
-	Log         Log         `json:"log"`
+	Mode         string       `json:"mode"`
+	Lease        Lease        `json:"lease"`
+	Capacity     Capacity     `json:"capacity"`
+	Downloads    Downloads    `json:"downloads"`
+	Log          Log          `json:"log"`
 	EventBuffer  EventBuffer  `json:"eventBuffer"`
 	Drivers      Drivers      `json:"drivers"`
 	WarmPool     WarmPool     `json:"warmPool"`
@@ -121,15 +121,15 @@ func (d DriverConfig) On() bool { return d.Enabled == nil || *d.Enabled }
 // Default returns the configuration used when the file is absent.
 func Default() Config {
 	return Config{
-		Mode:        "worker",
-		Lease:       Lease{DefaultTTLMs: 30 * 60 * 1000, MaxTTLMs: 24 * 60 * 60 * 1000},
-		Capacity:    Capacity{Strategy: "resource", Fixed: Fixed{MaxRunning: 2, MaxManaged: 6}},
-		Downloads:   Downloads{Policy: "on-request"},
-		Log:         Log{Level: "info", RotateBytes: 10 << 20},
-		EventBuffer: EventBuffer{Size: 1000},
-		WarmPool: WarmPool{Quarantine: Quarantine{Retries: 3, BackoffMs: 30_000, Multiplier: 2, CapMs: 600_000}},
-		Health:   Health{IntervalMs: 5_000, StableObservations: 2, MaxRecoveryAttempts: 3},
-		Cleanup:  Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
+		Mode:         "worker",
+		Lease:        Lease{DefaultTTLMs: 30 * 60 * 1000, MaxTTLMs: 24 * 60 * 60 * 1000},
+		Capacity:     Capacity{Strategy: "resource", Fixed: Fixed{MaxRunning: 2, MaxManaged: 6}},
+		Downloads:    Downloads{Policy: "on-request"},
+		Log:          Log{Level: "info", RotateBytes: 10 << 20},
+		EventBuffer:  EventBuffer{Size: 1000},
+		WarmPool:     WarmPool{Quarantine: Quarantine{Retries: 3, BackoffMs: 30_000, Multiplier: 2, CapMs: 600_000}},
+		Health:       Health{IntervalMs: 5_000, StableObservations: 2, MaxRecoveryAttempts: 3},
+		Cleanup:      Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
 		DiskPressure: DiskPressure{FreeBytesThreshold: 10 << 30},
 	}
 }

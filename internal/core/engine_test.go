@@ -88,7 +88,7 @@ func (h *harness) start() {
 	n := 0
 	h.engine = core.New(h.cfg, core.Deps{
 		DiskFree: func() (uint64, error) { return h.disk, nil },
-		Clock: h.clock, Store: h.store, Drivers: []core.Driver{h.drv, h.droid},
+		Clock:    h.clock, Store: h.store, Drivers: []core.Driver{h.drv, h.droid},
 		Strategy: core.FixedStrategy{L: h.limits}, Bus: h.bus,
 		NewID: func() string { n++; return fmt.Sprintf("%04d", n) },
 	})
