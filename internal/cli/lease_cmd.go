@@ -186,6 +186,7 @@ func (a *app) leaseRenewCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "new TTL for this and later renews")
+	a.addJSON(cmd)
 	return cmd
 }
 
@@ -209,6 +210,7 @@ func (a *app) leaseCancelCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&requester, "requester", "", "requester whose request to cancel")
+	a.addJSON(cmd)
 	return cmd
 }
 
@@ -270,5 +272,6 @@ func (a *app) releaseCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "release every lease you own (every lease, as admin)")
+	a.addJSON(cmd)
 	return cmd
 }

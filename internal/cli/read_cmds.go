@@ -256,6 +256,7 @@ func (a *app) configCmd() *cobra.Command {
 			return a.printJSON(out)
 		},
 	}
+	a.addJSON(show)
 	cmd.AddCommand(show)
 	return cmd
 }

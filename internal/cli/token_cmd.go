@@ -85,6 +85,7 @@ func (a *app) tokenCmd() *cobra.Command {
 			return a.printJSON(out)
 		},
 	}
+	a.addJSON(revoke)
 	cmd.AddCommand(create, list, revoke)
 	return cmd
 }
