@@ -127,3 +127,19 @@ func IsCode(err error, code contract.Code) bool {
 	var ce *contract.Error
 	return errors.As(err, &ce) && ce.Code == code
 }
+
+// Exec runs a tool against a leased device on the daemon's machine;
+// onOutput receives stdout/stderr chunks as they arrive.
+func (c *Client) Exec(ctx context.Context, in contract.DeviceExecIn, onOutput func(contract.ExecOutput)) (contract.DeviceExecOut, error) {
+	var out contract.DeviceExecOut
+	err := c.call(ctx, contract.DeviceExec.Name, in, &out, func(method string, params json.RawMessage) {
+		if method != contract.NotifyOutput || onOutput == nil {
+			return
+		}
+		var o contract.ExecOutput
+		if json.Unmarshal(params, &o) == nil {
+			onOutput(o)
+		}
+	})
+	return out, err
+}

@@ -26,6 +26,12 @@ type Config struct {
 	Health       Health       `json:"health"`
 	Cleanup      Cleanup      `json:"cleanup"`
 	DiskPressure DiskPressure `json:"diskPressure"`
+	Exec         Exec         `json:"exec"`
+}
+
+type Exec struct {
+	// TimeoutMs kills a device.exec command that runs longer (default 10 minutes).
+	TimeoutMs int64 `json:"timeoutMs"`
 }
 
 type WarmPool struct {
@@ -131,6 +137,7 @@ func Default() Config {
 		Health:       Health{IntervalMs: 5_000, StableObservations: 2, MaxRecoveryAttempts: 3},
 		Cleanup:      Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
 		DiskPressure: DiskPressure{FreeBytesThreshold: 10 << 30},
+		Exec:         Exec{TimeoutMs: 10 * 60_000},
 	}
 }
 
@@ -213,6 +220,9 @@ func (c Config) Validate() error {
 	}
 	if c.Health.IntervalMs <= 0 || c.Health.StableObservations <= 0 || c.Health.MaxRecoveryAttempts <= 0 {
 		errs = append(errs, errors.New("health: intervalMs, stableObservations and maxRecoveryAttempts must be positive"))
+	}
+	if c.Exec.TimeoutMs <= 0 {
+		errs = append(errs, errors.New("exec.timeoutMs must be positive"))
 	}
 	if c.Cleanup.IntervalMs <= 0 || c.Cleanup.IdleShutdownMs <= 0 || c.Cleanup.IdleDestroyMs < c.Cleanup.IdleShutdownMs {
 		errs = append(errs, errors.New("cleanup: intervalMs and idleShutdownMs must be positive and idleDestroyMs at least idleShutdownMs"))

@@ -69,6 +69,7 @@ var (
 	CleanupRun      = define[CleanupRunIn, CleanupRunOut]("cleanup.run", RoleAdmin, "Run the idle-device cleanup rules once (or preview them with dryRun).")
 	DoctorRun       = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
 	NukeRun         = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, "Reset: release every lease, cancel pending requests, destroy every managed device.")
+	DeviceExec      = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
 	Passthrough     = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
 )
 
@@ -77,7 +78,7 @@ func Registry() []Op {
 	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
 		LeaseGet.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
-		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op}
+		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

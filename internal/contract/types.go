@@ -424,3 +424,29 @@ const (
 	NotifyDeviceRecovered = "device-recovered"
 	NotifyLeaseLost       = "lease-lost"
 )
+
+type DeviceExecIn struct {
+	LeaseID string `json:"leaseId"`
+	// Tool is the platform tool: "simctl" (iOS) or "adb" (Android).
+	Tool string   `json:"tool"`
+	Args []string `json:"args"`
+	// Stdin is sent to the command whole; there is no interactive channel.
+	Stdin string `json:"stdin,omitempty"`
+	// RequesterID must match the lease's requester; it defaults to the
+	// session principal. Admin does not bypass this check.
+	RequesterID string `json:"requesterId,omitempty"`
+}
+
+type DeviceExecOut struct {
+	ExitCode int `json:"exitCode"`
+}
+
+// ExecOutput is one chunk of a running command's output, pushed as an
+// "output" notification tied to the device.exec request.
+type ExecOutput struct {
+	Stream string `json:"stream"` // stdout or stderr
+	Chunk  string `json:"chunk"`
+}
+
+// NotifyOutput carries ExecOutput pushes.
+const NotifyOutput = "output"

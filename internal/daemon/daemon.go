@@ -52,6 +52,7 @@ type Daemon struct {
 	instanceID string
 	startedAt  time.Time
 	clock      ports.Clock
+	runner     ports.ProcessRunner
 	log        *slog.Logger
 
 	lock   *os.File
@@ -109,7 +110,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: o.Config, paths: paths, version: o.Version, pid: os.Getpid(), clock: o.Clock,
 		log: ports.Module(o.Logger, "daemon"), readyCh: make(chan struct{}), stopping: make(chan struct{}), stopped: make(chan struct{}), converged: make(chan struct{}),
-		startedAt: o.Clock.Now()}
+		startedAt: o.Clock.Now(), runner: o.Runner}
 
 	// 1. Claim: an exclusive lock on the home, held for the daemon's life.
 	lock, err := os.OpenFile(filepath.Join(o.Home, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)

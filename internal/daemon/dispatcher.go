@@ -152,6 +152,8 @@ func leaseIDOf(in any) string {
 		return v.LeaseID
 	case contract.LeaseGetIn:
 		return v.LeaseID
+	case contract.DeviceExecIn:
+		return v.LeaseID
 	}
 	panic(fmt.Sprintf("daemon: %T declares ownsLease but has no leaseId", in))
 }

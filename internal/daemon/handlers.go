@@ -104,6 +104,7 @@ func (d *Daemon) register(disp *Dispatcher) {
 		return contract.TokenRevokeOut{Revoked: true}, nil
 	})
 	handle(disp, contract.Passthrough, d.passthrough)
+	handle(disp, contract.DeviceExec, d.deviceExec)
 	handle(disp, contract.CleanupRun, func(ctx context.Context, _ *Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
 		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
 		if err != nil {

@@ -448,3 +448,26 @@ func TestScopedPassthrough(t *testing.T) {
 		t.Fatalf("tool failure exit code %d", r.code)
 	}
 }
+
+func TestDeviceExecStreamsOutputAndExitCode(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	var l lease
+	w.json(&l, "lease", "--platform", "ios", "--detach")
+	out := w.mustRun("exec", l.LeaseID, "--", "simctl", "list", "devices")
+	if !strings.Contains(out, l.Device.UDID) {
+		t.Fatalf("exec output lacks the device:\n%s", out)
+	}
+	r := w.run("exec", l.LeaseID, "--", "simctl", "erase", l.Device.UDID)
+	if r.code == 0 || !strings.Contains(r.stderr, "PASSTHROUGH_REFUSED") {
+		t.Fatalf("refused verb through exec: %d %s", r.code, r.stderr)
+	}
+	r = w.run("exec", l.LeaseID, "--", "simctl", "bootstatus", "00000000-0000-0000-0000-000000000000")
+	if r.code == 0 {
+		t.Fatal("a failing command's exit code was lost")
+	}
+	// Another requester may not run commands on this lease, admin or not.
+	r = w.run("exec", l.LeaseID, "--requester", "someone-else", "--", "simctl", "list")
+	if !strings.Contains(r.stderr, "FORBIDDEN") {
+		t.Fatalf("foreign requester: %d %s", r.code, r.stderr)
+	}
+}

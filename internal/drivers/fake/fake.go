@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 var _ core.Driver = (*Driver)(nil)
@@ -274,3 +275,19 @@ func (d *Driver) Catalog(context.Context) (core.Catalog, error) {
 }
 
 func (d *Driver) RevalidateRoot(context.Context) error { return nil }
+
+var _ core.Passthrougher = (*Driver)(nil)
+
+// PassthroughTools: the fake wraps one tool, "fakectl"; its verb "kill" is
+// refused like a lifecycle verb would be.
+func (d *Driver) PassthroughTools() []string { return []string{"fakectl"} }
+
+func (d *Driver) ResolvePassthrough(tool string, args []string, terminal bool) (ports.Command, error) {
+	if tool != "fakectl" {
+		return ports.Command{}, core.ErrUnknownTool
+	}
+	if len(args) > 0 && args[0] == "kill" {
+		return ports.Command{}, fmt.Errorf("fakectl kill: %w", core.ErrPassthroughRefused)
+	}
+	return ports.Command{Name: "fakectl", Args: append([]string{"--root", "/fake/" + d.platform}, args...)}, nil
+}

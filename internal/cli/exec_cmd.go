@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func (a *app) execCmd() *cobra.Command {
+	var requester, stdinFile string
+	cmd := &cobra.Command{
+		Use:   "exec LEASE_ID -- TOOL [ARGS...]",
+		Short: "Run simctl or adb against a leased device on the daemon's machine, streaming its output",
+		Long: `Run simctl (iOS) or adb (Android) against the device of a lease, on the machine
+that owns it, and exit with the command's exit code. Works against a remote
+daemon too. There is no terminal: a bare "adb shell" is refused; pass the
+command to run ("adb shell getprop"). --stdin sends a file (or - for standard
+input) to the command in one piece.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			in := contract.DeviceExecIn{LeaseID: args[0], Tool: args[1], Args: args[2:], RequesterID: requester}
+			if in.Args == nil {
+				in.Args = []string{}
+			}
+			if in.RequesterID == "" && c.Hello().Role == contract.RoleAdmin {
+				// The local operator acts for the lease holder.
+				if l, err := client.Do(cmd.Context(), c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]}); err == nil {
+					in.RequesterID = l.RequesterID
+				}
+			}
+			if stdinFile != "" {
+				var r io.Reader = a.env.Stdin
+				if stdinFile != "-" {
+					f, err := os.Open(stdinFile)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					r = f
+				}
+				b, err := io.ReadAll(r)
+				if err != nil {
+					return err
+				}
+				in.Stdin = string(b)
+			}
+			out, err := c.Exec(cmd.Context(), in, func(o contract.ExecOutput) {
+				if o.Stream == "stderr" {
+					io.WriteString(a.env.Stderr, o.Chunk)
+				} else {
+					io.WriteString(a.env.Stdout, o.Chunk)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if out.ExitCode != 0 {
+				return exitError{out.ExitCode}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&requester, "requester", "", "the lease's requester id (default: yours; as admin, the lease's own)")
+	cmd.Flags().StringVar(&stdinFile, "stdin", "", "file to send as the command's standard input (- for this process's)")
+	a.addJSON(cmd)
+	return cmd
+}
