@@ -64,6 +64,9 @@ type Daemon struct {
 	disp   *Dispatcher
 
 	adminHash [32]byte
+	// progressFor maps a requester with a lease request in flight to its
+	// progress push, so a download its request caused shows up there.
+	progressFor sync.Map
 
 	readyOnce sync.Once
 	readyCh   chan struct{}
@@ -159,7 +162,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.bus = events.New(o.Config.EventBuffer.Size, o.Clock.Now)
 	drivers := o.Drivers
 	if drivers == nil {
-		if drivers, err = buildDrivers(o, d.bus, d.log); err != nil {
+		if drivers, err = buildDrivers(o, d.diagnostic); err != nil {
 			return fail(err)
 		}
 	}

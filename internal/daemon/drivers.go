@@ -2,12 +2,13 @@ package daemon
 
 import (
 	"fmt"
-	"log/slog"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core/events"
 	"path/filepath"
 	"sync"
 
 	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/drivers/ios"
 	"github.com/simlock/simlock/internal/ports"
@@ -16,17 +17,8 @@ import (
 // buildDrivers constructs the enabled drivers. A platform whose tools are
 // missing is skipped with a warning rather than failing the daemon: a Mac
 // without the Android SDK still serves iOS.
-func buildDrivers(o Options, bus *events.Bus, log *slog.Logger) ([]core.Driver, error) {
+func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic)) ([]core.Driver, error) {
 	guard := &diskGuard{stats: o.Stats}
-	diag := func(platform string) func(core.Diagnostic) {
-		// Drivers never see the bus: the daemon bridges their diagnostics.
-		return func(dg core.Diagnostic) {
-			bus.Publish(events.Event{Type: dg.Type, Platform: platform, RequesterID: dg.RequesterID, Reason: dg.Message, Data: dg.Data})
-			if dg.Type == "component.installed" {
-				log.Info("component installed", "platform", platform, "requesterId", dg.RequesterID, "data", dg.Data)
-			}
-		}
-	}
 	var out []core.Driver
 	if o.Config.Drivers.IOS.On() {
 		root, err := filepath.Abs(o.Config.DriverRoot(o.Home, "ios"))
@@ -89,4 +81,31 @@ func (g *diskGuard) Reserve(path string, bytes uint64) (func(), error) {
 			g.mu.Unlock()
 		})
 	}, nil
+}
+
+// diagnostic bridges a driver's diagnostics onto the event bus (drivers never
+// see the bus), into the durable log for component installs, and, for an
+// install a lease request caused, into that request's progress pushes.
+func (d *Daemon) diagnostic(platform string) func(core.Diagnostic) {
+	return func(dg core.Diagnostic) {
+		d.bus.Publish(events.Event{Type: dg.Type, Platform: platform, RequesterID: dg.RequesterID, Reason: dg.Message, Data: dg.Data})
+		switch dg.Type {
+		case "component.installed", "component.install-failed":
+			d.log.Info(dg.Type, "platform", platform, "requesterId", dg.RequesterID, "message", dg.Message, "data", dg.Data)
+		}
+		if dg.RequesterID == "" {
+			return
+		}
+		if f, ok := d.progressFor.Load(dg.RequesterID); ok {
+			phase := map[string]string{"component.install-started": "downloading", "component.install-progress": "downloading",
+				"component.installed": "installed", "component.install-failed": "install-failed"}[dg.Type]
+			if phase != "" {
+				msg := dg.Message
+				if pct, ok := dg.Data["percent"]; ok {
+					msg = fmt.Sprintf("%v%% %s", pct, msg)
+				}
+				f.(func(contract.Progress))(contract.Progress{Phase: phase, Message: msg})
+			}
+		}
+	}
 }

@@ -179,6 +179,8 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *Call, in contract.Lease
 		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
 		NoWait:  in.NoWait, RequesterID: req, OwnerID: call.Session.Principal,
 	}
+	d.progressFor.Store(req, func(p contract.Progress) { call.notify(contract.NotifyProgress, p) })
+	defer d.progressFor.Delete(req)
 	g, err := d.engine.Request(ctx, r, func(p core.Progress) {
 		call.notify(contract.NotifyProgress, contract.Progress{Phase: p.Phase, QueuePosition: p.QueuePosition,
 			DeviceID: p.DeviceID, EtaMs: p.ETA.Milliseconds()})

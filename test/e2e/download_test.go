@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDownloadPolicyNeverRefusesAtOnce(t *testing.T) {
+	w := newWorld(t, `{"downloads":{"policy":"never"},"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
+	r := w.run("lease", "--platform", "ios", "--model", "iPhone 16", "--os", "26.5", "--allow-download", "--detach", "--json")
+	if r.code == 0 || !strings.Contains(r.stderr, "DOWNLOAD_FORBIDDEN") {
+		t.Fatalf("exit %d stderr %s", r.code, r.stderr)
+	}
+	if w.countEvents("component.install-started", "") != 0 {
+		t.Fatal("an install started despite policy never")
+	}
+}
+
+func TestDownloadOnRequestInstallsWithProgress(t *testing.T) {
+	w := newWorld(t, `{"downloads":{"policy":"on-request"},"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
+	r := w.run("lease", "--platform", "ios", "--model", "iPhone 16", "--os", "26.5", "--detach", "--json")
+	if !strings.Contains(r.stderr, "RUNTIME_NOT_INSTALLED") {
+		t.Fatalf("without --allow-download: %s", r.stderr)
+	}
+	r = w.run("lease", "--platform", "ios", "--model", "iPhone 16", "--os", "26.5", "--allow-download", "--detach")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, `"phase":"downloading"`) || !strings.Contains(r.stderr, `"phase":"installed"`) {
+		t.Fatalf("no download progress on stderr:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stdout, `"osVersion":"26.5`) {
+		t.Fatalf("grant %s", r.stdout)
+	}
+	if w.countEvents("component.installed", "") != 1 {
+		t.Fatal("want exactly one component.installed")
+	}
+}
+
+func TestFailedInstallEndsAsInstallFailed(t *testing.T) {
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
+	w.env = append(w.env, "SIMLOCK_SIMSDK_FAULTS=install-fail")
+	r := w.run("lease", "--platform", "ios", "--model", "iPhone 16", "--os", "26.5", "--allow-download", "--detach", "--json")
+	if r.code == 0 {
+		t.Fatal("granted despite a failed install")
+	}
+	if w.countEvents("component.install-failed", "") != 1 || w.countEvents("component.installed", "") != 0 {
+		t.Fatalf("events %+v", w.events())
+	}
+}
