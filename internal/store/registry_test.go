@@ -34,6 +34,8 @@ func fullDevice(id string) core.DeviceRecord {
 		LastReleasedAt: ms(1700000001500),
 		// Whitespace and key order are the driver's business: kept verbatim.
 		Data: json.RawMessage(" {\"z\": 1,\n \"a\": [true, null]} "),
+		Health: core.DeviceHealth{QuarantineReason: "purge-failed", QuarantineAttempts: 2,
+			NextRetryAt: ms(1700000009000), RecoveryAttempts: 1, RecoveringSince: ms(1700000008000)},
 	}
 }
 
