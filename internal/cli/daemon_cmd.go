@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -224,5 +223,3 @@ func (a *app) daemonLogsCmd() *cobra.Command {
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
 	return cmd
 }
-
-var _ = slog.LevelInfo

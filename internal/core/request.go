@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -546,12 +545,6 @@ func (e *Engine) goBackground(f func(ctx context.Context)) {
 
 // WaitIdle blocks until no background driver work is in flight.
 func (e *Engine) WaitIdle() { e.wg.Wait() }
-
-// ErrorIsSpec reports whether err is one of the driver spec errors.
-func ErrorIsSpec(err error) bool {
-	var se *SpecError
-	return errors.As(err, &se)
-}
 
 // sortedLeaseIDs is a helper for deterministic iteration.
 func sortedLeaseIDs(m map[string]*LeaseRecord) []string {

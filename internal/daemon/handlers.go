@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -371,16 +370,6 @@ func (d *Daemon) tokenCreate(ctx context.Context, _ *Call, in contract.TokenCrea
 		return contract.TokenCreateOut{}, err
 	}
 	return contract.TokenCreateOut{ID: rec.ID, Role: rec.Role, Name: rec.Name, Token: secret, CreatedAt: rec.CreatedAt}, nil
-}
-
-// sortedKeys returns m's keys in order (stable JSON-free iteration).
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // passthrough asks the driver that wraps the tool for the root-scoped
