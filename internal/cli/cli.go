@@ -136,7 +136,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.token, "token", "", "credential: an operator token or the admin secret (default $SIMLOCK_ADMIN_TOKEN, then <home>/admin.token)")
 	root.AddCommand(a.daemonCmd(), a.leaseCmd(), a.releaseCmd(), a.statusCmd(), a.listCmd(), a.catalogCmd(),
 		a.eventsCmd(), a.tokenCmd(), a.demoCmd(), a.simsdkCmd(), a.configCmd(),
-		a.cleanupCmd(), a.doctorCmd(), a.nukeCmd(), a.execCmd(),
+		a.cleanupCmd(), a.doctorCmd(), a.nukeCmd(), a.execCmd(), a.mcpCmd(),
 		a.passthroughCmd("simctl", "Run xcrun simctl scoped to simlock's iOS device set"),
 		a.passthroughCmd("adb", "Run adb against simlock's private adb server"))
 	return root

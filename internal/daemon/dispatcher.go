@@ -96,7 +96,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 	if !call.Session.Role.Allows(op.Role) {
 		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the %s role; this session is %s", op.Name, op.Role, call.Session.Role)
 	}
-	if err := d.authorize(op, call, in); err != nil {
+	if err := d.authorize(ctx, op, call, in); err != nil {
 		return nil, err
 	}
 	if !op.Unparked {
@@ -120,11 +120,16 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 }
 
 // authorize implements the contract's declared extra checks.
-func (d *Dispatcher) authorize(op contract.Op, call *Call, in any) *contract.Error {
+func (d *Dispatcher) authorize(ctx context.Context, op contract.Op, call *Call, in any) *contract.Error {
 	switch op.Auth {
 	case "":
 		return nil
 	case contract.AuthOwnsLease:
+		// Ownership is a fact about the restored registry: until startup
+		// convergence has loaded it, every lease would look unknown.
+		if err := d.ready(ctx); err != nil {
+			return toContractError(err)
+		}
 		id := leaseIDOf(in)
 		owner, ok := d.leaseOwner(id)
 		if !ok {

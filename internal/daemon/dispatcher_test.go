@@ -122,3 +122,29 @@ func TestFailedStartupRejectsParkedRequests(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestOwnershipIsCheckedOnlyAfterTheRegistryIsLoaded(t *testing.T) {
+	gate := make(chan struct{})
+	d, _ := testDispatcher(func(ctx context.Context) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	done := make(chan *contract.Error, 1)
+	go func() {
+		_, err := d.Dispatch(context.Background(), agent("me"), "lease.renew", []byte(`{"leaseId":"lse_mine"}`))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("renew answered before readiness: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/transport/mcp"
+)
+
+func (a *app) mcpCmd() *cobra.Command {
+	var admin bool
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve MCP over stdio for an AI agent",
+		Long: `Serve the Model Context Protocol on stdin/stdout for one AI agent session, with the tools
+list_devices, lease_simulator, lease_status and release_simulator. Register it in an MCP client
+as the command "simlock mcp". The session renews its lease at a third of its TTL and releases it
+when stdin closes, on SIGINT/SIGTERM, or when its parent process dies. A tool call starts the
+daemon when none is running; logs go to stderr. See docs/mcp.md.
+
+The session is an agent: it sees and releases only its own leases. --admin connects with the
+operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			o := mcp.Options{
+				Socket:      a.paths().Socket,
+				Principal:   a.mcpPrincipal(),
+				Launch:      a.launchOptions(),
+				Clock:       ports.SystemClock{},
+				ParentWatch: ports.PollParentWatch{},
+				Logger:      slog.New(slog.NewTextHandler(a.env.Stderr, nil)).With("component", "mcp"),
+				Version:     Version,
+			}
+			if admin {
+				o.Credential = func() string { return a.credential(true) }
+			}
+			return mcp.Run(ctx, o, a.env.Stdin, a.env.Stdout)
+		},
+	}
+	cmd.Flags().BoolVar(&admin, "admin", false, "connect with the operator credential instead of as an agent")
+	return cmd
+}
+
+// mcpPrincipal is the session's identity: SIMLOCK_PRINCIPAL, or one per
+// process, named so `simlock status` shows the lease came through MCP.
+func (a *app) mcpPrincipal() string {
+	if p := a.env.Getenv("SIMLOCK_PRINCIPAL"); p != "" {
+		return p
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("mcp:%s:%d", host, os.Getpid())
+}
