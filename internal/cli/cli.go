@@ -242,3 +242,14 @@ func (a *app) printJSON(v any) error {
 func (a *app) printf(format string, args ...any) {
 	fmt.Fprintf(a.env.Stdout, format, args...)
 }
+
+// do runs one operation on a fresh connection (auto-starting the daemon).
+func do[In, Out any](cmd *cobra.Command, a *app, op contract.Operation[In, Out], in In) (Out, error) {
+	c, err := a.connect(cmd.Context(), false)
+	if err != nil {
+		var zero Out
+		return zero, err
+	}
+	defer c.Close()
+	return client.Do(cmd.Context(), c, op, in)
+}

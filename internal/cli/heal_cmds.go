@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -17,12 +16,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 		Short: "Run the idle-device cleanup rules now (admin); --dry-run previews",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.CleanupRun, in)
+			out, err := do(cmd, a, contract.CleanupRun, in)
 			if err != nil {
 				return err
 			}
@@ -63,12 +57,7 @@ func (a *app) doctorCmd() *cobra.Command {
 		Short: "Compare the registry with the devices in simlock's roots; --fix repairs (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.DoctorRun, in)
+			out, err := do(cmd, a, contract.DoctorRun, in)
 			if err != nil {
 				return err
 			}
@@ -114,12 +103,7 @@ func (a *app) nukeCmd() *cobra.Command {
 				return contract.Errorf(contract.CodeBadRequest, "nuke destroys every device simlock manages").
 					WithNext("run `simlock nuke --yes` if you mean it")
 			}
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.NukeRun, contract.NukeRunIn{})
+			out, err := do(cmd, a, contract.NukeRun, contract.NukeRunIn{})
 			if err != nil {
 				return err
 			}

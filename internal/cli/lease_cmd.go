@@ -197,12 +197,7 @@ func (a *app) leaseCancelCmd() *cobra.Command {
 		Short: "Withdraw a queued lease request",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: requester})
+			out, err := do(cmd, a, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: requester})
 			if err != nil {
 				return err
 			}
@@ -220,12 +215,7 @@ func (a *app) leaseListCmd() *cobra.Command {
 		Short: "List leases (yours; all of them with an admin credential)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.LeaseList, contract.LeaseListIn{})
+			out, err := do(cmd, a, contract.LeaseList, contract.LeaseListIn{})
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -19,12 +18,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Daemon health, devices, leases, capacity and the queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := client.Do(cmd.Context(), c, contract.StatusGet, contract.StatusGetIn{})
+			st, err := do(cmd, a, contract.StatusGet, contract.StatusGetIn{})
 			if err != nil {
 				return err
 			}
@@ -119,12 +113,7 @@ func (a *app) listCmd() *cobra.Command {
 		Short: "Every managed device and its state (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.ListGet, contract.ListGetIn{})
+			out, err := do(cmd, a, contract.ListGet, contract.ListGetIn{})
 			if err != nil {
 				return err
 			}
@@ -146,12 +135,7 @@ func (a *app) catalogCmd() *cobra.Command {
 		Short: "Models and OS runtimes each platform can serve",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.CatalogGet, contract.CatalogGetIn{Platform: platform})
+			out, err := do(cmd, a, contract.CatalogGet, contract.CatalogGetIn{Platform: platform})
 			if err != nil {
 				return err
 			}
@@ -244,12 +228,7 @@ func (a *app) configCmd() *cobra.Command {
 		Short: "Print the running daemon's effective configuration as JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.ConfigGet, contract.ConfigGetIn{})
+			out, err := do(cmd, a, contract.ConfigGet, contract.ConfigGetIn{})
 			if err != nil {
 				return err
 			}

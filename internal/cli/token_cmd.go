@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -19,12 +18,7 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "Mint a token; the secret is printed once and only its hash is kept",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.TokenCreate, contract.TokenCreateIn{Role: role, Name: name})
+			out, err := do(cmd, a, contract.TokenCreate, contract.TokenCreateIn{Role: role, Name: name})
 			if err != nil {
 				return err
 			}
@@ -46,12 +40,7 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.TokenList, contract.TokenListIn{})
+			out, err := do(cmd, a, contract.TokenList, contract.TokenListIn{})
 			if err != nil {
 				return err
 			}
@@ -73,12 +62,7 @@ func (a *app) tokenCmd() *cobra.Command {
 		Short: "Revoke a token",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.connect(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out, err := client.Do(cmd.Context(), c, contract.TokenRevoke, contract.TokenRevokeIn{ID: args[0]})
+			out, err := do(cmd, a, contract.TokenRevoke, contract.TokenRevokeIn{ID: args[0]})
 			if err != nil {
 				return err
 			}
