@@ -258,3 +258,31 @@ func TestDownloadPolicyNeverOverridesTheRequest(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+func TestQueuedRequestOfADepartedClientIsWithdrawn(t *testing.T) {
+	f := startDaemon(t, nil)
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	if _, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.Dial(ctx, client.Options{Socket: f.d.Paths().Socket, Principal: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan struct{}, 1)
+	go b.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios"}, func(contract.Progress) { queued <- struct{}{} })
+	<-queued
+	b.Close() // bob goes away while queued
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := client.Do(ctx, a, contract.StatusGet, contract.StatusGetIn{})
+		if st.QueueDepth == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a departed client's request stayed queued and would be granted a lease nobody holds")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -188,7 +188,14 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 	r := bufio.NewReaderSize(rw, 64<<10)
 	var sess *contract.Session
 	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	// On the way out, cancel first so requests still in flight (a queued
+	// lease.request) learn their caller is gone, then wait for them. The
+	// other order would keep a departed client's request queued, to be
+	// granted a lease nobody holds.
+	defer func() {
+		cancel()
+		inflight.Wait()
+	}()
 	for {
 		line, err := readLine(r)
 		if err != nil {
