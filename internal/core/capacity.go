@@ -39,7 +39,8 @@ type ResourceStrategy struct {
 	Stats ports.SystemStats
 	// RAMFraction of total RAM simlock may plan to use (default 0.6).
 	RAMFraction float64
-	// RAMPerDevice per platform in bytes (defaults: ios 2 GiB, android 4 GiB).
+	// RAMPerDevice per platform in bytes, from the drivers (Footprinter);
+	// a platform without a figure is planned at 2 GiB.
 	RAMPerDevice map[string]uint64
 	// CPUsPerDevice (default 2).
 	CPUsPerDevice int
@@ -63,7 +64,7 @@ func (s ResourceStrategy) Limits() Limits {
 	if perRun <= 0 {
 		perRun = 3
 	}
-	per := map[string]uint64{"ios": 2 << 30, "android": 4 << 30}
+	per := map[string]uint64{}
 	for k, v := range s.RAMPerDevice {
 		per[k] = v
 	}
@@ -89,17 +90,40 @@ func (s ResourceStrategy) Limits() Limits {
 	return l
 }
 
+// Footprinter is the optional driver ability to say how much RAM one
+// running device of its platform needs, for the resource strategy.
+type Footprinter interface {
+	RAMPerDevice() uint64
+}
+
+// StrategyInputs are what a strategy may derive limits from.
+type StrategyInputs struct {
+	Fixed   Limits
+	Stats   ports.SystemStats
+	Drivers []Driver
+}
+
 // StrategyFactories is the one registration point for capacity strategies:
 // adding a policy touches neither the engine nor its callers.
-func StrategyFactories() map[string]func(fixed Limits, stats ports.SystemStats) CapacityStrategy {
-	return map[string]func(Limits, ports.SystemStats) CapacityStrategy{
-		"fixed":    func(l Limits, _ ports.SystemStats) CapacityStrategy { return FixedStrategy{L: l} },
-		"resource": func(_ Limits, st ports.SystemStats) CapacityStrategy { return ResourceStrategy{Stats: st} },
+func StrategyFactories() map[string]func(StrategyInputs) CapacityStrategy {
+	return map[string]func(StrategyInputs) CapacityStrategy{
+		"fixed": func(in StrategyInputs) CapacityStrategy { return FixedStrategy{L: in.Fixed} },
+		"resource": func(in StrategyInputs) CapacityStrategy {
+			ram := map[string]uint64{}
+			for _, d := range in.Drivers {
+				if f, ok := d.(Footprinter); ok {
+					ram[d.Platform()] = f.RAMPerDevice()
+				} else {
+					ram[d.Platform()] = 2 << 30
+				}
+			}
+			return ResourceStrategy{Stats: in.Stats, RAMPerDevice: ram}
+		},
 	}
 }
 
 // NewStrategy builds the named strategy.
-func NewStrategy(name string, fixed Limits, stats ports.SystemStats) (CapacityStrategy, error) {
+func NewStrategy(name string, in StrategyInputs) (CapacityStrategy, error) {
 	f, ok := StrategyFactories()[name]
 	if !ok {
 		names := make([]string, 0)
@@ -109,7 +133,7 @@ func NewStrategy(name string, fixed Limits, stats ports.SystemStats) (CapacitySt
 		sort.Strings(names)
 		return nil, fmt.Errorf("unknown capacity strategy %q (known: %v)", name, names)
 	}
-	return f(fixed, stats), nil
+	return f(in), nil
 }
 
 // runningStates count against running capacity: the device process is up

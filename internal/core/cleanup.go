@@ -15,6 +15,7 @@ type CleanupView struct {
 	Devices []DeviceRecord
 	Leased  map[string]bool // device id -> has a lease
 	Claimed map[string]bool // device id -> an operation holds it
+	Keep    map[string]bool // device id -> counted toward a warm-pool target
 	// DiskFree is free space on the devices' volume; DiskKnown is false
 	// when it could not be read.
 	DiskFree  uint64
@@ -110,7 +111,7 @@ func reconcile(v CleanupView, rules []CleanupRule) []CleanupProposal {
 	by := map[string]CleanupProposal{}
 	for _, r := range rules {
 		for _, p := range r.Propose(v) {
-			if v.Leased[p.DeviceID] || v.Claimed[p.DeviceID] {
+			if v.Leased[p.DeviceID] || v.Claimed[p.DeviceID] || v.Keep[p.DeviceID] {
 				continue
 			}
 			if cur, ok := by[p.DeviceID]; ok && cur.Action == ActionDestroy {
@@ -136,7 +137,7 @@ type CleanupResult struct {
 }
 
 func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
-	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{},
+	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{}, Keep: e.warmKeepLocked(),
 		DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
 	for _, d := range e.devices {
 		v.Devices = append(v.Devices, *d)

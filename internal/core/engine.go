@@ -102,6 +102,7 @@ type Engine struct {
 	claims       map[string]string // device id -> operation holding it
 	reservations map[string]int    // platform -> running reservations
 	pending      []events.Event    // facts committed in this section, published after unlock
+	afterUnlock  []func()          // pushes to callers, run after unlock: a slow client must never stall a decision
 	stopping     bool
 	maintenance  bool // a reset (nuke) is running: nothing is granted or started
 
@@ -172,14 +173,22 @@ func (e *Engine) Driver(platform string) (Driver, bool) {
 func (e *Engine) section(f func()) {
 	e.mu.Lock()
 	f()
-	evs := e.pending
-	e.pending = nil
+	evs, pushes := e.pending, e.afterUnlock
+	e.pending, e.afterUnlock = nil, nil
 	e.mu.Unlock()
 	for _, ev := range evs {
 		if e.bus != nil {
 			e.bus.Publish(ev)
 		}
 	}
+	for _, push := range pushes {
+		push()
+	}
+}
+
+// pushLocked schedules a progress push to w for after the section.
+func (e *Engine) pushLocked(w *waiter, p Progress) {
+	e.afterUnlock = append(e.afterUnlock, func() { w.progress(p) })
 }
 
 func (e *Engine) emitLocked(ev events.Event) {

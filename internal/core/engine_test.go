@@ -459,3 +459,20 @@ func TestNoDoubleGrantUnderContention(t *testing.T) {
 		t.Fatalf("%d devices exist, managed limit is 4", exist)
 	}
 }
+
+func TestResourceStrategyUsesTheDriversFootprints(t *testing.T) {
+	stats := &fake.Stats{CPUs: 16, TotalRAM: 32 << 30}
+	s, err := core.NewStrategy("resource", core.StrategyInputs{Stats: stats, Drivers: []core.Driver{fakedrv.New("ios")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.Limits()
+	// 60% of 32 GiB at 2 GiB a device (the default for a driver without a
+	// footprint) is 9, and 16 CPUs at 2 a device is 8: CPU binds.
+	if l.MaxRunning != 8 || l.Platforms["ios"].MaxRunning != 8 {
+		t.Fatalf("%+v", l)
+	}
+	if _, err := core.NewStrategy("psychic", core.StrategyInputs{}); err == nil {
+		t.Fatal("unknown strategy accepted")
+	}
+}

@@ -365,3 +365,32 @@ func TestWarmTargetsProvisionOffTheRequestPath(t *testing.T) {
 		t.Fatalf("the request provisioned: %v", calls)
 	}
 }
+
+func TestWarmPoolDevicesAreNotIdledAwayAndShutdownOnesAreRebooted(t *testing.T) {
+	h := withPolicies(t, one(2), func(c *core.Config) {
+		c.WarmTargets = []core.WarmTarget{{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, Count: 1}}
+		c.Cleanup = core.CleanupPolicy{Interval: -1, IdleShutdown: time.Minute, IdleDestroy: time.Hour}
+	})
+	h.engine.WaitIdle()
+	h.clock.Advance(10 * time.Minute)
+	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 0 {
+		t.Fatalf("idle rules proposed the warm target's device: %+v", res)
+	}
+	devs := h.engine.Devices()
+	if len(devs) != 1 {
+		t.Fatalf("%d devices", len(devs))
+	}
+	// Crash it behind the core's back and restart: startup finds it
+	// stopped, records it shut down, and the pool boots it again rather
+	// than provisioning a second device.
+	h.drv.Crash(devs[0].Handle)
+	h.start()
+	h.engine.WaitIdle()
+	devs = h.engine.Devices()
+	if len(devs) != 1 || devs[0].State != core.StateReady {
+		t.Fatalf("after restart %+v", devs)
+	}
+	if !has(eventTypes(h, devs[0].ID), "device.found-stopped") {
+		t.Fatal("startup did not notice the stopped device")
+	}
+}

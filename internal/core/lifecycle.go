@@ -221,6 +221,14 @@ func (e *Engine) Converge(ctx context.Context) error {
 				e.startReclaimLocked(d.ID)
 			}
 		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	// The registry was written by a daemon that is gone; a ready device may
+	// have stopped or vanished meanwhile. Check before anything is granted.
+	e.reconcileReady(ctx)
+	e.section(func() {
 		// Running-capacity convergence: shut down excess warm devices,
 		// least recently used first. Leased devices are never touched.
 		for e.runningOverLocked("") || e.anyPlatformOverLocked() {
@@ -250,6 +258,50 @@ func (e *Engine) Converge(ctx context.Context) error {
 	}
 	e.resolveWarmTargets(ctx)
 	return nil
+}
+
+// reconcileReady compares unleased ready devices with what their drivers
+// see: one that stopped is recorded as shut down, one that vanished is
+// forgotten. A driver that cannot list is no evidence and changes nothing.
+func (e *Engine) reconcileReady(ctx context.Context) {
+	for _, p := range e.Platforms() {
+		var any bool
+		e.section(func() {
+			for _, d := range e.devices {
+				any = any || d.Platform == p && d.State == StateReady
+			}
+		})
+		if !any {
+			continue
+		}
+		obs, err := e.drivers[p].ListManaged(ctx)
+		if err != nil {
+			e.log.Warn("startup: cannot list devices; trusting the registry", "platform", p, "err", err)
+			continue
+		}
+		seen := map[string]RunState{}
+		for _, o := range obs {
+			seen[o.Handle] = o.Run
+		}
+		e.section(func() {
+			for _, d := range e.Sorted() {
+				if d.Platform != p || d.State != StateReady || e.claims[d.ID] != "" {
+					continue
+				}
+				run, ok := seen[d.Handle]
+				switch {
+				case !ok:
+					if e.commitLocked(Changes{DeleteDevices: []string{d.ID}}) == nil {
+						e.emitLocked(events.Event{Type: "device.vanished", DeviceID: d.ID, Platform: p})
+					}
+				case run == RunStopped:
+					if _, err := e.setStateLocked(d.ID, StateShutdown); err == nil {
+						e.emitLocked(events.Event{Type: "device.found-stopped", DeviceID: d.ID, Platform: p})
+					}
+				}
+			}
+		})
+	}
 }
 
 func (e *Engine) anyPlatformOverLocked() bool {

@@ -377,7 +377,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	e.armExpiryLocked(l)
 	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: id, RequesterID: l.RequesterID, Platform: d.Platform,
 		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds()}})
-	w.progress(Progress{Phase: "granted", DeviceID: id})
+	e.pushLocked(w, Progress{Phase: "granted", DeviceID: id})
 	w.deliver(result{grant: Grant{Lease: l, Device: d}})
 }
 
@@ -506,7 +506,7 @@ func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 	e.claims[id] = "evict"
 	d := *e.devices[id]
 	drv := e.drivers[d.Platform]
-	w.progress(Progress{Phase: "evicting", DeviceID: id, ETA: drv.Estimate(OpShutdown)})
+	e.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: drv.Estimate(OpShutdown)})
 	e.goBackground(func(ctx context.Context) {
 		var err error
 		if destroy {

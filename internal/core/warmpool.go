@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sort"
 
 	"github.com/simlock/simlock/internal/core/events"
 )
@@ -52,11 +53,17 @@ func (e *Engine) fillWarmPoolLocked() {
 	for _, ws := range e.warmSpecs {
 		have := 0
 		for _, d := range e.devices {
-			if d.Spec.Key() == ws.spec.Key() && (d.State == StateReady || d.State == StateProvisioning && e.claims[d.ID] == "warm") {
+			if d.Spec.Key() == ws.spec.Key() && (d.State == StateReady || e.claims[d.ID] == "warm") {
 				have++
 			}
 		}
 		for ; have < ws.count; have++ {
+			// A shut-down device of the spec boots faster than a new one
+			// provisions and keeps the managed count down.
+			if d := e.pickLocked(StateShutdown, ws.spec.Key(), false); d != nil && e.canStartLocked(ws.spec.Platform, false) {
+				e.startWarmBootLocked(d.ID)
+				continue
+			}
 			if !e.canStartLocked(ws.spec.Platform, true) {
 				return
 			}
@@ -109,4 +116,47 @@ func (e *Engine) startWarmProvisionLocked(spec Spec) {
 		})
 		e.notifyPositions()
 	})
+}
+
+// startWarmBootLocked boots a shut-down device back into the warm pool.
+func (e *Engine) startWarmBootLocked(id string) {
+	d := *e.devices[id]
+	e.claims[id] = "warm"
+	e.reservations[d.Platform]++
+	drv := e.drivers[d.Platform]
+	e.goBackground(func(ctx context.Context) {
+		err := drv.MakeReady(ctx, d.Ref())
+		e.section(func() {
+			e.reservations[d.Platform]--
+			delete(e.claims, id)
+			if err != nil {
+				e.log.Warn("warm pool: boot failed", "device", id, "err", err)
+				e.quarantineLocked(id, "boot-failed")
+			} else if _, err := e.setStateLocked(id, StateReady); err == nil {
+				e.emitLocked(events.Event{Type: "device.warmed", DeviceID: id, Platform: d.Platform})
+			}
+			e.scheduleLocked()
+		})
+		e.notifyPositions()
+	})
+}
+
+// warmKeepLocked marks the ready devices the warm targets account for
+// (the most recently used first), which the idle rules leave alone: shutting
+// them down would only make the pool replace them.
+func (e *Engine) warmKeepLocked() map[string]bool {
+	keep := map[string]bool{}
+	for _, ws := range e.warmSpecs {
+		var ready []*DeviceRecord
+		for _, d := range e.devices {
+			if d.State == StateReady && d.Spec.Key() == ws.spec.Key() {
+				ready = append(ready, d)
+			}
+		}
+		sort.Slice(ready, func(i, j int) bool { return lastUse(ready[i]).After(lastUse(ready[j])) })
+		for i := 0; i < len(ready) && i < ws.count; i++ {
+			keep[ready[i].ID] = true
+		}
+	}
+	return keep
 }

@@ -171,7 +171,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	for p, pl := range fc.Platforms {
 		limits.Platforms[p] = core.PlatformLimits{MaxRunning: pl.MaxRunning, MaxManaged: pl.MaxManaged}
 	}
-	strategy, err := core.NewStrategy(o.Config.Capacity.Strategy, limits, o.Stats)
+	strategy, err := core.NewStrategy(o.Config.Capacity.Strategy, core.StrategyInputs{Fixed: limits, Stats: o.Stats, Drivers: drivers})
 	if err != nil {
 		return fail(err)
 	}

@@ -54,7 +54,7 @@ func (b *Bus) Publish(e Event) Event {
 	b.seq++
 	e.Seq = b.seq
 	if e.At.IsZero() {
-		e.At = b.now().UTC()
+		e.At = b.now().UTC().Truncate(time.Millisecond)
 	}
 	b.ring[b.next] = e
 	b.next = (b.next + 1) % len(b.ring)
