@@ -79,7 +79,7 @@ func TestCoreReachesTheWorldOnlyThroughPorts(t *testing.T) {
 }
 
 func TestDriversNeverSeeTheEventBusOrTheDaemon(t *testing.T) {
-	for _, pkg := range []string{"internal/drivers/ios", "internal/drivers/android", "internal/drivers/fake"} {
+	for _, pkg := range []string{"internal/drivers/ios", "internal/drivers/android", "internal/drivers/fake", "internal/drivers/devroot"} {
 		for p := range imports(t, pkg) {
 			for _, f := range []string{"/internal/core/events", "/internal/daemon", "/internal/transport", "/internal/store", "/internal/contract", "/internal/config"} {
 				if p == module+f || strings.HasPrefix(p, module+f+"/") {
@@ -97,7 +97,7 @@ func TestNoDirectClockInCoreOrDrivers(t *testing.T) {
 		"NewTicker": true, "Tick": true, "Since": true, "Until": true}
 	_, self, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(self), "..")
-	for _, dir := range []string{"core", "core/events", "drivers/ios", "drivers/android"} {
+	for _, dir := range []string{"core", "core/events", "drivers/ios", "drivers/android", "drivers/devroot"} {
 		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
 		for _, path := range files {
 			if strings.HasSuffix(path, "_test.go") {

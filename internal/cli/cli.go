@@ -194,12 +194,23 @@ func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error
 	} else {
 		c, err = client.Dial(ctx, o)
 		if client.IsCode(err, contract.CodeDaemonNotRunning) {
+			// A bad config would only surface in daemon.out after a long
+			// wait; say so now instead.
+			if _, cerr := config.Load(a.configPath); cerr != nil {
+				return nil, contract.Errorf(contract.CodeBadRequest, "cannot start the daemon: %v", cerr).
+					WithNext("fix " + a.configPath)
+			}
 			fmt.Fprintln(a.env.Stderr, "simlock: no daemon running; starting one")
 			if _, lerr := client.Launch(a.launchOptions()); lerr != nil {
 				return nil, lerr
 			}
 			o.Credential = ""
 			c, err = client.DialRetry(ctx, o, 20*time.Second)
+			if err != nil {
+				return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon did not come up: %v", err).
+					WithDetails("log", lastLines(filepath.Join(a.home, "daemon.out"), 5)).
+					WithNext("see " + filepath.Join(a.home, "daemon.out") + " and `simlock daemon logs`")
+			}
 			if err == nil {
 				// Reconnect as admin now that the new daemon wrote its secret.
 				if cred := a.credential(true); cred != "" {
@@ -214,7 +225,11 @@ func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error
 		return nil, err
 	}
 	if c.Hello().Role != contract.RoleAdmin {
-		fmt.Fprintln(a.env.Stderr, "simlock: no admin credential found; connected as agent (only your own leases are visible)")
+		why := "no admin credential found"
+		if o.Credential != "" {
+			why = "the credential is an agent token"
+		}
+		fmt.Fprintf(a.env.Stderr, "simlock: %s; connected as agent (only your own leases are visible)\n", why)
 	}
 	return c, nil
 }
@@ -252,4 +267,17 @@ func do[In, Out any](cmd *cobra.Command, a *app, op contract.Operation[In, Out],
 	}
 	defer c.Close()
 	return client.Do(cmd.Context(), c, op, in)
+}
+
+// lastLines returns up to n final lines of a file, for error details.
+func lastLines(path string, n int) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
 }

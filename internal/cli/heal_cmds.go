@@ -62,7 +62,15 @@ func (a *app) doctorCmd() *cobra.Command {
 				return err
 			}
 			if a.jsonOut {
-				return a.printJSON(out)
+				if err := a.printJSON(out); err != nil {
+					return err
+				}
+				for _, f := range out.Findings {
+					if !f.Fixed {
+						return exitError{1}
+					}
+				}
+				return nil
 			}
 			if out.Healthy {
 				a.printf("healthy: the registry matches every device root\n")
@@ -83,7 +91,13 @@ func (a *app) doctorCmd() *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Kind, f.Platform, dev, f.Detail, dash(f.Action), fixed)
 			}
-			return w.Flush()
+			w.Flush()
+			for _, f := range out.Findings {
+				if !f.Fixed {
+					return exitError{1} // findings remain: scripts can tell
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&in.Fix, "fix", false, "repair what can be repaired (admin)")

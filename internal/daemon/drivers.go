@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"os/exec"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core/events"
@@ -20,7 +21,7 @@ import (
 func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic)) ([]core.Driver, error) {
 	guard := &diskGuard{stats: o.Stats}
 	var out []core.Driver
-	if o.Config.Drivers.IOS.On() {
+	if o.Config.Drivers.IOS.On() && toolsPresent(o, "ios", "xcrun") {
 		root, err := filepath.Abs(o.Config.DriverRoot(o.Home, "ios"))
 		if err != nil {
 			return nil, err
@@ -32,7 +33,7 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic)) (
 		}
 		out = append(out, drv)
 	}
-	if o.Config.Drivers.Android.On() {
+	if o.Config.Drivers.Android.On() && toolsPresent(o, "android", "adb", "emulator", "avdmanager") {
 		root, err := filepath.Abs(o.Config.DriverRoot(o.Home, "android"))
 		if err != nil {
 			return nil, err
@@ -45,6 +46,20 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic)) (
 		out = append(out, drv)
 	}
 	return out, nil
+}
+
+// toolsPresent reports whether the platform's tools are on PATH. A driver
+// whose tools are missing is not started: the platform then answers
+// UNSUPPORTED_PLATFORM naming what is available, rather than failing every
+// request with a tool-not-found error.
+func toolsPresent(o Options, platform string, tools ...string) bool {
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			o.Logger.Warn("platform tools not found; driver not started", "platform", platform, "tool", t)
+			return false
+		}
+	}
+	return true
 }
 
 // diskGuard reserves disk space for component installs across every driver,

@@ -260,8 +260,9 @@ func (d *Daemon) statusGet(_ context.Context, call *Call, _ contract.StatusGetIn
 		return out, nil // nothing is loaded before convergence finishes
 	}
 	out.Devices = d.devices()
+	// Devices are everyone's to see; leases only their owners' (all, for admin).
 	for _, l := range d.engine.Leases() {
-		if owns(call.Session, l) || call.Session.Role == contract.RoleAgent {
+		if owns(call.Session, l) {
 			out.Leases = append(out.Leases, d.leaseOut(l))
 		}
 	}

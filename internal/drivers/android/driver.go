@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/devroot"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -117,6 +118,7 @@ type Options struct {
 // Driver is the Android implementation of core.Driver.
 type Driver struct {
 	root      string
+	devRoot   *devroot.Root // the ownership proof taken by New
 	sdkRoot   string
 	runner    ports.ProcessRunner
 	fs        ports.Filesystem
@@ -228,9 +230,15 @@ func New(opts Options) (*Driver, error) {
 		d.newID = randomID
 	}
 	d.log = ports.Module(d.log, "driver.android")
-	if err := d.claimRoot(); err != nil {
+	// A root that has content but no marker belongs to someone else (a
+	// user's ~/.android/avd, say): adopting it would let simlock delete
+	// their AVDs, so Claim refuses it. Markers written before they carried
+	// an id are ours and get one.
+	r, err := devroot.Claim(d.fs, d.clock, d.log, d.root, Platform, devroot.AdoptUnnumbered())
+	if err != nil {
 		return nil, err
 	}
+	d.devRoot = r
 	d.base, d.cancel = context.WithCancel(context.Background())
 	return d, nil
 }

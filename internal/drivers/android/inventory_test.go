@@ -243,6 +243,47 @@ func TestRootContainment(t *testing.T) {
 			t.Errorf("err = %v", err)
 		}
 	})
+	t.Run("replaced marker fails revalidation", func(t *testing.T) {
+		root := t.TempDir()
+		d, err := newAt(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close(context.Background())
+		// Another claim's marker: same owner and platform, another id.
+		os.WriteFile(filepath.Join(root, ".simlock-root"), []byte(`{"owner":"simlock","platform":"android","id":"someone-else"}`), 0o600)
+		if err := d.RevalidateRoot(context.Background()); !errors.Is(err, core.ErrRootNotOwned) {
+			t.Errorf("revalidate with a replaced marker: %v", err)
+		}
+	})
+	t.Run("marker from before ids adopted and numbered", func(t *testing.T) {
+		// The form earlier versions wrote, in a root holding an AVD.
+		root := t.TempDir()
+		legacy := `{"owner":"simlock","platform":"android","createdAt":"2026-04-01T09:00:00Z"}`
+		os.WriteFile(filepath.Join(root, ".simlock-root"), []byte(legacy), 0o600)
+		os.WriteFile(filepath.Join(root, "simlock-aaa.ini"), []byte("path=x"), 0o600)
+		os.Mkdir(filepath.Join(root, "simlock-aaa.avd"), 0o700)
+		d, err := newAt(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close(context.Background())
+		var m map[string]string
+		b, _ := os.ReadFile(filepath.Join(root, ".simlock-root"))
+		if err := json.Unmarshal(b, &m); err != nil || m["owner"] != "simlock" || m["platform"] != "android" ||
+			m["id"] == "" || m["createdAt"] != "2026-04-01T09:00:00Z" {
+			t.Errorf("marker %s", b)
+		}
+		if err := d.RevalidateRoot(context.Background()); err != nil {
+			t.Errorf("revalidate: %v", err)
+		}
+		// Put back an id-less marker: numbering happens only at claim, so
+		// revalidation refuses it.
+		os.WriteFile(filepath.Join(root, ".simlock-root"), []byte(legacy), 0o600)
+		if err := d.RevalidateRoot(context.Background()); !errors.Is(err, core.ErrRootNotOwned) {
+			t.Errorf("revalidate with an id-less marker: %v", err)
+		}
+	})
 	t.Run("relative root refused", func(t *testing.T) {
 		if _, err := newAt("avd"); err == nil {
 			t.Error("accepted")

@@ -8,103 +8,16 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
-	"time"
-
-	"github.com/simlock/simlock/internal/core"
 )
 
-// markerName is the file that proves a root is simlock's. It starts with a
-// dot and does not end in .ini, so neither avdmanager nor the emulator
-// mistakes it for an AVD.
-const markerName = ".simlock-root"
-
-type rootMarker struct {
-	Owner     string    `json:"owner"`
-	Platform  string    `json:"platform"`
-	CreatedAt time.Time `json:"createdAt,omitzero"`
-}
-
-// claimRoot creates and marks the root, or proves an existing one is ours.
-// A directory that has content but no marker belongs to someone else (a
-// user's ~/.android/avd, say): adopting it would let simlock delete their
-// AVDs, so it is refused.
-func (d *Driver) claimRoot() error {
-	st, err := d.fs.Stat(d.root)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := d.fs.MkdirAll(d.root); err != nil {
-			return fmt.Errorf("android driver: create root: %w", err)
-		}
-		return d.writeMarker()
-	case err != nil:
-		return fmt.Errorf("android driver: root %s: %w", d.root, err)
-	case !st.IsDir():
-		return fmt.Errorf("android driver: root %s is not a directory: %w", d.root, core.ErrRootNotOwned)
-	}
-	if err := d.checkMarker(); err == nil {
-		d.warnIfShared(st)
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	ents, err := d.fs.ReadDir(d.root)
-	if err != nil {
-		return fmt.Errorf("android driver: root %s: %w", d.root, err)
-	}
-	if len(ents) > 0 {
-		return fmt.Errorf("android driver: %s has content but no %s marker: %w", d.root, markerName, core.ErrRootNotOwned)
-	}
-	d.warnIfShared(st)
-	return d.writeMarker()
-}
-
-// warnIfShared logs a root others can read. Filesystem has no chmod, so the
-// driver can only report it; a root it creates itself is 0700.
-func (d *Driver) warnIfShared(st fs.FileInfo) {
-	if st.Mode().Perm()&0o077 != 0 {
-		d.log.Warn("device root is accessible to other users; simlock expects 0700",
-			"root", d.root, "mode", st.Mode().Perm().String())
-	}
-}
-
-func (d *Driver) writeMarker() error {
-	b, _ := json.Marshal(rootMarker{Owner: "simlock", Platform: Platform, CreatedAt: d.clock.Now().UTC()})
-	if err := d.fs.WriteFileAtomic(filepath.Join(d.root, markerName), b); err != nil {
-		return fmt.Errorf("android driver: mark root: %w", err)
-	}
-	return nil
-}
-
-// checkMarker returns an fs.ErrNotExist error when there is no marker and
-// core.ErrRootNotOwned when it names another owner or platform.
-func (d *Driver) checkMarker() error {
-	b, err := d.fs.ReadFile(filepath.Join(d.root, markerName))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return fmt.Errorf("android driver: read root marker: %w", err)
-	}
-	var m rootMarker
-	if err := json.Unmarshal(b, &m); err != nil || m.Owner != "simlock" || m.Platform != Platform {
-		return fmt.Errorf("android driver: %s is not an android simlock root (marker %q): %w", d.root, strings.TrimSpace(string(b)), core.ErrRootNotOwned)
-	}
-	return nil
-}
-
 // RevalidateRoot implements core.Driver: it re-reads the marker right before
-// a destructive sweep, because a proof taken at startup may be days old.
+// a destructive sweep, because a proof taken at startup may be days old,
+// and insists it is the one claimed then.
 func (d *Driver) RevalidateRoot(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := d.checkMarker(); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("android driver: %s lost its %s marker: %w", d.root, markerName, core.ErrRootNotOwned)
-		}
-		return err
-	}
-	return nil
+	return d.devRoot.Revalidate()
 }
 
 // members lists the AVD names inside the root. An AVD is a "<name>.ini"

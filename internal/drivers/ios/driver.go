@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/devroot"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -101,7 +102,9 @@ type Driver struct {
 	timeouts   Timeouts
 	guard      DiskGuard
 
-	markerID string
+	// devRoot is the ownership proof taken at start-up; RevalidateRoot
+	// re-checks it.
+	devRoot *devroot.Root
 
 	simMu     sync.Mutex
 	simKnown  bool
@@ -157,9 +160,11 @@ func New(opts Options) (*Driver, error) {
 	if d.onDiag == nil {
 		d.onDiag = func(core.Diagnostic) {}
 	}
-	if err := d.claimRoot(); err != nil {
+	r, err := devroot.Claim(d.fs, d.clock, d.log, d.root, Platform)
+	if err != nil {
 		return nil, err
 	}
+	d.devRoot = r
 	return d, nil
 }
 
@@ -411,7 +416,7 @@ func catalogOf(l *List) core.Catalog {
 
 // RevalidateRoot re-reads the root marker and checks it is the one claimed
 // at start-up.
-func (d *Driver) RevalidateRoot(ctx context.Context) error { return d.revalidate() }
+func (d *Driver) RevalidateRoot(ctx context.Context) error { return d.devRoot.Revalidate() }
 
 // ---- plumbing ----
 

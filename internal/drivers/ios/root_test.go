@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/devroot"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/ports/fake"
 )
@@ -24,13 +25,13 @@ func newAt(t *testing.T, root string) (*Driver, error) {
 	})
 }
 
-func readMarkerFile(t *testing.T, root string) rootMarker {
+func readMarkerFile(t *testing.T, root string) devroot.Marker {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, MarkerFile))
+	b, err := os.ReadFile(filepath.Join(root, devroot.MarkerFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m rootMarker
+	var m devroot.Marker
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestRootClaim(t *testing.T) {
 		if m.Owner != "simlock" || m.Platform != "ios" || m.ID == "" || !m.CreatedAt.Equal(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)) {
 			t.Fatalf("marker %+v", m)
 		}
-		if fi, _ := os.Stat(filepath.Join(root, MarkerFile)); fi.Mode().Perm() != 0o600 {
+		if fi, _ := os.Stat(filepath.Join(root, devroot.MarkerFile)); fi.Mode().Perm() != 0o600 {
 			t.Fatalf("marker mode %v", fi.Mode())
 		}
 		if err := d.RevalidateRoot(context.Background()); err != nil {
@@ -83,7 +84,7 @@ func TestRootClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if readMarkerFile(t, root).ID != first.ID || d.markerID != first.ID {
+		if readMarkerFile(t, root).ID != first.ID || d.devRoot.ID() != first.ID {
 			t.Fatal("marker rewritten")
 		}
 	})
@@ -96,20 +97,28 @@ func TestRootClaim(t *testing.T) {
 		if !errors.Is(err, core.ErrRootNotOwned) {
 			t.Fatalf("error %v", err)
 		}
-		if _, statErr := os.Stat(filepath.Join(root, MarkerFile)); !errors.Is(statErr, os.ErrNotExist) {
+		if _, statErr := os.Stat(filepath.Join(root, devroot.MarkerFile)); !errors.Is(statErr, os.ErrNotExist) {
 			t.Fatal("marker written into a foreign directory")
 		}
 	})
 	t.Run("refuses a foreign marker", func(t *testing.T) {
 		root := t.TempDir()
-		b, _ := json.Marshal(rootMarker{Owner: "simlock", Platform: "android", ID: "x"})
-		if err := os.WriteFile(filepath.Join(root, MarkerFile), b, 0o600); err != nil {
+		b, _ := json.Marshal(devroot.Marker{Owner: "simlock", Platform: "android", ID: "x"})
+		if err := os.WriteFile(filepath.Join(root, devroot.MarkerFile), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := newAt(t, root); !errors.Is(err, core.ErrRootNotOwned) {
 			t.Fatalf("error %v", err)
 		}
-		if err := os.WriteFile(filepath.Join(root, MarkerFile), []byte("not json"), 0o600); err != nil {
+		// An id-less marker is not one the iOS driver ever wrote.
+		b, _ = json.Marshal(devroot.Marker{Owner: "simlock", Platform: "ios"})
+		if err := os.WriteFile(filepath.Join(root, devroot.MarkerFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newAt(t, root); !errors.Is(err, core.ErrRootNotOwned) {
+			t.Fatalf("error %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(root, devroot.MarkerFile), []byte("not json"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := newAt(t, root); !errors.Is(err, core.ErrRootNotOwned) {
@@ -140,10 +149,10 @@ func TestRevalidateRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	marker := filepath.Join(root, MarkerFile)
+	marker := filepath.Join(root, devroot.MarkerFile)
 
 	// Replaced by another claim (new id): not the root this driver proved.
-	b, _ := json.Marshal(rootMarker{Owner: "simlock", Platform: "ios", ID: "someone-else"})
+	b, _ := json.Marshal(devroot.Marker{Owner: "simlock", Platform: "ios", ID: "someone-else"})
 	if err := os.WriteFile(marker, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
