@@ -55,6 +55,16 @@ func TestContractImportsOnlyTheStandardLibrary(t *testing.T) {
 // The core may import the ports package (interfaces plus their real
 // adapters) but never reach processes, sockets, SQL or files itself, and
 // never reach an outer layer even transitively.
+// The dispatcher serves workers and gateways alike, so it must not know
+// what a device is.
+func TestDispatchKnowsOnlyTheContract(t *testing.T) {
+	for p, std := range deps(t, "internal/dispatch") {
+		if !std && p != module+"/internal/dispatch" && p != module+"/internal/contract" {
+			t.Errorf("internal/dispatch depends on %s", p)
+		}
+	}
+}
+
 func TestCoreReachesTheWorldOnlyThroughPorts(t *testing.T) {
 	direct := []string{"os/exec", "net", "net/http", "database/sql", "syscall", "io/fs", "os"}
 	outer := []string{module + "/internal/drivers/", module + "/internal/transport/", module + "/internal/daemon",

@@ -23,6 +23,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/socket"
@@ -61,7 +62,7 @@ type Daemon struct {
 	db     *store.DB
 	engine *core.Engine
 	bus    *events.Bus
-	disp   *Dispatcher
+	disp   *dispatch.Dispatcher
 
 	adminHash [32]byte
 	// progressFor maps a requester with a lease request in flight to its
@@ -180,10 +181,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"),
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }})
 
-	d.disp = newDispatcher(ports.Module(o.Logger, "dispatcher"), d.awaitReady, func(id string) (string, bool) {
-		l, ok := d.engine.Lease(id)
-		return l.OwnerID, ok
-	})
+	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
+		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
+			l, ok := d.engine.Lease(id)
+			return l.OwnerID, ok, nil
+		}})
 	d.register(d.disp)
 
 	// 4. Serve right away; everything but hello/status parks until ready.
@@ -291,7 +293,7 @@ func (d *Daemon) health() string {
 
 // Dispatcher is the one dispatcher every frontend calls (HTTP calls it
 // in-process).
-func (d *Daemon) Dispatcher() *Dispatcher { return d.disp }
+func (d *Daemon) Dispatcher() *dispatch.Dispatcher { return d.disp }
 
 // Engine exposes the lease engine (for benchmarks and in-process frontends).
 func (d *Daemon) Engine() *core.Engine { return d.engine }
@@ -419,7 +421,7 @@ func (a socketAdapter) Hello(ctx context.Context, in contract.HelloIn) (contract
 }
 
 func (a socketAdapter) Dispatch(ctx context.Context, sess contract.Session, method string, params json.RawMessage, notify func(string, any)) (any, func(), *contract.Error) {
-	call := &Call{Session: sess, Notify: notify}
+	call := &dispatch.Call{Session: sess, Notify: notify}
 	out, err := a.d.disp.Dispatch(ctx, call, method, params)
 	return out, call.RunAfter, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -16,7 +17,7 @@ import (
 // machine and streams its output back. The requester check applies to
 // admin sessions too: it is what stops one gateway-forwarded agent from
 // reaching another agent's device.
-func (d *Daemon) deviceExec(ctx context.Context, call *Call, in contract.DeviceExecIn) (contract.DeviceExecOut, error) {
+func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contract.DeviceExecIn) (contract.DeviceExecOut, error) {
 	l, ok := d.engine.Lease(in.LeaseID)
 	if !ok {
 		return contract.DeviceExecOut{}, core.ErrUnknownLease
@@ -75,13 +76,13 @@ func (d *Daemon) deviceExec(ctx context.Context, call *Call, in contract.DeviceE
 // pushWriter turns command output into request-scoped "output" pushes.
 type pushWriter struct {
 	mu     sync.Mutex
-	call   *Call
+	call   *dispatch.Call
 	stream string
 }
 
 func (w *pushWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.call.notify(contract.NotifyOutput, contract.ExecOutput{Stream: w.stream, Chunk: string(p)})
+	w.call.Push(contract.NotifyOutput, contract.ExecOutput{Stream: w.stream, Chunk: string(p)})
 	return len(p), nil
 }

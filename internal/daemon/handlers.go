@@ -13,42 +13,43 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/store"
 )
 
 // register installs every handler this daemon serves.
-func (d *Daemon) register(disp *Dispatcher) {
-	handle(disp, contract.StatusGet, d.statusGet)
-	handle(disp, contract.ListGet, func(ctx context.Context, _ *Call, _ contract.ListGetIn) (contract.ListGetOut, error) {
+func (d *Daemon) register(disp *dispatch.Dispatcher) {
+	dispatch.Handle(disp, contract.StatusGet, d.statusGet)
+	dispatch.Handle(disp, contract.ListGet, func(ctx context.Context, _ *dispatch.Call, _ contract.ListGetIn) (contract.ListGetOut, error) {
 		return contract.ListGetOut{Devices: d.devices()}, nil
 	})
-	handle(disp, contract.CatalogGet, d.catalogGet)
-	handle(disp, contract.ConfigGet, func(context.Context, *Call, contract.ConfigGetIn) (contract.ConfigGetOut, error) {
+	dispatch.Handle(disp, contract.CatalogGet, d.catalogGet)
+	dispatch.Handle(disp, contract.ConfigGet, func(context.Context, *dispatch.Call, contract.ConfigGetIn) (contract.ConfigGetOut, error) {
 		b, err := json.Marshal(d.cfg)
 		return contract.ConfigGetOut{Path: d.paths.Config, Config: b}, err
 	})
-	handle(disp, contract.LeaseRequest, d.leaseRequest)
-	handle(disp, contract.LeaseRenew, func(_ context.Context, _ *Call, in contract.LeaseRenewIn) (contract.Lease, error) {
+	dispatch.Handle(disp, contract.LeaseRequest, d.leaseRequest)
+	dispatch.Handle(disp, contract.LeaseRenew, func(_ context.Context, _ *dispatch.Call, in contract.LeaseRenewIn) (contract.Lease, error) {
 		l, err := d.engine.Renew(in.LeaseID, time.Duration(in.TTLMs)*time.Millisecond)
 		if err != nil {
 			return contract.Lease{}, err
 		}
 		return d.leaseOut(l), nil
 	})
-	handle(disp, contract.LeaseRelease, func(_ context.Context, _ *Call, in contract.LeaseReleaseIn) (contract.LeaseReleaseOut, error) {
+	dispatch.Handle(disp, contract.LeaseRelease, func(_ context.Context, _ *dispatch.Call, in contract.LeaseReleaseIn) (contract.LeaseReleaseOut, error) {
 		if err := d.engine.Release(in.LeaseID); err != nil {
 			return contract.LeaseReleaseOut{}, err
 		}
 		return contract.LeaseReleaseOut{LeaseID: in.LeaseID, Released: true}, nil
 	})
-	handle(disp, contract.LeaseReleaseAll, func(_ context.Context, call *Call, _ contract.LeaseReleaseAllIn) (contract.LeaseReleaseAllOut, error) {
+	dispatch.Handle(disp, contract.LeaseReleaseAll, func(_ context.Context, call *dispatch.Call, _ contract.LeaseReleaseAllIn) (contract.LeaseReleaseAllOut, error) {
 		ids := d.engine.ReleaseWhere(func(l core.LeaseRecord) bool { return owns(call.Session, l) })
 		if ids == nil {
 			ids = []string{}
 		}
 		return contract.LeaseReleaseAllOut{Released: ids}, nil
 	})
-	handle(disp, contract.LeaseCancel, func(_ context.Context, call *Call, in contract.LeaseCancelIn) (contract.LeaseCancelOut, error) {
+	dispatch.Handle(disp, contract.LeaseCancel, func(_ context.Context, call *dispatch.Call, in contract.LeaseCancelIn) (contract.LeaseCancelOut, error) {
 		req := in.RequesterID
 		if req == "" {
 			req = call.Session.Principal
@@ -63,14 +64,14 @@ func (d *Daemon) register(disp *Dispatcher) {
 		}
 		return contract.LeaseCancelOut{Cancelled: true}, nil
 	})
-	handle(disp, contract.LeaseGet, func(_ context.Context, _ *Call, in contract.LeaseGetIn) (contract.Lease, error) {
+	dispatch.Handle(disp, contract.LeaseGet, func(_ context.Context, _ *dispatch.Call, in contract.LeaseGetIn) (contract.Lease, error) {
 		l, ok := d.engine.Lease(in.LeaseID)
 		if !ok {
 			return contract.Lease{}, core.ErrUnknownLease
 		}
 		return d.leaseOut(l), nil
 	})
-	handle(disp, contract.LeaseList, func(_ context.Context, call *Call, _ contract.LeaseListIn) (contract.LeaseListOut, error) {
+	dispatch.Handle(disp, contract.LeaseList, func(_ context.Context, call *dispatch.Call, _ contract.LeaseListIn) (contract.LeaseListOut, error) {
 		out := contract.LeaseListOut{Leases: []contract.Lease{}}
 		for _, l := range d.engine.Leases() {
 			if owns(call.Session, l) {
@@ -79,9 +80,9 @@ func (d *Daemon) register(disp *Dispatcher) {
 		}
 		return out, nil
 	})
-	handle(disp, contract.EventsSubscribe, d.eventsSubscribe)
-	handle(disp, contract.TokenCreate, d.tokenCreate)
-	handle(disp, contract.TokenList, func(ctx context.Context, _ *Call, _ contract.TokenListIn) (contract.TokenListOut, error) {
+	dispatch.Handle(disp, contract.EventsSubscribe, d.eventsSubscribe)
+	dispatch.Handle(disp, contract.TokenCreate, d.tokenCreate)
+	dispatch.Handle(disp, contract.TokenList, func(ctx context.Context, _ *dispatch.Call, _ contract.TokenListIn) (contract.TokenListOut, error) {
 		toks, err := d.db.ListTokens(ctx)
 		if err != nil {
 			return contract.TokenListOut{}, err
@@ -92,7 +93,7 @@ func (d *Daemon) register(disp *Dispatcher) {
 		}
 		return out, nil
 	})
-	handle(disp, contract.TokenRevoke, func(ctx context.Context, _ *Call, in contract.TokenRevokeIn) (contract.TokenRevokeOut, error) {
+	dispatch.Handle(disp, contract.TokenRevoke, func(ctx context.Context, _ *dispatch.Call, in contract.TokenRevokeIn) (contract.TokenRevokeOut, error) {
 		ok, err := d.db.RevokeToken(ctx, in.ID)
 		if err != nil {
 			return contract.TokenRevokeOut{}, err
@@ -102,9 +103,9 @@ func (d *Daemon) register(disp *Dispatcher) {
 		}
 		return contract.TokenRevokeOut{Revoked: true}, nil
 	})
-	handle(disp, contract.Passthrough, d.passthrough)
-	handle(disp, contract.DeviceExec, d.deviceExec)
-	handle(disp, contract.CleanupRun, func(ctx context.Context, _ *Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
+	dispatch.Handle(disp, contract.Passthrough, d.passthrough)
+	dispatch.Handle(disp, contract.DeviceExec, d.deviceExec)
+	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
 		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
 		if err != nil {
 			return contract.CleanupRunOut{}, err
@@ -116,7 +117,7 @@ func (d *Daemon) register(disp *Dispatcher) {
 		}
 		return out, nil
 	})
-	handle(disp, contract.DoctorRun, func(ctx context.Context, _ *Call, in contract.DoctorRunIn) (contract.DoctorRunOut, error) {
+	dispatch.Handle(disp, contract.DoctorRun, func(ctx context.Context, _ *dispatch.Call, in contract.DoctorRunIn) (contract.DoctorRunOut, error) {
 		fs, err := d.engine.Doctor(ctx, core.DoctorOptions{Fix: in.Fix, PurgeOrphans: in.PurgeOrphans})
 		if err != nil {
 			return contract.DoctorRunOut{}, err
@@ -128,7 +129,7 @@ func (d *Daemon) register(disp *Dispatcher) {
 		}
 		return out, nil
 	})
-	handle(disp, contract.NukeRun, func(ctx context.Context, _ *Call, _ contract.NukeRunIn) (contract.NukeRunOut, error) {
+	dispatch.Handle(disp, contract.NukeRun, func(ctx context.Context, _ *dispatch.Call, _ contract.NukeRunIn) (contract.NukeRunOut, error) {
 		rep, err := d.engine.Nuke(ctx)
 		if err != nil {
 			return contract.NukeRunOut{}, err
@@ -142,7 +143,7 @@ func (d *Daemon) register(disp *Dispatcher) {
 		return contract.NukeRunOut{ReleasedLeases: nz(rep.ReleasedLeases), CancelledRequests: nz(rep.CancelledRequests),
 			DestroyedDevices: nz(rep.DestroyedDevices), Failed: rep.Failed}, nil
 	})
-	handle(disp, contract.DaemonStop, func(_ context.Context, call *Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
+	dispatch.Handle(disp, contract.DaemonStop, func(_ context.Context, call *dispatch.Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
 		call.After(func() { go d.requestStop() })
 		return contract.DaemonStopOut{Stopping: true}, nil
 	})
@@ -153,7 +154,7 @@ func owns(s contract.Session, l core.LeaseRecord) bool {
 	return s.Role == contract.RoleAdmin || l.OwnerID == s.Principal
 }
 
-func (d *Daemon) leaseRequest(ctx context.Context, call *Call, in contract.LeaseRequestIn) (contract.Lease, error) {
+func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
 	if in.Platform == "" {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
 			WithNext("pass --platform ios (or another platform listed by `simlock catalog`)")
@@ -178,10 +179,10 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *Call, in contract.Lease
 		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
 		NoWait:  in.NoWait, RequesterID: req, OwnerID: call.Session.Principal,
 	}
-	d.progressFor.Store(req, func(p contract.Progress) { call.notify(contract.NotifyProgress, p) })
+	d.progressFor.Store(req, func(p contract.Progress) { call.Push(contract.NotifyProgress, p) })
 	defer d.progressFor.Delete(req)
 	g, err := d.engine.Request(ctx, r, func(p core.Progress) {
-		call.notify(contract.NotifyProgress, contract.Progress{Phase: p.Phase, QueuePosition: p.QueuePosition,
+		call.Push(contract.NotifyProgress, contract.Progress{Phase: p.Phase, QueuePosition: p.QueuePosition,
 			DeviceID: p.DeviceID, EtaMs: p.ETA.Milliseconds()})
 	})
 	if err != nil {
@@ -250,7 +251,7 @@ func (d *Daemon) devices() []contract.Device {
 	return out
 }
 
-func (d *Daemon) statusGet(_ context.Context, call *Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
+func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
 	out := contract.StatusGetOut{
 		Daemon: contract.DaemonInfo{Version: d.version, PID: d.pid, Health: d.health(), Mode: "worker",
 			InstanceID: d.instanceID, StartedAt: d.startedAt.UTC(), Socket: d.paths.Socket, Home: d.paths.Home},
@@ -282,7 +283,7 @@ func (d *Daemon) statusGet(_ context.Context, call *Call, _ contract.StatusGetIn
 	return out, nil
 }
 
-func (d *Daemon) catalogGet(ctx context.Context, _ *Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {
+func (d *Daemon) catalogGet(ctx context.Context, _ *dispatch.Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {
 	out := contract.CatalogGetOut{Platforms: []contract.PlatformCatalog{}}
 	for _, p := range d.engine.Platforms() {
 		if in.Platform != "" && in.Platform != p {
@@ -314,7 +315,7 @@ func eventOut(e events.Event) contract.Event {
 		RequesterID: e.RequesterID, Platform: e.Platform, Reason: e.Reason, Data: e.Data}
 }
 
-func (d *Daemon) eventsSubscribe(ctx context.Context, call *Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {
+func (d *Daemon) eventsSubscribe(ctx context.Context, call *dispatch.Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {
 	var ch <-chan events.Event
 	var cancel func()
 	if in.Follow {
@@ -340,7 +341,7 @@ func (d *Daemon) eventsSubscribe(ctx context.Context, call *Call, in contract.Ev
 						return
 					case e := <-ch:
 						if e.Seq > last {
-							call.notify(contract.NotifyEvent, eventOut(e))
+							call.Push(contract.NotifyEvent, eventOut(e))
 						}
 					}
 				}
@@ -351,7 +352,7 @@ func (d *Daemon) eventsSubscribe(ctx context.Context, call *Call, in contract.Ev
 }
 
 // Token secrets are random and shown once; only their SHA-256 is stored.
-func (d *Daemon) tokenCreate(ctx context.Context, _ *Call, in contract.TokenCreateIn) (contract.TokenCreateOut, error) {
+func (d *Daemon) tokenCreate(ctx context.Context, _ *dispatch.Call, in contract.TokenCreateIn) (contract.TokenCreateOut, error) {
 	switch in.Role {
 	case contract.TokenRoleAgent, contract.TokenRoleOperator, contract.TokenRoleWorker:
 	default:
@@ -375,7 +376,7 @@ func (d *Daemon) tokenCreate(ctx context.Context, _ *Call, in contract.TokenCrea
 
 // passthrough asks the driver that wraps the tool for the root-scoped
 // command; the refusal list is the driver's own.
-func (d *Daemon) passthrough(_ context.Context, _ *Call, in contract.PassthroughIn) (contract.PassthroughOut, error) {
+func (d *Daemon) passthrough(_ context.Context, _ *dispatch.Call, in contract.PassthroughIn) (contract.PassthroughOut, error) {
 	var known []string
 	for _, p := range d.engine.Platforms() {
 		drv, _ := d.engine.Driver(p)

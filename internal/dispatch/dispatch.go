@@ -1,7 +1,10 @@
-// Package daemon wires simlock's worker daemon together: the dispatcher that
-// every frontend calls, the typed handlers over the core, startup (claim
-// first, converge behind a readiness gate), credentials and graceful stop.
-package daemon
+// Package dispatch is the one dispatcher every frontend calls, for a worker
+// daemon and a fleet gateway alike: it runs each contract operation through a
+// fixed pipeline (decode strictly, check the role, run the declared
+// authorization, park on readiness, call the typed handler, check the
+// output). It knows nothing of devices: handlers and the error mapping are
+// supplied by whoever builds it.
+package dispatch
 
 import (
 	"context"
@@ -43,7 +46,8 @@ func (c *Call) RunAfter() {
 	}
 }
 
-func (c *Call) notify(method string, params any) {
+// Push sends a push tied to this request, if the frontend can push.
+func (c *Call) Push(method string, params any) {
 	if c.Notify != nil {
 		c.Notify(method, params)
 	}
@@ -57,20 +61,43 @@ type handlerFunc func(ctx context.Context, call *Call, in any) (any, error)
 type Dispatcher struct {
 	handlers map[string]handlerFunc
 	ops      map[string]contract.Op
-	// leaseOwner answers ownership checks (AuthOwnsLease).
-	leaseOwner func(leaseID string) (owner string, ok bool)
-	ready      func(ctx context.Context) error
-	log        *slog.Logger
+	o        Options
 }
 
-func newDispatcher(log *slog.Logger, ready func(context.Context) error, leaseOwner func(string) (string, bool)) *Dispatcher {
-	return &Dispatcher{handlers: map[string]handlerFunc{}, ops: map[string]contract.Op{},
-		leaseOwner: leaseOwner, ready: ready, log: log}
+// Options supply what the pipeline needs from its owner.
+type Options struct {
+	Log *slog.Logger
+	// Ready parks a request until startup has finished (or failed).
+	Ready func(ctx context.Context) error
+	// LeaseOwner answers AuthOwnsLease checks.
+	LeaseOwner func(ctx context.Context, leaseID string) (owner string, ok bool, err error)
+	// MapError turns a handler's error into a contract error; the one place
+	// a backend's internal errors become wire codes.
+	MapError func(error) *contract.Error
 }
 
-// handle registers a typed handler for op. Registering an operation twice
+// New builds an empty dispatcher; register handlers with Handle.
+func New(o Options) *Dispatcher {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Ready == nil {
+		o.Ready = func(context.Context) error { return nil }
+	}
+	if o.MapError == nil {
+		o.MapError = func(err error) *contract.Error {
+			if ce := contract.AsError(err); ce != nil {
+				return ce
+			}
+			return contract.Errorf(contract.CodeInternal, "%s", err.Error())
+		}
+	}
+	return &Dispatcher{handlers: map[string]handlerFunc{}, ops: map[string]contract.Op{}, o: o}
+}
+
+// Handle registers a typed handler for op. Registering an operation twice
 // is a programming error.
-func handle[In, Out any](d *Dispatcher, op contract.Operation[In, Out], h func(ctx context.Context, call *Call, in In) (Out, error)) {
+func Handle[In, Out any](d *Dispatcher, op contract.Operation[In, Out], h func(ctx context.Context, call *Call, in In) (Out, error)) {
 	if _, dup := d.handlers[op.Name]; dup {
 		panic("daemon: duplicate handler for " + op.Name)
 	}
@@ -91,7 +118,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 	}
 	in, err := op.DecodeInput(params)
 	if err != nil {
-		return nil, toContractError(err)
+		return nil, d.o.MapError(err)
 	}
 	if !call.Session.Role.Allows(op.Role) {
 		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the %s role; this session is %s", op.Name, op.Role, call.Session.Role)
@@ -100,21 +127,21 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 		return nil, err
 	}
 	if !op.Unparked {
-		if err := d.ready(ctx); err != nil {
-			return nil, toContractError(err)
+		if err := d.o.Ready(ctx); err != nil {
+			return nil, d.o.MapError(err)
 		}
 	}
 	out, herr := d.handlers[method](ctx, call, in)
 	if herr != nil {
-		ce := toContractError(herr)
+		ce := d.o.MapError(herr)
 		if ce.Code == contract.CodeInternal {
-			d.log.Error("operation failed", "op", method, "err", herr)
+			d.o.Log.Error("operation failed", "op", method, "err", herr)
 		}
 		return nil, ce
 	}
 	if err := op.CheckOutput(out); err != nil {
-		d.log.Error("output check failed", "op", method, "err", err)
-		return nil, toContractError(err)
+		d.o.Log.Error("output check failed", "op", method, "err", err)
+		return nil, d.o.MapError(err)
 	}
 	return out, nil
 }
@@ -127,11 +154,14 @@ func (d *Dispatcher) authorize(ctx context.Context, op contract.Op, call *Call, 
 	case contract.AuthOwnsLease:
 		// Ownership is a fact about the restored registry: until startup
 		// convergence has loaded it, every lease would look unknown.
-		if err := d.ready(ctx); err != nil {
-			return toContractError(err)
+		if err := d.o.Ready(ctx); err != nil {
+			return d.o.MapError(err)
 		}
 		id := leaseIDOf(in)
-		owner, ok := d.leaseOwner(id)
+		owner, ok, err := d.o.LeaseOwner(ctx, id)
+		if err != nil {
+			return d.o.MapError(err)
+		}
 		if !ok {
 			return contract.Errorf(contract.CodeUnknownLease, "no lease %q", id)
 		}
@@ -160,7 +190,7 @@ func leaseIDOf(in any) string {
 	case contract.DeviceExecIn:
 		return v.LeaseID
 	}
-	panic(fmt.Sprintf("daemon: %T declares ownsLease but has no leaseId", in))
+	panic(fmt.Sprintf("dispatch: %T declares ownsLease but has no leaseId", in))
 }
 
 // Ops lists the operations with a handler.

@@ -1,4 +1,4 @@
-package daemon
+package dispatch
 
 import (
 	"context"
@@ -12,28 +12,28 @@ import (
 
 func testDispatcher(ready func(context.Context) error) (*Dispatcher, *[]string) {
 	var calls []string
-	d := newDispatcher(slog.New(slog.DiscardHandler), ready, func(id string) (string, bool) {
+	d := New(Options{Log: slog.New(slog.DiscardHandler), Ready: ready, LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
 		if id == "lse_mine" {
-			return "me", true
+			return "me", true, nil
 		}
 		if id == "lse_theirs" {
-			return "them", true
+			return "them", true, nil
 		}
-		return "", false
-	})
-	handle(d, contract.StatusGet, func(context.Context, *Call, contract.StatusGetIn) (contract.StatusGetOut, error) {
+		return "", false, nil
+	}})
+	Handle(d, contract.StatusGet, func(context.Context, *Call, contract.StatusGetIn) (contract.StatusGetOut, error) {
 		calls = append(calls, "status")
 		return contract.StatusGetOut{}, nil
 	})
-	handle(d, contract.LeaseRenew, func(_ context.Context, _ *Call, in contract.LeaseRenewIn) (contract.Lease, error) {
+	Handle(d, contract.LeaseRenew, func(_ context.Context, _ *Call, in contract.LeaseRenewIn) (contract.Lease, error) {
 		calls = append(calls, "renew "+in.LeaseID)
 		return contract.Lease{LeaseID: in.LeaseID}, nil
 	})
-	handle(d, contract.ListGet, func(context.Context, *Call, contract.ListGetIn) (contract.ListGetOut, error) {
+	Handle(d, contract.ListGet, func(context.Context, *Call, contract.ListGetIn) (contract.ListGetOut, error) {
 		calls = append(calls, "list")
 		return contract.ListGetOut{}, nil
 	})
-	handle(d, contract.LeaseList, func(context.Context, *Call, contract.LeaseListIn) (contract.LeaseListOut, error) {
+	Handle(d, contract.LeaseList, func(context.Context, *Call, contract.LeaseListIn) (contract.LeaseListOut, error) {
 		return contract.LeaseListOut{}, errors.New("disk on fire")
 	})
 	return d, &calls
