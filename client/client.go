@@ -1,7 +1,8 @@
 // Package client is simlock's public typed Go client. It speaks the daemon
-// contract over the unix socket (JSON-RPC 2.0, one object per line). It
-// never reconnects on its own: a dead connection fails every pending and
-// later call with CONNECTION_LOST, and the caller decides what to do.
+// contract over the unix socket (Dial: JSON-RPC 2.0, one object per line) or
+// over the HTTP API (DialHTTP: bearer token, NDJSON for pushes). It never
+// reconnects on its own: a dead connection fails every pending and later
+// call with CONNECTION_LOST, and the caller decides what to do.
 package client
 
 import (

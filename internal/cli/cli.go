@@ -72,6 +72,7 @@ type app struct {
 	home       string
 	configPath string
 	token      string
+	url        string
 	jsonOut    bool
 	// progressOpen is true while a terminal progress line awaits its newline.
 	progressOpen bool
@@ -128,12 +129,16 @@ func (a *app) rootCmd() *cobra.Command {
 			if a.configPath == "" {
 				a.configPath = config.PathsFor(a.home).Config
 			}
+			if a.url == "" {
+				a.url = a.env.Getenv("SIMLOCK_URL")
+			}
 			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&a.home, "home", "", "simlock's data directory (default $SIMLOCK_HOME or ~/.simlock)")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "", "configuration file (default <home>/config.json)")
-	root.PersistentFlags().StringVar(&a.token, "token", "", "credential: an operator token or the admin secret (default $SIMLOCK_ADMIN_TOKEN, then <home>/admin.token)")
+	root.PersistentFlags().StringVar(&a.token, "token", "", "credential: an API token (with --url; default $SIMLOCK_TOKEN), or on the socket an operator token or the admin secret (default $SIMLOCK_ADMIN_TOKEN, then <home>/admin.token)")
+	root.PersistentFlags().StringVar(&a.url, "url", "", "reach a remote daemon or gateway over HTTP instead of the local socket (default $SIMLOCK_URL)")
 	root.AddCommand(a.daemonCmd(), a.leaseCmd(), a.releaseCmd(), a.statusCmd(), a.listCmd(), a.catalogCmd(),
 		a.eventsCmd(), a.tokenCmd(), a.demoCmd(), a.simsdkCmd(), a.configCmd(),
 		a.cleanupCmd(), a.doctorCmd(), a.nukeCmd(), a.execCmd(), a.mcpCmd(),
@@ -185,6 +190,18 @@ func (a *app) credential(retry bool) string {
 // noLaunch). Without a credential it falls back to an agent session and
 // says so once on stderr.
 func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error) {
+	if a.url != "" {
+		// Remote: the bearer token is the identity; nothing is launched.
+		tok := a.token
+		if tok == "" {
+			tok = a.env.Getenv("SIMLOCK_TOKEN")
+		}
+		if tok == "" {
+			return nil, contract.Errorf(contract.CodeUnauthenticated, "%s needs an API token", a.url).
+				WithNext("pass --token or set SIMLOCK_TOKEN (mint one with `simlock token create --role agent` on the daemon's machine)")
+		}
+		return client.DialHTTP(ctx, a.url, tok, client.WithClientName("simlock-cli "+Version))
+	}
 	o := client.Options{Socket: a.paths().Socket, Principal: a.principal(), Name: "simlock-cli " + Version}
 	o.Credential = a.credential(false)
 	var c *client.Client

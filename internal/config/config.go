@@ -27,6 +27,16 @@ type Config struct {
 	Cleanup      Cleanup      `json:"cleanup"`
 	DiskPressure DiskPressure `json:"diskPressure"`
 	Exec         Exec         `json:"exec"`
+	HTTP         HTTP         `json:"http"`
+}
+
+// HTTP is the optional network frontend (docs/http-api.md).
+type HTTP struct {
+	// Enabled starts the HTTP API; off by default.
+	Enabled bool `json:"enabled"`
+	// Listen is host:port, loopback by default: simlock terminates no TLS,
+	// so anything wider belongs behind the operator's own proxy.
+	Listen string `json:"listen,omitempty"`
 }
 
 type Exec struct {
@@ -138,6 +148,7 @@ func Default() Config {
 		Cleanup:      Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
 		DiskPressure: DiskPressure{FreeBytesThreshold: 10 << 30},
 		Exec:         Exec{TimeoutMs: 10 * 60_000},
+		HTTP:         HTTP{Listen: "127.0.0.1:7420"},
 	}
 }
 
@@ -220,6 +231,9 @@ func (c Config) Validate() error {
 	}
 	if c.Health.IntervalMs <= 0 || c.Health.StableObservations <= 0 || c.Health.MaxRecoveryAttempts <= 0 {
 		errs = append(errs, errors.New("health: intervalMs, stableObservations and maxRecoveryAttempts must be positive"))
+	}
+	if c.HTTP.Enabled && c.HTTP.Listen == "" {
+		errs = append(errs, errors.New("http.listen is required when http.enabled is true"))
 	}
 	if c.Exec.TimeoutMs <= 0 {
 		errs = append(errs, errors.New("exec.timeoutMs must be positive"))

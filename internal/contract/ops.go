@@ -61,7 +61,7 @@ var (
 	LeaseCancel     = define[LeaseCancelIn, LeaseCancelOut]("lease.cancel", RoleAgent, "Withdraw a queued lease request.")
 	LeaseGet        = define[LeaseGetIn, Lease]("lease.get", RoleAgent, "One lease by id.", ownsLease)
 	LeaseList       = define[LeaseListIn, LeaseListOut]("lease.list", RoleAgent, "Leases the caller owns (all leases, for admin).")
-	EventsSubscribe = define[EventsSubscribeIn, EventsSubscribeOut]("events.subscribe", RoleAdmin, "Buffered business events, optionally followed live.")
+	EventsSubscribe = define[EventsSubscribeIn, EventsSubscribeOut]("events.subscribe", RoleAgent, "Buffered business events, optionally followed live; an agent sees the facts about its own leases and requests, an admin every fact.")
 	TokenCreate     = define[TokenCreateIn, TokenCreateOut]("token.create", RoleAdmin, "Mint an API token; the secret is returned once.")
 	TokenList       = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, "Tokens without their secrets.")
 	TokenRevoke     = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, "Revoke a token.")

@@ -177,6 +177,8 @@ type DaemonInfo struct {
 	StartedAt  time.Time `json:"startedAt"`
 	Socket     string    `json:"socket"`
 	Home       string    `json:"home"`
+	// HTTP is the HTTP API's listen address when it is enabled.
+	HTTP string `json:"http,omitempty"`
 }
 
 type PlatformCapacity struct {

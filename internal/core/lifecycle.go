@@ -79,7 +79,7 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 		}
 		e.armExpiryLocked(l)
 		e.emitLocked(events.Event{Type: "lease.renewed", LeaseID: id, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform,
-			Data: map[string]any{"expiresAt": l.ExpiresAt.Format(time.RFC3339Nano)}})
+			Data: map[string]any{"expiresAt": l.ExpiresAt.Format(time.RFC3339Nano), "ownerId": l.OwnerID}})
 		out = l
 	})
 	return out, err

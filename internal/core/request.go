@@ -106,12 +106,12 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 		if r.NoWait && !w.working && inQueue(e.queue, w) {
 			e.removeLocked(w)
 			refuse = ErrNoCapacity
-			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity"})
+			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity", Data: map[string]any{"ownerId": w.owner}})
 			return
 		}
 		if inQueue(e.queue, w) && !w.working {
 			e.emitLocked(events.Event{Type: "request.queued", RequesterID: w.requester, Platform: spec.Platform,
-				Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion}})
+				Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion, "ownerId": w.owner}})
 		}
 	})
 	if refuse != nil {
@@ -133,7 +133,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 				if inQueue(e.queue, w) && !w.working {
 					e.removeLocked(w)
 					timedOut = true
-					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform})
+					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: map[string]any{"ownerId": w.owner}})
 				}
 			})
 			if timedOut {
@@ -198,7 +198,7 @@ func (e *Engine) abandon(w *waiter) {
 			return
 		}
 		e.removeLocked(w)
-		e.emitLocked(events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform})
+		e.emitLocked(events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
 	})
 	e.notifyPositions()
 }
@@ -222,7 +222,7 @@ func (e *Engine) Cancel(requester string) error {
 		} else {
 			e.removeLocked(w)
 		}
-		e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform})
+		e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
 	})
 	if !found {
 		return ErrNoPending
@@ -376,7 +376,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	e.removeLocked(w)
 	e.armExpiryLocked(l)
 	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: id, RequesterID: l.RequesterID, Platform: d.Platform,
-		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds()}})
+		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID}})
 	e.pushLocked(w, Progress{Phase: "granted", DeviceID: id})
 	w.deliver(result{grant: Grant{Lease: l, Device: d}})
 }
@@ -494,7 +494,7 @@ func (e *Engine) finishWorkLocked(w *waiter, id string) {
 func (e *Engine) failWorkLocked(w *waiter, err error) {
 	w.working = false
 	e.removeLocked(w)
-	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error()})
+	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error(), Data: map[string]any{"ownerId": w.owner}})
 	w.deliver(result{err: err})
 	e.scheduleLocked()
 }

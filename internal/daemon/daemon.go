@@ -26,6 +26,7 @@ import (
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/transport/httpapi"
 	"github.com/simlock/simlock/internal/transport/socket"
 )
 
@@ -56,13 +57,15 @@ type Daemon struct {
 	runner     ports.ProcessRunner
 	log        *slog.Logger
 
-	lock   *os.File
-	ln     net.Listener
-	srv    *socket.Server
-	db     *store.DB
-	engine *core.Engine
-	bus    *events.Bus
-	disp   *dispatch.Dispatcher
+	lock     *os.File
+	ln       net.Listener
+	srv      *socket.Server
+	db       *store.DB
+	http     *httpapi.Server
+	httpDone chan struct{} // closed when the HTTP server has returned
+	engine   *core.Engine
+	bus      *events.Bus
+	disp     *dispatch.Dispatcher
 
 	adminHash [32]byte
 	// progressFor maps a requester with a lease request in flight to its
@@ -80,6 +83,7 @@ type Daemon struct {
 	// converged is closed when the startup convergence goroutine returns;
 	// shutdown waits for it so the store is never closed under it.
 	converged      chan struct{}
+	httpAddr       string
 	cancelConverge context.CancelFunc
 }
 
@@ -197,6 +201,27 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			d.log.Error("socket server stopped", "err", err)
 		}
 	}()
+	// The HTTP listener starts with the socket, before convergence; its
+	// requests park on the same readiness gate.
+	if o.Config.HTTP.Enabled {
+		hln, err := net.Listen("tcp", o.Config.HTTP.Listen)
+		if err != nil {
+			cancel()
+			ln.Close()
+			return fail(fmt.Errorf("http listen on %s: %w", o.Config.HTTP.Listen, err))
+		}
+		d.http = httpapi.New(httpapi.Options{Backend: httpAdapter{socketAdapter{d}},
+			Logger: ports.Module(o.Logger, "http"), Clock: o.Clock, Version: o.Version})
+		d.httpDone = make(chan struct{})
+		go func() {
+			defer close(d.httpDone)
+			if err := d.http.Serve(sctx, hln); err != nil {
+				d.log.Error("http server stopped", "err", err)
+			}
+		}()
+		d.httpAddr = hln.Addr().String()
+		d.log.Info("http api listening", "addr", d.httpAddr)
+	}
 	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID)
 
 	// 5. Converge in the background behind the readiness gate.
@@ -395,6 +420,9 @@ func (d *Daemon) shutdown() {
 	cancel()
 	d.cancel()
 	d.srv.CloseAll()
+	if d.httpDone != nil {
+		<-d.httpDone // no HTTP handler may touch the store once it closes
+	}
 	_ = os.Remove(d.paths.AdminToken)
 	_ = os.Remove(d.paths.Socket)
 	_ = os.Remove(d.paths.PID)
@@ -447,8 +475,7 @@ func engineConfig(c config.Config) core.Config {
 }
 
 // startPushes relays lease-scoped facts to every live connection whose
-// principal owns the lease: device-unhealthy and device-recovered from the
-// health monitor, lease-lost when a lease ends without its owner asking.
+// principal owns the lease (contract.NoticeFor decides which facts).
 func (d *Daemon) startPushes(ctx context.Context) {
 	ch, cancel := d.bus.Subscribe(1024)
 	go func() {
@@ -458,23 +485,30 @@ func (d *Daemon) startPushes(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case e := <-ch:
-				method := ""
-				switch {
-				case e.Type == "device.crash-detected":
-					method = contract.NotifyDeviceUnhealthy
-				case e.Type == "device.recovered":
-					method = contract.NotifyDeviceRecovered
-				case e.Type == "lease.released" && (e.Reason == core.ReasonDeviceLost || e.Reason == core.ReasonExpired || e.Reason == "reset"):
-					method = contract.NotifyLeaseLost
-				default:
-					continue
-				}
-				owner, _ := e.Data["ownerId"].(string)
-				if owner == "" {
+				ce := eventOut(e)
+				method, ok := contract.NoticeFor(ce)
+				owner := contract.OwnerOf(ce)
+				if !ok || owner == "" {
 					continue
 				}
 				d.srv.Push(owner, method, contract.LeaseNotice{Type: method, LeaseID: e.LeaseID, DeviceID: e.DeviceID, Reason: e.Reason, At: e.At})
 			}
 		}
 	}()
+}
+
+// HTTPAddr is the address the HTTP API listens on ("" when disabled).
+func (d *Daemon) HTTPAddr() string { return d.httpAddr }
+
+// httpAdapter satisfies httpapi.Backend: the socket adapter's Hello and
+// Dispatch (the same dispatcher, in-process) plus bearer tokens. A token's
+// principal is "token:<id>"; the frontend maps its role.
+type httpAdapter struct{ socketAdapter }
+
+func (a httpAdapter) Authenticate(ctx context.Context, bearer string) (role, principal string, ok bool, err error) {
+	t, ok, err := a.d.VerifyToken(ctx, bearer)
+	if err != nil || !ok {
+		return "", "", false, err
+	}
+	return t.Role, "token:" + t.ID, true, nil
 }

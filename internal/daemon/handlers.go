@@ -254,7 +254,8 @@ func (d *Daemon) devices() []contract.Device {
 func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
 	out := contract.StatusGetOut{
 		Daemon: contract.DaemonInfo{Version: d.version, PID: d.pid, Health: d.health(), Mode: "worker",
-			InstanceID: d.instanceID, StartedAt: d.startedAt.UTC(), Socket: d.paths.Socket, Home: d.paths.Home},
+			InstanceID: d.instanceID, StartedAt: d.startedAt.UTC().Truncate(time.Millisecond), Socket: d.paths.Socket, Home: d.paths.Home,
+			HTTP: d.httpAddr},
 		Devices: []contract.Device{}, Leases: []contract.Lease{}, Queue: []contract.QueueEntry{},
 	}
 	if !d.isReady() {
@@ -322,12 +323,19 @@ func (d *Daemon) eventsSubscribe(ctx context.Context, call *dispatch.Call, in co
 		// Subscribe before reading the backlog so nothing falls in between.
 		ch, cancel = d.bus.Subscribe(1024)
 	}
+	// An agent sees the facts about what it owns; everything else about the
+	// machine is an admin's to read.
+	visible := func(e contract.Event) bool {
+		return call.Session.Role == contract.RoleAdmin || contract.OwnerOf(e) == call.Session.Principal
+	}
 	evs, dropped := d.bus.Since(in.Since)
 	out := contract.EventsSubscribeOut{Events: []contract.Event{}, Dropped: dropped}
 	last := in.Since
 	for _, e := range evs {
-		out.Events = append(out.Events, eventOut(e))
 		last = e.Seq
+		if ce := eventOut(e); visible(ce) {
+			out.Events = append(out.Events, ce)
+		}
 	}
 	if in.Follow {
 		call.After(func() {
@@ -340,8 +348,8 @@ func (d *Daemon) eventsSubscribe(ctx context.Context, call *dispatch.Call, in co
 					case <-d.stopped:
 						return
 					case e := <-ch:
-						if e.Seq > last {
-							call.Push(contract.NotifyEvent, eventOut(e))
+						if ce := eventOut(e); e.Seq > last && visible(ce) {
+							call.Push(contract.NotifyEvent, ce)
 						}
 					}
 				}

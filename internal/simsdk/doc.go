@@ -1,16 +1,18 @@
 // Package simsdk is the simulated SDK: a stand-in for Xcode's simulator
-// tools (and, later, the Android SDK tools) that lets simlock's real drivers
-// run on machines without a Mac or an Android SDK.
+// tools and the Android SDK tools that lets simlock's real drivers run on
+// machines without a Mac or an Android SDK.
 //
 // The simlock binary becomes a tool when it runs under the tool's name
 // (Install makes the links; the CLI calls Main). It then takes the same
 // arguments as the real tool and answers with the same output formats, error
 // texts and exit statuses as the captures in the project's fixture library
 // (simctl JSON in the Xcode 16 shape, text lists, CoreSimulator errors such
-// as code 405 / exit 149). State lives on disk under the SDK home, guarded by
-// flock, so any number of tool processes can run at once.
+// as code 405 / exit 149, avdmanager and sdkmanager tables, adb's device
+// list, the emulator console's CR LF replies). State lives on disk under the
+// SDK home, guarded by flock, so any number of tool processes can run at
+// once.
 //
-// # Simulated tools
+// # Simulated tools: Xcode
 //
 //   - xcrun --version (says "simulated"), xcrun --find simctl|xcodebuild,
 //     xcrun simctl ..., xcrun xcodebuild ...
@@ -23,12 +25,61 @@
 //     installs a runtime after the measured download time. Without
 //     -buildVersion it installs this Xcode's own iOS runtime if missing,
 //     otherwise the newest downloadable one (iOS 26.5, then 18.4).
-//   - adb, emulator, avdmanager, sdkmanager: not simulated yet (exit 1).
 //
 // The catalog is a simulated Xcode 26.3: the device types of a real Xcode
 // 16.0 capture, runtimes iOS 17.5, 18.0, 26.3 and visionOS 1.2 installed,
 // iOS 18.4 and 26.5 downloadable (catalog/PROVENANCE.md says where each
 // comes from).
+//
+// # Simulated tools: Android
+//
+//   - avdmanager list avd [-c]; list device [-c]; create avd -n NAME
+//     -k PACKAGE [-d PROFILE|INDEX] [-f] [-c SDCARD] [-b [TAG/]ABI] [-g TAG]
+//     [-p PATH] (asks "Do you wish to create a custom hardware profile? [no]"
+//     on stdin, and fails like the real one when stdin is closed);
+//     delete avd -n NAME. Progress on stdout, "Error: ..." plus "null" on
+//     stderr.
+//   - sdkmanager --list_installed; --list; [--install] PACKAGE...;
+//     --uninstall PACKAGE...; --version; --licenses (all accepted);
+//     --sdk_root=, --channel= and the proxy options are accepted and ignored.
+//   - emulator -list-avds; -version; -help; -accel-check;
+//     emulator -avd NAME|@NAME [-port N] [-no-window] [-no-audio]
+//     [-no-boot-anim] [-no-snapshot-save] [-no-snapshot-load] [-no-snapshot]
+//     [-snapshot NAME] [-wipe-data] [-read-only] [-delay-adb] [-prop K=V]
+//     (hardware options are accepted and ignored). It runs in the foreground
+//     and is itself the device: it ends on `adb emu kill`, SIGTERM or
+//     SIGINT (saving the quickboot snapshot unless told not to), and a kill
+//     -9 is a crash.
+//   - adb [-s SERIAL] [-t ID] [-P PORT] [-e] [-d] (ANDROID_SERIAL and
+//     ANDROID_ADB_SERVER_PORT honoured): version (says "simulated"),
+//     devices [-l], wait-for[-TRANSPORT]-STATE, get-state, get-serialno,
+//     start-server, kill-server, shell [CMD...] (a small sh: echo, cat, rm,
+//     mkdir, touch, ls, grep, getprop, setprop, pm, id, sleep, sh -c, with
+//     quoting, redirections, ; && || |), emu (kill, ping, avd name|status,
+//     avd snapshot list|save|load|delete NAME), install, uninstall, push,
+//     pull, root, unroot.
+//
+// Each adb server port is its own server. An emulator announces itself to
+// the server of the ANDROID_ADB_SERVER_PORT it was started with, and, as
+// real servers probe ports 5555–5585, an emulator whose console port is in
+// 5554–5584 is seen by every server. Until adbd answers (a third of the
+// boot) the emulator is "offline"; sys.boot_completed becomes 1, and
+// init.svc.bootanim "stopped" (unset under -no-boot-anim), when the boot
+// completes.
+//
+// The catalog is a simulated cmdline-tools 19.0 / platform-tools 36.0.0 /
+// emulator 36.1.9 SDK: android-35 and android-36 Google APIs and Google Play
+// images installed for the host ABI (x86_64 on amd64, arm64-v8a on arm64),
+// android-34 and the other ABI downloadable, plus the android-36 16 KB
+// page-size previews; the hardware profiles of avdmanager (pixel_6 … pixel_9,
+// medium_phone, small_phone, pixel_tablet, ...). AVDs live in
+// $ANDROID_AVD_HOME, else $ANDROID_USER_HOME/avd, else <home>/android/avd
+// (never the user's real ~/.android). An AVD's data partition is the
+// directory <name>.avd/userdata, which is /data in `adb shell`; snapshots
+// are copies of it.
+//
+// Texts no capture shows are modelled on the real tools' sources and public
+// transcripts; android_*.go marks them where they are produced.
 //
 // # Devices and processes
 //
@@ -39,15 +90,20 @@
 // A booted device is a real process: simlock's hidden DeviceCommand
 // (DeviceProcessMain), started detached by boot. It holds a lock on
 // <device>/proc.lock for its whole life, and a device whose process is gone,
-// however it went, lists as Shutdown. PS and Reset find these processes
-// through <home>/procs.
+// however it went, lists as Shutdown. An Android emulator is the `emulator`
+// process itself, holding <home>/android/emulators/<port>/proc.lock the same
+// way. PS and Reset find these processes through <home>/procs (Platform
+// "ios" with the UDID, or "android" with the emulator's serial).
 //
 // # Environment
 //
 //	SIMLOCK_SIMSDK_HOME          state directory (default ~/.simlock-simsdk)
 //	SIMLOCK_SIMSDK_SPEED         factor on the measured durations (default 1,
-//	                             0 = instant): boot 30 s, shutdown 1.5 s,
-//	                             erase 0.7 s, create 0.4 s, runtime download 60 s
+//	                             0 = instant): iOS boot 30 s, shutdown 1.5 s,
+//	                             erase 0.7 s, create 0.4 s, runtime download
+//	                             60 s; Android cold boot 30 s (adbd after
+//	                             10 s), snapshot restore 3.7 s, avdmanager
+//	                             create 2 s, package download 60 s
 //	SIMLOCK_SIMSDK_FAULTS        injected faults, see below
 //	SIMLOCK_SIMSDK_IOS_RUNTIMES  which runtimes count as preinstalled: a comma
 //	                             list of identifiers, names or versions, or
@@ -62,19 +118,33 @@
 // @count a fault fires every time; with it, it fires count times in total
 // across all processes sharing the home (Reset forgets the counts).
 //
-//	boot-fail       simctl boot (and bootstatus -b) fails like a launchd_sim
-//	                that never answered (NSPOSIXErrorDomain code 60, exit 60)
-//	                after the scaled 5 s it takes to give up
-//	boot-hang       boot starts the device but it never leaves Booting;
-//	                bootstatus reports "Waiting on Data Migration" forever
-//	crash-after=MS  the device process exits MS milliseconds (not scaled)
-//	                after boot, so the device lists as Shutdown from then on
-//	erase-fail      simctl erase fails (exit 16)
-//	create-fail     simctl create fails (exit 28)
-//	install-fail    xcodebuild -downloadPlatform fails half way (exit 70), and
-//	                simctl install fails (exit 1)
-//	shutdown-hang   simctl shutdown never returns; the device stays
-//	                "Shutting Down" until another shutdown (or delete) ends it
+//	boot-fail       iOS: simctl boot (and bootstatus -b) fails like a
+//	                launchd_sim that never answered (NSPOSIXErrorDomain code
+//	                60, exit 60) after the scaled 5 s it takes to give up.
+//	                Android: the emulator stays offline and exits 1 after the
+//	                scaled 5 s.
+//	boot-hang       iOS: boot starts the device but it never leaves Booting;
+//	                bootstatus reports "Waiting on Data Migration" forever.
+//	                Android: adbd answers (state "device") but
+//	                sys.boot_completed never becomes 1.
+//	crash-after=MS  the device process (iOS) or the emulator process
+//	                (Android) exits with status 134 MS milliseconds (not
+//	                scaled) after it started; the device is then Shutdown /
+//	                gone from adb
+//	erase-fail      iOS only: simctl erase fails (exit 16)
+//	create-fail     iOS: simctl create fails (exit 28). Android: avdmanager
+//	                create avd fails after its prompt (exit 1)
+//	install-fail    iOS: xcodebuild -downloadPlatform fails half way (exit
+//	                70), and simctl install fails (exit 1). Android:
+//	                sdkmanager --install fails half way (exit 1), and adb
+//	                install fails with INSTALL_FAILED_INSUFFICIENT_STORAGE
+//	shutdown-hang   iOS: simctl shutdown never returns; the device stays
+//	                "Shutting Down" until another shutdown (or delete) ends
+//	                it. Android: `adb emu kill` is answered but ignored; a
+//	                signal still ends the emulator
+//	snapshot-fail   Android only: `adb emu avd snapshot save|load` answers
+//	                KO, and an emulator told to boot from a snapshot
+//	                (-snapshot NAME, or the quickboot one) cold-boots instead
 //
 // Output of an injected failure carries "(simlock simulated fault NAME)".
 package simsdk

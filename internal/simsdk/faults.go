@@ -16,6 +16,7 @@ const (
 	faultCreateFail   = "create-fail"
 	faultInstallFail  = "install-fail"
 	faultShutdownHang = "shutdown-hang"
+	faultSnapshotFail = "snapshot-fail"
 )
 
 // faultTakesValue lists every known fault and whether it needs "=value".
@@ -27,6 +28,7 @@ var faultTakesValue = map[string]bool{
 	faultCreateFail:   false,
 	faultInstallFail:  false,
 	faultShutdownHang: false,
+	faultSnapshotFail: false,
 }
 
 // fault is one entry of SIMLOCK_SIMSDK_FAULTS: name[=value][@count].
@@ -81,7 +83,7 @@ func parseFaults(spec string) ([]fault, error) {
 
 func knownFaults() string {
 	return strings.Join([]string{faultBootFail, faultBootHang, faultCrashAfter + "=MS",
-		faultEraseFail, faultCreateFail, faultInstallFail, faultShutdownHang}, ", ")
+		faultEraseFail, faultCreateFail, faultInstallFail, faultShutdownHang, faultSnapshotFail}, ", ")
 }
 
 // fire reports whether the named fault fires now, consuming one use of a

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SIMSDK_TEST_DEVICE") == "1" {
 		os.Exit(DeviceProcessMain(context.Background(), os.Args[1:]))
 	}
+	// Run through a link named like a tool (see toolLinks), the test binary
+	// is that simulated tool: the Android tests run emulators and drive
+	// the real Android driver with real processes this way.
+	if tool := filepath.Base(os.Args[0]); slices.Contains(Tools, tool) {
+		os.Exit(Main(context.Background(), tool, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		panic(err)
@@ -25,8 +33,26 @@ func TestMain(m *testing.M) {
 	// device is only seen dead once its process is gone.
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
 	testLauncher = &launcher{path: exe, env: []string{"SIMSDK_TEST_DEVICE=1", "GORACE=" + gorace}}
-	os.Exit(m.Run())
+	testGORACE = gorace
+	dir, err := os.MkdirTemp("", "simsdk-tools-")
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range Tools {
+		if err := os.Symlink(exe, filepath.Join(dir, t)); err != nil {
+			panic(err)
+		}
+	}
+	toolLinks = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+// toolLinks is a directory of links named after the tools, pointing at the
+// test binary; testGORACE is the GORACE setting for processes started from
+// it.
+var toolLinks, testGORACE string
 
 // harness runs tools in-process against a private SDK home.
 type harness struct {

@@ -38,10 +38,10 @@ const (
 
 // Proc is a running simulated device process.
 type Proc struct {
-	Platform string // "ios" (the Android part adds "android")
-	ID       string // the device's UDID / serial
+	Platform string // "ios" or "android"
+	ID       string // the device's UDID, or the emulator's serial
 	PID      int
-	Name     string
+	Name     string // device name, or the AVD an emulator runs
 }
 
 // procEntry is the registry record of a running device process, kept in
@@ -292,6 +292,12 @@ func Reset(home string) error {
 	}
 	var errs []error
 	for _, e := range entries {
+		if e.PID == os.Getpid() {
+			// An emulator run in-process (Main called as "emulator" by an
+			// embedding program): killing it would kill the caller. It
+			// exits by itself once its run directory is removed below.
+			continue
+		}
 		if err := stopDevice(context.Background(), e.PID, e.Dir, 0, true); err != nil {
 			errs = append(errs, err)
 		}
@@ -378,13 +384,48 @@ func runDevice(ctx context.Context, o deviceOpts, log io.Writer) int {
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(log, "%s %s %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), o.platform, o.id, fmt.Sprintf(format, a...))
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
+	return deviceLoop(ctx, o, deviceHooks{logf: logf}).code
+}
+
+// loopExit says why a device process body ended and with what status.
+type loopExit struct {
+	code int
+	// orderly is set when the device was asked to stop (a signal, a
+	// console kill) rather than crashing or losing its directory; only an
+	// orderly exit may still do work such as saving a snapshot.
+	orderly bool
+	why     string
+}
+
+// deviceHooks adapt the shared device loop to a platform. The iOS device
+// process uses none; the Android emulator logs in its own format and
+// polls its run directory for console requests.
+type deviceHooks struct {
+	logf func(format string, a ...any)
+	// poll, when set, runs every pollInterval; a non-nil result ends the
+	// loop with that exit.
+	poll func() *loopExit
+	// sigs, when set, is a channel the caller subscribed to SIGTERM and
+	// SIGINT before its own start-up, so a signal that arrives then is
+	// not lost to the default action (which would kill without cleanup).
+	sigs chan os.Signal
+}
+
+// deviceLoop is the life of a device process: it runs until SIGTERM or
+// SIGINT, a simulated crash, ctx ending, its directory disappearing, or a
+// hook asking it to stop.
+func deviceLoop(ctx context.Context, o deviceOpts, h deviceHooks) loopExit {
+	logf := h.logf
+	sigs := h.sigs
+	if sigs == nil {
+		sigs = make(chan os.Signal, 2)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(sigs)
+	}
 	signal.Ignore(syscall.SIGHUP)
 
 	logf("device process started (pid %d, name %q)", os.Getpid(), o.name)
-	var booted, crash <-chan time.Time
+	var booted, crash, polls <-chan time.Time
 	if o.boot >= 0 {
 		t := time.NewTimer(o.boot)
 		defer t.Stop()
@@ -395,6 +436,11 @@ func runDevice(ctx context.Context, o deviceOpts, log io.Writer) int {
 		defer t.Stop()
 		crash = t.C
 	}
+	if h.poll != nil {
+		t := time.NewTicker(pollInterval)
+		defer t.Stop()
+		polls = t.C
+	}
 	watch := time.NewTicker(time.Second)
 	defer watch.Stop()
 
@@ -402,20 +448,25 @@ func runDevice(ctx context.Context, o deviceOpts, log io.Writer) int {
 		select {
 		case <-ctx.Done():
 			logf("stopped: %v", ctx.Err())
-			return 0
+			return loopExit{code: 0, orderly: true, why: "context ended"}
 		case <-booted:
 			logf("boot finished")
 		case <-crash:
 			logf("simulated crash (fault %s=%d)", faultCrashAfter, o.crash.Milliseconds())
-			return 134 // what a process killed by SIGABRT reports through a shell
+			// 134 is what a process killed by SIGABRT reports through a shell.
+			return loopExit{code: 134, why: "crash"}
+		case <-polls:
+			if e := h.poll(); e != nil {
+				return *e
+			}
 		case <-watch.C:
 			if _, err := os.Stat(o.dir); isNotExist(err) {
 				logf("device directory is gone; exiting")
-				return 0
+				return loopExit{code: 0, why: "directory removed"}
 			}
 		case sig := <-sigs:
 			logf("received %v; shutting down", sig)
-			return 0
+			return loopExit{code: 0, orderly: true, why: sig.String()}
 		}
 	}
 }

@@ -119,11 +119,16 @@ func readJSON(path string, v any) error {
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // homeState is the SDK-wide mutable state that is not a device: how often
-// each count-limited fault has fired, and which downloadable runtimes have
-// been installed.
+// each count-limited fault has fired, which downloadable runtimes and
+// Android packages have been installed (or preinstalled ones removed), and
+// what each simulated adb server remembers.
 type homeState struct {
 	FaultsFired       map[string]int `json:"faultsFired,omitempty"`
 	InstalledRuntimes []string       `json:"installedRuntimes,omitempty"`
+
+	AndroidInstalled   []string                   `json:"androidInstalled,omitempty"`
+	AndroidUninstalled []string                   `json:"androidUninstalled,omitempty"`
+	ADBServers         map[string]*adbServerState `json:"adbServers,omitempty"`
 }
 
 func homeStatePath(home string) string { return filepath.Join(home, "state.json") }

@@ -1,0 +1,602 @@
+package simsdk
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// adb [-a] [-d] [-e] [-s SERIAL] [-t ID] [-H HOST] [-P PORT] [-L SOCKET] COMMAND
+//
+// Texts: version follows the capture; the devices layouts, the daemon
+// start lines and the states are captured; "adb: device 'X' not found",
+// "error: no devices/emulators found" and the install/uninstall answers
+// ("Performing Streamed Install", "Success", "Failure [...]") are those of
+// current platform-tools as publicly reported, not captures; the others
+// are modelled.
+//
+// The simulated adb server is per port (-P, else ANDROID_ADB_SERVER_PORT,
+// else 5037). A server sees the emulators that announced themselves to it
+// (the server port they were started with) plus, like a real server's port
+// probing, every emulator whose console port is in 5554–5584.
+
+// adbServerState is what one simulated adb server remembers.
+type adbServerState struct {
+	Running bool `json:"running"`
+	// Transports numbers the emulators the server has seen, as adb's
+	// transport_id does; keyed by serial and start time.
+	NextTransport int            `json:"nextTransport,omitempty"`
+	Transports    map[string]int `json:"transports,omitempty"`
+}
+
+type adbOpts struct {
+	serial      string
+	transportID string
+	portFlag    string
+	onlyUSB     bool
+	port        int
+}
+
+const (
+	adbProtocolVersion = "1.0.41"
+	adbNoDevices       = "error: no devices/emulators found\n"
+	adbMoreThanOne     = "error: more than one device/emulator\n"
+	adbDeviceOffline   = "error: device offline\n"
+)
+
+func adbError(text string) *toolError { return &toolError{text: text, exit: 1} }
+
+func (s *sdk) adb(ctx context.Context, args []string) int {
+	var o adbOpts
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		next := func() (string, bool) {
+			if i+1 >= len(args) {
+				return "", false
+			}
+			i++
+			return args[i], true
+		}
+		ok := true
+		switch a {
+		case "-s":
+			o.serial, ok = next()
+		case "-t":
+			o.transportID, ok = next()
+		case "-P":
+			o.portFlag, ok = next()
+		case "-H", "-L":
+			_, ok = next()
+		case "-d":
+			o.onlyUSB = true
+		case "-e", "-a":
+		case "--version", "-version":
+			return s.adbVersion()
+		case "-h", "--help", "help":
+			fmt.Fprint(s.stdout, adbUsage)
+			return 0
+		default:
+			if strings.HasPrefix(a, "-s") && len(a) > 2 {
+				o.serial = a[2:]
+				continue
+			}
+			if strings.HasPrefix(a, "-P") && len(a) > 2 {
+				o.portFlag = a[2:]
+				continue
+			}
+			fmt.Fprintf(s.stderr, "adb: unknown option %s\n", a)
+			return 1
+		}
+		if !ok {
+			fmt.Fprintf(s.stderr, "adb: %s requires an argument\n", a)
+			return 1
+		}
+	}
+	if len(args[i:]) == 0 {
+		fmt.Fprint(s.stderr, adbUsage)
+		return 1
+	}
+	port, err := s.adbServerPort(o.portFlag)
+	if err != nil {
+		return s.androidReport("adb", err)
+	}
+	o.port = port
+	if o.serial == "" {
+		o.serial = s.env(envAndroidSerial)
+	}
+	cmd, rest := args[i], args[i+1:]
+	switch {
+	case cmd == "version":
+		return s.adbVersion()
+	case cmd == "help":
+		fmt.Fprint(s.stdout, adbUsage)
+		return 0
+	case cmd == "kill-server":
+		return s.androidReport("adb", s.adbKillServer(port))
+	case cmd == "start-server":
+		return s.androidReport("adb", s.ensureADBServer(port))
+	}
+	if err := s.ensureADBServer(port); err != nil {
+		return s.androidReport("adb", err)
+	}
+	switch {
+	case cmd == "devices":
+		err = s.adbDevices(o, rest)
+	case strings.HasPrefix(cmd, "wait-for-"):
+		err = s.adbWaitFor(ctx, o, cmd)
+	case cmd == "get-state":
+		err = s.adbOnDevice(o, false, func(r *emuRun) error {
+			fmt.Fprintln(s.stdout, r.state(s.now()))
+			return nil
+		})
+	case cmd == "get-serialno":
+		err = s.adbOnDevice(o, false, func(r *emuRun) error {
+			fmt.Fprintln(s.stdout, r.serial())
+			return nil
+		})
+	case cmd == "emu":
+		err = s.adbOnDevice(o, false, func(r *emuRun) error { return s.adbEmu(ctx, r, rest) })
+	case cmd == "shell":
+		var code int
+		err = s.adbOnDevice(o, true, func(r *emuRun) error {
+			code = s.adbShell(ctx, r, rest)
+			return nil
+		})
+		if err == nil {
+			return code
+		}
+	case cmd == "install":
+		err = s.adbOnDevice(o, true, func(r *emuRun) error { return s.adbInstall(r, rest) })
+	case cmd == "uninstall":
+		err = s.adbOnDevice(o, true, func(r *emuRun) error { return s.adbUninstall(r, rest) })
+	case cmd == "push":
+		err = s.adbOnDevice(o, true, func(r *emuRun) error { return s.adbPush(r, rest) })
+	case cmd == "pull":
+		err = s.adbOnDevice(o, true, func(r *emuRun) error { return s.adbPull(r, rest) })
+	case cmd == "root" || cmd == "unroot":
+		err = s.adbOnDevice(o, true, func(r *emuRun) error {
+			switch {
+			case cmd == "unroot":
+				fmt.Fprintln(s.stdout, "adbd not running as root")
+			case strings.HasPrefix(r.Tag, "google_apis_playstore"):
+				return adbError("adbd cannot run as root in production builds\n")
+			default:
+				fmt.Fprintln(s.stdout, "restarting adbd as root")
+			}
+			return nil
+		})
+	default:
+		err = adbError(fmt.Sprintf("adb: unknown command %s (or not simulated by the simlock simulated SDK)\n", cmd))
+	}
+	return s.androidReport("adb", err)
+}
+
+const adbUsage = `Android Debug Bridge version ` + adbProtocolVersion + ` (simlock simulated SDK)
+
+global options:
+ -s SERIAL  use device with given serial (overrides $ANDROID_SERIAL)
+ -P PORT    port of adb server (overrides $ANDROID_ADB_SERVER_PORT, default: 5037)
+simulated commands:
+ devices [-l], wait-for[-TRANSPORT]-STATE, get-state, get-serialno,
+ shell [COMMAND...], emu COMMAND, install APK, uninstall PACKAGE,
+ push LOCAL REMOTE, pull REMOTE [LOCAL], root, unroot,
+ version, start-server, kill-server
+`
+
+// adbVersion answers in the captured layout
+// (adb/version-platform-tools-36.0.0-linux.txt). Its "simulated" is how
+// drivers recognise the simulated SDK.
+func (s *sdk) adbVersion() int {
+	exe, err := selfExecutable()
+	if err != nil {
+		exe = "adb"
+	}
+	var u unix.Utsname
+	osName, release, machine := runtime.GOOS, "", runtime.GOARCH
+	if unix.Uname(&u) == nil {
+		osName, release, machine = unix.ByteSliceToString(u.Sysname[:]), unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Machine[:])
+	}
+	fmt.Fprintf(s.stdout, "Android Debug Bridge version %s\nVersion %s-%s (simlock simulated SDK)\nInstalled as %s\nRunning on %s %s (%s)\n",
+		adbProtocolVersion, platformToolsVersion, platformToolsBuild, exe, osName, release, machine)
+	return 0
+}
+
+func serverKey(port int) string { return strconv.Itoa(port) }
+
+// ensureADBServer starts the simulated server on port if it is not
+// running, announcing it on stderr as adb does.
+func (s *sdk) ensureADBServer(port int) error {
+	// Most calls find it running; that needs no lock.
+	if st, err := loadHomeState(s.home); err == nil {
+		if srv := st.ADBServers[serverKey(port)]; srv != nil && srv.Running {
+			return nil
+		}
+	}
+	started := false
+	err := updateHomeState(s.home, func(st *homeState) (bool, error) {
+		srv := st.ADBServers[serverKey(port)]
+		if srv != nil && srv.Running {
+			return false, nil
+		}
+		if st.ADBServers == nil {
+			st.ADBServers = map[string]*adbServerState{}
+		}
+		if srv == nil {
+			srv = &adbServerState{}
+			st.ADBServers[serverKey(port)] = srv
+		}
+		srv.Running, started = true, true
+		return true, nil
+	})
+	if err == nil && started {
+		fmt.Fprintf(s.stderr, "* daemon not running; starting now at tcp:%d\n* daemon started successfully\n", port)
+	}
+	return err
+}
+
+// adbKillServer stops the simulated server. Emulators are not affected:
+// the next server finds them again.
+func (s *sdk) adbKillServer(port int) error {
+	return updateHomeState(s.home, func(st *homeState) (bool, error) {
+		srv := st.ADBServers[serverKey(port)]
+		if srv == nil || !srv.Running {
+			return false, nil
+		}
+		srv.Running = false
+		srv.Transports = nil
+		return true, nil
+	})
+}
+
+// visibleEmulators are the emulators the server on port knows.
+func (s *sdk) visibleEmulators(port int) ([]*emuRun, error) {
+	all, err := s.runningEmulators()
+	if err != nil {
+		return nil, err
+	}
+	var out []*emuRun
+	for _, r := range all {
+		if r.ADBServerPort == port || inADBScanRange(r.ConsolePort) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func transportKey(r *emuRun) string {
+	return r.serial() + "@" + strconv.FormatInt(r.StartedAt.UnixNano(), 10)
+}
+
+// transportIDs numbers the listed emulators, oldest first, remembering the
+// numbers so a device keeps its id for as long as it stays connected.
+func (s *sdk) transportIDs(port int, runs []*emuRun) (map[string]int, error) {
+	ids := map[string]int{}
+	err := updateHomeState(s.home, func(st *homeState) (bool, error) {
+		srv := st.ADBServers[serverKey(port)]
+		if srv == nil {
+			return false, nil
+		}
+		live := map[string]bool{}
+		changed := false
+		for i := len(runs) - 1; i >= 0; i-- {
+			k := transportKey(runs[i])
+			live[k] = true
+			if _, ok := srv.Transports[k]; !ok {
+				if srv.Transports == nil {
+					srv.Transports = map[string]int{}
+				}
+				srv.NextTransport++
+				srv.Transports[k] = srv.NextTransport
+				changed = true
+			}
+			ids[k] = srv.Transports[k]
+		}
+		for k := range srv.Transports {
+			if !live[k] {
+				delete(srv.Transports, k)
+				changed = true
+			}
+		}
+		return changed, nil
+	})
+	return ids, err
+}
+
+// devices [-l]: "List of devices attached", TAB-separated rows (or the
+// -l layout of the captures: serial padded to 22 columns), a blank line.
+func (s *sdk) adbDevices(o adbOpts, args []string) error {
+	long := false
+	for _, a := range args {
+		if a != "-l" {
+			return adbError(fmt.Sprintf("adb: devices: unknown option %s\n", a))
+		}
+		long = true
+	}
+	runs, err := s.visibleEmulators(o.port)
+	if err != nil {
+		return err
+	}
+	var ids map[string]int
+	if long {
+		if ids, err = s.transportIDs(o.port, runs); err != nil {
+			return err
+		}
+	}
+	now := s.now()
+	var b strings.Builder
+	b.WriteString("List of devices attached\n")
+	for _, r := range runs {
+		st := r.state(now)
+		if !long {
+			b.WriteString(r.serial() + "\t" + st + "\n")
+			continue
+		}
+		fmt.Fprintf(&b, "%-22s %s", r.serial(), st)
+		if st == "device" {
+			product, device := productNames(r.ABI)
+			fmt.Fprintf(&b, " product:%s model:%s device:%s", product, product, device)
+		}
+		fmt.Fprintf(&b, " transport_id:%d\n", ids[transportKey(r)])
+	}
+	b.WriteString("\n")
+	_, err = io.WriteString(s.stdout, b.String())
+	return err
+}
+
+// productNames are the emulator images' product and device names, as
+// `adb devices -l` and getprop show them.
+func productNames(abi string) (product, device string) {
+	if abi == "arm64-v8a" {
+		return "sdk_gphone64_arm64", "emu64a"
+	}
+	return "sdk_gphone64_x86_64", "emu64xa"
+}
+
+// pickDevice resolves which emulator a command targets.
+func (s *sdk) pickDevice(o adbOpts) (*emuRun, error) {
+	runs, err := s.visibleEmulators(o.port)
+	if err != nil {
+		return nil, err
+	}
+	if o.onlyUSB {
+		return nil, adbError(adbNoDevices)
+	}
+	switch {
+	case o.serial != "":
+		for _, r := range runs {
+			if r.serial() == o.serial {
+				return r, nil
+			}
+		}
+		return nil, adbError(fmt.Sprintf("adb: device '%s' not found\n", o.serial))
+	case o.transportID != "":
+		ids, err := s.transportIDs(o.port, runs)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs {
+			if strconv.Itoa(ids[transportKey(r)]) == o.transportID {
+				return r, nil
+			}
+		}
+		return nil, adbError(fmt.Sprintf("adb: no device with transport id '%s'\n", o.transportID))
+	}
+	switch len(runs) {
+	case 0:
+		return nil, adbError(adbNoDevices)
+	case 1:
+		return runs[0], nil
+	}
+	return nil, adbError(adbMoreThanOne)
+}
+
+// adbOnDevice runs fn against the target device; online requires adbd to
+// answer (state "device"), which emulator console commands do not.
+func (s *sdk) adbOnDevice(o adbOpts, online bool, fn func(*emuRun) error) error {
+	r, err := s.pickDevice(o)
+	if err != nil {
+		return err
+	}
+	if online && r.state(s.now()) != "device" {
+		return adbError(adbDeviceOffline)
+	}
+	return fn(r)
+}
+
+// wait-for[-TRANSPORT]-STATE: blocks until the target reaches the state
+// (device) or leaves (disconnect). States an emulator never reaches
+// (recovery, bootloader, ...) and the usb transport wait until cancelled,
+// as the real adb does.
+func (s *sdk) adbWaitFor(ctx context.Context, o adbOpts, verb string) error {
+	parts := strings.Split(strings.TrimPrefix(verb, "wait-for-"), "-")
+	state := parts[len(parts)-1]
+	transport := "any"
+	if len(parts) == 2 {
+		transport = parts[0]
+	}
+	if len(parts) > 2 || !slices.Contains([]string{"any", "local", "usb"}, transport) ||
+		!slices.Contains([]string{"device", "recovery", "rescue", "sideload", "bootloader", "disconnect"}, state) {
+		return adbError(fmt.Sprintf("adb: invalid wait-for command %s\n", verb))
+	}
+	never := transport == "usb" || (state != "device" && state != "disconnect")
+	for {
+		if !never {
+			r, err := s.pickDevice(o)
+			switch {
+			case state == "disconnect" && err != nil:
+				return nil
+			case state == "device" && err == nil && r.state(s.now()) == "device":
+				return nil
+			case err != nil && !strings.Contains(err.Error(), "not found") && !strings.Contains(err.Error(), "no devices"):
+				return err // more than one device: ambiguous, as in adb
+			}
+		}
+		if err := sleepCtx(ctx, pollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// adbInstall records an APK on the device's data partition. The package
+// name is the file name without ".apk" (no manifest is parsed).
+func (s *sdk) adbInstall(r *emuRun, args []string) error {
+	var apks []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			apks = append(apks, a)
+		}
+	}
+	if len(apks) != 1 {
+		return adbError("adb: install requires an apk argument\n")
+	}
+	apk := apks[0]
+	fi, err := os.Stat(apk)
+	if err != nil {
+		return adbError(fmt.Sprintf("adb: failed to stat %s: No such file or directory\n", apk))
+	}
+	fmt.Fprintln(s.stdout, "Performing Streamed Install")
+	if _, fired, err := s.fire(faultInstallFail); err != nil {
+		return err
+	} else if fired {
+		return adbError(fmt.Sprintf("adb: failed to install %s: Failure [INSTALL_FAILED_INSUFFICIENT_STORAGE: Failed to override installation location] %s\n",
+			apk, faultNote(faultInstallFail)))
+	}
+	pkg := strings.TrimSuffix(filepath.Base(apk), ".apk")
+	err = s.withDataLock(r.AVDDir, func() error {
+		dir := filepath.Join(r.DataDir, "app", pkg)
+		if err := os.MkdirAll(dir, dirMode); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(apk)
+		if err != nil {
+			return err
+		}
+		_ = fi
+		return os.WriteFile(filepath.Join(dir, "base.apk"), b, fileMode)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(s.stdout, "Success")
+	return nil
+}
+
+func (s *sdk) adbUninstall(r *emuRun, args []string) error {
+	var pkgs []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			pkgs = append(pkgs, a)
+		}
+	}
+	if len(pkgs) != 1 {
+		return adbError("adb: usage: adb uninstall [-k] PACKAGE\n")
+	}
+	removed := false
+	err := s.withDataLock(r.AVDDir, func() error {
+		dir := filepath.Join(r.DataDir, "app", pkgs[0])
+		if _, err := os.Stat(dir); err != nil || !validPackageName(pkgs[0]) {
+			return nil
+		}
+		removed = true
+		return os.RemoveAll(dir)
+	})
+	if err != nil {
+		return err
+	}
+	if !removed {
+		fmt.Fprintln(s.stdout, "Failure [DELETE_FAILED_INTERNAL_ERROR]")
+		return &toolError{exit: 1}
+	}
+	fmt.Fprintln(s.stdout, "Success")
+	return nil
+}
+
+func validPackageName(p string) bool {
+	return p != "" && p != "." && p != ".." && !strings.ContainsAny(p, "/\\")
+}
+
+// installedApps lists the packages installed on the data partition.
+func installedApps(dataDir string) []string {
+	ents, err := os.ReadDir(filepath.Join(dataDir, "app"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// push LOCAL REMOTE and pull REMOTE [LOCAL]: files on the data partition.
+func (s *sdk) adbPush(r *emuRun, args []string) error {
+	if len(args) != 2 {
+		return adbError("adb: push requires LOCAL and REMOTE arguments\n")
+	}
+	src, dst := args[0], args[1]
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return adbError(fmt.Sprintf("adb: error: cannot stat '%s': No such file or directory\n", src))
+	}
+	if strings.HasSuffix(dst, "/") {
+		dst += filepath.Base(src)
+	}
+	host, ok := devicePath(r, dst)
+	if !ok {
+		return adbError(fmt.Sprintf("adb: error: failed to copy '%s' to '%s': remote couldn't create file: Read-only file system\n", src, dst))
+	}
+	if fi, err := os.Stat(host); err == nil && fi.IsDir() {
+		host = filepath.Join(host, filepath.Base(src))
+	}
+	err = s.withDataLock(r.AVDDir, func() error {
+		if err := os.MkdirAll(filepath.Dir(host), dirMode); err != nil {
+			return err
+		}
+		return os.WriteFile(host, b, fileMode)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "%s: 1 file pushed, 0 skipped. (%d bytes in 0.001s)\n", src, len(b))
+	return nil
+}
+
+func (s *sdk) adbPull(r *emuRun, args []string) error {
+	if len(args) < 1 || len(args) > 2 {
+		return adbError("adb: pull requires REMOTE [LOCAL] arguments\n")
+	}
+	src := args[0]
+	dst := filepath.Base(src)
+	if len(args) == 2 {
+		dst = args[1]
+	}
+	host, _ := devicePath(r, src)
+	b, err := os.ReadFile(host)
+	if host == "" || err != nil {
+		return adbError(fmt.Sprintf("adb: error: failed to stat remote object '%s': No such file or directory\n", src))
+	}
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+		dst = filepath.Join(dst, filepath.Base(src))
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "%s: 1 file pulled, 0 skipped. (%d bytes in 0.001s)\n", src, len(b))
+	return nil
+}

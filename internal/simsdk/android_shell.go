@@ -1,0 +1,712 @@
+package simsdk
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// `adb shell` runs a small subset of the device's /system/bin/sh: quoting,
+// ; && || and | between commands, > >> 2> 2>&1 < redirections, and the
+// commands below. /data maps to the emulator's data partition and /sdcard
+// to /data/media/0 on it; the rest of the file system is read-only and
+// empty. Like adb with shell_v2, stdout and stderr stay apart, output uses
+// LF, and the exit status of the last command is adb's.
+//
+//	echo [-n] ARGS    cat [FILE...]   rm [-rf] PATH...   mkdir [-p] DIR...
+//	touch FILE...     ls [-a] [PATH]  grep [-iv] PATTERN  true  false  exit [N]
+//	getprop [KEY]     setprop KEY VALUE   id  whoami  sleep SECONDS  sh -c CMD
+//	pm list packages [-3|-s] [FILTER]   pm path PKG   pm uninstall PKG   pm clear PKG
+//	input ...         (accepted, no effect)
+//
+// Error texts are those of Android's toybox and mksh ("cat: F: No such file
+// or directory", "/system/bin/sh: X: inaccessible or not found"), not
+// captured.
+
+func (s *sdk) adbShell(ctx context.Context, r *emuRun, args []string) int {
+	// Options of `adb shell` itself come before the command.
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		if args[i] == "-e" {
+			i++
+		}
+		i++
+	}
+	sh := &devShell{s: s, ctx: ctx, run: r}
+	if i >= len(args) {
+		// No command and no terminal: the device shell reads commands
+		// from stdin, one per line.
+		code := 0
+		sc := bufio.NewScanner(s.stdin)
+		for sc.Scan() && !sh.exited {
+			code = sh.runLine(sc.Text(), s.stdout, s.stderr, nil)
+		}
+		return code
+	}
+	// adb joins the arguments with spaces; the device shell parses them.
+	return sh.runLine(strings.Join(args[i:], " "), s.stdout, s.stderr, nil)
+}
+
+type devShell struct {
+	s      *sdk
+	ctx    context.Context
+	run    *emuRun
+	exited bool
+}
+
+// token is a shell word or operator.
+type token struct {
+	text string
+	op   bool
+}
+
+// lexShell splits a command line into words and operators, applying the
+// quoting rules of sh: '...' literal, "..." with \ escapes, \ outside
+// quotes.
+func lexShell(line string) ([]token, error) {
+	var toks []token
+	var cur strings.Builder
+	inWord := false
+	flush := func() {
+		if inWord {
+			toks = append(toks, token{text: cur.String()})
+			cur.Reset()
+			inWord = false
+		}
+	}
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("syntax error: unterminated quoted string")
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			inWord = true
+			i += j + 1
+		case c == '"':
+			inWord = true
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
+					i++
+				}
+				cur.WriteByte(line[i])
+			}
+			if i >= len(line) {
+				return nil, fmt.Errorf("syntax error: unterminated quoted string")
+			}
+		case c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+			inWord = true
+		case c == ' ' || c == '\t' || c == '\n':
+			flush()
+		case c == '#' && !inWord:
+			i = len(line)
+		case c == ';' || c == '|' || c == '&' || c == '>' || c == '<':
+			op := string(c)
+			if i+1 < len(line) && ((c == '&' && line[i+1] == '&') || (c == '|' && line[i+1] == '|') || (c == '>' && line[i+1] == '>')) {
+				op += string(line[i+1])
+				i++
+			}
+			if (op == ">" || op == ">>") && inWord && cur.String() == "2" {
+				// "2>" redirects stderr; "2>&1" joins it to stdout.
+				cur.Reset()
+				inWord = false
+				op = "2" + op
+				if strings.HasPrefix(line[i+1:], "&1") {
+					op += "&1"
+					i += 2
+				}
+			} else {
+				flush()
+			}
+			toks = append(toks, token{text: op, op: true})
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	flush()
+	return toks, nil
+}
+
+// shellCmd is one simple command with its redirections.
+type shellCmd struct {
+	args      []string
+	out       string // device path for > or >>, "" for none
+	outAppend bool
+	errOut    string // device path for 2> or 2>>, "" for none
+	errAppend bool
+	errToOut  bool
+	in        string // device path for <
+}
+
+// runLine runs a command list; stdin feeds the first command when set.
+func (sh *devShell) runLine(line string, stdout, stderr io.Writer, stdin []byte) int {
+	toks, err := lexShell(line)
+	if err != nil {
+		fmt.Fprintf(stderr, "/system/bin/sh: %v\n", err)
+		return 2
+	}
+	status := 0
+	skip := false // set by && / || when the next pipeline must not run
+	var pipeline [][]token
+	var cmd []token
+	run := func() {
+		pipeline = append(pipeline, cmd)
+		cmd = nil
+		if !skip && !sh.exited && !(len(pipeline) == 1 && len(pipeline[0]) == 0) {
+			status = sh.runPipeline(pipeline, stdout, stderr, stdin)
+		}
+		pipeline = nil
+	}
+	for _, t := range toks {
+		if !t.op || strings.Contains(t.text, ">") || t.text == "<" {
+			cmd = append(cmd, t)
+			continue
+		}
+		switch t.text {
+		case "|":
+			pipeline = append(pipeline, cmd)
+			cmd = nil
+		case ";", "&":
+			run()
+			skip = false
+		case "&&":
+			run()
+			skip = status != 0
+		case "||":
+			run()
+			skip = status == 0
+		}
+	}
+	run()
+	return status
+}
+
+func (sh *devShell) runPipeline(cmds [][]token, stdout, stderr io.Writer, stdin []byte) int {
+	in := stdin
+	status := 0
+	for i, toks := range cmds {
+		c, err := parseShellCmd(toks)
+		if err != nil {
+			fmt.Fprintf(stderr, "/system/bin/sh: %v\n", err)
+			return 2
+		}
+		var out bytes.Buffer
+		w := stdout
+		if i < len(cmds)-1 {
+			w = &out
+		}
+		status = sh.runCmd(c, w, stderr, in)
+		in = out.Bytes()
+		if sh.exited {
+			break
+		}
+	}
+	return status
+}
+
+func parseShellCmd(toks []token) (shellCmd, error) {
+	var c shellCmd
+	for i := 0; i < len(toks); i++ {
+		t := toks[i]
+		if !t.op {
+			c.args = append(c.args, t.text)
+			continue
+		}
+		if t.text == "2>&1" {
+			c.errToOut = true
+			continue
+		}
+		if i+1 >= len(toks) || toks[i+1].op {
+			return c, fmt.Errorf("syntax error: redirection without a file")
+		}
+		i++
+		target := toks[i].text
+		switch t.text {
+		case ">", ">>":
+			c.out, c.outAppend = target, t.text == ">>"
+		case "2>", "2>>":
+			c.errOut, c.errAppend = target, t.text == "2>>"
+		case "<":
+			c.in = target
+		}
+	}
+	return c, nil
+}
+
+// devicePath maps a device path to the host file backing it; ok is false
+// for paths outside the writable data partition.
+func devicePath(r *emuRun, p string) (string, bool) {
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // adb shell starts in /
+	}
+	p = path.Clean(p)
+	for _, prefix := range []string{"/sdcard", "/storage/emulated/0", "/storage/self/primary"} {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			p = "/data/media/0" + strings.TrimPrefix(p, prefix)
+		}
+	}
+	if p == "/data" {
+		return r.DataDir, true
+	}
+	if rest, ok := strings.CutPrefix(p, "/data/"); ok {
+		return filepath.Join(r.DataDir, filepath.FromSlash(rest)), true
+	}
+	return "", false
+}
+
+// runCmd runs one simple command with its redirections.
+func (sh *devShell) runCmd(c shellCmd, stdout, stderr io.Writer, stdin []byte) int {
+	if len(c.args) == 0 {
+		return 0
+	}
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	open := func(target string, appendTo bool) (io.Writer, bool) {
+		if target == "/dev/null" {
+			return io.Discard, true
+		}
+		host, ok := devicePath(sh.run, target)
+		if !ok {
+			fmt.Fprintf(stderr, "/system/bin/sh: can't create %s: Read-only file system\n", target)
+			return nil, false
+		}
+		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		if appendTo {
+			flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+		}
+		f, err := os.OpenFile(host, flags, fileMode)
+		if err != nil {
+			fmt.Fprintf(stderr, "/system/bin/sh: can't create %s: No such file or directory\n", target)
+			return nil, false
+		}
+		files = append(files, f)
+		return f, true
+	}
+	if c.errOut != "" {
+		w, ok := open(c.errOut, c.errAppend)
+		if !ok {
+			return 1
+		}
+		stderr = w
+	}
+	if c.out != "" {
+		w, ok := open(c.out, c.outAppend)
+		if !ok {
+			return 1
+		}
+		stdout = w
+	}
+	if c.errToOut {
+		stderr = stdout
+	}
+	if c.in != "" {
+		host, _ := devicePath(sh.run, c.in)
+		b, err := os.ReadFile(host)
+		if host == "" || err != nil {
+			fmt.Fprintf(stderr, "/system/bin/sh: can't open '%s': No such file or directory\n", c.in)
+			return 1
+		}
+		stdin = b
+	}
+	return sh.builtin(c.args, stdout, stderr, stdin)
+}
+
+func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin []byte) int {
+	name, rest := args[0], args[1:]
+	switch name {
+	case "true", ":", "input":
+		return 0
+	case "false":
+		return 1
+	case "exit":
+		sh.exited = true
+		if len(rest) > 0 {
+			n, _ := strconv.Atoi(rest[0])
+			return n & 0xff
+		}
+		return 0
+	case "echo":
+		nl := "\n"
+		if len(rest) > 0 && rest[0] == "-n" {
+			nl, rest = "", rest[1:]
+		}
+		fmt.Fprint(stdout, strings.Join(rest, " ")+nl)
+		return 0
+	case "cat":
+		return sh.cat(rest, stdout, stderr, stdin)
+	case "grep":
+		return grep(rest, stdout, stderr, stdin)
+	case "rm":
+		return sh.rm(rest, stderr)
+	case "mkdir":
+		return sh.mkdir(rest, stderr)
+	case "touch":
+		return sh.touch(rest, stderr)
+	case "ls":
+		return sh.ls(rest, stdout, stderr)
+	case "getprop":
+		return sh.getprop(rest, stdout)
+	case "setprop":
+		return sh.setprop(rest, stderr)
+	case "id":
+		fmt.Fprintln(stdout, "uid=2000(shell) gid=2000(shell) groups=2000(shell) context=u:r:shell:s0")
+		return 0
+	case "whoami":
+		fmt.Fprintln(stdout, "shell")
+		return 0
+	case "sleep":
+		if len(rest) == 1 {
+			if f, err := strconv.ParseFloat(rest[0], 64); err == nil && f >= 0 {
+				if sleepCtx(sh.ctx, time.Duration(f*float64(time.Second))) != nil {
+					return 130
+				}
+				return 0
+			}
+		}
+		fmt.Fprintln(stderr, "sleep: usage: sleep SECONDS")
+		return 1
+	case "sh":
+		if len(rest) >= 2 && rest[0] == "-c" {
+			sub := &devShell{s: sh.s, ctx: sh.ctx, run: sh.run}
+			return sub.runLine(rest[1], stdout, stderr, stdin)
+		}
+		fmt.Fprintln(stderr, "sh: only 'sh -c COMMAND' is simulated")
+		return 2
+	case "pm":
+		return sh.pm(rest, stdout, stderr)
+	case "am", "cmd", "dumpsys", "settings", "wm", "logcat", "svc", "screencap", "screenrecord", "monkey", "reboot":
+		fmt.Fprintf(stderr, "%s: not simulated by the simlock simulated SDK\n", name)
+		return 1
+	}
+	// mksh's answer for a command that does not exist.
+	fmt.Fprintf(stderr, "/system/bin/sh: %s: inaccessible or not found\n", name)
+	return 127
+}
+
+func (sh *devShell) cat(files []string, stdout, stderr io.Writer, stdin []byte) int {
+	if len(files) == 0 {
+		_, _ = stdout.Write(stdin)
+		return 0
+	}
+	status := 0
+	for _, f := range files {
+		host, _ := devicePath(sh.run, f)
+		b, err := os.ReadFile(host)
+		if host == "" || err != nil {
+			reason := "No such file or directory"
+			if fi, serr := os.Stat(host); host != "" && serr == nil && fi.IsDir() {
+				reason = "Is a directory"
+			}
+			fmt.Fprintf(stderr, "cat: %s: %s\n", f, reason)
+			status = 1
+			continue
+		}
+		_, _ = stdout.Write(b)
+	}
+	return status
+}
+
+func grep(args []string, stdout, stderr io.Writer, stdin []byte) int {
+	ignoreCase, invert := false, false
+	pattern, havePattern := "", false
+	for _, a := range args {
+		switch {
+		case a == "-i":
+			ignoreCase = true
+		case a == "-v":
+			invert = true
+		case a == "-E" || a == "-e":
+		case !havePattern:
+			pattern, havePattern = a, true
+		}
+	}
+	if ignoreCase {
+		pattern = "(?i)" + pattern
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		fmt.Fprintf(stderr, "grep: bad regex '%s'\n", pattern)
+		return 2
+	}
+	found := false
+	for _, l := range strings.SplitAfter(string(stdin), "\n") {
+		if l == "" {
+			continue
+		}
+		if re.MatchString(strings.TrimSuffix(l, "\n")) != invert {
+			found = true
+			fmt.Fprint(stdout, l)
+		}
+	}
+	if !found {
+		return 1
+	}
+	return 0
+}
+
+func (sh *devShell) rm(args []string, stderr io.Writer) int {
+	force, recursive := false, false
+	status := 0
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			force = force || strings.Contains(a, "f")
+			recursive = recursive || strings.ContainsAny(a, "rR")
+			continue
+		}
+		host, ok := devicePath(sh.run, a)
+		if !ok {
+			fmt.Fprintf(stderr, "rm: %s: Read-only file system\n", a)
+			status = 1
+			continue
+		}
+		fi, err := os.Stat(host)
+		switch {
+		case err != nil:
+			if !force {
+				fmt.Fprintf(stderr, "rm: %s: No such file or directory\n", a)
+				status = 1
+			}
+		case fi.IsDir() && !recursive:
+			fmt.Fprintf(stderr, "rm: %s: Is a directory\n", a)
+			status = 1
+		default:
+			if err := sh.s.withDataLock(sh.run.AVDDir, func() error { return os.RemoveAll(host) }); err != nil {
+				fmt.Fprintf(stderr, "rm: %s: %v\n", a, err)
+				status = 1
+			}
+		}
+	}
+	return status
+}
+
+func (sh *devShell) mkdir(args []string, stderr io.Writer) int {
+	parents := false
+	status := 0
+	for _, a := range args {
+		if a == "-p" {
+			parents = true
+			continue
+		}
+		host, ok := devicePath(sh.run, a)
+		if !ok {
+			fmt.Fprintf(stderr, "mkdir: '%s': Read-only file system\n", a)
+			status = 1
+			continue
+		}
+		var err error
+		if parents {
+			err = os.MkdirAll(host, dirMode)
+		} else {
+			err = os.Mkdir(host, dirMode)
+		}
+		if err != nil {
+			reason := "No such file or directory"
+			if os.IsExist(err) {
+				reason = "File exists"
+			}
+			fmt.Fprintf(stderr, "mkdir: '%s': %s\n", a, reason)
+			status = 1
+		}
+	}
+	return status
+}
+
+func (sh *devShell) touch(args []string, stderr io.Writer) int {
+	status := 0
+	for _, a := range args {
+		host, ok := devicePath(sh.run, a)
+		if !ok {
+			fmt.Fprintf(stderr, "touch: '%s': Read-only file system\n", a)
+			status = 1
+			continue
+		}
+		f, err := os.OpenFile(host, os.O_WRONLY|os.O_CREATE, fileMode)
+		if err != nil {
+			fmt.Fprintf(stderr, "touch: '%s': No such file or directory\n", a)
+			status = 1
+			continue
+		}
+		f.Close()
+	}
+	return status
+}
+
+func (sh *devShell) ls(args []string, stdout, stderr io.Writer) int {
+	all := false
+	var paths []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			all = all || strings.Contains(a, "a")
+			continue
+		}
+		paths = append(paths, a)
+	}
+	if len(paths) == 0 {
+		paths = []string{"/data/local/tmp"}
+	}
+	status := 0
+	for _, p := range paths {
+		host, _ := devicePath(sh.run, p)
+		fi, err := os.Stat(host)
+		if host == "" || err != nil {
+			fmt.Fprintf(stderr, "ls: %s: No such file or directory\n", p)
+			status = 1
+			continue
+		}
+		if !fi.IsDir() {
+			fmt.Fprintln(stdout, p)
+			continue
+		}
+		ents, _ := os.ReadDir(host)
+		var names []string
+		for _, e := range ents {
+			if all || !strings.HasPrefix(e.Name(), ".") {
+				names = append(names, e.Name())
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintln(stdout, n)
+		}
+	}
+	return status
+}
+
+func (sh *devShell) getprop(args []string, stdout io.Writer) int {
+	// Re-read the record: a snapshot load or setprop may have changed it.
+	cur := liveRun(sh.s.runDir(sh.run.ConsolePort))
+	if cur == nil {
+		cur = sh.run
+	}
+	props := deviceProps(cur, sh.s.now())
+	if len(args) > 0 {
+		fmt.Fprintln(stdout, props.get(args[0]))
+		return 0
+	}
+	_, _ = io.WriteString(stdout, props.format())
+	return 0
+}
+
+func (sh *devShell) setprop(args []string, stderr io.Writer) int {
+	if len(args) != 2 {
+		fmt.Fprintln(stderr, "usage: setprop NAME VALUE")
+		return 1
+	}
+	if strings.HasPrefix(args[0], "ro.") {
+		fmt.Fprintf(stderr, "Failed to set property '%s' to '%s'.\nSee dmesg for error reason.\n", args[0], args[1])
+		return 1
+	}
+	err := sh.s.updateRun(sh.run.ConsolePort, func(r *emuRun) error {
+		if r.Props == nil {
+			r.Props = map[string]string{}
+		}
+		r.Props[args[0]] = args[1]
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "setprop: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// systemPackages are the packages every simulated image carries.
+func systemPackages(tag string) []string {
+	pkgs := []string{"android", "com.android.phone", "com.android.settings", "com.android.shell", "com.android.systemui"}
+	if strings.HasPrefix(tag, "google_apis") {
+		pkgs = append(pkgs, "com.google.android.gms", "com.google.android.gsf")
+	}
+	if strings.HasPrefix(tag, "google_apis_playstore") {
+		pkgs = append(pkgs, "com.android.vending")
+	}
+	return pkgs
+}
+
+func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: pm list packages | pm path PKG | pm uninstall PKG | pm clear PKG")
+		return 1
+	}
+	apps := installedApps(sh.run.DataDir)
+	system := systemPackages(sh.run.Tag)
+	switch args[0] {
+	case "list":
+		if len(args) < 2 || args[1] != "packages" {
+			fmt.Fprintln(stderr, "pm list: only 'pm list packages' is simulated")
+			return 1
+		}
+		third, sys, filter := false, false, ""
+		for _, a := range args[2:] {
+			switch {
+			case a == "-3":
+				third = true
+			case a == "-s":
+				sys = true
+			case !strings.HasPrefix(a, "-"):
+				filter = a
+			}
+		}
+		var names []string
+		if !third {
+			names = append(names, system...)
+		}
+		if !sys {
+			names = append(names, apps...)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if strings.Contains(n, filter) {
+				fmt.Fprintln(stdout, "package:"+n)
+			}
+		}
+		return 0
+	case "path":
+		if len(args) == 2 && slices.Contains(apps, args[1]) {
+			fmt.Fprintf(stdout, "package:/data/app/%s/base.apk\n", args[1])
+			return 0
+		}
+		return 1
+	case "uninstall":
+		if len(args) == 2 && slices.Contains(apps, args[1]) {
+			err := sh.s.withDataLock(sh.run.AVDDir, func() error {
+				return os.RemoveAll(filepath.Join(sh.run.DataDir, "app", args[1]))
+			})
+			if err == nil {
+				fmt.Fprintln(stdout, "Success")
+				return 0
+			}
+		}
+		fmt.Fprintln(stdout, "Failure [DELETE_FAILED_INTERNAL_ERROR]")
+		return 1
+	case "clear":
+		if len(args) == 2 && (slices.Contains(apps, args[1]) || slices.Contains(system, args[1])) {
+			fmt.Fprintln(stdout, "Success")
+			return 0
+		}
+		fmt.Fprintln(stdout, "Failed")
+		return 1
+	}
+	fmt.Fprintf(stderr, "pm %s: not simulated by the simlock simulated SDK\n", args[0])
+	return 1
+}

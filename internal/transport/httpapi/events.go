@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// serveEvents streams events.subscribe as Server-Sent Events: the backlog
+// after ?since= (or the Last-Event-ID a reconnecting EventSource sends),
+// then every new event, until the client leaves or the server closes. Each
+// event is one SSE message whose id is the event's seq and whose data is
+// the contract Event; a comment line keeps idle proxies from timing out.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, rt route) {
+	params, cerr := rt.input(w, r)
+	if cerr != nil {
+		writeError(w, cerr, nil)
+		return
+	}
+	var in contract.EventsSubscribeIn
+	if err := contract.Decode(params, &in); err != nil {
+		writeError(w, contract.AsError(err), nil)
+		return
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		seq, err := strconv.ParseUint(id, 10, 64)
+		if err != nil {
+			writeError(w, contract.Errorf(contract.CodeBadRequest, "Last-Event-ID %q is not an event seq", id), nil)
+			return
+		}
+		in.Since = seq
+	}
+	in.Follow = true
+	params, _ = json.Marshal(in)
+
+	lift(w)
+	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	defer sse.close()
+	sink := newEventSink(sse.event)
+	res, after, err := s.b.Dispatch(r.Context(), sessionOf(r), rt.op.Name, params, sink.notify)
+	if err != nil {
+		writeError(w, err, nil)
+		runAfter(after)
+		return
+	}
+	out, _ := asSubscribeOut(res)
+	w.Header().Set("Content-Type", mediaSSE)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no") // ask reverse proxies not to buffer the stream
+	w.WriteHeader(http.StatusOK)
+	if out.Dropped {
+		sse.message("dropped", "", fmt.Sprintf(`{"since":%d}`, in.Since))
+	}
+	sink.start(out.Events)
+	sse.flush()
+	runAfter(after)
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.clock.After(keepAlive):
+			sse.comment("keep-alive")
+		}
+	}
+}
+
+// sseWriter serializes SSE writes; writes after close are dropped.
+type sseWriter struct {
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	closed bool
+}
+
+func (s *sseWriter) event(e contract.Event) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	s.message("", strconv.FormatUint(e.Seq, 10), string(b))
+}
+
+// message writes one SSE message. data is a single line of JSON, so it
+// needs no splitting across data: fields.
+func (s *sseWriter) message(event, id, data string) {
+	msg := ""
+	if event != "" {
+		msg += "event: " + event + "\n"
+	}
+	if id != "" {
+		msg += "id: " + id + "\n"
+	}
+	s.write(msg + "data: " + data + "\n\n")
+}
+
+func (s *sseWriter) comment(text string) { s.write(": " + text + "\n\n") }
+
+func (s *sseWriter) write(chunk string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	if _, err := s.w.Write([]byte(chunk)); err != nil {
+		s.closed = true
+		return
+	}
+	_ = s.rc.Flush()
+}
+
+func (s *sseWriter) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		_ = s.rc.Flush()
+	}
+}
+
+func (s *sseWriter) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}

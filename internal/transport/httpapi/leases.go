@@ -1,0 +1,375 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ports"
+)
+
+// A lease request over HTTP waits at most MaxWait inside one HTTP request.
+// If the daemon has not answered by then, the client gets 202 and a handle
+// (/v1/requests/{id}) to long-poll; the lease.request keeps running in the
+// daemon's queue on the server's behalf. A handle nobody polls for
+// AbandonAfter is cancelled (and a lease granted to it released), so a
+// vanished client never holds a queue slot or a device. The handle is
+// frontend state: the dispatcher sees one ordinary lease.request.
+
+// PendingRequest is the body of a 202: the request is still waiting.
+type PendingRequest struct {
+	RequestID string `json:"requestId"`
+	Status    string `json:"status"` // always "pending"
+	// Progress is the latest push from the daemon (queue position, phase).
+	Progress *contract.Progress `json:"progress,omitempty"`
+	// AbandonAfterMs: poll again within this long or the request is
+	// cancelled.
+	AbandonAfterMs int64 `json:"abandonAfterMs"`
+}
+
+// DropReply is DELETE /v1/requests/{id}'s body.
+type DropReply struct {
+	RequestID string `json:"requestId"`
+	// Cancelled is false when the request had already finished; its
+	// outcome then stays collectable.
+	Cancelled bool `json:"cancelled"`
+}
+
+type pending struct {
+	id   string
+	sess contract.Session
+	done chan struct{} // closed when the dispatch has returned
+
+	// guarded by requestTable.mu
+	cancel    context.CancelFunc
+	progress  *contract.Progress
+	lease     contract.Lease
+	err       *contract.Error
+	finished  bool
+	delivered bool // an outcome was answered at least once
+	dropped   bool // given up (DELETE, abandonment or Close)
+	polls     int
+	timer     ports.Timer
+}
+
+type requestTable struct {
+	s  *Server
+	mu sync.Mutex
+	m  map[string]*pending
+}
+
+func newRequestTable(s *Server) *requestTable { return &requestTable{s: s, m: map[string]*pending{}} }
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// start runs lease.request in the background for sess.
+func (t *requestTable) start(sess contract.Session, params json.RawMessage) *pending {
+	ctx, cancel := context.WithCancel(t.s.ctx)
+	p := &pending{id: newRequestID(), sess: sess, done: make(chan struct{}), cancel: cancel}
+	t.mu.Lock()
+	t.m[p.id] = p
+	t.mu.Unlock()
+	t.s.wg.Add(1)
+	go func() {
+		defer t.s.wg.Done()
+		defer cancel()
+		notify := func(method string, params any) {
+			if method != contract.NotifyProgress {
+				return
+			}
+			if pr, ok := asProgress(params); ok {
+				t.mu.Lock()
+				p.progress = &pr
+				t.mu.Unlock()
+			}
+		}
+		res, after, err := t.s.b.Dispatch(ctx, sess, contract.LeaseRequest.Name, params, notify)
+		var l contract.Lease
+		if err == nil {
+			var ok bool
+			if l, ok = asLease(res); !ok {
+				err = contract.Errorf(contract.CodeInternal, "lease.request answered %T", res)
+			}
+		}
+		t.mu.Lock()
+		p.lease, p.err, p.finished = l, err, true
+		orphan := p.dropped && err == nil
+		t.mu.Unlock()
+		close(p.done)
+		runAfter(after)
+		if orphan {
+			t.release(sess, l.LeaseID)
+		}
+	}()
+	return p
+}
+
+// release gives back a lease nobody will ever learn about.
+func (t *requestTable) release(sess contract.Session, leaseID string) {
+	params, _ := json.Marshal(contract.LeaseReleaseIn{LeaseID: leaseID})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, after, err := t.s.b.Dispatch(ctx, sess, contract.LeaseRelease.Name, params, nil)
+	runAfter(after)
+	if err != nil && err.Code != contract.CodeUnknownLease {
+		t.s.log.Warn("releasing the lease of an abandoned HTTP request failed", "lease", leaseID, "err", err)
+	} else {
+		t.s.log.Info("released the lease of an abandoned HTTP request", "lease", leaseID)
+	}
+}
+
+// lookup finds a handle for its owner (or an admin).
+func (t *requestTable) lookup(id string, sess contract.Session) (*pending, *contract.Error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.m[id]
+	if !ok {
+		return nil, contract.Errorf(contract.CodeNoPendingRequest,
+			"no lease request %q: it was never made, its outcome expired, or it was given up", id).
+			WithNext("POST /v1/leases again")
+	}
+	if sess.Role != contract.RoleAdmin && sess.Principal != p.sess.Principal {
+		return nil, contract.Errorf(contract.CodeForbidden, "lease request %s belongs to another principal", id)
+	}
+	return p, nil
+}
+
+// beginPoll holds the handle against abandonment while a poll waits.
+func (t *requestTable) beginPoll(p *pending) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.polls++
+	t.stopTimerLocked(p)
+}
+
+// endPoll records the poll's outcome and arms the right timer: a
+// delivered outcome is kept KeepOutcome for retries; an unanswered one
+// is abandoned if nobody polls within AbandonAfter.
+func (t *requestTable) endPoll(p *pending, delivered bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.polls--
+	if delivered {
+		p.delivered = true
+	}
+	if p.polls > 0 || p.dropped {
+		return
+	}
+	if p.delivered {
+		p.timer = t.s.clock.AfterFunc(KeepOutcome, func() { t.forget(p) })
+		return
+	}
+	p.timer = t.s.clock.AfterFunc(AbandonAfter, func() { t.abandon(p) })
+}
+
+func (t *requestTable) stopTimerLocked(p *pending) {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+}
+
+func (t *requestTable) forget(p *pending) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.polls == 0 && t.m[p.id] == p {
+		delete(t.m, p.id)
+	}
+}
+
+// abandon gives up a handle nobody polls: the dispatch is cancelled, and a
+// lease it was granted but never handed out is released.
+func (t *requestTable) abandon(p *pending) {
+	t.mu.Lock()
+	if p.polls > 0 || t.m[p.id] != p {
+		t.mu.Unlock()
+		return
+	}
+	t.s.log.Info("abandoning an HTTP lease request nobody polls", "request", p.id, "principal", p.sess.Principal)
+	orphan := t.dropLocked(p)
+	t.mu.Unlock()
+	if orphan != "" {
+		t.release(p.sess, orphan)
+	}
+}
+
+// dropLocked removes p and cancels its dispatch. It returns the id of a
+// lease already granted to it and never delivered, which the caller must
+// release; a grant still to come is released by the dispatch goroutine.
+func (t *requestTable) dropLocked(p *pending) (orphan string) {
+	delete(t.m, p.id)
+	t.stopTimerLocked(p)
+	p.dropped = true
+	p.cancel()
+	if p.finished && p.err == nil && !p.delivered {
+		return p.lease.LeaseID
+	}
+	return ""
+}
+
+func (t *requestTable) closeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.m {
+		t.stopTimerLocked(p)
+		p.cancel()
+	}
+	t.m = map[string]*pending{}
+}
+
+func asProgress(v any) (contract.Progress, bool) {
+	if p, ok := v.(contract.Progress); ok {
+		return p, true
+	}
+	var p contract.Progress
+	b, err := json.Marshal(v)
+	return p, err == nil && json.Unmarshal(b, &p) == nil
+}
+
+// serveLeaseRequest: POST /v1/leases. The body is LeaseRequestIn. With
+// Accept: application/x-ndjson the call runs in the request (progress lines,
+// then the lease); otherwise it waits per Prefer (wait=N, capped at MaxWait;
+// respond-async = 0; default DefaultWait) and answers 201 with the lease, an
+// error, or 202 with a handle.
+func (s *Server) serveLeaseRequest(w http.ResponseWriter, r *http.Request, rt route) {
+	params, cerr := rt.input(w, r)
+	if cerr != nil {
+		writeError(w, cerr, nil)
+		return
+	}
+	// Decode here too (the same strict decoder the dispatcher uses) so a
+	// malformed body is 400 now rather than on the first poll.
+	var in contract.LeaseRequestIn
+	if err := contract.Decode(params, &in); err != nil {
+		writeError(w, contract.AsError(err), nil)
+		return
+	}
+	if accepts(r, mediaNDJSON) {
+		s.call(w, r, rt.op.Name, params, http.StatusCreated)
+		return
+	}
+	wait := DefaultWait
+	pref := parsePrefer(r.Header)
+	switch {
+	case pref.hasWait:
+		wait = pref.wait
+		w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(int64(wait/time.Second), 10))
+	case pref.respondAsync:
+		wait = 0
+		w.Header().Set("Preference-Applied", "respond-async")
+	}
+	lift(w)
+	p := s.requests.start(sessionOf(r), params)
+	s.await(w, r, p, wait, http.StatusCreated, true)
+}
+
+// servePoll: GET /v1/requests/{id}?wait=N long-polls a handle.
+func (s *Server) servePoll(w http.ResponseWriter, r *http.Request) {
+	wait := DefaultWait
+	for key, vals := range r.URL.Query() {
+		if key != "wait" || len(vals) != 1 {
+			writeError(w, contract.Errorf(contract.CodeBadRequest, "GET /v1/requests/{id} takes only ?wait=<seconds>"), nil)
+			return
+		}
+		n, err := strconv.ParseInt(vals[0], 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, contract.Errorf(contract.CodeBadRequest, "wait=%q is not a number of seconds", vals[0]), nil)
+			return
+		}
+		wait = capWait(n)
+	}
+	if _, ok := r.URL.Query()["wait"]; !ok {
+		if pref := parsePrefer(r.Header); pref.hasWait {
+			wait = pref.wait
+			w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(int64(wait/time.Second), 10))
+		}
+	}
+	p, err := s.requests.lookup(r.PathValue("id"), sessionOf(r))
+	if err != nil {
+		writeError(w, err, nil)
+		return
+	}
+	lift(w)
+	s.await(w, r, p, wait, http.StatusOK, false)
+}
+
+// serveDrop: DELETE /v1/requests/{id} gives a handle up.
+func (s *Server) serveDrop(w http.ResponseWriter, r *http.Request) {
+	p, err := s.requests.lookup(r.PathValue("id"), sessionOf(r))
+	if err != nil {
+		writeError(w, err, nil)
+		return
+	}
+	t := s.requests
+	t.mu.Lock()
+	if p.finished {
+		t.mu.Unlock()
+		writeJSON(w, http.StatusOK, DropReply{RequestID: p.id, Cancelled: false})
+		return
+	}
+	t.dropLocked(p)
+	t.mu.Unlock()
+	writeJSON(w, http.StatusOK, DropReply{RequestID: p.id, Cancelled: true})
+}
+
+// await waits up to wait for p's outcome and answers it, or answers 202.
+// When the initial POST's client leaves before learning the handle, nobody
+// can ever collect it, so it is dropped at once.
+func (s *Server) await(w http.ResponseWriter, r *http.Request, p *pending, wait time.Duration, okStatus int, initial bool) {
+	t := s.requests
+	var timeout <-chan time.Time
+	if wait > 0 {
+		timeout = s.clock.After(wait)
+	} else {
+		closed := make(chan time.Time)
+		close(closed)
+		timeout = closed
+	}
+	t.beginPoll(p)
+	select {
+	case <-p.done:
+	case <-timeout:
+	case <-r.Context().Done():
+		if initial {
+			t.mu.Lock()
+			orphan := ""
+			if t.m[p.id] == p {
+				orphan = t.dropLocked(p)
+			}
+			p.polls--
+			t.mu.Unlock()
+			if orphan != "" {
+				t.release(p.sess, orphan)
+			}
+			return
+		}
+		t.endPoll(p, false)
+		return
+	}
+	t.mu.Lock()
+	finished, l, err, progress := p.finished, p.lease, p.err, p.progress
+	t.mu.Unlock()
+	t.endPoll(p, finished)
+	switch {
+	case finished && err != nil:
+		writeError(w, err, nil)
+	case finished:
+		w.Header().Set("Location", "/v1/leases/"+url.PathEscape(l.LeaseID))
+		writeJSON(w, okStatus, l)
+	default:
+		w.Header().Set("Location", "/v1/requests/"+p.id)
+		writeJSON(w, http.StatusAccepted, PendingRequest{RequestID: p.id, Status: "pending", Progress: progress,
+			AbandonAfterMs: AbandonAfter.Milliseconds()})
+	}
+}

@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+type openAPIDoc struct {
+	OpenAPI string                               `json:"openapi"`
+	Paths   map[string]map[string]map[string]any `json:"paths"`
+}
+
+func TestOpenAPIListsEveryRouteAndOperation(t *testing.T) {
+	f := newFixture(t, 1, false)
+	var doc openAPIDoc
+	if r := f.call("GET", "/v1/openapi.json", agentTok, "", &doc); r.StatusCode != 200 {
+		t.Fatalf("openapi: %d", r.StatusCode)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi version %q", doc.OpenAPI)
+	}
+	ids := map[string]string{}
+	seen := func(path, method string) map[string]any {
+		op := doc.Paths[path][strings.ToLower(method)]
+		if op == nil {
+			t.Errorf("%s %s is missing", method, path)
+			return nil
+		}
+		id, _ := op["operationId"].(string)
+		if prev, dup := ids[id]; dup || id == "" {
+			t.Errorf("operationId %q of %s %s repeats %s", id, method, path, prev)
+		}
+		ids[id] = method + " " + path
+		return op
+	}
+	for _, rt := range routeTable() {
+		if rt.kind != kindOps {
+			seen(rt.path, rt.method)
+		}
+	}
+	for _, op := range contract.Registry() {
+		if _, refused := notOverHTTP[op.Name]; refused {
+			if doc.Paths["/v1/ops/"+op.Name] != nil {
+				t.Errorf("%s is listed but not served", op.Name)
+			}
+			continue
+		}
+		o := seen("/v1/ops/"+op.Name, http.MethodPost)
+		if o != nil && o["x-simlock-operation"] != op.Name {
+			t.Errorf("%s: x-simlock-operation %v", op.Name, o["x-simlock-operation"])
+		}
+	}
+	if len(notOverHTTP) != 1 || notOverHTTP[contract.Passthrough.Name] == "" {
+		t.Errorf("only driver.passthrough stays off HTTP, got %v", notOverHTTP)
+	}
+	if sec, ok := doc.Paths["/v1/healthz"]["get"]["security"].([]any); !ok || len(sec) != 0 {
+		t.Error("healthz must declare no security")
+	}
+	checkRefsResolve(t, f)
+	// A path wildcard is a parameter, not a body field.
+	renew := doc.Paths["/v1/leases/{id}/renew"]["post"]
+	body := renew["requestBody"].(map[string]any)["content"].(map[string]any)[mediaJSON].(map[string]any)["schema"].(map[string]any)
+	if _, ok := body["properties"].(map[string]any)["leaseId"]; ok {
+		t.Error("renew's body schema still lists leaseId")
+	}
+}
+
+func TestEveryTableRouteNamesARegisteredOperation(t *testing.T) {
+	for _, rt := range routeTable() {
+		if rt.op == nil {
+			continue
+		}
+		if _, ok := contract.Lookup(rt.op.Name); !ok {
+			t.Errorf("%s names %s, which the contract does not declare", rt.pattern(), rt.op.Name)
+		}
+		for wildcard, field := range rt.fields {
+			if !strings.Contains(rt.path, "{"+wildcard+"}") || fieldType(rt.op.In, field) == nil {
+				t.Errorf("%s: wildcard %s -> field %s does not exist", rt.pattern(), wildcard, field)
+			}
+		}
+	}
+}
+
+// checkRefsResolve walks the raw document: every $ref points at something,
+// and every {wildcard} of a path is declared as a path parameter.
+func checkRefsResolve(t *testing.T, f *fixture) {
+	t.Helper()
+	var raw map[string]any
+	f.call("GET", "/v1/openapi.json", agentTok, "", &raw)
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if r, ok := x["$ref"].(string); ok {
+				node := any(raw)
+				for _, part := range strings.Split(strings.TrimPrefix(r, "#/"), "/") {
+					m, _ := node.(map[string]any)
+					node = m[part]
+				}
+				if node == nil {
+					t.Errorf("$ref %s does not resolve", r)
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(raw)
+	for path, item := range raw["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			declared := map[string]bool{}
+			params, _ := op.(map[string]any)["parameters"].([]any)
+			for _, p := range params {
+				pm := p.(map[string]any)
+				if pm["in"] == "path" {
+					declared[pm["name"].(string)] = true
+				}
+			}
+			for _, m := range wildcard.FindAllStringSubmatch(path, -1) {
+				if !declared[m[1]] {
+					t.Errorf("%s %s does not declare path parameter %s", method, path, m[1])
+				}
+			}
+		}
+	}
+}
