@@ -538,6 +538,9 @@ func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
 		err := d.console(ctx, serial, "avd", "snapshot", "load", baselineSnapshot)
 		if err == nil {
 			if err = d.waitReady(ctx, serial, p); err == nil {
+				// Reported so an operator can see purges take the fast path.
+				d.diag(core.Diagnostic{Type: "snapshot.restored", Message: "restored the clean baseline " + baselineSnapshot,
+					Data: map[string]any{"avd": name, "serial": serial}})
 				return nil
 			}
 		}

@@ -397,8 +397,8 @@ func TestReclaimRestoresBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.assertDone()
-	if n := len(h.diagnostics()); n != 0 {
-		t.Errorf("diagnostics %v", h.diagnostics())
+	if ds := h.diagnostics(); len(ds) != 1 || ds[0].Type != "snapshot.restored" {
+		t.Errorf("want exactly one snapshot.restored, got %v", ds)
 	}
 }
 
