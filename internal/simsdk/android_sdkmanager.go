@@ -210,6 +210,11 @@ func (s *sdk) sdkInstall(ctx context.Context, paths []string) error {
 			}
 		}
 		fmt.Fprint(s.stdout, progressLine(100, "Unzipping... "+unzipName(p)))
+		if _, noop, err := s.fire(faultInstallNoop); err != nil {
+			return err
+		} else if noop {
+			continue
+		}
 		err = updateHomeState(s.home, func(st *homeState) (bool, error) {
 			st.AndroidUninstalled = slices.DeleteFunc(st.AndroidUninstalled, func(x string) bool { return x == p.Path })
 			if !p.preinstalled() && !slices.Contains(st.AndroidInstalled, p.Path) {

@@ -138,6 +138,9 @@
 //	                70), and simctl install fails (exit 1). Android:
 //	                sdkmanager --install fails half way (exit 1), and adb
 //	                install fails with INSTALL_FAILED_INSUFFICIENT_STORAGE
+//	install-noop    iOS and Android: the download runs and the installer
+//	                (xcodebuild -downloadPlatform, sdkmanager --install)
+//	                exits 0, but nothing is installed: a lying installer
 //	shutdown-hang   iOS: simctl shutdown never returns; the device stays
 //	                "Shutting Down" until another shutdown (or delete) ends
 //	                it. Android: `adb emu kill` is answered but ignored; a

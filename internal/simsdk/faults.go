@@ -15,6 +15,7 @@ const (
 	faultEraseFail    = "erase-fail"
 	faultCreateFail   = "create-fail"
 	faultInstallFail  = "install-fail"
+	faultInstallNoop  = "install-noop"
 	faultShutdownHang = "shutdown-hang"
 	faultSnapshotFail = "snapshot-fail"
 )
@@ -27,6 +28,7 @@ var faultTakesValue = map[string]bool{
 	faultEraseFail:    false,
 	faultCreateFail:   false,
 	faultInstallFail:  false,
+	faultInstallNoop:  false,
 	faultShutdownHang: false,
 	faultSnapshotFail: false,
 }
@@ -83,7 +85,7 @@ func parseFaults(spec string) ([]fault, error) {
 
 func knownFaults() string {
 	return strings.Join([]string{faultBootFail, faultBootHang, faultCrashAfter + "=MS",
-		faultEraseFail, faultCreateFail, faultInstallFail, faultShutdownHang, faultSnapshotFail}, ", ")
+		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail}, ", ")
 }
 
 // fire reports whether the named fault fires now, consuming one use of a

@@ -184,6 +184,12 @@ func (s *sdk) downloadIOS(ctx context.Context, buildVersion string) error {
 			return err
 		}
 	}
+	if _, noop, err := s.fire(faultInstallNoop); err != nil {
+		return err
+	} else if noop {
+		fmt.Fprintf(s.stdout, "Downloading %s: Done.\n", label)
+		return nil
+	}
 	err = updateHomeState(s.home, func(st *homeState) (bool, error) {
 		if slices.Contains(st.InstalledRuntimes, target.Identifier) {
 			return false, nil

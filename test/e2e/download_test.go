@@ -48,3 +48,30 @@ func TestFailedInstallEndsAsInstallFailed(t *testing.T) {
 		t.Fatalf("events %+v", w.events())
 	}
 }
+
+func TestInstallerThatLiesEndsAsInstallFailed(t *testing.T) {
+	for _, c := range []struct{ platform, model, os string }{{"ios", "iPhone 16", "26.5"}, {"android", "pixel_6", "14"}} {
+		t.Run(c.platform, func(t *testing.T) {
+			w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
+			w.env = append(w.env, "SIMLOCK_SIMSDK_FAULTS=install-noop")
+			r := w.run("lease", "--platform", c.platform, "--model", c.model, "--os", c.os, "--allow-download", "--detach", "--json")
+			if r.code == 0 {
+				t.Fatal("granted although the installer installed nothing")
+			}
+			if w.countEvents("component.install-failed", "") != 1 || w.countEvents("component.installed", "") != 0 {
+				t.Fatalf("an installer exiting 0 without installing must end as install-failed: %+v", w.events())
+			}
+		})
+	}
+}
+
+func TestAndroidImageDownloadOnRequest(t *testing.T) {
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
+	r := w.run("lease", "--platform", "android", "--model", "pixel_6", "--os", "14", "--allow-download", "--detach")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, `"phase":"downloading"`) || !strings.Contains(r.stdout, `"osVersion":"14"`) {
+		t.Fatalf("stdout %s\nstderr %s", r.stdout, r.stderr)
+	}
+}
