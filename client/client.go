@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -143,4 +144,32 @@ func (c *Client) Exec(ctx context.Context, in contract.DeviceExecIn, onOutput fu
 		}
 	})
 	return out, err
+}
+
+// NewConn runs the protocol over an already-connected stream (a gateway's
+// uplink to a worker carries the socket framing over a WebSocket) and
+// performs hello.
+func NewConn(ctx context.Context, conn net.Conn, o Options) (*Client, error) {
+	c := &Client{t: newSocketTransport(conn)}
+	err := c.call(ctx, contract.Hello.Name, contract.HelloIn{
+		Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
+		Client:   o.Name, Principal: o.Principal, Credential: o.Credential,
+	}, &c.hello, nil)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Call runs any operation by name with untyped input and output; notify
+// receives the pushes tied to the request.
+func (c *Client) Call(ctx context.Context, method string, in, out any, notify func(method string, params json.RawMessage)) error {
+	return c.t.call(ctx, method, in, out, notify, false)
+}
+
+// Stream is Call whose pushes keep arriving after the response, until ctx
+// ends or the connection does (a followed event subscription).
+func (c *Client) Stream(ctx context.Context, method string, in, out any, notify func(method string, params json.RawMessage)) error {
+	return c.t.call(ctx, method, in, out, notify, true)
 }

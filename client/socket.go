@@ -55,10 +55,15 @@ func dialSocket(ctx context.Context, path string) (*socketTransport, error) {
 		return nil, contract.Errorf(contract.CodeDaemonNotRunning, "no simlock daemon is listening on %s", path).
 			WithDetails("socket", path)
 	}
+	return newSocketTransport(conn), nil
+}
+
+// newSocketTransport speaks the line protocol over any connected stream.
+func newSocketTransport(conn net.Conn) *socketTransport {
 	c := &socketTransport{conn: conn, enc: json.NewEncoder(conn), pending: map[string]*pending{},
 		streams: map[string]func(string, json.RawMessage){}, doneCh: make(chan struct{})}
 	go c.readLoop()
-	return c, nil
+	return c
 }
 
 func (c *socketTransport) close() error { return c.conn.Close() }

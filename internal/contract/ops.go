@@ -70,15 +70,32 @@ var (
 	DoctorRun       = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
 	NukeRun         = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, "Reset: release every lease, cancel pending requests, destroy every managed device.")
 	DeviceExec      = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
+	WorkerList      = define[WorkerListIn, WorkerListOut]("worker.list", RoleAdmin, "The workers a gateway knows, with their connection state, capacity and drain flag.")
+	WorkerDrain     = define[WorkerIn, WorkerOut]("worker.drain", RoleAdmin, "Stop dispatching new leases to a worker; its existing leases stay. Survives restarts.")
+	WorkerUndrain   = define[WorkerIn, WorkerOut]("worker.undrain", RoleAdmin, "End a worker's drain.")
+	WorkerRemove    = define[WorkerIn, WorkerOut]("worker.remove", RoleAdmin, "Forget a disconnected worker (refused while it is connected).")
 	Passthrough     = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
 )
+
+// GatewayOnly names the operations only a gateway answers; a worker daemon
+// leaves them unregistered (UNKNOWN_OPERATION).
+func GatewayOnly() []string {
+	return []string{WorkerList.Name, WorkerDrain.Name, WorkerUndrain.Name, WorkerRemove.Name}
+}
+
+// WorkerOnly names the operations a gateway refuses with
+// UNSUPPORTED_IN_GATEWAY_MODE: they act on one machine's devices.
+func WorkerOnly() []string {
+	return []string{NukeRun.Name, CleanupRun.Name, DoctorRun.Name, Passthrough.Name}
+}
 
 // Registry lists every operation, in a stable order.
 func Registry() []Op {
 	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
 		LeaseGet.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
-		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op}
+		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op,
+		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

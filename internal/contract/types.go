@@ -86,6 +86,7 @@ type Device struct {
 	Env          map[string]string `json:"env,omitempty"`
 	Simulated    bool              `json:"simulated,omitempty"`
 	LeaseID      string            `json:"leaseId,omitempty"`
+	WorkerID     string            `json:"workerId,omitempty"`
 	StateSince   time.Time         `json:"stateSinceAt"`
 	LastLeasedAt *time.Time        `json:"lastLeasedAt,omitempty"`
 	CreatedAt    time.Time         `json:"createdAt"`
@@ -97,6 +98,8 @@ type Lease struct {
 	RequesterID   string    `json:"requesterId"`
 	OwnerID       string    `json:"ownerId"`
 	DeviceID      string    `json:"deviceId"`
+	// Worker names the machine holding the device (through a gateway).
+	Worker *WorkerRef `json:"worker,omitempty"`
 	Platform      string    `json:"platform"`
 	GrantedAt     time.Time `json:"grantedAt"`
 	ExpiresAt     time.Time `json:"expiresAt"`
@@ -116,6 +119,9 @@ type LeaseRequestIn struct {
 	NoWait        bool   `json:"noWait,omitempty"`
 	RequesterID   string `json:"requesterId,omitempty"`
 	AllowDownload bool   `json:"allowDownload,omitempty"`
+	// OwnerID sets the lease's owner; only an admin session (a gateway
+	// forwarding for its client) may set it.
+	OwnerID string `json:"ownerId,omitempty"`
 }
 
 type LeaseRenewIn struct {
@@ -211,6 +217,8 @@ type QueueEntry struct {
 
 type StatusGetOut struct {
 	Daemon     DaemonInfo   `json:"daemon"`
+	// Workers is set by a gateway: one view per worker it knows.
+	Workers []WorkerView `json:"workers,omitempty"`
 	Devices    []Device     `json:"devices"`
 	Leases     []Lease      `json:"leases"`
 	Capacity   Capacity     `json:"capacity"`
@@ -273,6 +281,7 @@ type EventsSubscribeIn struct {
 
 type Event struct {
 	Seq         uint64         `json:"seq"`
+	WorkerID    string         `json:"workerId,omitempty"`
 	Type        string         `json:"type"`
 	At          time.Time      `json:"at"`
 	DeviceID    string         `json:"deviceId,omitempty"`
@@ -452,3 +461,47 @@ type ExecOutput struct {
 
 // NotifyOutput carries ExecOutput pushes.
 const NotifyOutput = "output"
+
+// Worker connection states as a gateway sees them.
+const (
+	WorkerConnected    = "connected"
+	WorkerDisconnected = "disconnected"
+	WorkerIncompatible = "incompatible"
+)
+
+// WorkerRef names the worker a lease or device lives on (gateway mode).
+type WorkerRef struct {
+	ID    string `json:"id"`
+	Label string `json:"label,omitempty"`
+}
+
+// WorkerView is what a gateway knows about one worker.
+type WorkerView struct {
+	ID             string                      `json:"id"`
+	Label          string                      `json:"label,omitempty"`
+	State          string                      `json:"state"`
+	Drained        bool                        `json:"drained"`
+	Version        string                      `json:"version,omitempty"`
+	Protocol       ProtocolRange               `json:"protocol"`
+	Health         string                      `json:"health,omitempty"`
+	DownloadPolicy string                      `json:"downloadPolicy,omitempty"`
+	Capacity       map[string]PlatformCapacity `json:"capacity,omitempty"`
+	QueueDepth     int                         `json:"queueDepth"`
+	Devices        int                         `json:"devices"`
+	Leases         int                         `json:"leases"`
+	LastSeenAt     time.Time                   `json:"lastSeenAt"`
+}
+
+type WorkerListIn struct{}
+
+type WorkerListOut struct {
+	Workers []WorkerView `json:"workers"`
+}
+
+type WorkerIn struct {
+	ID string `json:"id"`
+}
+
+type WorkerOut struct {
+	Worker WorkerView `json:"worker"`
+}

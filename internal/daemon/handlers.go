@@ -166,6 +166,13 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 	if req == "" {
 		req = call.Session.Principal
 	}
+	owner := call.Session.Principal
+	if in.OwnerID != "" {
+		if call.Session.Role != contract.RoleAdmin {
+			return contract.Lease{}, contract.Errorf(contract.CodeForbidden, "only an admin session may set a lease's owner")
+		}
+		owner = in.OwnerID
+	}
 	allow := false
 	switch d.cfg.Downloads.Policy {
 	case "always":
@@ -177,7 +184,7 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 		Spec:    core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow},
 		TTL:     time.Duration(in.TTLMs) * time.Millisecond,
 		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
-		NoWait:  in.NoWait, RequesterID: req, OwnerID: call.Session.Principal,
+		NoWait:  in.NoWait, RequesterID: req, OwnerID: owner,
 	}
 	d.progressFor.Store(req, func(p contract.Progress) { call.Push(contract.NotifyProgress, p) })
 	defer d.progressFor.Delete(req)
