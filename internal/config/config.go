@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 )
 
 // Config is the whole configuration file.
@@ -28,6 +31,31 @@ type Config struct {
 	DiskPressure DiskPressure `json:"diskPressure"`
 	Exec         Exec         `json:"exec"`
 	HTTP         HTTP         `json:"http"`
+	Gateway      Gateway      `json:"gateway"`
+
+	// explicit records the top-level keys and the http.enabled flag the
+	// file actually set, for gateway-mode checks.
+	explicit map[string]bool
+}
+
+// Gateway configures both ends of the fleet uplink.
+type Gateway struct {
+	// URL (worker mode) is the gateway's base URL, ws:// or wss://; with
+	// Token set the worker dials <url>/v1/uplink and joins the fleet.
+	URL string `json:"url,omitempty"`
+	// Token (worker mode) is a join token minted on the gateway with
+	// `simlock token create --role worker`.
+	Token string `json:"token,omitempty"`
+	// Label (worker mode) is a display name; it need not be unique.
+	Label string `json:"label,omitempty"`
+	// Routing (gateway mode) picks the policy; v1 has "warm-then-free".
+	Routing string `json:"routing,omitempty"`
+	// DisconnectedRetentionMs (gateway mode) keeps a disconnected worker's
+	// view after its last lease's deadline (default 24 h).
+	DisconnectedRetentionMs int64 `json:"disconnectedRetentionMs,omitempty"`
+	// ExecTimeoutMs (gateway mode) is the backstop for device.exec through
+	// the gateway, longer than the worker's own exec.timeoutMs (default 11 min).
+	ExecTimeoutMs int64 `json:"execTimeoutMs,omitempty"`
 }
 
 // HTTP is the optional network frontend (docs/http-api.md).
@@ -160,6 +188,19 @@ func Parse(data []byte) (Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(data, &raw) == nil {
+		c.explicit = map[string]bool{}
+		for k := range raw {
+			c.explicit[k] = true
+		}
+		var h struct {
+			Enabled *bool `json:"enabled"`
+		}
+		if json.Unmarshal(raw["http"], &h) == nil && h.Enabled != nil && !*h.Enabled {
+			c.explicit["http.enabled=false"] = true
+		}
+	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Config{}, errors.New("config: trailing data after the JSON object")
 	}
@@ -188,8 +229,22 @@ func (c Config) Validate() error {
 	var errs []error
 	switch c.Mode {
 	case "worker":
+		if (c.Gateway.URL == "") != (c.Gateway.Token == "") {
+			errs = append(errs, errors.New("gateway: url and token go together (both to join a fleet, neither to stay alone)"))
+		}
+		if c.Gateway.URL != "" {
+			if u, err := url.Parse(c.Gateway.URL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("gateway.url: %q must be a ws:// or wss:// URL", c.Gateway.URL))
+			}
+		}
 	case "gateway":
-		errs = append(errs, errors.New("mode: gateway is not available in this build yet"))
+		// A gateway is reached over HTTP and its uplinks upgrade from it.
+		if c.explicit["http.enabled=false"] {
+			errs = append(errs, errors.New("http.enabled: a gateway always listens on HTTP; remove http.enabled=false"))
+		}
+		if r := c.Gateway.Routing; r != "" && r != "warm-then-free" {
+			errs = append(errs, fmt.Errorf("gateway.routing: %q is not warm-then-free", r))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("mode: %q is not worker or gateway", c.Mode))
 	}
@@ -294,4 +349,20 @@ func (c Config) DriverRoot(home, platform string) string {
 		return d.Root
 	}
 	return filepath.Join(home, "devices", platform)
+}
+
+// gatewayKeys are the only top-level keys a gateway reads.
+var gatewayKeys = map[string]bool{"mode": true, "http": true, "log": true, "lease": true, "eventBuffer": true, "gateway": true}
+
+// IgnoredInGateway lists the keys the file set that a gateway does not read
+// (they configure devices, which a gateway has none of), for a warning.
+func (c Config) IgnoredInGateway() []string {
+	var out []string
+	for k := range c.explicit {
+		if !gatewayKeys[k] && !strings.Contains(k, "=") {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

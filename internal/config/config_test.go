@@ -48,3 +48,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestGatewayModeRules(t *testing.T) {
+	c, err := Parse([]byte(`{"mode":"gateway","capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":1}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.IgnoredInGateway(); len(got) != 1 || got[0] != "capacity" {
+		t.Fatalf("ignored keys %v", got)
+	}
+	if _, err := Parse([]byte(`{"mode":"gateway","http":{"enabled":false}}`)); err == nil {
+		t.Fatal("a gateway with http disabled was accepted")
+	}
+	if _, err := Parse([]byte(`{"gateway":{"url":"https://gw","token":"t"}}`)); err == nil {
+		t.Fatal("an https gateway url was accepted")
+	}
+	if _, err := Parse([]byte(`{"gateway":{"url":"ws://gw:7420"}}`)); err == nil {
+		t.Fatal("a url without a token was accepted")
+	}
+	if _, err := Parse([]byte(`{"gateway":{"url":"wss://gw","token":"t","label":"mac-a"}}`)); err != nil {
+		t.Fatal(err)
+	}
+}

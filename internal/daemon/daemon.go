@@ -28,6 +28,7 @@ import (
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 	"github.com/simlock/simlock/internal/transport/socket"
+	"github.com/simlock/simlock/internal/transport/uplink"
 )
 
 // Options configure a daemon. Zero-valued ports get their real adapters.
@@ -221,6 +222,15 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}()
 		d.httpAddr = hln.Addr().String()
 		d.log.Info("http api listening", "addr", d.httpAddr)
+	}
+	// Joining a fleet: dial the gateway and serve the same contract over
+	// the uplink, the gateway being the protocol client.
+	if o.Config.Gateway.URL != "" {
+		up := &socket.Server{D: uplinkAdapter{socketAdapter{d}}, Log: ports.Module(o.Logger, "uplink")}
+		conn := &uplink.Connector{URL: o.Config.Gateway.URL, Token: o.Config.Gateway.Token, ID: d.instanceID,
+			Label: o.Config.Gateway.Label, Log: ports.Module(o.Logger, "uplink"),
+			Serve: func(ctx context.Context, c net.Conn) { up.ServeConn(ctx, c) }}
+		go conn.Run(sctx)
 	}
 	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID)
 
@@ -511,4 +521,20 @@ func (a httpAdapter) Authenticate(ctx context.Context, bearer string) (role, pri
 		return "", "", false, err
 	}
 	return t.Role, "token:" + t.ID, true, nil
+}
+
+// uplinkAdapter serves a gateway over the uplink this daemon dialled. The
+// session is admin without a credential because the trust runs from this
+// daemon's own configuration: it chose the gateway URL and presented the
+// token. Nothing inbound is trusted for it.
+type uplinkAdapter struct{ socketAdapter }
+
+func (a uplinkAdapter) Hello(ctx context.Context, in contract.HelloIn) (contract.HelloOut, contract.Session, *contract.Error) {
+	in.Credential = ""
+	out, sess, err := a.d.Hello(ctx, in)
+	if sess.Role != "" {
+		sess.Role, out.Role = contract.RoleAdmin, contract.RoleAdmin
+		sess.Principal, out.Principal = "gateway", "gateway"
+	}
+	return out, sess, err
 }

@@ -17,17 +17,49 @@ import (
 	"github.com/simlock/simlock/internal/store"
 )
 
-// register installs every handler this daemon serves.
+// registerCommon installs the handlers every mode serves the same way:
+// tokens, the effective config and stopping.
+func (d *Daemon) registerCommon(disp *dispatch.Dispatcher) {
+	dispatch.Handle(disp, contract.ConfigGet, func(context.Context, *dispatch.Call, contract.ConfigGetIn) (contract.ConfigGetOut, error) {
+		b, err := json.Marshal(d.cfg)
+		return contract.ConfigGetOut{Path: d.paths.Config, Config: b}, err
+	})
+	dispatch.Handle(disp, contract.TokenCreate, d.tokenCreate)
+	dispatch.Handle(disp, contract.TokenList, func(ctx context.Context, _ *dispatch.Call, _ contract.TokenListIn) (contract.TokenListOut, error) {
+		toks, err := d.db.ListTokens(ctx)
+		if err != nil {
+			return contract.TokenListOut{}, err
+		}
+		out := contract.TokenListOut{Tokens: []contract.TokenInfo{}}
+		for _, t := range toks {
+			out.Tokens = append(out.Tokens, contract.TokenInfo{ID: t.ID, Role: t.Role, Name: t.Name, CreatedAt: t.CreatedAt.UTC()})
+		}
+		return out, nil
+	})
+	dispatch.Handle(disp, contract.TokenRevoke, func(ctx context.Context, _ *dispatch.Call, in contract.TokenRevokeIn) (contract.TokenRevokeOut, error) {
+		ok, err := d.db.RevokeToken(ctx, in.ID)
+		if err != nil {
+			return contract.TokenRevokeOut{}, err
+		}
+		if !ok {
+			return contract.TokenRevokeOut{}, contract.Errorf(contract.CodeUnknownToken, "no token %q", in.ID)
+		}
+		return contract.TokenRevokeOut{Revoked: true}, nil
+	})
+	dispatch.Handle(disp, contract.DaemonStop, func(_ context.Context, call *dispatch.Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
+		call.After(func() { go d.requestStop() })
+		return contract.DaemonStopOut{Stopping: true}, nil
+	})
+}
+
+// register installs every handler a worker daemon serves.
 func (d *Daemon) register(disp *dispatch.Dispatcher) {
+	d.registerCommon(disp)
 	dispatch.Handle(disp, contract.StatusGet, d.statusGet)
 	dispatch.Handle(disp, contract.ListGet, func(ctx context.Context, _ *dispatch.Call, _ contract.ListGetIn) (contract.ListGetOut, error) {
 		return contract.ListGetOut{Devices: d.devices()}, nil
 	})
 	dispatch.Handle(disp, contract.CatalogGet, d.catalogGet)
-	dispatch.Handle(disp, contract.ConfigGet, func(context.Context, *dispatch.Call, contract.ConfigGetIn) (contract.ConfigGetOut, error) {
-		b, err := json.Marshal(d.cfg)
-		return contract.ConfigGetOut{Path: d.paths.Config, Config: b}, err
-	})
 	dispatch.Handle(disp, contract.LeaseRequest, d.leaseRequest)
 	dispatch.Handle(disp, contract.LeaseRenew, func(_ context.Context, _ *dispatch.Call, in contract.LeaseRenewIn) (contract.Lease, error) {
 		l, err := d.engine.Renew(in.LeaseID, time.Duration(in.TTLMs)*time.Millisecond)
@@ -81,28 +113,6 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		return out, nil
 	})
 	dispatch.Handle(disp, contract.EventsSubscribe, d.eventsSubscribe)
-	dispatch.Handle(disp, contract.TokenCreate, d.tokenCreate)
-	dispatch.Handle(disp, contract.TokenList, func(ctx context.Context, _ *dispatch.Call, _ contract.TokenListIn) (contract.TokenListOut, error) {
-		toks, err := d.db.ListTokens(ctx)
-		if err != nil {
-			return contract.TokenListOut{}, err
-		}
-		out := contract.TokenListOut{Tokens: []contract.TokenInfo{}}
-		for _, t := range toks {
-			out.Tokens = append(out.Tokens, contract.TokenInfo{ID: t.ID, Role: t.Role, Name: t.Name, CreatedAt: t.CreatedAt.UTC()})
-		}
-		return out, nil
-	})
-	dispatch.Handle(disp, contract.TokenRevoke, func(ctx context.Context, _ *dispatch.Call, in contract.TokenRevokeIn) (contract.TokenRevokeOut, error) {
-		ok, err := d.db.RevokeToken(ctx, in.ID)
-		if err != nil {
-			return contract.TokenRevokeOut{}, err
-		}
-		if !ok {
-			return contract.TokenRevokeOut{}, contract.Errorf(contract.CodeUnknownToken, "no token %q", in.ID)
-		}
-		return contract.TokenRevokeOut{Revoked: true}, nil
-	})
 	dispatch.Handle(disp, contract.Passthrough, d.passthrough)
 	dispatch.Handle(disp, contract.DeviceExec, d.deviceExec)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
@@ -142,10 +152,6 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		}
 		return contract.NukeRunOut{ReleasedLeases: nz(rep.ReleasedLeases), CancelledRequests: nz(rep.CancelledRequests),
 			DestroyedDevices: nz(rep.DestroyedDevices), Failed: rep.Failed}, nil
-	})
-	dispatch.Handle(disp, contract.DaemonStop, func(_ context.Context, call *dispatch.Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
-		call.After(func() { go d.requestStop() })
-		return contract.DaemonStopOut{Stopping: true}, nil
 	})
 }
 
