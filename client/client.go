@@ -33,6 +33,7 @@ type transport interface {
 	close() error
 	done() <-chan struct{}
 	onLost(func(error))
+	onNotice(func(string, json.RawMessage))
 }
 
 // Client is one connection to a daemon.
@@ -172,4 +173,17 @@ func (c *Client) Call(ctx context.Context, method string, in, out any, notify fu
 // ends or the connection does (a followed event subscription).
 func (c *Client) Stream(ctx context.Context, method string, in, out any, notify func(method string, params json.RawMessage)) error {
 	return c.t.call(ctx, method, in, out, notify, true)
+}
+
+// OnNotice registers f for lease-scoped facts the daemon pushes to the
+// lease's owner: device-unhealthy, device-recovered and lease-lost. Over
+// HTTP nothing is pushed; the same facts come back from LeaseRenew callers
+// reading the renew route's notices.
+func (c *Client) OnNotice(f func(contract.LeaseNotice)) {
+	c.t.onNotice(func(method string, params json.RawMessage) {
+		var n contract.LeaseNotice
+		if json.Unmarshal(params, &n) == nil {
+			f(n)
+		}
+	})
 }

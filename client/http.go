@@ -127,6 +127,10 @@ func (t *httpTransport) close() error {
 
 func (t *httpTransport) done() <-chan struct{} { return t.doneCh }
 
+// onNotice: HTTP has no connection to push on; polling clients read the
+// same facts from the notices array of a renew.
+func (t *httpTransport) onNotice(func(string, json.RawMessage)) {}
+
 func (t *httpTransport) onLost(f func(error)) {
 	t.mu.Lock()
 	if t.err != nil {

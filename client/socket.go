@@ -22,6 +22,7 @@ type socketTransport struct {
 	nextID  int64
 	pending map[string]*pending
 	streams map[string]func(string, json.RawMessage) // pushes that outlive their response (followed events)
+	notices func(string, json.RawMessage)            // lease-scoped pushes, tied to no request
 	err     error                                    // set once the connection is lost
 	doneCh  chan struct{}
 	lostFns []func(error)
@@ -68,6 +69,12 @@ func newSocketTransport(conn net.Conn) *socketTransport {
 
 func (c *socketTransport) close() error { return c.conn.Close() }
 
+func (c *socketTransport) onNotice(f func(string, json.RawMessage)) {
+	c.mu.Lock()
+	c.notices = f
+	c.mu.Unlock()
+}
+
 func (c *socketTransport) done() <-chan struct{} { return c.doneCh }
 
 func (c *socketTransport) onLost(f func(error)) {
@@ -100,9 +107,13 @@ func (c *socketTransport) readLoop() {
 			_ = json.Unmarshal(m.Params, &head)
 			c.mu.Lock()
 			var notify func(string, json.RawMessage)
-			if p := c.pending[string(head.RequestID)]; p != nil {
-				notify = p.notify
-			} else {
+			switch {
+			case len(head.RequestID) == 0:
+				// Not tied to a request: a lease-scoped notice.
+				notify = c.notices
+			case c.pending[string(head.RequestID)] != nil:
+				notify = c.pending[string(head.RequestID)].notify
+			default:
 				notify = c.streams[string(head.RequestID)]
 			}
 			c.mu.Unlock()

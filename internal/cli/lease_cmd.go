@@ -100,6 +100,21 @@ func (a *app) hold(ctx context.Context, c *client.Client, l contract.Lease) erro
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// The daemon pushes lease-scoped facts; a lost lease ends the hold at
+	// once instead of at the next renew.
+	lost := make(chan contract.LeaseNotice, 1)
+	c.OnNotice(func(n contract.LeaseNotice) {
+		switch {
+		case n.LeaseID != l.LeaseID:
+		case n.Type == contract.NotifyLeaseLost:
+			select {
+			case lost <- n:
+			default:
+			}
+		default:
+			fmt.Fprintf(a.env.Stderr, "simlock: %s: %s %s\n", n.LeaseID, n.Type, n.Reason)
+		}
+	})
 	release := func(why string) error {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -118,6 +133,9 @@ func (a *app) hold(ctx context.Context, c *client.Client, l contract.Lease) erro
 			return release("parent exited")
 		case <-c.Done():
 			fmt.Fprintf(a.env.Stderr, "simlock: lost the daemon connection; lease %s stays until %s unless renewed\n", l.LeaseID, l.ExpiresAt.Format(time.RFC3339))
+			return exitError{1}
+		case n := <-lost:
+			fmt.Fprintf(a.env.Stderr, "simlock: lease %s was lost (%s)\n", l.LeaseID, n.Reason)
 			return exitError{1}
 		case <-t.C:
 			_, err := client.Do(ctx, c, contract.LeaseRenew, contract.LeaseRenewIn{LeaseID: l.LeaseID})

@@ -471,3 +471,31 @@ func TestDeviceExecStreamsOutputAndExitCode(t *testing.T) {
 		t.Fatalf("foreign requester: %d %s", r.code, r.stderr)
 	}
 }
+
+func TestHolderLearnsAtOnceThatItsLeaseIsGone(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	c := w.cmd("lease", "--platform", "ios", "--ttl", "10m")
+	stdout, _ := c.StdoutPipe()
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var l lease
+	if err := json.NewDecoder(stdout).Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	w.mustRun("nuke", "--yes")
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(stderr.String(), "was lost") {
+			t.Fatalf("holder exit %v, stderr %s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		// Renewing at TTL/3 would take minutes to notice; the push must not.
+		c.Process.Kill()
+		t.Fatal("the holder did not learn its lease was lost")
+	}
+}

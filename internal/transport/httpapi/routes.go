@@ -111,8 +111,11 @@ var notOverHTTP = map[string]string{
 	contract.Passthrough.Name: "driver.passthrough answers a command line for the daemon's own machine; run `simlock simctl|adb` there",
 }
 
-func (s *Server) buildMux() http.Handler {
+func (s *Server) buildMux(uplink http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if uplink != nil {
+		mux.Handle("GET /v1/uplink", uplink)
+	}
 	for _, rt := range s.routes {
 		mux.Handle(rt.pattern(), s.wrap(rt, s.handlerFor(rt)))
 	}

@@ -48,6 +48,9 @@ type Options struct {
 	Logger  *slog.Logger
 	Clock   ports.Clock
 	Version string
+	// Uplink, when set (gateway mode), serves GET /v1/uplink. It checks
+	// its own join token: a worker token opens an uplink and nothing else.
+	Uplink http.Handler
 }
 
 // Limits and waits. They are constants, not configuration: they bound
@@ -109,7 +112,7 @@ func New(o Options) *Server {
 		notices: newNoticeBuffer()}
 	s.requests = newRequestTable(s)
 	s.routes = routeTable()
-	s.handler = s.buildMux()
+	s.handler = s.buildMux(o.Uplink)
 	s.openapi = sync.OnceValue(func() []byte {
 		b, _ := json.MarshalIndent(openAPIDocument(s.routes, s.version), "", "  ")
 		return append(b, '\n')
