@@ -65,6 +65,37 @@ func TestDispatchKnowsOnlyTheContract(t *testing.T) {
 	}
 }
 
+// The gateway owns no devices: it reads worker views and forwards over
+// uplinks. It may use the contract, the dispatcher, the ports and the event
+// bus, and nothing that could give it an opinion about device state (the
+// registry, capacity and lifecycle in internal/core, the drivers, the
+// worker daemon, the store, the simulated SDK), not even transitively.
+func TestGatewayNeverSeesADriver(t *testing.T) {
+	allowed := map[string]bool{module + "/internal/contract": true, module + "/internal/dispatch": true,
+		module + "/internal/ports": true, module + "/internal/core/events": true}
+	for p := range imports(t, "internal/gateway") {
+		first, _, _ := strings.Cut(p, "/")
+		switch {
+		case strings.HasPrefix(p, module+"/"):
+			if !allowed[p] {
+				t.Errorf("internal/gateway imports %s; it may import only contract, dispatch, ports and core/events", p)
+			}
+		case strings.Contains(first, "."):
+			t.Errorf("internal/gateway imports %s; outside the module it may use only the standard library", p)
+		}
+	}
+	banned := []string{module + "/internal/core", module + "/internal/drivers/", module + "/internal/daemon",
+		module + "/internal/store", module + "/internal/simsdk", module + "/internal/transport/", module + "/client",
+		module + "/internal/cli", module + "/internal/config"}
+	for p := range deps(t, "internal/gateway") {
+		for _, b := range banned {
+			if p == b || strings.HasSuffix(b, "/") && strings.HasPrefix(p, b) {
+				t.Errorf("internal/gateway depends on %s", p)
+			}
+		}
+	}
+}
+
 func TestCoreReachesTheWorldOnlyThroughPorts(t *testing.T) {
 	direct := []string{"os/exec", "net", "net/http", "database/sql", "syscall", "io/fs", "os"}
 	outer := []string{module + "/internal/drivers/", module + "/internal/transport/", module + "/internal/daemon",

@@ -55,7 +55,12 @@ func (a *app) daemonRunCmd() *cobra.Command {
 				logger.Error("daemon failed to start", "err", err)
 				return err
 			}
-			fmt.Fprintf(a.env.Stderr, "simlock daemon %s listening on %s (pid %d)\n", Version, p.Socket, os.Getpid())
+			mode := cfg.Mode
+			if d.HTTPAddr() != "" {
+				fmt.Fprintf(a.env.Stderr, "simlock %s %s listening on %s and http://%s (pid %d)\n", mode, Version, p.Socket, d.HTTPAddr(), os.Getpid())
+			} else {
+				fmt.Fprintf(a.env.Stderr, "simlock %s %s listening on %s (pid %d)\n", mode, Version, p.Socket, os.Getpid())
+			}
 			select {
 			case <-ctx.Done():
 				return d.Stop()

@@ -24,6 +24,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/httpapi"
@@ -62,6 +63,7 @@ type Daemon struct {
 	ln       net.Listener
 	srv      *socket.Server
 	db       *store.DB
+	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
 	engine   *core.Engine
@@ -166,6 +168,12 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return fail(err)
 	}
 	d.bus = events.New(o.Config.EventBuffer.Size, o.Clock.Now)
+	if o.Config.Mode == "gateway" {
+		if err := d.startGateway(o, ln); err != nil {
+			return fail(err)
+		}
+		return d, nil
+	}
 	drivers := o.Drivers
 	if drivers == nil {
 		if drivers, err = buildDrivers(o, d.diagnostic); err != nil {
@@ -352,7 +360,7 @@ func (d *Daemon) Hello(_ context.Context, in contract.HelloIn) (contract.HelloOu
 	}
 	sess := contract.Session{Principal: principal, Role: role, Compatible: true}
 	out := contract.HelloOut{Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		Role: role, Principal: principal, Version: d.version, InstanceID: d.instanceID, Mode: "worker"}
+		Role: role, Principal: principal, Version: d.version, InstanceID: d.instanceID, Mode: d.cfg.Mode}
 	lo, hi := max(in.Protocol.Min, contract.ProtocolMin), min(in.Protocol.Max, contract.ProtocolMax)
 	if in.Protocol.Min == 0 && in.Protocol.Max == 0 || lo > hi {
 		sess.Compatible = false
@@ -426,7 +434,12 @@ func (d *Daemon) shutdown() {
 	d.cancelConverge() // aborts a convergence still in flight
 	<-d.converged
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	d.engine.Stop(ctx)
+	if d.engine != nil {
+		d.engine.Stop(ctx)
+	}
+	if d.gw != nil {
+		d.gw.Close()
+	}
 	cancel()
 	d.cancel()
 	d.srv.CloseAll()

@@ -266,9 +266,7 @@ func (d *Daemon) devices() []contract.Device {
 
 func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
 	out := contract.StatusGetOut{
-		Daemon: contract.DaemonInfo{Version: d.version, PID: d.pid, Health: d.health(), Mode: "worker",
-			InstanceID: d.instanceID, StartedAt: d.startedAt.UTC().Truncate(time.Millisecond), Socket: d.paths.Socket, Home: d.paths.Home,
-			HTTP: d.httpAddr},
+		Daemon:  d.daemonInfo(),
 		Devices: []contract.Device{}, Leases: []contract.Lease{}, Queue: []contract.QueueEntry{},
 	}
 	if !d.isReady() {
@@ -423,4 +421,11 @@ func (d *Daemon) passthrough(_ context.Context, _ *dispatch.Call, in contract.Pa
 	}
 	return contract.PassthroughOut{}, core.NewSpecError(core.ErrUnknownTool,
 		fmt.Sprintf("no driver wraps %q", in.Tool), "tools", known)
+}
+
+// daemonInfo is the daemon block of status.get, for either mode.
+func (d *Daemon) daemonInfo() contract.DaemonInfo {
+	return contract.DaemonInfo{Version: d.version, PID: d.pid, Health: d.health(), Mode: d.cfg.Mode,
+		InstanceID: d.instanceID, StartedAt: d.startedAt.UTC().Truncate(time.Millisecond), Socket: d.paths.Socket,
+		Home: d.paths.Home, HTTP: d.httpAddr}
 }

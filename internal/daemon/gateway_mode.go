@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/transport/httpapi"
+	"github.com/simlock/simlock/internal/transport/socket"
+	"github.com/simlock/simlock/internal/transport/uplink"
+)
+
+// startGateway runs this daemon as a fleet gateway: no drivers, roots,
+// reaper, health monitor or capacity strategy; the same contract served
+// over the socket and HTTP, answered from worker views; workers join over
+// uplinks that upgrade from the HTTP listener.
+func (d *Daemon) startGateway(o Options, ln net.Listener) error {
+	if keys := o.Config.IgnoredInGateway(); len(keys) > 0 {
+		d.log.Warn("a gateway ignores these configuration keys", "keys", keys)
+	}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	gw, err := gateway.New(gateway.Options{
+		InstanceID: d.instanceID, Clock: o.Clock, Log: ports.Module(o.Logger, "gateway"), Bus: d.bus,
+		DrainFile: filepath.Join(o.Home, "workers.json"), FS: o.FS, Routing: o.Config.Gateway.Routing,
+		DisconnectedRetention: ms(o.Config.Gateway.DisconnectedRetentionMs), ExecTimeout: ms(o.Config.Gateway.ExecTimeoutMs),
+		DefaultTTL: ms(o.Config.Lease.DefaultTTLMs), MaxTTL: ms(o.Config.Lease.MaxTTLMs),
+		DaemonInfo: d.daemonInfo,
+	})
+	if err != nil {
+		return err
+	}
+	d.gw = gw
+	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady,
+		LeaseOwner: gw.LeaseOwner, MapError: func(err error) *contract.Error {
+			// Token and contract errors map as on a worker; the rest is
+			// the gateway's own vocabulary (WORKER_UNREACHABLE, ...).
+			if ce := toContractError(err); ce.Code != contract.CodeInternal {
+				return ce
+			}
+			return gateway.MapError(err)
+		}})
+	d.registerCommon(d.disp)
+	gw.Register(d.disp)
+
+	sctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.cancelConverge = func() {}
+	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
+	go func() {
+		if err := d.srv.Serve(sctx, ln); err != nil {
+			d.log.Error("socket server stopped", "err", err)
+		}
+	}()
+
+	// A gateway always listens on HTTP: that is how agents reach it and
+	// what uplinks upgrade from.
+	listen := o.Config.HTTP.Listen
+	hln, err := net.Listen("tcp", listen)
+	if err != nil {
+		cancel()
+		ln.Close()
+		return fmt.Errorf("http listen on %s: %w", listen, err)
+	}
+	acceptor := &uplink.Acceptor{
+		Log: ports.Module(o.Logger, "uplink"),
+		Verify: func(ctx context.Context, bearer string) (string, bool, error) {
+			t, ok, err := d.VerifyToken(ctx, bearer)
+			return t.Role, ok, err
+		},
+		Rejected: gw.Rejected,
+		Attach: func(ctx context.Context, id, label string, conn net.Conn) {
+			// The gateway is the protocol client on the uplink.
+			c, err := client.NewConn(ctx, conn, client.Options{Principal: "gateway:" + d.instanceID, Name: "simlock-gateway " + d.version})
+			if err != nil {
+				d.log.Warn("uplink hello failed", "worker", id, "err", err)
+				return
+			}
+			if err := gw.Attach(ctx, id, label, c); err != nil {
+				d.log.Warn("worker view could not be built", "worker", id, "err", err)
+				return
+			}
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				c.Close()
+			}
+		},
+	}
+	d.http = httpapi.New(httpapi.Options{Backend: httpAdapter{socketAdapter{d}}, Logger: ports.Module(o.Logger, "http"),
+		Clock: o.Clock, Version: o.Version, Uplink: acceptor})
+	d.httpDone = make(chan struct{})
+	go func() {
+		defer close(d.httpDone)
+		if err := d.http.Serve(sctx, hln); err != nil {
+			d.log.Error("http server stopped", "err", err)
+		}
+	}()
+	d.httpAddr = hln.Addr().String()
+	// Nothing to converge: views are rebuilt from workers as they connect.
+	close(d.converged)
+	d.readyOnce.Do(func() { close(d.readyCh) })
+	d.log.Info("gateway started", "pid", d.pid, "http", d.httpAddr, "instance", d.instanceID)
+	return nil
+}

@@ -1,0 +1,549 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/ports"
+)
+
+// Request states in the fleet queue.
+const (
+	stQueued     = iota // waiting for routing
+	stTrying            // sent to a worker (noWait), no answer and no progress yet
+	stDispatched        // the worker has begun work: it is that worker's now
+)
+
+// pending is one lease request the gateway holds.
+type pending struct {
+	id         uint64
+	in         contract.LeaseRequestIn // the client's request, TTL resolved
+	requester  string                  // client-side
+	owner      string                  // client-side
+	noWait     bool
+	call       *dispatch.Call
+	enqueuedAt time.Time
+	deadline   time.Time
+	timer      ports.Timer
+
+	state  int
+	worker string
+	// avoid holds, per worker that answered NO_CAPACITY, the view version
+	// the request waits to exceed before it is routed there again.
+	avoid     map[string]uint64
+	cancelled bool // lease.cancel arrived while a worker had it
+	abandoned bool // the caller went away while a worker had it
+	finished  bool
+	done      chan outcome
+	pos       int    // queue position last decided (under g.mu)
+	posStamp  uint64 // orders position decisions (under g.mu)
+
+	pmu     sync.Mutex // orders the pushes to the caller
+	working bool       // a worker's progress has been relayed (under pmu)
+	pushed  uint64     // newest position decision pushed (under pmu)
+}
+
+type outcome struct {
+	lease contract.Lease
+	err   error
+}
+
+func (p *pending) route() routeRequest {
+	return routeRequest{Platform: p.in.Platform, Model: p.in.Model, OSVersion: p.in.OSVersion, AllowDownload: p.in.AllowDownload}
+}
+
+// push sends a progress push to the caller; a queue position never
+// follows device work.
+func (p *pending) push(pr contract.Progress, relayed bool) {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	if relayed {
+		p.working = true
+	} else if p.working {
+		return
+	}
+	p.call.Push(contract.NotifyProgress, pr)
+}
+
+// pushPosition sends a queued push unless a later pass has already moved
+// the request on.
+func (p *pending) pushPosition(pos int, stamp uint64) {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	if p.working || stamp <= p.pushed {
+		return
+	}
+	p.pushed = stamp
+	p.call.Push(contract.NotifyProgress, contract.Progress{Phase: "queued", QueuePosition: pos})
+}
+
+func ownerData(owner string, kv ...any) map[string]any {
+	m := map[string]any{"ownerId": owner}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+func (p *pending) event(typ string, kv ...any) events.Event {
+	return events.Event{Type: typ, RequesterID: p.requester, Platform: p.in.Platform, Data: ownerData(p.owner, kv...)}
+}
+
+// leaseRequest enters a request into the fleet queue and waits for its
+// outcome. The queue has a worker's semantics: timeoutMs ends a wait with
+// QUEUE_TIMEOUT, noWait refuses at once with NO_CAPACITY, lease.cancel
+// withdraws it, and queued progress carries the position.
+func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
+	if in.Platform == "" {
+		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
+			WithNext("pass --platform ios (or another platform listed by `simlock catalog`)")
+	}
+	if in.TimeoutMs < 0 {
+		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "ttlMs and timeoutMs must not be negative")
+	}
+	if in.TTLMs == 0 && g.o.DefaultTTL > 0 {
+		in.TTLMs = g.o.DefaultTTL.Milliseconds()
+	}
+	if err := g.checkTTL(in.TTLMs); err != nil {
+		return contract.Lease{}, err
+	}
+	requester := in.RequesterID
+	if requester == "" {
+		requester = call.Session.Principal
+	}
+	owner := call.Session.Principal
+	if in.OwnerID != "" {
+		if call.Session.Role != contract.RoleAdmin {
+			return contract.Lease{}, contract.Errorf(contract.CodeForbidden, "only an admin session may set a lease's owner")
+		}
+		owner = in.OwnerID
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return contract.Lease{}, contract.Errorf(contract.CodeDaemonStopping, "the gateway is stopping")
+	}
+	if e := g.byReq[requester]; e != nil {
+		g.mu.Unlock()
+		return contract.Lease{}, contract.Errorf(contract.CodeRequesterLeased, "this requester already holds lease %s", e.id).
+			WithDetails("leaseId", e.id, "workerId", e.worker).
+			WithNext("release " + e.id + " first (`simlock release " + e.id + "`), or use a different --requester")
+	}
+	if g.pendingBy[requester] != nil {
+		g.mu.Unlock()
+		return contract.Lease{}, contract.Errorf(contract.CodeRequesterQueued, "requester %s already has a pending request", requester)
+	}
+	g.nextReq++
+	p := &pending{id: g.nextReq, in: in, requester: requester, owner: owner, noWait: in.NoWait, call: call,
+		enqueuedAt: g.clock.Now(), avoid: map[string]uint64{}, done: make(chan outcome, 1)}
+	g.queue = append(g.queue, p)
+	g.pendingBy[requester] = p
+	var evs []events.Event
+	if !p.noWait {
+		if in.TimeoutMs > 0 {
+			d := time.Duration(in.TimeoutMs) * time.Millisecond
+			p.deadline = p.enqueuedAt.Add(d)
+			p.timer = g.clock.AfterFunc(d, func() { g.expire(p) })
+		}
+		evs = append(evs, p.event("request.queued", "model", in.Model, "osVersion", in.OSVersion))
+	}
+	g.mu.Unlock()
+	g.publishAll(evs)
+	// Decide before returning to the caller's loop: a request that can go
+	// now goes now, and noWait is answered on this pass.
+	g.dispatchPass()
+	select {
+	case o := <-p.done:
+		return o.lease, o.err
+	case <-ctx.Done():
+		g.abandon(p)
+		return contract.Lease{}, ctx.Err()
+	}
+}
+
+// finishLocked ends a request once, with its outcome.
+func (g *Gateway) finishLocked(p *pending, o outcome) {
+	if p.finished {
+		return
+	}
+	p.finished = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	g.dropFromQueueLocked(p)
+	if g.pendingBy[p.requester] == p {
+		delete(g.pendingBy, p.requester)
+	}
+	g.dropInflightLocked(p)
+	p.done <- o
+}
+
+func (g *Gateway) dropFromQueueLocked(p *pending) {
+	for i, q := range g.queue {
+		if q == p {
+			g.queue = append(g.queue[:i:i], g.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+func (g *Gateway) dropInflightLocked(p *pending) {
+	if p.worker == "" {
+		return
+	}
+	w := g.workers[p.worker]
+	if w == nil {
+		return
+	}
+	for i, q := range w.inflight {
+		if q == p {
+			w.inflight = append(w.inflight[:i:i], w.inflight[i+1:]...)
+			return
+		}
+	}
+}
+
+// expire ends a request still waiting in the queue when its timeoutMs has
+// passed. One that a worker is answering right now gets its outcome; if
+// that is a stale NO_CAPACITY the deadline is checked then.
+func (g *Gateway) expire(p *pending) {
+	g.mu.Lock()
+	if p.finished || p.state != stQueued {
+		g.mu.Unlock()
+		return
+	}
+	g.finishLocked(p, outcome{err: g.timeoutErr(p)})
+	g.mu.Unlock()
+	g.publish(p.event("request.timed-out"))
+	g.kickDispatch()
+}
+
+func (g *Gateway) timeoutErr(p *pending) error {
+	return contract.Errorf(contract.CodeQueueTimeout, "no device freed up in the fleet within %dms", p.in.TimeoutMs).
+		WithDetails("timeoutMs", p.in.TimeoutMs)
+}
+
+// abandon withdraws a request whose caller went away. Work a worker has
+// already begun completes; a lease it grants is indexed and lives on its
+// TTL, since a closing connection releases nothing.
+func (g *Gateway) abandon(p *pending) {
+	g.mu.Lock()
+	if p.finished {
+		g.mu.Unlock()
+		return
+	}
+	if p.state != stQueued {
+		p.abandoned = true
+		g.mu.Unlock()
+		return
+	}
+	g.finishLocked(p, outcome{err: context.Canceled})
+	g.mu.Unlock()
+	g.publish(p.event("request.abandoned"))
+	g.kickDispatch()
+}
+
+func (g *Gateway) leaseCancel(ctx context.Context, call *dispatch.Call, in contract.LeaseCancelIn) (contract.LeaseCancelOut, error) {
+	req := in.RequesterID
+	if req == "" {
+		req = call.Session.Principal
+	}
+	g.mu.Lock()
+	p := g.pendingBy[req]
+	if p == nil {
+		g.mu.Unlock()
+		return contract.LeaseCancelOut{}, contract.Errorf(contract.CodeNoPendingRequest, "requester %s has no pending request", req)
+	}
+	if call.Session.Role != contract.RoleAdmin && p.owner != call.Session.Principal {
+		g.mu.Unlock()
+		return contract.LeaseCancelOut{}, contract.Errorf(contract.CodeForbidden, "the pending request of %s belongs to another principal", req)
+	}
+	if p.state == stQueued {
+		g.finishLocked(p, outcome{err: contract.Errorf(contract.CodeRequestCancelled, "the request was cancelled")})
+		g.mu.Unlock()
+		g.publish(p.event("request.cancelled"))
+		g.kickDispatch()
+		return contract.LeaseCancelOut{Cancelled: true}, nil
+	}
+	// A worker has it: withdraw it there too. Whatever the worker answers
+	// the forwarded request, the caller gets REQUEST_CANCELLED (a lease
+	// granted in the race is given back).
+	p.cancelled = true
+	wid := p.worker
+	var lk *link
+	if w := g.workers[wid]; w != nil {
+		lk = w.link
+	}
+	state := p.state
+	g.mu.Unlock()
+	err := g.callWorker(ctx, wid, lk, contract.LeaseCancel.Name, contract.LeaseCancelIn{RequesterID: g.ns(req)}, &contract.LeaseCancelOut{}, nil)
+	if err != nil && state == stDispatched {
+		// NO_PENDING_REQUEST is the grant racing the cancel: the attempt
+		// gives the lease back. Anything else (an unreachable worker) the
+		// caller must hear.
+		if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeNoPendingRequest {
+			return contract.LeaseCancelOut{}, err
+		}
+	}
+	return contract.LeaseCancelOut{Cancelled: true}, nil
+}
+
+func (g *Gateway) dispatchLoop() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-g.kickCh:
+			g.dispatchPass()
+		}
+	}
+}
+
+// plannerLocked builds a pass's planner over the current views, with the
+// requests still in flight booked against them. Views are shared, not
+// copied: booking copies a view before it marks it.
+func (g *Gateway) plannerLocked() *planner {
+	snaps := make([]viewSnapshot, 0, len(g.workers))
+	ids := make([]string, 0, len(g.workers))
+	for id, w := range g.workers {
+		if w.known {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		w := g.workers[id]
+		_, drained := g.drained[id]
+		state := w.state
+		if w.link == nil {
+			state = contract.WorkerDisconnected
+		}
+		snaps = append(snaps, viewSnapshot{ID: id, State: state, Drained: drained, Policy: w.policy,
+			Capacity: w.status.Capacity, Devices: w.devices, Catalog: w.catalog})
+	}
+	pl := newPlanner(g.route, snaps)
+	for _, id := range ids {
+		for _, p := range g.workers[id].inflight {
+			pl.book(id, p.route())
+		}
+	}
+	return pl
+}
+
+// attemptStart is a routing decision to carry out outside the lock.
+type attemptStart struct {
+	p  *pending
+	w  string
+	lk *link
+}
+
+type positionPush struct {
+	p     *pending
+	pos   int
+	stamp uint64
+}
+
+// dispatchPass runs the queue once, oldest first: each waiting request is
+// routed over the current views (passed over when nothing can serve it
+// now), booked against the chosen view, and sent. It runs whenever the
+// queue or a view changes.
+func (g *Gateway) dispatchPass() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	pl := g.plannerLocked()
+	var starts []attemptStart
+	var pushes []positionPush
+	var evs []events.Event
+	pos := 0
+	for _, p := range append([]*pending(nil), g.queue...) {
+		if p.finished {
+			continue
+		}
+		if !p.noWait {
+			pos++
+		}
+		if p.state == stQueued {
+			var skip func(string) bool
+			if len(p.avoid) > 0 {
+				skip = func(id string) bool {
+					until, ok := p.avoid[id]
+					w := g.workers[id]
+					return ok && w != nil && w.version <= until
+				}
+			}
+			if wid, ok := pl.place(p.route(), skip); ok {
+				w := g.workers[wid]
+				p.state, p.worker = stTrying, wid
+				w.inflight = append(w.inflight, p)
+				starts = append(starts, attemptStart{p: p, w: wid, lk: w.link})
+			} else if p.noWait {
+				g.finishLocked(p, outcome{err: noCapacity(p)})
+				evs = append(evs, p.event("request.refused", "reason", "no-capacity"))
+				continue
+			}
+		}
+		if !p.noWait && p.state == stQueued && p.pos != pos {
+			p.pos = pos
+			p.posStamp++
+			pushes = append(pushes, positionPush{p, pos, p.posStamp})
+		}
+	}
+	g.mu.Unlock()
+	g.publishAll(evs)
+	for _, pp := range pushes {
+		pp.p.pushPosition(pp.pos, pp.stamp)
+	}
+	for _, s := range starts {
+		g.spawn(func() { g.attempt(s.p, s.w, s.lk) })
+	}
+}
+
+func noCapacity(p *pending) error {
+	return contract.Errorf(contract.CodeNoCapacity, "no worker in the fleet can serve a %s device right now", p.in.Platform).
+		WithRetryAfter(5000)
+}
+
+// attempt sends one routed request to its worker with noWait and follows
+// it to an outcome.
+func (g *Gateway) attempt(p *pending, wid string, lk *link) {
+	fwd := contract.LeaseRequestIn{Platform: p.in.Platform, Model: p.in.Model, OSVersion: p.in.OSVersion,
+		TTLMs: p.in.TTLMs, NoWait: true, RequesterID: g.ns(p.requester), AllowDownload: p.in.AllowDownload,
+		OwnerID: g.ns(p.owner)}
+	var l contract.Lease
+	var err error
+	if lk == nil {
+		err = unreachable(wid)
+	} else {
+		err = lk.conn.Call(lk.ctx, contract.LeaseRequest.Name, fwd, &l, func(method string, raw json.RawMessage) {
+			if method != contract.NotifyProgress {
+				return
+			}
+			var pr contract.Progress
+			if json.Unmarshal(raw, &pr) != nil || pr.Phase == "queued" {
+				return
+			}
+			g.markDispatched(p, wid, lk)
+			p.push(pr, true)
+		})
+		if err != nil {
+			err = g.callErr(wid, lk, err)
+		}
+	}
+	g.attemptDone(p, wid, lk, l, err)
+}
+
+// markDispatched: the worker has begun device work for p, so the request
+// is that worker's and leaves the fleet queue.
+func (g *Gateway) markDispatched(p *pending, wid string, lk *link) {
+	g.mu.Lock()
+	if p.finished || p.state != stTrying {
+		g.mu.Unlock()
+		return
+	}
+	p.state = stDispatched
+	g.dropFromQueueLocked(p)
+	g.dropInflightLocked(p)
+	g.mu.Unlock()
+	g.publish(p.event("request.dispatched", "workerId", wid))
+	lk.kick()
+	g.kickDispatch()
+}
+
+func (g *Gateway) attemptDone(p *pending, wid string, lk *link, l contract.Lease, err error) {
+	var evs []events.Event
+	var giveBack *contract.Lease
+	g.mu.Lock()
+	g.dropInflightLocked(p)
+	ce := contract.AsError(err)
+	label := wid
+	if w := g.workers[wid]; w != nil {
+		label = w.label
+	}
+	switch {
+	case err == nil:
+		g.indexPutLocked(wid, l, g.nextSeqLocked())
+		if w := g.workers[wid]; w != nil && w.link == lk {
+			w.applyGrant(l)
+		}
+		if p.state == stTrying {
+			evs = append(evs, p.event("request.dispatched", "workerId", wid))
+		}
+		p.state = stDispatched
+		if p.cancelled {
+			lc := l
+			giveBack = &lc
+			g.finishLocked(p, outcome{err: contract.Errorf(contract.CodeRequestCancelled, "the request was cancelled")})
+		} else {
+			g.finishLocked(p, outcome{lease: g.leaseOut(wid, label, l)})
+		}
+	case ce != nil && ce.Code == contract.CodeNoCapacity && p.state == stTrying:
+		// The view was stale: refresh it; the request waits, no worse off.
+		w := g.workers[wid]
+		switch {
+		case p.cancelled:
+			g.finishLocked(p, outcome{err: contract.Errorf(contract.CodeRequestCancelled, "the request was cancelled")})
+		case p.abandoned:
+			g.finishLocked(p, outcome{err: context.Canceled})
+			evs = append(evs, p.event("request.abandoned"))
+		case p.noWait:
+			g.finishLocked(p, outcome{err: noCapacity(p)})
+			evs = append(evs, p.event("request.refused", "reason", "no-capacity"))
+		case !p.deadline.IsZero() && !g.clock.Now().Before(p.deadline):
+			g.finishLocked(p, outcome{err: g.timeoutErr(p)})
+			evs = append(evs, p.event("request.timed-out"))
+		default:
+			p.state, p.worker = stQueued, ""
+			if w != nil {
+				until := w.version + 1
+				if w.refreshing {
+					until++
+				}
+				p.avoid[wid] = until
+			}
+		}
+		if lk != nil {
+			lk.kick()
+		}
+	default:
+		// A failure once work began (or any refusal but NO_CAPACITY) is the
+		// request's own outcome, not a return to the queue. The worker
+		// records failures of work it began; the gateway records the rest.
+		g.finishLocked(p, outcome{err: err})
+		if p.state == stTrying || (ce != nil && ce.Code == contract.CodeWorkerUnreachable) {
+			evs = append(evs, p.event("request.failed", "workerId", wid, "reason", errText(err)))
+		}
+	}
+	g.mu.Unlock()
+	g.publishAll(evs)
+	if giveBack != nil && lk != nil {
+		g.spawn(func() {
+			err := g.callWorker(lk.ctx, wid, lk, contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: giveBack.LeaseID}, &contract.LeaseReleaseOut{}, nil)
+			if err == nil {
+				g.mu.Lock()
+				g.indexDropLocked(joinLeaseID(wid, giveBack.LeaseID))
+				g.mu.Unlock()
+			}
+		})
+	}
+	if err == nil && lk != nil {
+		lk.kick()
+	}
+	g.kickDispatch()
+}
+
+func errText(err error) string {
+	if ce := contract.AsError(err); ce != nil {
+		return string(ce.Code)
+	}
+	return err.Error()
+}

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+type workerView struct {
+	ID      string
+	Label   string
+	State   string
+	Drained bool
+	Leases  int
+}
+
+func (w *world) workers() []workerView {
+	var out struct{ Workers []workerView }
+	w.json(&out, "worker", "list", "--json")
+	return out.Workers
+}
+
+// fleet starts a gateway and n workers that join it over real WebSockets.
+func fleet(t *testing.T, n int) (gw *world, workers []*world, base string) {
+	gw = newWorld(t, `{"mode":"gateway","http":{"listen":"127.0.0.1:0"}}`)
+	gw.mustRun("daemon", "start")
+	var st struct{ Daemon struct{ HTTP, Mode string } }
+	gw.json(&st, "status", "--json")
+	if st.Daemon.Mode != "gateway" || st.Daemon.HTTP == "" {
+		t.Fatalf("gateway status %+v", st)
+	}
+	base = "http://" + st.Daemon.HTTP
+	var tok struct{ Token string }
+	gw.json(&tok, "token", "create", "--role", "worker", "--name", "join", "--json")
+	for i := 0; i < n; i++ {
+		w := newWorld(t, "")
+		cfg := fmt.Sprintf(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
+ "gateway":{"url":"ws://%s","token":%q,"label":"mac-%d"}}`, st.Daemon.HTTP, tok.Token, i+1)
+		if err := os.WriteFile(filepath.Join(w.home, "config.json"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w.mustRun("daemon", "start")
+		workers = append(workers, w)
+	}
+	eventually(t, "every worker to join", 30*time.Second, func() bool {
+		ws := gw.workers()
+		connected := 0
+		for _, v := range ws {
+			if v.State == "connected" {
+				connected++
+			}
+		}
+		return connected == n
+	})
+	return gw, workers, base
+}
+
+func TestGatewayRoutesLeasesAcrossWorkers(t *testing.T) {
+	gw, workers, base := fleet(t, 2)
+
+	var a, b lease
+	gw.json(&a, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "agent-a")
+	gw.json(&b, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "agent-b")
+	wa, _, okA := strings.Cut(a.LeaseID, ".")
+	wb, _, okB := strings.Cut(b.LeaseID, ".")
+	if !okA || !okB || wa == wb {
+		t.Fatalf("leases %s and %s should live on two different workers", a.LeaseID, b.LeaseID)
+	}
+	// Each worker holds exactly one lease, under the gateway's namespace.
+	for _, w := range workers {
+		st := w.status()
+		if len(st.Leases) != 1 {
+			t.Fatalf("worker has %d leases", len(st.Leases))
+		}
+	}
+	// Full fleet: a no-wait request is refused.
+	r := gw.run("lease", "--platform", "ios", "--no-wait", "--requester", "agent-c", "--json")
+	if !strings.Contains(r.stderr, "NO_CAPACITY") {
+		t.Fatalf("full fleet: %s", r.stderr)
+	}
+	// One lease per requester, fleet-wide.
+	r = gw.run("lease", "--platform", "ios", "--no-wait", "--requester", "agent-a", "--json")
+	if !strings.Contains(r.stderr, "REQUESTER_ALREADY_LEASED") || !strings.Contains(r.stderr, a.LeaseID) {
+		t.Fatalf("second lease for agent-a: %s", r.stderr)
+	}
+	// Renew, exec and release are forwarded to the owning worker.
+	gw.mustRun("lease", "renew", a.LeaseID)
+	out := gw.mustRun("exec", a.LeaseID, "--", "simctl", "list", "devices")
+	if !strings.Contains(out, a.Device.UDID) {
+		t.Fatalf("exec through the gateway: %s", out)
+	}
+	gw.mustRun("release", a.LeaseID)
+	if st := gw.status(); len(st.Leases) != 1 {
+		t.Fatalf("gateway status after a release: %+v", st.Leases)
+	}
+
+	// A drained worker keeps its lease and receives no new one.
+	gw.mustRun("worker", "drain", wb)
+	var c lease
+	gw.json(&c, "lease", "--platform", "ios", "--detach", "--requester", "agent-c", "--timeout", "30s")
+	if strings.HasPrefix(c.LeaseID, wb+".") {
+		t.Fatalf("a drained worker got a new lease: %s", c.LeaseID)
+	}
+	found := false
+	for _, v := range gw.workers() {
+		found = found || v.ID == wb && v.Drained
+	}
+	if !found {
+		t.Fatal("drain not shown")
+	}
+	// Machine-wide operations stay per worker.
+	if r := gw.run("nuke", "--yes", "--json"); !strings.Contains(r.stderr, "UNSUPPORTED_IN_GATEWAY_MODE") {
+		t.Fatalf("nuke on a gateway: %s", r.stderr)
+	}
+	// An agent token cannot open an uplink.
+	var agent struct{ Token string }
+	gw.json(&agent, "token", "create", "--role", "agent", "--name", "ci", "--json")
+	req, _ := http.NewRequest("GET", base+"/v1/uplink", nil)
+	req.Header.Set("Authorization", "Bearer "+agent.Token)
+	req.Header.Set("X-Simlock-Worker-Id", "intruder")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("uplink with an agent token: %d", resp.StatusCode)
+	}
+	// The gateway's events show the fleet.
+	out = gw.mustRun("events", "--json")
+	for _, want := range []string{"worker.connected", "worker.rejected", "lease.granted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gateway events lack %s", want)
+		}
+	}
+	// Worker facts are republished with the worker's id.
+	republished := false
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e struct{ Type, WorkerID string }
+		json.Unmarshal([]byte(line), &e)
+		republished = republished || e.Type == "lease.granted" && e.WorkerID != ""
+	}
+	if !republished {
+		t.Error("worker lease facts are not republished with a workerId")
+	}
+}
+
+func TestWorkerDisconnectKeepsItsViewAndLeases(t *testing.T) {
+	gw, workers, _ := fleet(t, 1)
+	var l lease
+	gw.json(&l, "lease", "--platform", "ios", "--detach", "--requester", "agent-a", "--ttl", "10m")
+	workers[0].mustRun("daemon", "stop")
+	eventually(t, "the view to show the worker disconnected", 20*time.Second, func() bool {
+		ws := gw.workers()
+		return len(ws) == 1 && ws[0].State == "disconnected"
+	})
+	r := gw.run("lease", "renew", l.LeaseID, "--json")
+	if !strings.Contains(r.stderr, "WORKER_UNREACHABLE") {
+		t.Fatalf("renew while the worker is away: %s", r.stderr)
+	}
+	// The worker comes back (same instance id): its lease is still there.
+	workers[0].mustRun("daemon", "start")
+	eventually(t, "the worker to rejoin", 30*time.Second, func() bool {
+		ws := gw.workers()
+		return len(ws) == 1 && ws[0].State == "connected"
+	})
+	gw.mustRun("lease", "renew", l.LeaseID)
+	// A connected worker cannot be forgotten.
+	if r := gw.run("worker", "remove", gw.workers()[0].ID, "--json"); r.code == 0 {
+		t.Fatal("removed a connected worker")
+	}
+}
