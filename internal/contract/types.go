@@ -94,18 +94,18 @@ type Device struct {
 
 // Lease is one exclusive, TTL-bounded hold on a device.
 type Lease struct {
-	LeaseID       string    `json:"leaseId"`
-	RequesterID   string    `json:"requesterId"`
-	OwnerID       string    `json:"ownerId"`
-	DeviceID      string    `json:"deviceId"`
+	LeaseID     string `json:"leaseId"`
+	RequesterID string `json:"requesterId"`
+	OwnerID     string `json:"ownerId"`
+	DeviceID    string `json:"deviceId"`
 	// Worker names the machine holding the device (through a gateway).
-	Worker *WorkerRef `json:"worker,omitempty"`
-	Platform      string    `json:"platform"`
-	GrantedAt     time.Time `json:"grantedAt"`
-	ExpiresAt     time.Time `json:"expiresAt"`
-	LastRenewedAt time.Time `json:"lastRenewedAt"`
-	TTLMs         int64     `json:"ttlMs"`
-	Device        *Device   `json:"device,omitempty"`
+	Worker        *WorkerRef `json:"worker,omitempty"`
+	Platform      string     `json:"platform"`
+	GrantedAt     time.Time  `json:"grantedAt"`
+	ExpiresAt     time.Time  `json:"expiresAt"`
+	LastRenewedAt time.Time  `json:"lastRenewedAt"`
+	TTLMs         int64      `json:"ttlMs"`
+	Device        *Device    `json:"device,omitempty"`
 }
 
 type LeaseRequestIn struct {
@@ -216,9 +216,9 @@ type QueueEntry struct {
 }
 
 type StatusGetOut struct {
-	Daemon     DaemonInfo   `json:"daemon"`
+	Daemon DaemonInfo `json:"daemon"`
 	// Workers is set by a gateway: one view per worker it knows.
-	Workers []WorkerView `json:"workers,omitempty"`
+	Workers    []WorkerView `json:"workers,omitempty"`
 	Devices    []Device     `json:"devices"`
 	Leases     []Lease      `json:"leases"`
 	Capacity   Capacity     `json:"capacity"`
