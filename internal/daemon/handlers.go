@@ -21,7 +21,11 @@ import (
 // tokens, the effective config and stopping.
 func (d *Daemon) registerCommon(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.ConfigGet, func(context.Context, *dispatch.Call, contract.ConfigGetIn) (contract.ConfigGetOut, error) {
-		b, err := json.Marshal(d.cfg)
+		cfg := d.cfg
+		if cfg.Gateway.Token != "" {
+			cfg.Gateway.Token = "(set, not shown)" // a bearer credential never leaves the daemon
+		}
+		b, err := json.Marshal(cfg)
 		return contract.ConfigGetOut{Path: d.paths.Config, Config: b}, err
 	})
 	dispatch.Handle(disp, contract.TokenCreate, d.tokenCreate)
