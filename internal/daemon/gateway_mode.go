@@ -79,6 +79,16 @@ func (d *Daemon) startGateway(o Options, ln net.Listener) error {
 			// The gateway is the protocol client on the uplink.
 			c, err := client.NewConn(ctx, conn, client.Options{Principal: "gateway:" + d.instanceID, Name: "simlock-gateway " + d.version})
 			if err != nil {
+				// A worker whose protocol range does not overlap ours is shown
+				// as incompatible (the machine to upgrade), never hidden.
+				// The failed hello already closed the uplink, so the view
+				// shows the worker incompatible and disconnected.
+				done := make(chan struct{})
+				if ic, ok := gateway.IncompatibleFromHelloError(err, done, func() error { return conn.Close() }); ok {
+					_ = gw.Attach(ctx, id, label, ic)
+					close(done)
+					return
+				}
 				d.log.Warn("uplink hello failed", "worker", id, "err", err)
 				return
 			}
@@ -103,6 +113,8 @@ func (d *Daemon) startGateway(o Options, ln net.Listener) error {
 		}
 	}()
 	d.httpAddr = hln.Addr().String()
+	// Lease-scoped facts reach their owners' connections as on a worker.
+	d.startPushes(sctx)
 	// Nothing to converge: views are rebuilt from workers as they connect.
 	close(d.converged)
 	d.readyOnce.Do(func() { close(d.readyCh) })

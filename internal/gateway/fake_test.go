@@ -700,6 +700,13 @@ func (h *harness) view(id string) (contract.WorkerView, bool) {
 
 func (h *harness) queueDepth() int { return h.status(admin).QueueDepth }
 
+// awaitEvent waits for a fact published after the outcome it goes with
+// (facts are published once the gateway's lock is released).
+func (h *harness) awaitEvent(typ string, match func(contract.Event) bool) {
+	h.t.Helper()
+	eventually(h.t, "a "+typ+" fact", func() bool { return h.hasEvent(typ, match) })
+}
+
 func (h *harness) hasEvent(typ string, match func(contract.Event) bool) bool {
 	evs, _ := h.g.bus.Since(0)
 	for _, e := range evs {

@@ -287,16 +287,11 @@ func MapError(err error) *contract.Error {
 	if ce := contract.AsError(err); ce != nil {
 		return ce
 	}
-	switch {
-	case errors.Is(err, context.Canceled):
+	if errors.Is(err, context.Canceled) {
 		return contract.Errorf(contract.CodeConnectionLost, "the caller went away: %v", err)
-	case errors.Is(err, errStopping):
-		return contract.Errorf(contract.CodeDaemonStopping, "the gateway is stopping")
 	}
 	return contract.Errorf(contract.CodeInternal, "%s", err.Error())
 }
-
-var errStopping = errors.New("gateway stopping")
 
 // ---- identity helpers ----
 

@@ -175,6 +175,7 @@ func TestStaleNoCapacityStaysQueuedUntilTheViewRefreshes(t *testing.T) {
 	if h.hasEvent("request.refused", nil) {
 		t.Fatal("the worker's refusal of a forwarded request leaked onto the gateway's bus")
 	}
+	eventually(t, "alice hears her queue position", func() bool { return len(ps.progress()) > 0 })
 	// The local lease ends; the worker's event refreshes the view, and the
 	// queued request is granted.
 	a.release(local.LeaseID, "released")
@@ -238,9 +239,7 @@ func TestNoWaitAndQueueTimeout(t *testing.T) {
 	if h.queueDepth() != 0 {
 		t.Fatal("a timed-out request is still queued")
 	}
-	if !h.hasEvent("request.timed-out", func(e contract.Event) bool { return e.RequesterID == "carol" }) {
-		t.Fatal("no request.timed-out fact")
-	}
+	h.awaitEvent("request.timed-out", func(e contract.Event) bool { return e.RequesterID == "carol" })
 }
 
 func TestCancelAndQueuePositions(t *testing.T) {
@@ -278,9 +277,7 @@ func TestCancelAndQueuePositions(t *testing.T) {
 	cancel()
 	<-gone
 	eventually(t, "dave is withdrawn", func() bool { return h.queueDepth() == 1 })
-	if !h.hasEvent("request.abandoned", func(e contract.Event) bool { return e.RequesterID == "dave" }) {
-		t.Fatal("no request.abandoned")
-	}
+	h.awaitEvent("request.abandoned", func(e contract.Event) bool { return e.RequesterID == "dave" })
 	if err := h.do(context.Background(), admin, contract.LeaseCancel.Name, contract.LeaseCancelIn{RequesterID: "carol"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -387,9 +384,7 @@ func TestRenewOnADisconnectedWorkerIsUnreachable(t *testing.T) {
 	if err := h.do(context.Background(), agent("alice"), contract.LeaseRenew.Name, contract.LeaseRenewIn{LeaseID: l.LeaseID}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !h.hasEvent("worker.disconnected", nil) {
-		t.Fatal("no worker.disconnected")
-	}
+	h.awaitEvent("worker.disconnected", nil)
 }
 
 func TestOneLeasePerRequesterAcrossTheFleet(t *testing.T) {
@@ -809,9 +804,9 @@ func TestTerminalFailuresAfterDispatch(t *testing.T) {
 	if r.err.Details["leaseId"] != "wa."+hidden.LeaseID || !strings.Contains(r.err.NextAction, "wa."+hidden.LeaseID) {
 		t.Fatalf("%+v", r.err)
 	}
-	if !h.hasEvent("request.failed", func(e contract.Event) bool { return e.RequesterID == "alice" }) {
-		t.Fatal("an immediate refusal left no request.failed")
-	}
+	eventually(t, "an immediate refusal is recorded as request.failed", func() bool {
+		return h.hasEvent("request.failed", func(e contract.Event) bool { return e.RequesterID == "alice" })
+	})
 	// Dispatched, then the uplink drops: WORKER_UNREACHABLE, not a requeue.
 	a.hold = make(chan struct{})
 	conn := a.conns[len(a.conns)-1]
@@ -838,4 +833,37 @@ func TestTTLBounds(t *testing.T) {
 		t.Fatalf("the gateway's default TTL was not forwarded: %d", l.TTLMs)
 	}
 	code(t, h.do(context.Background(), agent("alice"), contract.LeaseRenew.Name, contract.LeaseRenewIn{LeaseID: l.LeaseID, TTLMs: (3 * time.Hour).Milliseconds()}, nil, nil), contract.CodeBadRequest)
+}
+
+func TestAWorkerWhoseHelloFailedShowsAsIncompatible(t *testing.T) {
+	h := newHarness(t)
+	helloErr := contract.Errorf(contract.CodeProtocolUnsupported, "client speaks protocol 5-5, daemon speaks 3-4").
+		WithDetails("client", contract.ProtocolRange{Min: 5, Max: 5}, "daemon", contract.ProtocolRange{Min: 3, Max: 4})
+	// As it arrives over the wire: details decoded as plain JSON.
+	var wire contract.Error
+	b, _ := json.Marshal(helloErr)
+	_ = json.Unmarshal(b, &wire)
+	done := make(chan struct{})
+	conn, ok := IncompatibleFromHelloError(&wire, done, func() error { return nil })
+	if !ok {
+		t.Fatal("not recognised")
+	}
+	if _, ok := IncompatibleFromHelloError(contract.Errorf(contract.CodeForbidden, "x"), done, nil); ok {
+		t.Fatal("another error taken for a protocol mismatch")
+	}
+	if err := h.g.Attach(context.Background(), "wold", "old-mac", conn); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := h.view("wold")
+	if v.State != contract.WorkerIncompatible || v.Protocol != (contract.ProtocolRange{Min: 3, Max: 4}) {
+		t.Fatalf("%+v", v)
+	}
+	close(done)
+	h.awaitEvent("worker.disconnected", func(e contract.Event) bool { return e.WorkerID == "wold" })
+	if v, _ := h.view("wold"); v.State != contract.WorkerIncompatible {
+		t.Fatalf("an incompatible worker that left must stay marked incompatible: %+v", v)
+	}
+	if err := h.do(context.Background(), admin, contract.WorkerRemove.Name, contract.WorkerIn{ID: "wold"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 }

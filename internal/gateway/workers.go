@@ -54,6 +54,7 @@ type link struct {
 	cancel  context.CancelFunc
 	refresh chan struct{}
 	evmu    sync.Mutex // serializes event handling for this uplink
+	up      bool       // the view went live on this uplink (under g.mu)
 }
 
 func (l *link) kick() {
@@ -122,6 +123,7 @@ func (g *Gateway) Attach(ctx context.Context, id, label string, conn WorkerConn)
 		g.mu.Lock()
 		if w.link == lk {
 			w.label, w.hello, w.state, w.known, w.lastSeen = label, hello, contract.WorkerIncompatible, true, g.clock.Now()
+			lk.up = true
 		}
 		g.mu.Unlock()
 		g.publish(events.Event{Type: "worker.connected", Reason: contract.WorkerIncompatible, Data: map[string]any{
@@ -217,6 +219,7 @@ func (g *Gateway) build(ctx context.Context, w *worker, lk *link, label string, 
 	w.status, w.devices, w.catalog = st, list.Devices, cat.Platforms
 	w.runStarted = st.Daemon.StartedAt
 	w.state, w.known = contract.WorkerConnected, true
+	lk.up = true
 	w.lastSeen = g.clock.Now()
 	w.disconnectedAt = time.Time{}
 	w.version++
@@ -282,7 +285,7 @@ func (g *Gateway) refresh(id string, lk *link) {
 		}
 		return
 	}
-	st.Leases = g.mergeLeasesLocked(id, w.status.Leases, st.Leases, start)
+	st.Leases, list.Devices = g.mergeLeasesLocked(id, w.status.Leases, st.Leases, list.Devices, start)
 	w.status, w.devices = st, list.Devices
 	w.lastSeen = g.clock.Now()
 	w.version++
@@ -295,8 +298,9 @@ func (g *Gateway) refresh(id string, lk *link) {
 
 // mergeLeasesLocked protects what the gateway learned while a refresh was
 // in flight (reads that started at seq start): a lease it granted since is
-// kept, one it saw end since is dropped.
-func (g *Gateway) mergeLeasesLocked(id string, old, fresh []contract.Lease, start uint64) []contract.Lease {
+// kept, with its device shown leased (so it never looks warm); one it saw
+// end since is dropped.
+func (g *Gateway) mergeLeasesLocked(id string, old, fresh []contract.Lease, devices []contract.Device, start uint64) ([]contract.Lease, []contract.Device) {
 	present := map[string]bool{}
 	out := make([]contract.Lease, 0, len(fresh))
 	tombs := g.tombs[id]
@@ -307,15 +311,22 @@ func (g *Gateway) mergeLeasesLocked(id string, old, fresh []contract.Lease, star
 		}
 		out = append(out, l)
 	}
+	held := map[string]string{} // device → lease, for grants newer than the read
 	for _, l := range old {
 		if present[l.LeaseID] {
 			continue
 		}
 		if e := g.leases[joinLeaseID(id, l.LeaseID)]; e != nil && e.seq > start {
 			out = append(out, l)
+			held[l.DeviceID] = l.LeaseID
 		}
 	}
-	return out
+	for i := range devices {
+		if lid, ok := held[devices[i].ID]; ok {
+			devices[i].State, devices[i].LeaseID = contract.StateLeased, lid
+		}
+	}
+	return out, devices
 }
 
 // onWorkerEvent handles one event from a worker's stream: it keeps the
@@ -418,14 +429,17 @@ func (g *Gateway) detach(id string, lk *link) {
 		g.mu.Unlock()
 		return
 	}
-	was := w.state
-	w.state = contract.WorkerDisconnected
-	if was != contract.WorkerDisconnected || w.disconnectedAt.IsZero() {
+	// An incompatible worker stays marked so: that is what the operator
+	// has to act on (upgrade it), connected or not.
+	if w.state != contract.WorkerIncompatible {
+		w.state = contract.WorkerDisconnected
+	}
+	if lk.up || w.disconnectedAt.IsZero() {
 		w.disconnectedAt = g.clock.Now()
 	}
 	g.scheduleRetentionLocked(w)
 	g.mu.Unlock()
-	if was != contract.WorkerDisconnected {
+	if lk.up {
 		g.publish(events.Event{Type: "worker.disconnected", Data: map[string]any{"workerId": id, "label": w.label}})
 	}
 	g.kickDispatch()
