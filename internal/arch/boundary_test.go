@@ -59,7 +59,7 @@ func TestContractImportsOnlyTheStandardLibrary(t *testing.T) {
 // what a device is.
 func TestDispatchKnowsOnlyTheContract(t *testing.T) {
 	for p, std := range deps(t, "internal/dispatch") {
-		if !std && p != module+"/internal/dispatch" && p != module+"/internal/contract" {
+		if !std && p != module+"/internal/dispatch" && p != module+"/internal/contract" && p != module+"/internal/core/events" {
 			t.Errorf("internal/dispatch depends on %s", p)
 		}
 	}

@@ -508,7 +508,7 @@ func (d *Daemon) startPushes(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case e := <-ch:
-				ce := eventOut(e)
+				ce := dispatch.EventOut(e)
 				method, ok := contract.NoticeFor(ce)
 				owner := contract.OwnerOf(ce)
 				if !ok || owner == "" {

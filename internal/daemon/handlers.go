@@ -12,7 +12,6 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/store"
 )
@@ -326,52 +325,8 @@ func (d *Daemon) catalogGet(ctx context.Context, _ *dispatch.Call, in contract.C
 	return out, nil
 }
 
-func eventOut(e events.Event) contract.Event {
-	return contract.Event{Seq: e.Seq, Type: e.Type, At: e.At.UTC(), DeviceID: e.DeviceID, LeaseID: e.LeaseID,
-		RequesterID: e.RequesterID, Platform: e.Platform, Reason: e.Reason, Data: e.Data}
-}
-
 func (d *Daemon) eventsSubscribe(ctx context.Context, call *dispatch.Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {
-	var ch <-chan events.Event
-	var cancel func()
-	if in.Follow {
-		// Subscribe before reading the backlog so nothing falls in between.
-		ch, cancel = d.bus.Subscribe(1024)
-	}
-	// An agent sees the facts about what it owns; everything else about the
-	// machine is an admin's to read.
-	visible := func(e contract.Event) bool {
-		return call.Session.Role == contract.RoleAdmin || contract.OwnerOf(e) == call.Session.Principal
-	}
-	evs, dropped := d.bus.Since(in.Since)
-	out := contract.EventsSubscribeOut{Events: []contract.Event{}, Dropped: dropped}
-	last := in.Since
-	for _, e := range evs {
-		last = e.Seq
-		if ce := eventOut(e); visible(ce) {
-			out.Events = append(out.Events, ce)
-		}
-	}
-	if in.Follow {
-		call.After(func() {
-			go func() {
-				defer cancel()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-d.stopped:
-						return
-					case e := <-ch:
-						if ce := eventOut(e); e.Seq > last && visible(ce) {
-							call.Push(contract.NotifyEvent, ce)
-						}
-					}
-				}
-			}()
-		})
-	}
-	return out, nil
+	return dispatch.ServeEvents(ctx, call, d.bus, in, d.stopped, nil), nil
 }
 
 // Token secrets are random and shown once; only their SHA-256 is stored.

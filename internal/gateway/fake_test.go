@@ -710,7 +710,7 @@ func (h *harness) awaitEvent(typ string, match func(contract.Event) bool) {
 func (h *harness) hasEvent(typ string, match func(contract.Event) bool) bool {
 	evs, _ := h.g.bus.Since(0)
 	for _, e := range evs {
-		if e.Type == typ && (match == nil || match(eventOut(e))) {
+		if e.Type == typ && (match == nil || match(dispatch.EventOut(e))) {
 			return true
 		}
 	}
