@@ -3,10 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,7 +29,14 @@ func (w *world) workers() []workerView {
 
 // fleet starts a gateway and n workers that join it over real WebSockets.
 func fleet(t *testing.T, n int) (gw *world, workers []*world, base string) {
-	gw = newWorld(t, `{"mode":"gateway","http":{"listen":"127.0.0.1:0"}}`)
+	// A fixed port, so workers find a restarted gateway at the same address.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	gw = newWorld(t, fmt.Sprintf(`{"mode":"gateway","http":{"listen":%q}}`, addr))
 	gw.mustRun("daemon", "start")
 	var st struct{ Daemon struct{ HTTP, Mode string } }
 	gw.json(&st, "status", "--json")
@@ -153,7 +162,8 @@ func TestWorkerDisconnectKeepsItsViewAndLeases(t *testing.T) {
 	gw, workers, _ := fleet(t, 1)
 	var l lease
 	gw.json(&l, "lease", "--platform", "ios", "--detach", "--requester", "agent-a", "--ttl", "10m")
-	workers[0].mustRun("daemon", "stop")
+	pid := workers[0].status().Daemon.PID
+	syscall.Kill(pid, syscall.SIGKILL)
 	eventually(t, "the view to show the worker disconnected", 20*time.Second, func() bool {
 		ws := gw.workers()
 		return len(ws) == 1 && ws[0].State == "disconnected"
@@ -173,4 +183,119 @@ func TestWorkerDisconnectKeepsItsViewAndLeases(t *testing.T) {
 	if r := gw.run("worker", "remove", gw.workers()[0].ID, "--json"); r.code == 0 {
 		t.Fatal("removed a connected worker")
 	}
+}
+
+func workerOf(t *testing.T, leaseID string) string {
+	id, _, ok := strings.Cut(leaseID, ".")
+	if !ok {
+		t.Fatalf("%s is not a gateway lease id", leaseID)
+	}
+	return id
+}
+
+func TestGatewayWarmHitQueueStatusDrainAndRestart(t *testing.T) {
+	gw, workers, _ := fleet(t, 2)
+
+	// Warm hit: after a release only one worker has a ready device; the next
+	// request goes there although the other has as much free capacity.
+	var first lease
+	gw.json(&first, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "warm-1")
+	warm := workerOf(t, first.LeaseID)
+	gw.mustRun("release", first.LeaseID)
+	eventually(t, "the released device to be warm", 20*time.Second, func() bool {
+		var st struct {
+			Devices []struct{ State, WorkerID string }
+		}
+		gw.json(&st, "status", "--json")
+		for _, d := range st.Devices {
+			if d.WorkerID == warm && d.State == "ready" {
+				return true
+			}
+		}
+		return false
+	})
+	var hit lease
+	gw.json(&hit, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "warm-2", "--ttl", "10m")
+	if workerOf(t, hit.LeaseID) != warm || hit.Device.ID != first.Device.ID {
+		t.Fatalf("no warm hit: %s on %s, the warm device was %s on %s", hit.LeaseID, hit.Device.ID, first.Device.ID, warm)
+	}
+
+	// Both full: a request waits in the fleet queue and is granted when
+	// either worker frees a device.
+	var other lease
+	gw.json(&other, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "full-2", "--ttl", "10m")
+	waiter := gw.cmd("lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "queued", "--timeout", "60s", "--ttl", "10m")
+	var wout strings.Builder
+	waiter.Stdout = &wout
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the request to wait in the fleet queue", 20*time.Second, func() bool { return gw.status().QueueDepth == 1 })
+
+	// Status against the gateway: both workers, every lease with its worker.
+	var st struct {
+		Workers []workerView
+		Leases  []struct {
+			LeaseID string
+			Worker  *struct{ ID, Label string }
+		}
+	}
+	gw.json(&st, "status", "--json")
+	if len(st.Workers) != 2 || len(st.Leases) != 2 {
+		t.Fatalf("gateway status: %d workers, %d leases", len(st.Workers), len(st.Leases))
+	}
+	for _, l := range st.Leases {
+		if l.Worker == nil || l.Worker.ID != workerOf(t, l.LeaseID) {
+			t.Fatalf("lease %s without its worker: %+v", l.LeaseID, l.Worker)
+		}
+	}
+	gw.mustRun("release", other.LeaseID)
+	if err := waiter.Wait(); err != nil {
+		t.Fatalf("queued request: %v", err)
+	}
+	var queued lease
+	json.Unmarshal([]byte(wout.String()), &queued)
+	if workerOf(t, queued.LeaseID) != workerOf(t, other.LeaseID) {
+		t.Fatalf("queued request granted on %s, the freed device was on %s", queued.LeaseID, other.LeaseID)
+	}
+
+	// Drain one worker; the drain survives a gateway restart and the
+	// worker's reconnect, and every lease renews again afterwards.
+	drained := workerOf(t, hit.LeaseID)
+	gw.mustRun("worker", "drain", drained)
+	gw.mustRun("daemon", "stop")
+	gw.mustRun("daemon", "start")
+	eventually(t, "both workers to reconnect to the restarted gateway", 30*time.Second, func() bool {
+		ws := gw.workers()
+		n := 0
+		for _, v := range ws {
+			if v.State == "connected" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	for _, v := range gw.workers() {
+		if v.ID == drained && !v.Drained {
+			t.Fatal("the drain did not survive the gateway restart")
+		}
+	}
+	for _, id := range []string{hit.LeaseID, queued.LeaseID} {
+		gw.mustRun("lease", "renew", id)
+	}
+	entries, _ := os.ReadDir(gw.home)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".json") && e.Name() != "workers.json" && e.Name() != "instance.json" && e.Name() != "config.json" {
+			t.Errorf("gateway keeps state beyond workers.json: %s", e.Name())
+		}
+	}
+	// The drained worker keeps its lease and gets no new one.
+	gw.mustRun("release", queued.LeaseID)
+	var next lease
+	gw.json(&next, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "after-drain", "--timeout", "30s")
+	if workerOf(t, next.LeaseID) == drained {
+		t.Fatal("a drained worker got a new lease")
+	}
+	gw.mustRun("lease", "renew", hit.LeaseID)
+	_ = workers
 }
