@@ -332,6 +332,9 @@ func TestNukeReleasesCancelsAndDestroysEverything(t *testing.T) {
 	if r := <-waiting; r.err == nil {
 		t.Fatal("pending request survived the reset")
 	}
+	if !has(eventTypes(h, ""), "request.cancelled") {
+		t.Fatal("the reset cancelled a request without saying so")
+	}
 	if exist, _ := h.drv.Count(); exist != 0 || len(h.engine.Devices()) != 0 {
 		t.Fatal("devices left after reset")
 	}

@@ -47,6 +47,8 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 		}
 		for _, w := range cancelled {
 			e.removeLocked(w)
+			e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: w.requester, Platform: w.spec.Platform,
+				Reason: "reset", Data: map[string]any{"ownerId": w.owner}})
 		}
 		for id, t := range e.qtimers {
 			t.Stop()
