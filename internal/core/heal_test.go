@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -249,6 +250,8 @@ func TestCleanupRulesShutdownThenDestroyAndPressureShortensTheWait(t *testing.T)
 	if _, ok := h.engine.Device(g.Device.ID); ok {
 		t.Fatal("device survived idle-destroy")
 	}
+	// Another pass under the same pressure must not announce it again.
+	h.engine.RunCleanup(context.Background(), true, "")
 	evs := eventTypes(h, "")
 	n := 0
 	for _, e := range evs {
@@ -256,9 +259,8 @@ func TestCleanupRulesShutdownThenDestroyAndPressureShortensTheWait(t *testing.T)
 			n++
 		}
 	}
-	h.engine.RunCleanup(context.Background(), true, "")
 	if n != 1 || !has(evs, "cleanup.executed") {
-		t.Fatalf("events %v", evs)
+		t.Fatalf("disk pressure announced %d times; events %v", n, evs)
 	}
 	if _, err := h.engine.RunCleanup(context.Background(), true, "no-such-rule"); err == nil {
 		t.Fatal("unknown rule accepted")
@@ -395,5 +397,28 @@ func TestWarmPoolDevicesAreNotIdledAwayAndShutdownOnesAreRebooted(t *testing.T) 
 	}
 	if !has(eventTypes(h, devs[0].ID), "device.found-stopped") {
 		t.Fatal("startup did not notice the stopped device")
+	}
+}
+
+func TestBootFailureQuarantinesAndTheRetryRecovers(t *testing.T) {
+	h := withPolicies(t, one(1), func(c *core.Config) {
+		c.Quarantine = core.QuarantinePolicy{Retries: 2, Backoff: time.Second, Multiplier: 1, Cap: time.Second}
+	})
+	h.drv.SetFail("boot", 1)
+	_, err := h.lease("a", "")
+	if !errors.Is(err, core.ErrDeviceFailed) {
+		t.Fatalf("got %v", err)
+	}
+	devs := h.engine.Devices()
+	if len(devs) != 1 || devs[0].State != core.StateQuarantined || devs[0].Health.QuarantineReason != "boot-failed" {
+		t.Fatalf("a device that failed to boot must be quarantined, not picked again at once: %+v", devs)
+	}
+	h.clock.Advance(time.Second)
+	h.engine.WaitIdle()
+	if d, _ := h.engine.Device(devs[0].ID); d.State != core.StateReady {
+		t.Fatalf("after the retry %s", d.State)
+	}
+	if _, err := h.lease("b", ""); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -302,7 +302,7 @@ func (e *Engine) planLocked(w *waiter) {
 	}
 	// 3. A new device.
 	if e.canStartLocked(w.spec.Platform, true) {
-		e.startProvisionLocked(w)
+		e.startProvisionLocked(w, w.spec)
 		return
 	}
 	if w.evicting {
@@ -381,63 +381,61 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	w.deliver(result{grant: Grant{Lease: l, Device: d}})
 }
 
-// startBootLocked claims a shut-down device and reserves a running slot, then
-// boots it outside the decision section.
+// startBootLocked claims a shut-down device and reserves a running slot,
+// then boots it outside the decision section, for waiter w or, with w nil,
+// for the warm pool.
 func (e *Engine) startBootLocked(w *waiter, id string) {
-	w.working, w.phase = true, "booting"
-	e.claims[id] = "boot"
-	p := w.spec.Platform
-	e.reservations[p]++
 	d := *e.devices[id]
+	p := d.Platform
+	e.claims[id] = e.workClaim(w, "boot")
+	e.reservations[p]++
 	drv := e.drivers[p]
 	eta := drv.Estimate(OpBoot)
 	e.goBackground(func(ctx context.Context) {
-		w.progress(Progress{Phase: "booting", DeviceID: id, ETA: eta})
+		w.push(Progress{Phase: "booting", DeviceID: id, ETA: eta})
 		err := drv.MakeReady(ctx, d.Ref())
 		e.section(func() {
 			e.reservations[p]--
 			delete(e.claims, id)
-			if err != nil {
-				e.log.Warn("boot failed", "device", id, "err", err)
-				e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
-				return
-			}
-			if _, err := e.setStateLocked(id, StateReady); err != nil {
-				e.failWorkLocked(w, err)
-				return
-			}
-			e.emitLocked(events.Event{Type: "device.booted", DeviceID: id, Platform: p})
-			e.finishWorkLocked(w, id)
+			e.settleBootLocked(w, id, err, "device.booted")
 		})
 		e.notifyPositions()
 	})
 }
 
-// startProvisionLocked records a provisioning device, reserves a running
-// slot, then creates and boots it outside the decision section.
-func (e *Engine) startProvisionLocked(w *waiter) {
+// startProvisionLocked records a provisioning device for spec, reserves a
+// running slot, then creates and boots it outside the decision section, for
+// waiter w or, with w nil, for the warm pool.
+func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 	now := e.now()
-	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: w.spec.Platform, Spec: w.spec,
+	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: spec.Platform, Spec: spec,
 		State: StateProvisioning, StateSince: now, CreatedAt: now}
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
-		e.removeLocked(w)
-		w.deliver(result{err: err})
+		e.log.Error("record a new device", "err", err)
+		if w != nil {
+			e.removeLocked(w)
+			w.deliver(result{err: err})
+		}
 		return
 	}
-	w.working, w.phase = true, "provisioning"
 	id, p := rec.ID, rec.Platform
-	e.claims[id] = "provision"
+	e.claims[id] = e.workClaim(w, "provision")
 	e.reservations[p]++
 	drv := e.drivers[p]
 	e.goBackground(func(ctx context.Context) {
-		w.progress(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
-		prov, err := drv.Provision(ctx, w.spec)
+		w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
+		prov, err := drv.Provision(ctx, spec)
 		if err != nil {
 			e.section(func() {
 				e.reservations[p]--
 				delete(e.claims, id)
 				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
-				e.failWorkLocked(w, &DeviceFailedError{Phase: "provision", Err: err})
+				e.log.Warn("provision failed", "device", id, "err", err)
+				if w != nil {
+					e.failWorkLocked(w, &DeviceFailedError{Phase: "provision", Err: err})
+				} else {
+					e.scheduleLocked()
+				}
 			})
 			e.notifyPositions()
 			return
@@ -450,32 +448,71 @@ func (e *Engine) startProvisionLocked(w *waiter) {
 				e.log.Error("persist provisioned device", "device", id, "err", err)
 			}
 			e.emitLocked(events.Event{Type: "device.provisioned", DeviceID: id, Platform: p,
-				Data: map[string]any{"model": w.spec.Model, "osVersion": w.spec.OSVersion}})
+				Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion}})
 			ref = d.Ref()
-			w.phase = "booting"
+			if w != nil {
+				w.phase = "booting"
+			}
 		})
-		w.progress(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
+		w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
 		err = drv.MakeReady(ctx, ref)
 		e.section(func() {
 			e.reservations[p]--
 			delete(e.claims, id)
-			if err != nil {
-				e.log.Warn("first boot failed", "device", id, "err", err)
-				// A device that never booted is not worth keeping: shut it
-				// down in the registry so the next attempt starts clean.
-				_, _ = e.setStateLocked(id, StateShutdown)
-				e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
-				return
-			}
-			if _, err := e.setStateLocked(id, StateReady); err != nil {
-				e.failWorkLocked(w, err)
-				return
-			}
-			e.emitLocked(events.Event{Type: "device.ready", DeviceID: id, Platform: p})
-			e.finishWorkLocked(w, id)
+			e.settleBootLocked(w, id, err, "device.ready")
 		})
 		e.notifyPositions()
 	})
+}
+
+// workClaim names the claim device work holds: the warm pool's own work is
+// marked "warm" so the pool counts it as already on its way.
+func (e *Engine) workClaim(w *waiter, op string) string {
+	if w == nil {
+		return "warm"
+	}
+	w.working = true
+	w.phase = map[string]string{"boot": "booting", "provision": "provisioning"}[op]
+	return op
+}
+
+// settleBootLocked records how a boot ended. A device that fails to boot is
+// quarantined, so it is retried on a backoff (and destroyed if it never
+// boots) instead of being picked again at once. A ready device goes to its
+// waiter, or into the warm pool.
+func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) {
+	if err != nil {
+		e.log.Warn("boot failed", "device", id, "err", err)
+		e.quarantineLocked(id, "boot-failed")
+		if w != nil {
+			e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
+		} else {
+			e.scheduleLocked()
+		}
+		return
+	}
+	d, serr := e.setStateLocked(id, StateReady)
+	if serr != nil {
+		if w != nil {
+			e.failWorkLocked(w, serr)
+		}
+		return
+	}
+	if w == nil {
+		e.emitLocked(events.Event{Type: "device.warmed", DeviceID: id, Platform: d.Platform,
+			Data: map[string]any{"model": d.Spec.Model, "osVersion": d.Spec.OSVersion}})
+		e.scheduleLocked()
+		return
+	}
+	e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: d.Platform})
+	e.finishWorkLocked(w, id)
+}
+
+// push sends progress to the waiter; the warm pool (nil) has nobody to tell.
+func (w *waiter) push(p Progress) {
+	if w != nil {
+		w.progress(p)
+	}
 }
 
 // finishWorkLocked hands a freshly readied device to the request it was

@@ -3,8 +3,6 @@ package core
 import (
 	"context"
 	"sort"
-
-	"github.com/simlock/simlock/internal/core/events"
 )
 
 // warmSpec is a warm-pool target resolved once at startup, so keeping the
@@ -61,84 +59,15 @@ func (e *Engine) fillWarmPoolLocked() {
 			// A shut-down device of the spec boots faster than a new one
 			// provisions and keeps the managed count down.
 			if d := e.pickLocked(StateShutdown, ws.spec.Key(), false); d != nil && e.canStartLocked(ws.spec.Platform, false) {
-				e.startWarmBootLocked(d.ID)
+				e.startBootLocked(nil, d.ID)
 				continue
 			}
 			if !e.canStartLocked(ws.spec.Platform, true) {
 				return
 			}
-			e.startWarmProvisionLocked(ws.spec)
+			e.startProvisionLocked(nil, ws.spec)
 		}
 	}
-}
-
-// startWarmProvisionLocked creates and boots one device for the warm pool.
-func (e *Engine) startWarmProvisionLocked(spec Spec) {
-	now := e.now()
-	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: spec.Platform, Spec: spec, State: StateProvisioning, StateSince: now, CreatedAt: now}
-	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
-		e.log.Error("warm pool: record device", "err", err)
-		return
-	}
-	id, p := rec.ID, rec.Platform
-	e.claims[id] = "warm"
-	e.reservations[p]++
-	drv := e.drivers[p]
-	e.goBackground(func(ctx context.Context) {
-		prov, err := drv.Provision(ctx, spec)
-		var ref DeviceRef
-		if err == nil {
-			e.section(func() {
-				d := *e.devices[id]
-				d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
-				_ = e.commitLocked(Changes{PutDevices: []DeviceRecord{d}})
-				ref = d.Ref()
-			})
-			err = drv.MakeReady(ctx, ref)
-		}
-		e.section(func() {
-			e.reservations[p]--
-			delete(e.claims, id)
-			switch {
-			case err != nil && ref.Handle == "":
-				e.log.Warn("warm pool: provision failed", "err", err)
-				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
-			case err != nil:
-				e.log.Warn("warm pool: boot failed", "device", id, "err", err)
-				e.quarantineLocked(id, "boot-failed")
-			default:
-				if _, err := e.setStateLocked(id, StateReady); err == nil {
-					e.emitLocked(events.Event{Type: "device.warmed", DeviceID: id, Platform: p,
-						Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion}})
-				}
-			}
-			e.scheduleLocked()
-		})
-		e.notifyPositions()
-	})
-}
-
-// startWarmBootLocked boots a shut-down device back into the warm pool.
-func (e *Engine) startWarmBootLocked(id string) {
-	d := *e.devices[id]
-	e.claims[id] = "warm"
-	e.reservations[d.Platform]++
-	drv := e.drivers[d.Platform]
-	e.goBackground(func(ctx context.Context) {
-		err := drv.MakeReady(ctx, d.Ref())
-		e.section(func() {
-			e.reservations[d.Platform]--
-			delete(e.claims, id)
-			if err != nil {
-				e.log.Warn("warm pool: boot failed", "device", id, "err", err)
-				e.quarantineLocked(id, "boot-failed")
-			} else if _, err := e.setStateLocked(id, StateReady); err == nil {
-				e.emitLocked(events.Event{Type: "device.warmed", DeviceID: id, Platform: d.Platform})
-			}
-			e.scheduleLocked()
-		})
-		e.notifyPositions()
-	})
 }
 
 // warmKeepLocked marks the ready devices the warm targets account for
