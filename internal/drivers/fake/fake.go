@@ -123,28 +123,19 @@ func (d *Driver) Provision(_ context.Context, s core.Spec) (core.Provisioned, er
 	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: h}, Simulated: true, Data: data}, nil
 }
 
-func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {
-	if err := d.wait(ctx); err != nil {
-		return err
-	}
-	if err := d.record("boot", r.Handle); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	dev, ok := d.devices[r.Handle]
-	if !ok {
-		return core.ErrDeviceNotFound
-	}
-	dev.running, dev.transitioning = true, false
-	return nil
-}
+func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error { return d.bringUp(ctx, "boot", r) }
 
-func (d *Driver) Reclaim(ctx context.Context, r core.DeviceRef) error {
+// Reclaim is a boot as far as the fake is concerned: the device comes back
+// running (a real driver also erases it).
+func (d *Driver) Reclaim(ctx context.Context, r core.DeviceRef) error { return d.bringUp(ctx, "reclaim", r) }
+
+// bringUp waits at the gate, records verb (or fails as scripted) and marks
+// the device running.
+func (d *Driver) bringUp(ctx context.Context, verb string, r core.DeviceRef) error {
 	if err := d.wait(ctx); err != nil {
 		return err
 	}
-	if err := d.record("reclaim", r.Handle); err != nil {
+	if err := d.record(verb, r.Handle); err != nil {
 		return err
 	}
 	d.mu.Lock()
