@@ -123,11 +123,15 @@ func (d *Driver) Provision(_ context.Context, s core.Spec) (core.Provisioned, er
 	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: h}, Simulated: true, Data: data}, nil
 }
 
-func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error { return d.bringUp(ctx, "boot", r) }
+func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {
+	return d.bringUp(ctx, "boot", r)
+}
 
 // Reclaim is a boot as far as the fake is concerned: the device comes back
 // running (a real driver also erases it).
-func (d *Driver) Reclaim(ctx context.Context, r core.DeviceRef) error { return d.bringUp(ctx, "reclaim", r) }
+func (d *Driver) Reclaim(ctx context.Context, r core.DeviceRef) error {
+	return d.bringUp(ctx, "reclaim", r)
+}
 
 // bringUp waits at the gate, records verb (or fails as scripted) and marks
 // the device running.
