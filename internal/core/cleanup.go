@@ -141,7 +141,7 @@ func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 		DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
 	for _, d := range e.devices {
 		v.Devices = append(v.Devices, *d)
-		if e.claims[d.ID] != "" {
+		if e.opLocks[d.ID] != "" {
 			v.Claimed[d.ID] = true
 		}
 	}
@@ -218,8 +218,8 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 		switch {
 		case !ok:
 			skipped = "no longer managed"
-		case e.claims[cur.ID] != "":
-			skipped = "busy with " + e.claims[cur.ID]
+		case e.opLocks[cur.ID] != "":
+			skipped = "busy with " + e.opLocks[cur.ID]
 		case e.leasedLocked(cur.ID):
 			skipped = "leased"
 		case p.Action == ActionShutdown && cur.State != StateReady,
@@ -234,7 +234,7 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 			skipped = "no driver"
 			return
 		}
-		e.claims[d.ID] = "cleanup"
+		e.opLocks[d.ID] = "cleanup"
 	})
 	if skipped != "" {
 		return false, skipped, ""
@@ -246,7 +246,7 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 		err = drv.Shutdown(ctx, d.Ref())
 	}
 	e.section(func() {
-		delete(e.claims, d.ID)
+		delete(e.opLocks, d.ID)
 		if err != nil {
 			e.log.Warn("cleanup action failed", "device", d.ID, "action", p.Action, "err", err)
 			e.quarantineLocked(d.ID, p.Action+"-failed")

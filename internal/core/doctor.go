@@ -77,7 +77,7 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 					continue // never reached the driver
 				}
 				ob, present := byHandle[d.Handle]
-				claimed := e.claims[d.ID] != ""
+				claimed := e.opLocks[d.ID] != ""
 				f := Finding{Platform: p, DeviceID: d.ID, Handle: d.Handle}
 				switch {
 				case (d.State == StateProvisioning || d.State == StateReclaiming) && now.Sub(d.StateSince) > stallThreshold(drv, d.State):
@@ -167,7 +167,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 	var shutdown *DeviceRecord
 	e.section(func() {
 		d, ok := e.devices[f.DeviceID]
-		if !ok || e.claims[d.ID] != "" {
+		if !ok || e.opLocks[d.ID] != "" {
 			f.Err = "changed since it was inspected; run doctor again"
 			return
 		}
@@ -194,7 +194,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 				return
 			}
 		case f.Kind == FindingForeignState && d.State == StateShutdown:
-			e.claims[d.ID] = "doctor"
+			e.opLocks[d.ID] = "doctor"
 			dc := *d
 			shutdown = &dc
 		default:
@@ -207,7 +207,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 	if shutdown != nil {
 		err := drv.Shutdown(ctx, shutdown.Ref())
 		e.section(func() {
-			delete(e.claims, shutdown.ID)
+			delete(e.opLocks, shutdown.ID)
 			if err != nil {
 				f.Fixed, f.Err = false, err.Error()
 			}

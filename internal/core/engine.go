@@ -99,7 +99,7 @@ type Engine struct {
 	byRequester  map[string]string // requester id -> lease id
 	timers       map[string]ports.Timer
 	queue        []*waiter
-	claims       map[string]string // device id -> operation holding it
+	opLocks      map[string]string // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
 	reservations map[string]int    // platform -> running reservations
 	pending      []events.Event    // facts committed in this section, published after unlock
 	afterUnlock  []func()          // pushes to callers, run after unlock: a slow client must never stall a decision
@@ -137,7 +137,7 @@ func New(cfg Config, d Deps) *Engine {
 		qtimers: map[string]ports.Timer{}, obs: map[string]*observation{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
-		timers: map[string]ports.Timer{}, claims: map[string]string{}, reservations: map[string]int{},
+		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, reservations: map[string]int{},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv

@@ -79,7 +79,7 @@ func (e *Engine) HealthTick(ctx context.Context) {
 				continue
 			}
 			d, ok := e.devices[l.DeviceID]
-			if !ok || e.claims[d.ID] != "" || d.Handle == "" {
+			if !ok || e.opLocks[d.ID] != "" || d.Handle == "" {
 				continue
 			}
 			ob := e.obs[d.ID]
@@ -136,12 +136,12 @@ func (e *Engine) startRecoveryLocked(l LeaseRecord, id string) {
 	if err != nil {
 		return
 	}
-	e.claims[id] = "recovery"
+	e.opLocks[id] = "recovery"
 	drv := e.drivers[d.Platform]
 	e.goBackground(func(ctx context.Context) {
 		err := drv.MakeReady(ctx, d.Ref())
 		e.section(func() {
-			delete(e.claims, id)
+			delete(e.opLocks, id)
 			if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
 				return
 			}

@@ -155,11 +155,11 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 // reclaim claim; afterPurge decides where it goes next. A failed purge
 // quarantines the device.
 func (e *Engine) startReclaimLocked(id string) {
-	e.claims[id] = "reclaim"
+	e.opLocks[id] = "reclaim"
 	d := *e.devices[id]
 	drv, ok := e.drivers[d.Platform]
 	if !ok {
-		delete(e.claims, id)
+		delete(e.opLocks, id)
 		e.quarantineLocked(id, "no-driver")
 		return
 	}
@@ -236,7 +236,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 			if d == nil {
 				break
 			}
-			e.claims[d.ID] = "converge"
+			e.opLocks[d.ID] = "converge"
 			shutdowns = append(shutdowns, *d)
 			e.reservations[d.Platform]-- // count it as already gone while we shut it down
 		}
@@ -248,7 +248,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 		err := e.drivers[d.Platform].Shutdown(ctx, d.Ref())
 		e.section(func() {
 			e.reservations[d.Platform]++
-			delete(e.claims, d.ID)
+			delete(e.opLocks, d.ID)
 			if err != nil {
 				e.quarantineLocked(d.ID, "shutdown-failed")
 			} else {
@@ -285,7 +285,7 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 		}
 		e.section(func() {
 			for _, d := range e.Sorted() {
-				if d.Platform != p || d.State != StateReady || e.claims[d.ID] != "" {
+				if d.Platform != p || d.State != StateReady || e.opLocks[d.ID] != "" {
 					continue
 				}
 				run, ok := seen[d.Handle]

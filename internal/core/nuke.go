@@ -76,11 +76,11 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 		}
 		var skip bool
 		e.section(func() {
-			if e.claims[d.ID] != "" {
+			if e.opLocks[d.ID] != "" {
 				skip = true
 				return
 			}
-			e.claims[d.ID] = "nuke"
+			e.opLocks[d.ID] = "nuke"
 		})
 		if skip {
 			rep.Failed[d.ID] = "busy"
@@ -91,7 +91,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 			err = drv.Destroy(ctx, d.Ref())
 		}
 		e.section(func() {
-			delete(e.claims, d.ID)
+			delete(e.opLocks, d.ID)
 			if err != nil {
 				rep.Failed[d.ID] = err.Error()
 				return

@@ -70,14 +70,14 @@ func (e *Engine) retryQuarantine(id string) {
 	e.section(func() {
 		delete(e.qtimers, id)
 		d, ok := e.devices[id]
-		if !ok || d.State != StateQuarantined || e.claims[id] != "" || e.stopping || e.maintenance {
+		if !ok || d.State != StateQuarantined || e.opLocks[id] != "" || e.stopping || e.maintenance {
 			return
 		}
 		drv, ok := e.drivers[d.Platform]
 		if !ok {
 			return
 		}
-		e.claims[id] = "quarantine-retry"
+		e.opLocks[id] = "quarantine-retry"
 		rec := *d
 		exhausted := rec.Health.QuarantineAttempts >= e.cfg.Quarantine.Retries
 		e.goBackground(func(ctx context.Context) {
@@ -109,7 +109,7 @@ func (e *Engine) retryQuarantine(id string) {
 func (e *Engine) abandonQuarantined(ctx context.Context, d DeviceRecord, drv Driver) {
 	err := drv.Destroy(ctx, d.Ref())
 	e.section(func() {
-		delete(e.claims, d.ID)
+		delete(e.opLocks, d.ID)
 		if err != nil {
 			e.log.Error("destroying an abandoned quarantined device failed", "device", d.ID, "err", err)
 			if cur, uerr := e.updateLocked(d.ID, func(r *DeviceRecord) { r.Health.NextRetryAt = e.now().Add(e.cfg.Quarantine.Cap) }); uerr == nil {
@@ -139,7 +139,7 @@ func (e *Engine) afterPurge(ctx context.Context, d DeviceRecord, drv Driver, err
 	shutdown := false
 	e.section(func() {
 		if err != nil {
-			delete(e.claims, id)
+			delete(e.opLocks, id)
 			fail(err)
 			e.scheduleLocked()
 			return
@@ -148,7 +148,7 @@ func (e *Engine) afterPurge(ctx context.Context, d DeviceRecord, drv Driver, err
 			shutdown = true // keep the claim while we shut it down
 			return
 		}
-		delete(e.claims, id)
+		delete(e.opLocks, id)
 		if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.State = StateReady }); uerr == nil {
 			e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: d.Platform, Data: map[string]any{"disposition": string(StateReady)}})
 		}
@@ -157,7 +157,7 @@ func (e *Engine) afterPurge(ctx context.Context, d DeviceRecord, drv Driver, err
 	if shutdown {
 		serr := drv.Shutdown(ctx, d.Ref())
 		e.section(func() {
-			delete(e.claims, id)
+			delete(e.opLocks, id)
 			if serr != nil {
 				e.log.Warn("shutdown after purge failed", "device", id, "err", serr)
 				e.quarantineLocked(id, "shutdown-failed")

@@ -330,7 +330,7 @@ func (e *Engine) planLocked(w *waiter) {
 func (e *Engine) pickLocked(st DeviceState, key string, lru bool) *DeviceRecord {
 	var best *DeviceRecord
 	for _, d := range e.devices {
-		if d.State != st || e.claims[d.ID] != "" {
+		if d.State != st || e.opLocks[d.ID] != "" {
 			continue
 		}
 		if key != "" && d.Spec.Key() != key {
@@ -381,13 +381,13 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	w.deliver(result{grant: Grant{Lease: l, Device: d}})
 }
 
-// startBootLocked claims a shut-down device and reserves a running slot,
+// startBootLocked locks a shut-down device and reserves a running slot,
 // then boots it outside the decision section, for waiter w or, with w nil,
 // for the warm pool.
 func (e *Engine) startBootLocked(w *waiter, id string) {
 	d := *e.devices[id]
 	p := d.Platform
-	e.claims[id] = e.workClaim(w, "boot")
+	e.opLocks[id] = e.workLock(w, "boot")
 	e.reservations[p]++
 	drv := e.drivers[p]
 	eta := drv.Estimate(OpBoot)
@@ -396,7 +396,7 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 		err := drv.MakeReady(ctx, d.Ref())
 		e.section(func() {
 			e.reservations[p]--
-			delete(e.claims, id)
+			delete(e.opLocks, id)
 			e.settleBootLocked(w, id, err, "device.booted")
 		})
 		e.notifyPositions()
@@ -419,7 +419,7 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		return
 	}
 	id, p := rec.ID, rec.Platform
-	e.claims[id] = e.workClaim(w, "provision")
+	e.opLocks[id] = e.workLock(w, "provision")
 	e.reservations[p]++
 	drv := e.drivers[p]
 	e.goBackground(func(ctx context.Context) {
@@ -428,7 +428,7 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		if err != nil {
 			e.section(func() {
 				e.reservations[p]--
-				delete(e.claims, id)
+				delete(e.opLocks, id)
 				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
 				e.log.Warn("provision failed", "device", id, "err", err)
 				if w != nil {
@@ -458,16 +458,16 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		err = drv.MakeReady(ctx, ref)
 		e.section(func() {
 			e.reservations[p]--
-			delete(e.claims, id)
+			delete(e.opLocks, id)
 			e.settleBootLocked(w, id, err, "device.ready")
 		})
 		e.notifyPositions()
 	})
 }
 
-// workClaim names the claim device work holds: the warm pool's own work is
+// workLock names the operation lock device work holds: the warm pool's own work is
 // marked "warm" so the pool counts it as already on its way.
-func (e *Engine) workClaim(w *waiter, op string) string {
+func (e *Engine) workLock(w *waiter, op string) string {
 	if w == nil {
 		return "warm"
 	}
@@ -540,7 +540,7 @@ func (e *Engine) failWorkLocked(w *waiter, err error) {
 // idle device so that w can be served next.
 func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 	w.evicting = true
-	e.claims[id] = "evict"
+	e.opLocks[id] = "evict"
 	d := *e.devices[id]
 	drv := e.drivers[d.Platform]
 	e.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: drv.Estimate(OpShutdown)})
@@ -552,7 +552,7 @@ func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 			err = drv.Shutdown(ctx, d.Ref())
 		}
 		e.section(func() {
-			delete(e.claims, id)
+			delete(e.opLocks, id)
 			w.evicting = false
 			switch {
 			case err != nil:

@@ -51,7 +51,7 @@ func (e *Engine) fillWarmPoolLocked() {
 	for _, ws := range e.warmSpecs {
 		have := 0
 		for _, d := range e.devices {
-			if d.Spec.Key() == ws.spec.Key() && (d.State == StateReady || e.claims[d.ID] == "warm") {
+			if d.Spec.Key() == ws.spec.Key() && (d.State == StateReady || e.opLocks[d.ID] == "warm") {
 				have++
 			}
 		}
