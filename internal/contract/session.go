@@ -15,4 +15,6 @@ type Session struct {
 const (
 	NotifyProgress = "progress"
 	NotifyEvent    = "event"
+	// NotifyGap carries an EventsGap to a follower of events.subscribe.
+	NotifyGap = "gap"
 )

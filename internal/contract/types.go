@@ -295,8 +295,20 @@ type Event struct {
 type EventsSubscribeOut struct {
 	Events []Event `json:"events"`
 	// Dropped is true when events between Since and the oldest buffered one
-	// have already left the ring buffer.
-	Dropped bool `json:"dropped,omitempty"`
+	// have already left the ring buffer; Gap names them.
+	Dropped bool       `json:"dropped,omitempty"`
+	Gap     *EventsGap `json:"gap,omitempty"`
+}
+
+// EventsGap names events a subscriber will never receive, FromSeq through
+// ToSeq inclusive: they left the daemon's ring buffer before the subscriber
+// read them. A follower that reads too slowly gets one as a "gap"
+// notification, in sequence order with the events around it, and then goes
+// on with the oldest event still buffered. State those events changed is
+// best re-read (status.get) rather than reconstructed.
+type EventsGap struct {
+	FromSeq uint64 `json:"fromSeq"`
+	ToSeq   uint64 `json:"toSeq"`
 }
 
 // Token roles as minted; operator maps to the admin session role.

@@ -101,7 +101,8 @@ type Engine struct {
 	queue        []*waiter
 	opLocks      map[string]string // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
 	reservations map[string]int    // platform -> running reservations
-	pending      []events.Event    // facts committed in this section, published after unlock
+	pending      []events.Event    // facts committed in this section, published as one batch before unlock
+	inSection    bool              // f of section is running: emitLocked batches into pending
 	afterUnlock  []func()          // pushes to callers, run after unlock: a slow client must never stall a decision
 	stopping     bool
 	maintenance  bool // a reset (nuke) is running: nothing is granted or started
@@ -168,19 +169,24 @@ func (e *Engine) Driver(platform string) (Driver, bool) {
 	return d, ok
 }
 
-// section runs f inside the decision section and publishes the facts it
-// committed only after leaving it, so observers never run under the lock.
+// section runs f inside the decision section. The facts f committed are
+// handed to the bus before the section is left, in one batch: they get
+// consecutive sequence numbers in the order they were committed, and
+// sections are numbered in the order they ran, so no subscriber can see a
+// lease released before it was granted. That is safe under the lock because
+// publishing only appends to the bus's ring and wakes subscribers; it never
+// waits for one. Pushes to callers still run after unlock.
 func (e *Engine) section(f func()) {
 	e.mu.Lock()
+	e.inSection = true
 	f()
+	e.inSection = false
 	evs, pushes := e.pending, e.afterUnlock
 	e.pending, e.afterUnlock = nil, nil
-	e.mu.Unlock()
-	for _, ev := range evs {
-		if e.bus != nil {
-			e.bus.Publish(ev)
-		}
+	if e.bus != nil {
+		e.bus.PublishBatch(evs)
 	}
+	e.mu.Unlock()
 	for _, push := range pushes {
 		push()
 	}
@@ -191,8 +197,19 @@ func (e *Engine) pushLocked(w *waiter, p Progress) {
 	e.afterUnlock = append(e.afterUnlock, func() { w.progress(p) })
 }
 
+// emitLocked records a fact the caller (holding the decision lock) has just
+// committed. Inside section it joins the section's batch. A caller holding
+// the lock outside section publishes it at once, still under the lock:
+// left in pending it would wait for the next section and could follow
+// facts committed after it.
 func (e *Engine) emitLocked(ev events.Event) {
 	ev.At = e.now()
+	if !e.inSection {
+		if e.bus != nil {
+			e.bus.Publish(ev)
+		}
+		return
+	}
 	e.pending = append(e.pending, ev)
 }
 

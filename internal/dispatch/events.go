@@ -18,26 +18,38 @@ func EventOut(e events.Event) contract.Event {
 	return ce
 }
 
+// GapOut is a bus gap as the contract shows it (nil stays nil).
+func GapOut(g *events.Gap) *contract.EventsGap {
+	if g == nil {
+		return nil
+	}
+	return &contract.EventsGap{FromSeq: g.FromSeq, ToSeq: g.ToSeq}
+}
+
 // ServeEvents answers events.subscribe from bus, for a worker and a gateway
 // alike: the buffered events after in.Since, and with Follow every later one
-// as an "event" push until ctx or stop ends. An agent sees only the facts
-// about what it owns; an admin sees all. spawn runs the follower (nil: a
-// plain goroutine) and may refuse (return false) when its owner is closing.
+// as an "event" push until ctx or stop ends, in sequence order. A follower
+// that reads too slowly for the ring is pushed a "gap" naming exactly what
+// it missed, then continues. An agent sees only the facts about what it
+// owns (and every gap, since a gap may hide its own facts); an admin sees
+// all. spawn runs the follower (nil: a plain goroutine) and may refuse
+// (return false) when its owner is closing.
 func ServeEvents(ctx context.Context, call *Call, bus *events.Bus, in contract.EventsSubscribeIn, stop <-chan struct{}, spawn func(func()) bool) contract.EventsSubscribeOut {
 	visible := func(e contract.Event) bool {
 		return call.Session.Role == contract.RoleAdmin || contract.OwnerOf(e) == call.Session.Principal
 	}
-	var ch <-chan events.Event
-	var cancel func()
+	var evs []events.Event
+	var gap *events.Gap
+	var sub *events.Follower
 	if in.Follow {
-		// Subscribe before reading the backlog so nothing falls in between.
-		ch, cancel = bus.Subscribe(1024)
+		// One step: the follower starts right after the backlog, so
+		// nothing falls in between and nothing is sent twice.
+		evs, gap, sub = bus.Follow(in.Since)
+	} else {
+		evs, gap = bus.Since(in.Since)
 	}
-	evs, dropped := bus.Since(in.Since)
-	out := contract.EventsSubscribeOut{Events: []contract.Event{}, Dropped: dropped}
-	last := in.Since
+	out := contract.EventsSubscribeOut{Events: []contract.Event{}, Dropped: gap != nil, Gap: GapOut(gap)}
 	for _, e := range evs {
-		last = e.Seq
 		if ce := EventOut(e); visible(ce) {
 			out.Events = append(out.Events, ce)
 		}
@@ -50,22 +62,32 @@ func ServeEvents(ctx context.Context, call *Call, bus *events.Bus, in contract.E
 	}
 	call.After(func() {
 		started := spawn(func() {
+			defer sub.Close()
+			fctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			for {
+			go func() {
 				select {
-				case <-ctx.Done():
-					return
 				case <-stop:
+					cancel()
+				case <-fctx.Done():
+				}
+			}()
+			for {
+				it, err := sub.Next(fctx)
+				switch {
+				case err != nil:
 					return
-				case e := <-ch:
-					if ce := EventOut(e); e.Seq > last && visible(ce) {
+				case it.Gap != nil:
+					call.Push(contract.NotifyGap, *GapOut(it.Gap))
+				default:
+					if ce := EventOut(it.Event); visible(ce) {
 						call.Push(contract.NotifyEvent, ce)
 					}
 				}
 			}
 		})
 		if !started {
-			cancel()
+			sub.Close()
 		}
 	})
 	return out
