@@ -498,16 +498,22 @@ func engineConfig(c config.Config) core.Config {
 }
 
 // startPushes relays lease-scoped facts to every live connection whose
-// principal owns the lease (contract.NoticeFor decides which facts).
+// principal owns the lease (contract.NoticeFor decides which facts). It is
+// a bus observer, not a follower: the bus queues every fact for it without
+// bound, so however slowly the pushes go out, an owner is always told its
+// lease was lost.
 func (d *Daemon) startPushes(ctx context.Context) {
-	ch, cancel := d.bus.Subscribe(1024)
+	_, obs := d.bus.Observe(d.bus.LastSeq())
 	go func() {
-		defer cancel()
+		defer obs.Close()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case e := <-ch:
+			case e, ok := <-obs.C():
+				if !ok {
+					return
+				}
 				ce := dispatch.EventOut(e)
 				method, ok := contract.NoticeFor(ce)
 				owner := contract.OwnerOf(ce)
@@ -534,6 +540,30 @@ func (a httpAdapter) Authenticate(ctx context.Context, bearer string) (role, pri
 		return "", "", false, err
 	}
 	return t.Role, "token:" + t.ID, true, nil
+}
+
+var _ httpapi.EventSource = httpAdapter{}
+
+// ObserveEvents feeds the HTTP frontend's lease notices from a bus
+// observer (httpapi.EventSource), so they lose no fact however busy the
+// daemon is, unlike a followed events.subscribe.
+func (a httpAdapter) ObserveEvents(ctx context.Context, since uint64, onGap func(contract.EventsGap), onEvent func(contract.Event)) {
+	gap, obs := a.d.bus.Observe(since)
+	defer obs.Close()
+	if g := dispatch.GapOut(gap); g != nil {
+		onGap(*g)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-obs.C():
+			if !ok {
+				return
+			}
+			onEvent(dispatch.EventOut(e))
+		}
+	}
 }
 
 // uplinkAdapter serves a gateway over the uplink this daemon dialled. The

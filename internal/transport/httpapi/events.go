@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -13,9 +12,11 @@ import (
 
 // serveEvents streams events.subscribe as Server-Sent Events: the backlog
 // after ?since= (or the Last-Event-ID a reconnecting EventSource sends),
-// then every new event, until the client leaves or the server closes. Each
-// event is one SSE message whose id is the event's seq and whose data is
-// the contract Event; a comment line keeps idle proxies from timing out.
+// then every new event, in sequence order, until the client leaves or the
+// server closes. Each event is one SSE message whose id is the event's seq
+// and whose data is the contract Event. What the client can no longer get
+// (the ring has moved past it, or it read too slowly) arrives in its place
+// as one "gap" message; a comment line keeps idle proxies from timing out.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, rt route) {
 	params, cerr := rt.input(w, r)
 	if cerr != nil {
@@ -41,7 +42,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, rt route) {
 	lift(w)
 	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
 	defer sse.close()
-	sink := newEventSink(sse.event)
+	sink := newEventSink(sse.event, sse.gap)
 	res, after, err := s.b.Dispatch(r.Context(), sessionOf(r), rt.op.Name, params, sink.notify)
 	if err != nil {
 		writeError(w, err, nil)
@@ -53,10 +54,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, rt route) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no") // ask reverse proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	if out.Dropped {
-		sse.message("dropped", "", fmt.Sprintf(`{"since":%d}`, in.Since))
-	}
-	sink.start(out.Events)
+	sink.start(out)
 	sse.flush()
 	runAfter(after)
 	for {
@@ -83,6 +81,19 @@ func (s *sseWriter) event(e contract.Event) {
 		return
 	}
 	s.message("", strconv.FormatUint(e.Seq, 10), string(b))
+}
+
+// gap tells the client that events FromSeq..ToSeq will never reach it:
+// the ring no longer held them when it asked (Last-Event-ID or ?since=
+// too old) or it read too slowly. The message's id is ToSeq, so a
+// reconnecting EventSource resumes after the gap instead of asking for
+// it again.
+func (s *sseWriter) gap(g contract.EventsGap) {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return
+	}
+	s.message(contract.NotifyGap, strconv.FormatUint(g.ToSeq, 10), string(b))
 }
 
 // message writes one SSE message. data is a single line of JSON, so it

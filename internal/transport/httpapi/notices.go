@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sort"
@@ -142,21 +143,40 @@ func asLease(v any) (contract.Lease, bool) {
 // noticeSession is the frontend's own identity for its event subscription.
 var noticeSession = contract.Session{Principal: "httpapi:notices", Role: contract.RoleAdmin, Compatible: true}
 
+// EventSource is an optional Backend ability: an in-process feed of the
+// daemon's events that never loses one, however far the reader falls
+// behind. A Backend with one gives the notice buffer every lease-lost
+// fact; without it the frontend follows events.subscribe like any client
+// and can only log the gaps it is told about.
+type EventSource interface {
+	// ObserveEvents delivers every event after since in sequence order
+	// until ctx ends. onGap is called at most once, first, for facts
+	// after since that had already left the daemon's ring.
+	ObserveEvents(ctx context.Context, since uint64, onGap func(contract.EventsGap), onEvent func(contract.Event))
+}
+
 // followNotices keeps one followed event subscription open for the server's
 // life, retrying with backoff while the daemon refuses it (for example
 // while startup convergence has failed).
 func (s *Server) followNotices() {
 	defer s.wg.Done()
+	onGap := func(g contract.EventsGap) {
+		s.log.Warn("lease notices: events were missed; their notices are lost", "fromSeq", g.FromSeq, "toSeq", g.ToSeq)
+	}
+	if src, ok := s.b.(EventSource); ok {
+		// From the start of the daemon's ring: facts from before this
+		// server started are still owed to their leases' owners.
+		src.ObserveEvents(s.ctx, 0, onGap, s.notices.apply)
+		return
+	}
 	backoff := time.Second
-	// From the start of the daemon's ring: facts from before this server
-	// started are still owed to their leases' owners.
 	params, _ := json.Marshal(contract.EventsSubscribeIn{Follow: true})
 	for s.ctx.Err() == nil {
-		sink := newEventSink(s.notices.apply)
+		sink := newEventSink(s.notices.apply, onGap)
 		res, after, err := s.b.Dispatch(s.ctx, noticeSession, contract.EventsSubscribe.Name, params, sink.notify)
 		if err == nil {
 			out, _ := asSubscribeOut(res)
-			sink.start(out.Events)
+			sink.start(out)
 			runAfter(after)
 			<-s.ctx.Done()
 			return
@@ -174,62 +194,111 @@ func (s *Server) followNotices() {
 	}
 }
 
-// eventSink delivers events exactly once and in order: pushes that arrive
-// before the backlog has been delivered wait for it, and anything at or
-// below the last delivered sequence number is dropped.
+// eventSink delivers events and gaps exactly once and in sequence order:
+// pushes that arrive before the backlog has been delivered wait for it,
+// and anything at or below the last delivered sequence number is dropped.
 type eventSink struct {
 	mu      sync.Mutex
 	started bool
-	held    []contract.Event
+	held    []sinkItem
 	last    uint64
 	deliver func(contract.Event)
+	gap     func(contract.EventsGap)
+}
+
+// sinkItem is an event, or a gap when gap is non-nil.
+type sinkItem struct {
+	e   contract.Event
+	gap *contract.EventsGap
+}
+
+func (it sinkItem) seq() uint64 {
+	if it.gap != nil {
+		return it.gap.FromSeq
+	}
+	return it.e.Seq
 }
 
 const maxHeld = 4096
 
-func newEventSink(deliver func(contract.Event)) *eventSink { return &eventSink{deliver: deliver} }
+func newEventSink(deliver func(contract.Event), gap func(contract.EventsGap)) *eventSink {
+	return &eventSink{deliver: deliver, gap: gap}
+}
 
 // notify is the push callback handed to Dispatch.
 func (s *eventSink) notify(method string, params any) {
-	if method != contract.NotifyEvent {
-		return
-	}
-	e, ok := asEvent(params)
-	if !ok {
+	var it sinkItem
+	switch method {
+	case contract.NotifyEvent:
+		e, ok := asEvent(params)
+		if !ok {
+			return
+		}
+		it.e = e
+	case contract.NotifyGap:
+		g, ok := asGap(params)
+		if !ok {
+			return
+		}
+		it.gap = &g
+	default:
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
 		if len(s.held) < maxHeld {
-			s.held = append(s.held, e)
+			s.held = append(s.held, it)
 		}
 		return
 	}
-	s.emit(e)
+	s.emit(it)
 }
 
-func (s *eventSink) emit(e contract.Event) {
-	if e.Seq != 0 && e.Seq <= s.last {
+func (s *eventSink) emit(it sinkItem) {
+	if it.gap != nil {
+		if it.gap.ToSeq <= s.last {
+			return
+		}
+		s.last = it.gap.ToSeq
+		if s.gap != nil {
+			s.gap(*it.gap)
+		}
 		return
 	}
-	s.last = max(s.last, e.Seq)
-	s.deliver(e)
+	if it.e.Seq != 0 && it.e.Seq <= s.last {
+		return
+	}
+	s.last = max(s.last, it.e.Seq)
+	s.deliver(it.e)
 }
 
-// start delivers the backlog, then whatever was held, then opens the gate.
-func (s *eventSink) start(backlog []contract.Event) {
+// start delivers the backlog's gap and events, then whatever was held,
+// then opens the gate.
+func (s *eventSink) start(out contract.EventsSubscribeOut) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range backlog {
-		s.emit(e)
+	if out.Gap != nil {
+		s.emit(sinkItem{gap: out.Gap})
 	}
-	sort.SliceStable(s.held, func(i, j int) bool { return s.held[i].Seq < s.held[j].Seq })
-	for _, e := range s.held {
-		s.emit(e)
+	for _, e := range out.Events {
+		s.emit(sinkItem{e: e})
+	}
+	sort.SliceStable(s.held, func(i, j int) bool { return s.held[i].seq() < s.held[j].seq() })
+	for _, it := range s.held {
+		s.emit(it)
 	}
 	s.held = nil
 	s.started = true
+}
+
+func asGap(v any) (contract.EventsGap, bool) {
+	if g, ok := v.(contract.EventsGap); ok {
+		return g, true
+	}
+	var g contract.EventsGap
+	b, err := json.Marshal(v)
+	return g, err == nil && json.Unmarshal(b, &g) == nil && g.FromSeq > 0 && g.ToSeq >= g.FromSeq
 }
 
 func asEvent(v any) (contract.Event, bool) {

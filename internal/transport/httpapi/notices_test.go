@@ -177,15 +177,22 @@ func TestEventsStreamAsServerSentEvents(t *testing.T) {
 
 func TestEventSinkDeliversOnceInOrder(t *testing.T) {
 	var got []uint64
-	s := newEventSink(func(e contract.Event) { got = append(got, e.Seq) })
+	var gaps []contract.EventsGap
+	s := newEventSink(func(e contract.Event) { got = append(got, e.Seq) }, func(g contract.EventsGap) { gaps = append(gaps, g) })
 	s.notify(contract.NotifyEvent, contract.Event{Seq: 4, Type: "x"})
 	s.notify(contract.NotifyEvent, contract.Event{Seq: 3, Type: "x"})
 	s.notify(contract.NotifyProgress, contract.Progress{Phase: "queued"})
-	s.start([]contract.Event{{Seq: 2, Type: "x"}, {Seq: 3, Type: "x"}})
+	s.start(contract.EventsSubscribeOut{Gap: &contract.EventsGap{FromSeq: 1, ToSeq: 1}, Events: []contract.Event{{Seq: 2, Type: "x"}, {Seq: 3, Type: "x"}}})
 	s.notify(contract.NotifyEvent, map[string]any{"seq": 4, "type": "x"})
 	s.notify(contract.NotifyEvent, contract.Event{Seq: 5, Type: "x"})
-	if want := "[2 3 4 5]"; fmtSeqs(got) != want {
+	s.notify(contract.NotifyGap, map[string]any{"fromSeq": 6, "toSeq": 9})
+	s.notify(contract.NotifyEvent, contract.Event{Seq: 8, Type: "x"}) // inside the gap: already given up
+	s.notify(contract.NotifyEvent, contract.Event{Seq: 10, Type: "x"})
+	if want := "[2 3 4 5 10]"; fmtSeqs(got) != want {
 		t.Fatalf("delivered %v, want %s", got, want)
+	}
+	if len(gaps) != 2 || gaps[0] != (contract.EventsGap{FromSeq: 1, ToSeq: 1}) || gaps[1] != (contract.EventsGap{FromSeq: 6, ToSeq: 9}) {
+		t.Fatalf("gaps %+v", gaps)
 	}
 }
 
