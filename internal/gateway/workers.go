@@ -173,22 +173,22 @@ func (g *Gateway) build(ctx context.Context, w *worker, lk *link, label string, 
 	since := w.lastSeq
 	g.mu.Unlock()
 	var backlog contract.EventsSubscribeOut
+	// Live pushes wait (on evmu) until the backlog has been applied, so
+	// the gateway republishes the worker's facts in the worker's order.
+	lk.evmu.Lock()
 	err := lk.conn.Stream(lk.ctx, contract.EventsSubscribe.Name, contract.EventsSubscribeIn{Since: since, Follow: true}, &backlog,
-		func(method string, raw json.RawMessage) {
-			if method != contract.NotifyEvent {
-				return
-			}
-			var e contract.Event
-			if json.Unmarshal(raw, &e) == nil {
-				g.onWorkerEvent(id, lk, e, true)
-			}
-		})
+		func(method string, raw json.RawMessage) { g.onWorkerPush(id, lk, method, raw) })
 	if err != nil {
+		lk.evmu.Unlock()
 		return g.callErr(id, lk, err)
 	}
-	for _, e := range backlog.Events {
-		g.onWorkerEvent(id, lk, e, replay)
+	if backlog.Gap != nil {
+		g.onWorkerGapLocked(id, lk, *backlog.Gap, replay)
 	}
+	for _, e := range backlog.Events {
+		g.onWorkerEventLocked(id, lk, e, replay)
+	}
+	lk.evmu.Unlock()
 	var list contract.ListGetOut
 	if err := g.callWorker(ctx, id, lk, contract.ListGet.Name, contract.ListGetIn{}, &list, nil); err != nil {
 		return err
@@ -329,12 +329,11 @@ func (g *Gateway) mergeLeasesLocked(id string, old, fresh []contract.Lease, devi
 	return out, devices
 }
 
-// onWorkerEvent handles one event from a worker's stream: it keeps the
-// lease index current, republishes the fact on the gateway's bus with the
-// worker's id, and refreshes the view on lease and device facts.
-func (g *Gateway) onWorkerEvent(id string, lk *link, e contract.Event, publish bool) {
-	lk.evmu.Lock()
-	defer lk.evmu.Unlock()
+// onWorkerEventLocked handles one event from a worker's stream (lk.evmu
+// held): it keeps the lease index current, republishes the fact on the
+// gateway's bus with the worker's id, and refreshes the view on lease and
+// device facts.
+func (g *Gateway) onWorkerEventLocked(id string, lk *link, e contract.Event, publish bool) {
 	g.mu.Lock()
 	w := g.workers[id]
 	if w == nil || w.link != lk || (e.Seq != 0 && e.Seq <= w.lastSeq) {
