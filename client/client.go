@@ -110,16 +110,30 @@ func (c *Client) LeaseRequest(ctx context.Context, in contract.LeaseRequestIn, p
 }
 
 // Events reads buffered events after since; with follow, onEvent receives
-// each later event until ctx ends or the connection is lost.
+// each later event until ctx ends or the connection is lost. Gaps are not
+// reported; use EventStream to hear about them.
 func (c *Client) Events(ctx context.Context, in contract.EventsSubscribeIn, onEvent func(contract.Event)) (contract.EventsSubscribeOut, error) {
+	return c.EventStream(ctx, in, onEvent, nil)
+}
+
+// EventStream is Events that also reports, through onGap, the events a
+// follower will never receive because it read too slowly for the daemon's
+// ring; onEvent and onGap are called in sequence order. A gap before the
+// backlog is in the result's Gap.
+func (c *Client) EventStream(ctx context.Context, in contract.EventsSubscribeIn, onEvent func(contract.Event), onGap func(contract.EventsGap)) (contract.EventsSubscribeOut, error) {
 	var out contract.EventsSubscribeOut
 	err := c.t.call(ctx, contract.EventsSubscribe.Name, in, &out, func(method string, params json.RawMessage) {
-		if method != contract.NotifyEvent || onEvent == nil {
-			return
-		}
-		var e contract.Event
-		if json.Unmarshal(params, &e) == nil {
-			onEvent(e)
+		switch {
+		case method == contract.NotifyEvent && onEvent != nil:
+			var e contract.Event
+			if json.Unmarshal(params, &e) == nil {
+				onEvent(e)
+			}
+		case method == contract.NotifyGap && onGap != nil:
+			var g contract.EventsGap
+			if json.Unmarshal(params, &g) == nil && g.FromSeq > 0 && g.ToSeq >= g.FromSeq {
+				onGap(g)
+			}
 		}
 	}, in.Follow)
 	return out, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -195,16 +196,47 @@ func (a *app) eventsCmd() *cobra.Command {
 				}
 				a.printf("%s  %-28s %s\n", e.At.Local().Format("15:04:05.000"), e.Type, strings.Join(parts, " "))
 			}
-			out, err := c.Events(cmd.Context(), contract.EventsSubscribeIn{Since: since, Follow: follow}, show)
+			showGap := func(g contract.EventsGap) {
+				if a.jsonOut {
+					a.printJSON(map[string]any{"gap": g})
+					return
+				}
+				a.printf("(events %d-%d are lost to this reader: they left the daemon's buffer before it read them)\n", g.FromSeq, g.ToSeq)
+			}
+			// Live pushes arrive on the connection's goroutine and may
+			// come before the backlog is printed; hold them until it is.
+			var mu sync.Mutex
+			var held []func()
+			printed := false
+			later := func(f func()) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !printed {
+					held = append(held, f)
+					return
+				}
+				f()
+			}
+			out, err := c.EventStream(cmd.Context(), contract.EventsSubscribeIn{Since: since, Follow: follow},
+				func(e contract.Event) { later(func() { show(e) }) },
+				func(g contract.EventsGap) { later(func() { showGap(g) }) })
 			if err != nil {
 				return err
 			}
-			if out.Dropped && !a.jsonOut {
+			mu.Lock()
+			if out.Gap != nil {
+				showGap(*out.Gap)
+			} else if out.Dropped && !a.jsonOut {
 				a.printf("(older events have left the buffer)\n")
 			}
 			for _, e := range out.Events {
 				show(e)
 			}
+			for _, f := range held {
+				f()
+			}
+			held, printed = nil, true
+			mu.Unlock()
 			if follow {
 				select {
 				case <-cmd.Context().Done():

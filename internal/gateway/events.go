@@ -50,6 +50,7 @@ func (g *Gateway) onWorkerGapLocked(id string, lk *link, gap contract.EventsGap,
 		g.mu.Unlock()
 		return
 	}
+	gap.FromSeq = max(gap.FromSeq, w.lastSeq+1) // what was relayed is not lost
 	w.lastSeq = gap.ToSeq
 	g.mu.Unlock()
 	if publish {

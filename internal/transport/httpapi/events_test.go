@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,5 +166,58 @@ func TestLeaseNoticesLoseNothingUnderAFlood(t *testing.T) {
 		s.notices.mu.Lock()
 		defer s.notices.mu.Unlock()
 		return len(s.notices.leases) == leases
+	})
+}
+
+// FuzzEventSinkDecoding feeds the sink arbitrary pushes, one per line:
+// "e <json>" an event, "g <json>" a gap, anything else another method;
+// the first line may be held back as if it raced the backlog. Whatever
+// arrives, the sink must not panic and must deliver in sequence order:
+// event seqs increase, gaps do not overlap what came before, and nothing
+// inside a delivered gap is delivered after it.
+func FuzzEventSinkDecoding(f *testing.F) {
+	f.Add("e {\"seq\":2,\"type\":\"x\"}\ng {\"fromSeq\":3,\"toSeq\":5}\ne {\"seq\":4,\"type\":\"x\"}\ne {\"seq\":6,\"type\":\"y\"}", true)
+	f.Add("g {\"fromSeq\":9,\"toSeq\":1}\ng {\"fromSeq\":0,\"toSeq\":0}\ne [1,2]\ne {\"seq\":-1}", false)
+	f.Add("e {\"seq\":18446744073709551615,\"type\":\"x\"}\ng {\"fromSeq\":1,\"toSeq\":18446744073709551615}\nx {}", true)
+	f.Fuzz(func(t *testing.T, script string, holdFirst bool) {
+		var last uint64
+		check := func(lo, hi uint64, what string) {
+			if lo <= last && last != 0 {
+				t.Fatalf("%s %d..%d after %d", what, lo, hi, last)
+			}
+			last = hi
+		}
+		s := newEventSink(func(e contract.Event) {
+			if e.Seq != 0 {
+				check(e.Seq, e.Seq, "event")
+			}
+		}, func(g contract.EventsGap) {
+			if g.FromSeq == 0 || g.ToSeq < g.FromSeq {
+				t.Fatalf("malformed gap delivered %+v", g)
+			}
+			check(g.FromSeq, g.ToSeq, "gap")
+		})
+		lines := strings.Split(script, "\n")
+		push := func(line string) {
+			method := contract.NotifyProgress
+			switch {
+			case strings.HasPrefix(line, "e "):
+				method = contract.NotifyEvent
+			case strings.HasPrefix(line, "g "):
+				method = contract.NotifyGap
+			}
+			if len(line) >= 2 {
+				line = line[2:]
+			}
+			s.notify(method, json.RawMessage(line))
+		}
+		if holdFirst && len(lines) > 0 {
+			push(lines[0])
+			lines = lines[1:]
+		}
+		s.start(contract.EventsSubscribeOut{})
+		for _, l := range lines {
+			push(l)
+		}
 	})
 }

@@ -260,9 +260,11 @@ func (s *eventSink) emit(it sinkItem) {
 		if it.gap.ToSeq <= s.last {
 			return
 		}
-		s.last = it.gap.ToSeq
+		g := *it.gap
+		g.FromSeq = max(g.FromSeq, s.last+1) // what was delivered is not lost
+		s.last = g.ToSeq
 		if s.gap != nil {
-			s.gap(*it.gap)
+			s.gap(g)
 		}
 		return
 	}
