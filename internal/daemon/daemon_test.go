@@ -12,6 +12,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 )
 
@@ -284,5 +285,41 @@ func TestQueuedRequestOfADepartedClientIsWithdrawn(t *testing.T) {
 			t.Fatal("a departed client's request stayed queued and would be granted a lease nobody holds")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The lease-lost relay is a lossless observer: under a flood of facts
+// thousands of times the ring's size, the owner is still told that its
+// lease was lost.
+func TestLeaseLostReachesTheOwnerAfterAFlood(t *testing.T) {
+	f := startDaemon(t, func(c *config.Config) { c.EventBuffer.Size = 16 })
+	a := f.dial("alice", "")
+	lost := make(chan contract.LeaseNotice, 1)
+	a.OnNotice(func(n contract.LeaseNotice) {
+		if n.Type == contract.NotifyLeaseLost {
+			lost <- n
+		}
+	})
+	// The connection is known as alice's once hello ran; a call makes sure.
+	var st contract.StatusGetOut
+	if err := a.Call(context.Background(), contract.StatusGet.Name, contract.StatusGetIn{}, &st, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The fact sits in the middle of the flood, where a reader that
+	// fell a ring behind would have skipped it.
+	for i := 0; i < 50_000; i++ {
+		if i == 100 {
+			f.d.bus.Publish(events.Event{Type: "lease.released", LeaseID: "lse_gone", Reason: "expired",
+				Data: map[string]any{"ownerId": "alice"}})
+		}
+		f.d.bus.Publish(events.Event{Type: "device.state-changed", DeviceID: "flood"})
+	}
+	select {
+	case n := <-lost:
+		if n.LeaseID != "lse_gone" || n.Reason != "expired" {
+			t.Fatalf("notice %+v", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owner was never told its lease was lost")
 	}
 }
