@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -210,4 +211,34 @@ func TestSlowSubscriberNeverBlocksPublisher(t *testing.T) {
 	if b.LastSeq() != 100 {
 		t.Fatal("lost sequence numbers")
 	}
+}
+
+// BenchmarkPublish measures one Publish with idle followers and observers
+// attached (the cost the engine pays under its lock).
+func BenchmarkPublish(b *testing.B) {
+	for _, n := range []int{0, 100} {
+		b.Run(strconv.Itoa(n)+"followers", func(b *testing.B) {
+			bus := New(1000, epoch)
+			for i := 0; i < n; i++ {
+				_, _, f := bus.Follow(0)
+				defer f.Close()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				bus.Publish(Event{Type: "x"})
+			}
+		})
+	}
+	b.Run("1observer", func(b *testing.B) {
+		bus := New(1000, epoch)
+		ch, cancel := bus.Subscribe(1024)
+		defer cancel()
+		go func() {
+			for range ch {
+			}
+		}()
+		for b.Loop() {
+			bus.Publish(Event{Type: "x"})
+		}
+	})
 }
