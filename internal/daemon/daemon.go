@@ -242,6 +242,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID)
 
+	// The lease-notice relay observes the bus from before convergence:
+	// it only forwards facts, and a lease lost while the registry is being
+	// restored (or the moment the gate opens) is still owed to its owner.
+	d.startPushes(sctx)
+
 	// 5. Converge in the background behind the readiness gate.
 	cctx, cancelConverge := context.WithCancel(context.Background())
 	d.cancelConverge = cancelConverge
@@ -262,7 +267,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		// observe or act on a half-restored registry.
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
-		d.startPushes(sctx)
 		d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.
