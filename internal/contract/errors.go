@@ -51,6 +51,7 @@ const (
 	CodePassthroughRefused     Code = "PASSTHROUGH_REFUSED"
 	CodeUnknownPassthroughTool Code = "UNKNOWN_PASSTHROUGH_TOOL"
 	CodeExecTimeout            Code = "EXEC_TIMEOUT"
+	CodeLeaseEnded             Code = "LEASE_ENDED"
 	CodeUnsupportedInGateway   Code = "UNSUPPORTED_IN_GATEWAY_MODE"
 	CodeWorkerUnreachable      Code = "WORKER_UNREACHABLE"
 	CodeInternal               Code = "INTERNAL"
@@ -102,6 +103,7 @@ var ErrorTable = map[Code]CodeInfo{
 	CodePassthroughRefused:     {KindDomain, 403, 10, false, "that verb would change the device behind simlock's back; use simlock's own commands"},
 	CodeUnknownPassthroughTool: {KindDomain, 422, 10, false, "no driver wraps that tool"},
 	CodeExecTimeout:            {KindDomain, 504, 6, true, "the command ran past exec.timeoutMs"},
+	CodeLeaseEnded:             {KindDomain, 410, 8, false, "the lease ended while the command ran, so it was stopped; request a new lease"},
 	CodeUnsupportedInGateway:   {KindDomain, 501, 10, false, "run it against the worker daemon instead of the gateway"},
 	CodeWorkerUnreachable:      {KindTransport, 502, 14, true, "the worker's uplink is down; retry when it reconnects"},
 	CodeInternal:               {KindInternal, 500, 1, false, "this is a bug; `simlock daemon logs` has details"},

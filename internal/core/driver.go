@@ -180,6 +180,7 @@ type SpecError struct {
 	Err     error
 	Msg     string
 	Details map[string]any
+	Next    string // the next step to suggest, when the caller can fix it
 }
 
 func (e *SpecError) Error() string {
@@ -214,9 +215,21 @@ var (
 
 // Passthrougher is the optional driver ability to hand a lease holder a
 // root-scoped command for one of the platform's own tools. The daemon finds
-// it by type assertion. terminal says whether a terminal is attached to the
-// process that will run the command.
+// it by type assertion.
 type Passthrougher interface {
 	PassthroughTools() []string
-	ResolvePassthrough(tool string, args []string, terminal bool) (ports.Command, error)
+	ResolvePassthrough(tool string, args []string, scope PassthroughScope) (ports.Command, error)
+}
+
+// PassthroughScope is what a passthrough resolution is told about the
+// caller, so one refusal list serves both the local passthrough and
+// device.exec.
+type PassthroughScope struct {
+	// Terminal says whether a terminal is attached to the process that will
+	// run the command.
+	Terminal bool
+	// Pin, when set, is the only device the command may address (a lease's
+	// device, for device.exec): the driver refuses every device selector
+	// naming another device and adds the pinned device's own.
+	Pin *DeviceRef
 }

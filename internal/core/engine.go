@@ -113,6 +113,8 @@ type Engine struct {
 	cleanTimer  ports.Timer
 	pressure    bool       // last disk pressure reading, for edge-triggering
 	warmSpecs   []warmSpec // resolved warm-pool targets
+
+	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -267,6 +269,7 @@ func (e *Engine) commitLocked(c Changes) error {
 		if l, ok := e.leases[id]; ok {
 			delete(e.byRequester, l.RequesterID)
 			delete(e.leases, id)
+			e.leaseGoneLocked(id)
 		}
 	}
 	return nil

@@ -66,6 +66,9 @@ func toContractError(err error) *contract.Error {
 			if len(details) > 0 {
 				ce.Details = details
 			}
+			if se != nil && se.Next != "" {
+				ce.WithNext(se.Next)
+			}
 			return ce
 		}
 	}

@@ -367,7 +367,9 @@ func (d *Daemon) passthrough(_ context.Context, _ *dispatch.Call, in contract.Pa
 			if tool != in.Tool {
 				continue
 			}
-			cmd, err := pt.ResolvePassthrough(in.Tool, in.Args, in.Terminal)
+			// No lease names a device here: the local caller can reach the whole
+			// root anyway, so only the refusal list applies.
+			cmd, err := pt.ResolvePassthrough(in.Tool, in.Args, core.PassthroughScope{Terminal: in.Terminal})
 			if err != nil {
 				return contract.PassthroughOut{}, err
 			}

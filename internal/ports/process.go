@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -18,13 +19,22 @@ type Command struct {
 	Env   []string // extra KEY=VALUE entries appended to the daemon's environment
 	Dir   string
 	Stdin io.Reader
-	// Stdout and Stderr, when set, receive output as it is produced in
-	// addition to it being captured in the Result.
+	// Stdout and Stderr, when set, receive output as it is produced and the
+	// Result keeps only the last TailBytes of that stream, for diagnostics:
+	// a long-running or chatty program (an exec'd command, a supervised
+	// emulator) must not grow the daemon's memory with its output. A writer
+	// that blocks holds the program back (the pipe fills and its writes
+	// wait); it must return once the command's context is done, because Run
+	// waits for the last write. When nil, the stream is captured whole.
 	Stdout io.Writer
 	Stderr io.Writer
 }
 
-// Result is what a finished command produced.
+// TailBytes is how much of a streamed stream a Result keeps.
+const TailBytes = 4 << 10
+
+// Result is what a finished command produced: each stream whole, or its last
+// TailBytes when the Command streamed it to a writer.
 type Result struct {
 	Stdout   []byte
 	Stderr   []byte
@@ -81,7 +91,8 @@ func itoa(i int) string {
 }
 
 // ProcessRunner runs external programs. Run waits for the program to finish;
-// a non-zero exit is reported as *ExitError with the captured output.
+// a non-zero exit is reported as *ExitError with the captured output (or its
+// tail, for a streamed stream).
 // Cancelling ctx terminates the whole process group (SIGTERM, then SIGKILL
 // after a grace period).
 type ProcessRunner interface {
@@ -101,11 +112,17 @@ func (r ExecRunner) Run(ctx context.Context, c Command) (Result, error) {
 		cmd.Env = append(os.Environ(), c.Env...)
 	}
 	cmd.Stdin = c.Stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = teeTo(&stdout, c.Stdout)
-	cmd.Stderr = teeTo(&stderr, c.Stderr)
+	stdout, stderr := sink(c.Stdout), sink(c.Stderr)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A process group of its own, so cancellation reaches grandchildren too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	grace := r.Grace
+	if grace <= 0 {
+		grace = 3 * time.Second
+	}
+	// A descendant that left the group and still holds a pipe must not keep
+	// Run waiting once the program itself has exited.
+	cmd.WaitDelay = grace
 	if err := cmd.Start(); err != nil {
 		return Result{ExitCode: -1}, err
 	}
@@ -115,10 +132,6 @@ func (r ExecRunner) Run(ctx context.Context, c Command) (Result, error) {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		grace := r.Grace
-		if grace <= 0 {
-			grace = 3 * time.Second
-		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case err = <-done:
@@ -130,6 +143,14 @@ func (r ExecRunner) Run(ctx context.Context, c Command) (Result, error) {
 		return res, ctx.Err()
 	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// The program exited; only a stray descendant's pipe was cut.
+		err = nil
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			res.ExitCode = code
+			return res, &ExitError{Command: c, Result: res}
+		}
+	}
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -142,9 +163,62 @@ func (r ExecRunner) Run(ctx context.Context, c Command) (Result, error) {
 	return res, nil
 }
 
-func teeTo(buf *bytes.Buffer, w io.Writer) io.Writer {
+// output is where one stream of a running command goes: a whole capture,
+// or the caller's writer plus a bounded tail.
+type output interface {
+	io.Writer
+	Bytes() []byte
+}
+
+func sink(w io.Writer) output {
 	if w == nil {
-		return buf
+		return &bytes.Buffer{}
 	}
-	return io.MultiWriter(buf, w)
+	return &streamed{w: w, tail: NewTail(TailBytes)}
+}
+
+type streamed struct {
+	w    io.Writer
+	tail *Tail
+}
+
+func (s *streamed) Write(p []byte) (int, error) {
+	s.tail.Write(p)
+	return s.w.Write(p)
+}
+
+func (s *streamed) Bytes() []byte { return s.tail.Bytes() }
+
+// Tail is an io.Writer that keeps only the last bytes written to it, safe
+// for concurrent use (stdout and stderr may share one).
+type Tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+// NewTail returns a Tail keeping at most max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.max; over > 0 {
+		// Shift in place: the buffer never grows past max.
+		t.buf = t.buf[:copy(t.buf, t.buf[over:])]
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// Bytes returns a copy of what the tail holds.
+func (t *Tail) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.buf...)
 }

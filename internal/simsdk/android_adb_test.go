@@ -122,11 +122,23 @@ func TestADBShellCommands(t *testing.T) {
 		{"sh -c 'exit 3'", "", "", 3},
 		{"pm list packages -3", "", "", 0},
 		{"whoami", "shell\n", "", 0},
+		{"yes | head -n 3", "y\ny\ny\n", "", 0},
+		{"yes ab c | head -c 7", "ab c\nab", "", 0},
+		{"yes | head -2 | cat", "y\ny\n", "", 0},
+		{"getprop | grep boot_completed | head -n 1", "[sys.boot_completed]: [1]\n", "", 0},
+		{"echo one; exit 3 | cat; echo two", "one\ntwo\n", "", 0},
+		{"head -c 3 /data/local/tmp/nothing", "", "head: /data/local/tmp/nothing: No such file or directory\n", 1},
+		{"head -c x", "", "head: -c: not integer: x\n", 1},
+		{"echo abcdef > /data/local/tmp/h && head -c 3 /data/local/tmp/h", "abc", "", 0},
 	} {
 		res := a.adb("-s", s, "shell", tc.cmd)
 		if res.stdout != tc.stdout || res.stderr != tc.stderr || res.code != tc.code {
 			t.Errorf("%q: exit %d stdout %q stderr %q; want %d %q %q", tc.cmd, res.code, res.stdout, res.stderr, tc.code, tc.stdout, tc.stderr)
 		}
+	}
+	// A pipeline streams: yes never ends, head stops it after 4 MiB.
+	if res := a.adb("-s", s, "shell", "yes | head -c 4194304"); len(res.stdout) != 4<<20 || res.code != 0 || res.stdout[:4] != "y\ny\n" {
+		t.Errorf("yes | head -c: exit %d, %d bytes, stderr %q", res.code, len(res.stdout), res.stderr)
 	}
 	// Arguments are joined with spaces, as adb does.
 	if res := a.adb("-s", s, "shell", "echo", "a", "b"); res.stdout != "a b\n" {

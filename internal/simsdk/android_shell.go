@@ -2,8 +2,8 @@ package simsdk
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,12 +14,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // `adb shell` runs a small subset of the device's /system/bin/sh: quoting,
 // ; && || and | between commands, > >> 2> 2>&1 < redirections, and the
-// commands below. /data maps to the emulator's data partition and /sdcard
+// commands below. The stages of a pipeline run at once, joined by pipes,
+// each in a subshell (an exit in one ends only that stage); a stage that
+// writes to a pipe whose reader has finished ends as if by SIGPIPE, which
+// is how `yes | head -c N` terminates. /data maps to the emulator's data partition and /sdcard
 // to /data/media/0 on it; the rest of the file system is read-only and
 // empty. Like adb with shell_v2, stdout and stderr stay apart, output uses
 // LF, and the exit status of the last command is adb's.
@@ -27,6 +31,7 @@ import (
 //	echo [-n] ARGS    cat [FILE...]   rm [-rf] PATH...   mkdir [-p] DIR...
 //	touch FILE...     ls [-a] [PATH]  grep [-iv] PATTERN  true  false  exit [N]
 //	getprop [KEY]     setprop KEY VALUE   id  whoami  sleep SECONDS  sh -c CMD
+//	yes [STRING...]   head [-n N] [-c N] [-N] [FILE...]
 //	pm list packages [-3|-s] [FILTER]   pm path PKG   pm uninstall PKG   pm clear PKG
 //	input ...         (accepted, no effect)
 //
@@ -57,6 +62,12 @@ func (s *sdk) adbShell(ctx context.Context, r *emuRun, args []string) int {
 	// adb joins the arguments with spaces; the device shell parses them.
 	return sh.runLine(strings.Join(args[i:], " "), s.stdout, s.stderr, nil)
 }
+
+// exitSIGPIPE is the status of a command killed by SIGPIPE (128+13).
+const exitSIGPIPE = 141
+
+// errBrokenPipe is what a stage writing into a finished reader gets.
+var errBrokenPipe = errors.New("broken pipe")
 
 type devShell struct {
 	s      *sdk
@@ -156,7 +167,7 @@ type shellCmd struct {
 }
 
 // runLine runs a command list; stdin feeds the first command when set.
-func (sh *devShell) runLine(line string, stdout, stderr io.Writer, stdin []byte) int {
+func (sh *devShell) runLine(line string, stdout, stderr io.Writer, stdin io.Reader) int {
 	toks, err := lexShell(line)
 	if err != nil {
 		fmt.Fprintf(stderr, "/system/bin/sh: %v\n", err)
@@ -198,27 +209,61 @@ func (sh *devShell) runLine(line string, stdout, stderr io.Writer, stdin []byte)
 	return status
 }
 
-func (sh *devShell) runPipeline(cmds [][]token, stdout, stderr io.Writer, stdin []byte) int {
-	in := stdin
-	status := 0
+func (sh *devShell) runPipeline(cmds [][]token, stdout, stderr io.Writer, stdin io.Reader) int {
+	parsed := make([]shellCmd, len(cmds))
 	for i, toks := range cmds {
 		c, err := parseShellCmd(toks)
 		if err != nil {
 			fmt.Fprintf(stderr, "/system/bin/sh: %v\n", err)
 			return 2
 		}
-		var out bytes.Buffer
-		w := stdout
-		if i < len(cmds)-1 {
-			w = &out
+		parsed[i] = c
+	}
+	if len(parsed) == 1 {
+		return sh.runCmd(parsed[0], stdout, stderr, stdin)
+	}
+	// Stages run at once; stderr is shared, so writes to it are serialized.
+	errw := &lockedWriter{w: stderr}
+	status := make([]int, len(parsed))
+	var wg sync.WaitGroup
+	in := stdin
+	for i, c := range parsed {
+		out, next := stdout, (*io.PipeReader)(nil)
+		var pw *io.PipeWriter
+		if i < len(parsed)-1 {
+			next, pw = io.Pipe()
+			out = pw
 		}
-		status = sh.runCmd(c, w, stderr, in)
-		in = out.Bytes()
-		if sh.exited {
-			break
+		wg.Add(1)
+		go func(i int, c shellCmd, in io.Reader, out io.Writer, pw *io.PipeWriter) {
+			defer wg.Done()
+			sub := &devShell{s: sh.s, ctx: sh.ctx, run: sh.run}
+			status[i] = sub.runCmd(c, out, errw, in)
+			if pw != nil {
+				pw.Close() // the next stage reads EOF
+			}
+			if pr, ok := in.(*io.PipeReader); ok {
+				pr.CloseWithError(errBrokenPipe) // the previous stage's writes now fail
+			}
+		}(i, c, in, out, pw)
+		if next != nil {
+			in = next
 		}
 	}
-	return status
+	wg.Wait()
+	return status[len(status)-1]
+}
+
+// lockedWriter serializes writes from concurrent pipeline stages.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func parseShellCmd(toks []token) (shellCmd, error) {
@@ -272,7 +317,7 @@ func devicePath(r *emuRun, p string) (string, bool) {
 }
 
 // runCmd runs one simple command with its redirections.
-func (sh *devShell) runCmd(c shellCmd, stdout, stderr io.Writer, stdin []byte) int {
+func (sh *devShell) runCmd(c shellCmd, stdout, stderr io.Writer, stdin io.Reader) int {
 	if len(c.args) == 0 {
 		return 0
 	}
@@ -322,17 +367,21 @@ func (sh *devShell) runCmd(c shellCmd, stdout, stderr io.Writer, stdin []byte) i
 	}
 	if c.in != "" {
 		host, _ := devicePath(sh.run, c.in)
-		b, err := os.ReadFile(host)
+		f, err := os.Open(host)
 		if host == "" || err != nil {
 			fmt.Fprintf(stderr, "/system/bin/sh: can't open '%s': No such file or directory\n", c.in)
 			return 1
 		}
-		stdin = b
+		files = append(files, f)
+		stdin = f
+	}
+	if stdin == nil {
+		stdin = strings.NewReader("")
 	}
 	return sh.builtin(c.args, stdout, stderr, stdin)
 }
 
-func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin []byte) int {
+func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Reader) int {
 	name, rest := args[0], args[1:]
 	switch name {
 	case "true", ":", "input":
@@ -357,6 +406,10 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin []byt
 		return sh.cat(rest, stdout, stderr, stdin)
 	case "grep":
 		return grep(rest, stdout, stderr, stdin)
+	case "yes":
+		return sh.yes(rest, stdout)
+	case "head":
+		return sh.head(rest, stdout, stderr, stdin)
 	case "rm":
 		return sh.rm(rest, stderr)
 	case "mkdir":
@@ -404,9 +457,11 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin []byt
 	return 127
 }
 
-func (sh *devShell) cat(files []string, stdout, stderr io.Writer, stdin []byte) int {
+func (sh *devShell) cat(files []string, stdout, stderr io.Writer, stdin io.Reader) int {
 	if len(files) == 0 {
-		_, _ = stdout.Write(stdin)
+		if _, err := io.Copy(stdout, stdin); errors.Is(err, errBrokenPipe) {
+			return exitSIGPIPE
+		}
 		return 0
 	}
 	status := 0
@@ -427,7 +482,7 @@ func (sh *devShell) cat(files []string, stdout, stderr io.Writer, stdin []byte) 
 	return status
 }
 
-func grep(args []string, stdout, stderr io.Writer, stdin []byte) int {
+func grep(args []string, stdout, stderr io.Writer, stdin io.Reader) int {
 	ignoreCase, invert := false, false
 	pattern, havePattern := "", false
 	for _, a := range args {
@@ -450,13 +505,17 @@ func grep(args []string, stdout, stderr io.Writer, stdin []byte) int {
 		return 2
 	}
 	found := false
-	for _, l := range strings.SplitAfter(string(stdin), "\n") {
-		if l == "" {
-			continue
-		}
-		if re.MatchString(strings.TrimSuffix(l, "\n")) != invert {
+	br := bufio.NewReader(stdin)
+	for {
+		l, err := br.ReadString('\n')
+		if l != "" && re.MatchString(strings.TrimSuffix(l, "\n")) != invert {
 			found = true
-			fmt.Fprint(stdout, l)
+			if _, werr := io.WriteString(stdout, l); werr != nil {
+				return exitSIGPIPE
+			}
+		}
+		if err != nil {
+			break
 		}
 	}
 	if !found {
@@ -709,4 +768,123 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "pm %s: not simulated by the simlock simulated SDK\n", args[0])
 	return 1
+}
+
+// yes prints its arguments (default "y") on a line, forever: until the
+// reader goes away (SIGPIPE) or the command is interrupted.
+func (sh *devShell) yes(args []string, stdout io.Writer) int {
+	line := "y\n"
+	if len(args) > 0 {
+		line = strings.Join(args, " ") + "\n"
+	}
+	// Whole lines, about 64 KiB at a time.
+	buf := []byte(strings.Repeat(line, max(1, (64<<10)/len(line))))
+	for {
+		if sh.ctx.Err() != nil {
+			return 130
+		}
+		if _, err := stdout.Write(buf); err != nil {
+			return exitSIGPIPE
+		}
+	}
+}
+
+// head copies the first lines (-n, default 10) or bytes (-c) of each file,
+// or of stdin, as toybox head does. With several files each gets a
+// "==> NAME <==" header.
+func (sh *devShell) head(args []string, stdout, stderr io.Writer, stdin io.Reader) int {
+	lines, bytes := int64(10), int64(-1)
+	var files []string
+	number := func(flag, v string) (int64, bool) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			fmt.Fprintf(stderr, "head: -%s: not integer: %s\n", flag, v)
+			return 0, false
+		}
+		return n, true
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var flag, v string
+		switch {
+		case a == "-n" || a == "-c":
+			if i+1 >= len(args) {
+				fmt.Fprintf(stderr, "head: Missing argument to %s\n", a)
+				return 1
+			}
+			flag, v = a[1:], args[i+1]
+			i++
+		case strings.HasPrefix(a, "-n") || strings.HasPrefix(a, "-c"):
+			flag, v = a[1:2], a[2:]
+		case len(a) > 1 && a[0] == '-' && a[1] >= '0' && a[1] <= '9':
+			flag, v = "n", a[1:]
+		case a == "-" || !strings.HasPrefix(a, "-"):
+			files = append(files, a)
+			continue
+		default:
+			fmt.Fprintf(stderr, "head: Unknown option '%s'\n", strings.TrimLeft(a, "-"))
+			return 1
+		}
+		n, ok := number(flag, v)
+		if !ok {
+			return 1
+		}
+		if flag == "c" {
+			bytes = n
+		} else {
+			lines, bytes = n, -1
+		}
+	}
+	copyHead := func(r io.Reader) error {
+		if bytes >= 0 {
+			_, err := io.CopyN(stdout, r, bytes)
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		br := bufio.NewReader(r)
+		for n := int64(0); n < lines; n++ {
+			l, err := br.ReadString('\n')
+			if _, werr := io.WriteString(stdout, l); werr != nil {
+				return werr
+			}
+			if err != nil {
+				return nil
+			}
+		}
+		return nil
+	}
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	status := 0
+	for i, f := range files {
+		if len(files) > 1 {
+			sep := "\n"
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(stdout, "%s==> %s <==\n", sep, f)
+		}
+		r := stdin
+		if f != "-" {
+			host, _ := devicePath(sh.run, f)
+			fh, err := os.Open(host)
+			if host == "" || err != nil {
+				fmt.Fprintf(stderr, "head: %s: No such file or directory\n", f)
+				status = 1
+				continue
+			}
+			r = fh
+			defer fh.Close()
+		}
+		if err := copyHead(r); err != nil {
+			if errors.Is(err, errBrokenPipe) {
+				return exitSIGPIPE
+			}
+			status = 1
+		}
+	}
+	return status
 }

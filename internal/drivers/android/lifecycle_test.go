@@ -489,3 +489,31 @@ func TestDestroy(t *testing.T) {
 		t.Errorf("second destroy: %v", err)
 	}
 }
+
+// An emulator's output is kept as a bounded tail: megabytes of chatter
+// before it dies leave only its last words, which still explain the exit.
+func TestEmulatorOutputIsABoundedTail(t *testing.T) {
+	h := newHarness(t)
+	h.addAVD("simlock-a", &avdState{ConsolePort: 5700})
+	chatter := strings.Repeat("emulator: INFO: chatter\n", 1<<16) // 1.5 MiB
+	h.run.Expect(
+		fake.Step{Match: "adb -P 5137 devices", Stdout: adbEmpty},
+		fake.Step{Match: "emulator -avd simlock-a *", ExitCode: 1, Stdout: chatter,
+			Stderr: "FATAL | the last words\n"},
+		fake.Step{Match: adbOn("emulator-5700", "wait-for-device"), Do: func(ctx context.Context, _ ports.Command) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}},
+	)
+	err := h.drive(func() error { return h.d.MakeReady(context.Background(), devRef("simlock-a", 5700)) })
+	if err == nil || !strings.Contains(err.Error(), "the last words") {
+		t.Fatalf("err = %v", err)
+	}
+	p := h.d.proc("simlock-a")
+	if p == nil {
+		t.Fatal("no supervised emulator")
+	}
+	if n := len(p.output.Bytes()); n > emulatorTailBytes {
+		t.Fatalf("kept %d bytes of emulator output, cap %d", n, emulatorTailBytes)
+	}
+}

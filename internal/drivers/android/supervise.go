@@ -55,11 +55,17 @@ type emulatorProc struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// output keeps the emulator's last words for diagnostics. An emulator
+	// can run for days; its whole output must not live in the daemon.
+	output *ports.Tail
+
 	mu       sync.Mutex
 	stopping bool // simlock asked it to exit; an exit otherwise is a crash
-	result   ports.Result
 	err      error
 }
+
+// emulatorTailBytes is how much of an emulator's combined output is kept.
+const emulatorTailBytes = 16 << 10
 
 func (p *emulatorProc) alive() bool {
 	select {
@@ -85,9 +91,9 @@ func (p *emulatorProc) wasStopping() bool {
 // exitError describes an emulator that exited while simlock waited on it.
 func (p *emulatorProc) exitError() error {
 	p.mu.Lock()
-	res, err := p.result, p.err
+	err := p.err
 	p.mu.Unlock()
-	out := append(append([]byte{}, res.Stdout...), res.Stderr...)
+	out := p.output.Bytes()
 	if emulatorUnknownAVD(out) {
 		return fmt.Errorf("emulator does not know AVD %s: %w", p.name, core.ErrDeviceNotFound)
 	}
@@ -127,6 +133,9 @@ func (d *Driver) launch(name string, port int, mode bootMode) (*emulatorProc, er
 		args = append(args, "-wipe-data", "-no-snapshot-load")
 	}
 	cmd := d.command(d.tools.Emulator, args...)
+	// Both streams go to one bounded tail, in the order they arrive.
+	output := ports.NewTail(emulatorTailBytes)
+	cmd.Stdout, cmd.Stderr = output, output
 
 	d.mu.Lock()
 	if d.closed {
@@ -138,7 +147,7 @@ func (d *Driver) launch(name string, port int, mode bootMode) (*emulatorProc, er
 		return nil, fmt.Errorf("android driver: emulator for %s is already running", name)
 	}
 	ctx, cancel := context.WithCancel(d.base)
-	p := &emulatorProc{name: name, port: port, mode: mode, cancel: cancel, done: make(chan struct{})}
+	p := &emulatorProc{name: name, port: port, mode: mode, cancel: cancel, done: make(chan struct{}), output: output}
 	d.procs[name] = p
 	d.running.Add(1)
 	d.mu.Unlock()
@@ -147,9 +156,9 @@ func (d *Driver) launch(name string, port int, mode bootMode) (*emulatorProc, er
 	go func() {
 		defer d.running.Done()
 		defer cancel()
-		res, err := d.runner.Run(ctx, cmd)
+		_, err := d.runner.Run(ctx, cmd)
 		p.mu.Lock()
-		p.result, p.err = res, err
+		p.err = err
 		p.mu.Unlock()
 		if p.wasStopping() {
 			// An exit simlock asked for: the next boot may trust the
@@ -160,7 +169,7 @@ func (d *Driver) launch(name string, port int, mode bootMode) (*emulatorProc, er
 			}
 		} else {
 			d.log.Warn("emulator exited on its own", "avd", name, "err", err,
-				"output", string(bytes.TrimSpace(tail(append(res.Stdout, res.Stderr...), 400))))
+				"output", string(bytes.TrimSpace(tail(output.Bytes(), 400))))
 		}
 		close(p.done)
 	}()

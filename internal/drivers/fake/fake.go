@@ -274,15 +274,25 @@ func (d *Driver) RevalidateRoot(context.Context) error { return nil }
 var _ core.Passthrougher = (*Driver)(nil)
 
 // PassthroughTools: the fake wraps one tool, "fakectl"; its verb "kill" is
-// refused like a lifecycle verb would be.
+// refused like a lifecycle verb would be, and "on HANDLE" names a device,
+// which a pinned resolution (device.exec) confines to the lease's.
 func (d *Driver) PassthroughTools() []string { return []string{"fakectl"} }
 
-func (d *Driver) ResolvePassthrough(tool string, args []string, terminal bool) (ports.Command, error) {
+func (d *Driver) ResolvePassthrough(tool string, args []string, scope core.PassthroughScope) (ports.Command, error) {
 	if tool != "fakectl" {
 		return ports.Command{}, core.ErrUnknownTool
 	}
 	if len(args) > 0 && args[0] == "kill" {
 		return ports.Command{}, fmt.Errorf("fakectl kill: %w", core.ErrPassthroughRefused)
 	}
-	return ports.Command{Name: "fakectl", Args: append([]string{"--root", "/fake/" + d.platform}, args...)}, nil
+	cmd := ports.Command{Name: "fakectl", Args: append([]string{"--root", "/fake/" + d.platform}, args...)}
+	if scope.Pin != nil {
+		// "fakectl on HANDLE ..." names a device; pinned, only the lease's.
+		if len(args) > 1 && args[0] == "on" && args[1] != scope.Pin.Handle {
+			return ports.Command{}, &core.SpecError{Err: core.ErrPassthroughRefused,
+				Msg: "fakectl on " + args[1] + ": not the leased device", Next: "use fakectl on " + scope.Pin.Handle}
+		}
+		cmd.Env = []string{"FAKECTL_DEVICE=" + scope.Pin.Handle}
+	}
+	return cmd, nil
 }

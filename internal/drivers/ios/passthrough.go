@@ -32,10 +32,10 @@ func (d *Driver) PassthroughTools() []string { return []string{"simctl"} }
 
 // ResolvePassthrough turns a lease holder's tool invocation into the
 // root-scoped command to run. The caller spawns it: locally (the CLI, which
-// has the terminal) or through the ProcessRunner (device.exec). terminal
-// says whether a terminal is attached; no simctl verb needs one today, so it
-// changes nothing for this driver.
-func (d *Driver) ResolvePassthrough(tool string, args []string, terminal bool) (ports.Command, error) {
+// has the terminal) or through the ProcessRunner (device.exec). No simctl
+// verb needs a terminal, so scope.Terminal changes nothing here; a pinned
+// device (device.exec) confines the command to that device's UDID.
+func (d *Driver) ResolvePassthrough(tool string, args []string, scope core.PassthroughScope) (ports.Command, error) {
 	if tool != "simctl" {
 		return ports.Command{}, fmt.Errorf("ios: %w %q (this driver wraps simctl)", ErrUnknownTool, tool)
 	}
@@ -49,7 +49,69 @@ func (d *Driver) ResolvePassthrough(tool string, args []string, terminal bool) (
 		if refusedVerbs[strings.ToLower(verb)] {
 			return ports.Command{}, fmt.Errorf("ios: simctl %s: %w: it would change a device behind simlock's back; use simlock's own commands", verb, ErrPassthroughRefused)
 		}
+		if scope.Pin != nil {
+			udid := scope.Pin.Attrs[core.AttrUDID]
+			if udid == "" {
+				udid = scope.Pin.Handle
+			}
+			if err := checkPinned(args, udid); err != nil {
+				return ports.Command{}, err
+			}
+		}
 	}
 	full := append([]string{"simctl", "--set", d.root}, args...)
 	return ports.Command{Name: d.xcrun, Args: full}, nil
+}
+
+// Verbs by how they name devices. Every other verb takes one device as its
+// first positional argument, after its own options ("launch --console
+// <device> <bundle>", "io <device> screenshot"), which is simctl's
+// convention.
+var (
+	// deviceFreeVerbs name no device.
+	deviceFreeVerbs = map[string]bool{"list": true, "help": true}
+	// pairVerbs join or split two devices; a lease holds one.
+	pairVerbs = map[string]bool{"pair": true, "unpair": true, "pair_activate": true}
+)
+
+// checkPinned refuses a simctl command that addresses any device but udid.
+// "booted" and device names are refused too: in simlock's set they can
+// mean another lease's device.
+func checkPinned(args []string, udid string) error {
+	verb := strings.ToLower(args[0])
+	var pos []string
+	for _, a := range args[1:] {
+		if !strings.HasPrefix(a, "-") {
+			pos = append(pos, a)
+		}
+	}
+	use := fmt.Sprintf("name the leased device by its UDID: simctl %s %s ...", args[0], udid)
+	switch {
+	case deviceFreeVerbs[verb]:
+		return nil
+	case pairVerbs[verb]:
+		return pinRefusal(use, "simctl %s joins two devices and a lease holds one", args[0])
+	case verb == "pbsync":
+		// pbsync SOURCE DEST: either may be the host's pasteboard.
+		for _, p := range pos[:min(2, len(pos))] {
+			if !strings.EqualFold(p, "host") && !strings.EqualFold(p, udid) {
+				return pinRefusal("sync with the leased device or the host: simctl pbsync "+udid+" host",
+					"simctl pbsync %s names a device other than the lease's (%s)", p, udid)
+			}
+		}
+		return nil
+	case len(pos) == 0:
+		return nil // simctl prints the verb's usage
+	case strings.EqualFold(pos[0], udid):
+		return nil
+	case strings.EqualFold(pos[0], "booted"):
+		return pinRefusal(use, "simctl %s booted may pick another lease's device", args[0])
+	default:
+		return pinRefusal(use, "simctl %s %s names a device other than the lease's (%s)", args[0], pos[0], udid)
+	}
+}
+
+func pinRefusal(next, format string, a ...any) error {
+	return &core.SpecError{Err: ErrPassthroughRefused, Next: next,
+		Msg: "ios: " + fmt.Sprintf(format, a...) + ": " + ErrPassthroughRefused.Error()}
 }
