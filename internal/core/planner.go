@@ -416,21 +416,60 @@ func (p *planner) victims(w PlanWaiter, binding []string, ram uint64, newDevice 
 	}
 	g := p.g.clone()
 	var set []PlanDevice
-	for _, v := range cands {
+	left := cands
+	for {
 		still := g.blocks(w.Platform, ram, newDevice)
 		if len(still) == 0 {
 			break
 		}
-		if !helps(v, still, destroy) {
+		i := nextVictim(left, still, destroy)
+		if i < 0 {
+			return nil, false, false
+		}
+		remove(g, left[i])
+		set = append(set, left[i])
+		left = append(left[:i:i], left[i+1:]...)
+	}
+	// Drop any member the rest of the set does not need.
+	for i := 0; i < len(set) && len(set) > 1; {
+		g := p.g.clone()
+		for j, v := range set {
+			if j != i {
+				remove(g, v)
+			}
+		}
+		if fits(g) {
+			set = append(set[:i:i], set[i+1:]...)
 			continue
 		}
-		remove(g, v)
-		set = append(set, v)
+		i++
 	}
-	if len(set) == 0 || !fits(g) {
-		return nil, false, false
+	return set, destroy, len(set) > 0
+}
+
+// nextVictim picks, from LRU-ordered candidates, the first that eases a
+// platform's own exceeded limit (only that platform's devices can), else the
+// first that eases any of them; -1 when none does.
+func nextVictim(cands []PlanDevice, exceeded []string, forget bool) int {
+	var platformOnly []string
+	for _, l := range exceeded {
+		if len(l) > len(limitPlatform) && l[:len(limitPlatform)] == limitPlatform {
+			platformOnly = append(platformOnly, l)
+		}
 	}
-	return set, destroy, true
+	if len(platformOnly) > 0 {
+		for i, v := range cands {
+			if helps(v, platformOnly, forget) {
+				return i
+			}
+		}
+	}
+	for i, v := range cands {
+		if helps(v, exceeded, forget) {
+			return i
+		}
+	}
+	return -1
 }
 
 func onlyManaged(ls []string) bool {
@@ -485,18 +524,20 @@ func SweepVictims(in PlanInput) []string {
 		return cands[a].ID < cands[b].ID
 	})
 	var out []string
-	for _, v := range cands {
+	for {
 		exceeded := overAll(g)
 		if len(exceeded) == 0 {
-			break
+			return out
 		}
-		if !helps(v, exceeded, false) {
-			continue
+		i := nextVictim(cands, exceeded, false)
+		if i < 0 {
+			return out
 		}
+		v := cands[i]
+		cands = append(cands[:i:i], cands[i+1:]...)
 		g.stop(v.Platform, v.RAM)
 		out = append(out, v.ID)
 	}
-	return out
 }
 
 // overAll lists every exceeded running limit, global and per platform.
