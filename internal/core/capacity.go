@@ -223,3 +223,29 @@ func (e *Engine) capacityLocked() CapacityReport {
 	}
 	return r
 }
+
+// StatusSnapshot is everything status.get reports about the engine, read in
+// one decision section so a lease and its device always agree (never a lease
+// whose device still reads reclaiming from the one before).
+type StatusSnapshot struct {
+	Devices  []DeviceRecord // sorted by id
+	Leases   []LeaseRecord  // sorted by grant time
+	Queue    []QueueEntry   // FIFO order
+	Capacity CapacityReport
+}
+
+// Status reads devices, leases, queue and capacity at one instant.
+func (e *Engine) Status() StatusSnapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacityLocked(),
+		Leases: make([]LeaseRecord, 0, len(e.leases)), Queue: make([]QueueEntry, 0, len(e.queue))}
+	for _, l := range e.leases {
+		s.Leases = append(s.Leases, *l)
+	}
+	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].GrantedAt.Before(s.Leases[j].GrantedAt) })
+	for i, w := range e.queue {
+		s.Queue = append(s.Queue, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
+	}
+	return s
+}
