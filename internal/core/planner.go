@@ -347,8 +347,11 @@ func (p *planner) planWaiter(w PlanWaiter) Decision {
 	}
 	// Charge the ledger with the world after this eviction and the start it
 	// makes room for, so later waiters cannot take the room being made.
+	// The rest of the set is kept for this waiter's next evictions.
 	v := victims[0]
-	p.taken[v.ID] = true
+	for _, x := range victims {
+		p.taken[x.ID] = true
+	}
 	if isRunningState(v.State) {
 		p.g.stop(v.Platform, v.RAM)
 	}
@@ -374,9 +377,10 @@ func firstEased(v PlanDevice, binding []string, destroy bool) string {
 
 // victims finds the devices whose eviction, least recently used first,
 // leaves room for one more start of the waiter's platform costing ram.
-// A single device that suffices alone is preferred; otherwise the fewest
-// LRU devices that together suffice, each easing a limit that still binds
-// (a RAM budget freed two small devices at a time). When no set suffices,
+// A single device that suffices alone is preferred; otherwise a set taken
+// least recently used first, each member easing a limit that still binds
+// and none the others make redundant (a RAM budget freed two small devices
+// at a time). When no set suffices,
 // nothing is evicted: an eviction that cannot lead to a grant only costs
 // the evicted device's warmth.
 func (p *planner) victims(w PlanWaiter, binding []string, ram uint64, newDevice bool, boot string) ([]PlanDevice, bool, bool) {

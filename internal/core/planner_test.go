@@ -99,6 +99,12 @@ func TestPlan(t *testing.T) {
 				dev("i1", "ios", "Phone", StateReady, 2*gib, 3), dev("i2", "ios", "Phone", StateReady, 2*gib, 9)},
 				Queue: []PlanWaiter{want("android", "Tablet", 4*gib)}},
 			"[0 evict i2 ramBudget then provision]"},
+		{"the rest of a waiter's victim set is kept for it: a later waiter does not evict it",
+			PlanInput{Limits: Limits{MaxRunning: 8, RAMBudget: 96 * gib / 10}, Devices: []PlanDevice{
+				dev("a1", "android", "Pixel", StateLeased, 4*gib, 0),
+				dev("i1", "ios", "Phone", StateReady, 2*gib, 9), dev("i2", "ios", "Phone", StateReady, 2*gib, 3)},
+				Queue: []PlanWaiter{want("android", "Tablet", 4*gib), want("android", "Tablet", 4*gib)}},
+			"[0 evict i1 ramBudget then provision][1 wait  ramBudget]"},
 		{"RAM budget binds and no eviction frees enough: nothing is evicted",
 			PlanInput{Limits: Limits{MaxRunning: 8, RAMBudget: 96 * gib / 10}, Devices: []PlanDevice{
 				dev("a1", "android", "Pixel", StateLeased, 4*gib, 0), dev("i1", "ios", "Phone", StateLeased, 2*gib, 0),
