@@ -29,13 +29,13 @@ func (a *app) statusCmd() *cobra.Command {
 			d := st.Daemon
 			a.printf("daemon   %s (pid %d, version %s, mode %s)\n", d.Health, d.PID, d.Version, d.Mode)
 			cp := st.Capacity
-			a.printf("capacity %s: %d/%d running, %d/%d managed, %d reserved\n", cp.Strategy, cp.Running, cp.MaxRunning, cp.Managed, cp.MaxManaged, cp.Reserved)
+			a.printf("capacity %s: %d/%d running, %d/%d managed, %d reserved%s\n", cp.Strategy, cp.Running, cp.MaxRunning, cp.Managed, cp.MaxManaged, cp.Reserved, ramNote(cp))
 			for _, p := range sortedKeys(cp.Platforms) {
 				pc := cp.Platforms[p]
-				a.printf("  %-8s %d running, %d managed%s\n", p, pc.Running, pc.Managed, limitNote(pc))
+				a.printf("  %-8s %d running, %d managed, %s RAM%s\n", p, pc.Running, pc.Managed, gibs(pc.RAMUsedBytes), limitNote(pc))
 			}
 			a.printf("\n")
-			a.printDevices(st.Devices)
+			a.printDevices(st.Devices, st.Capacity.DeviceRAMBytes)
 			a.printf("\n")
 			a.printLeases(st.Leases)
 			a.printf("\nqueue    %d waiting\n", st.QueueDepth)
@@ -50,6 +50,17 @@ func (a *app) statusCmd() *cobra.Command {
 	return cmd
 }
 
+// ramNote shows the one RAM budget all platforms share, when the strategy
+// plans one.
+func ramNote(c contract.Capacity) string {
+	if c.RAMBudgetBytes == 0 {
+		return fmt.Sprintf(", %s RAM", gibs(c.RAMUsedBytes))
+	}
+	return fmt.Sprintf(", %s/%s RAM budget", gibs(c.RAMUsedBytes), gibs(c.RAMBudgetBytes))
+}
+
+func gibs(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
 func limitNote(p contract.PlatformCapacity) string {
 	if p.MaxRunning == 0 {
 		return ""
@@ -57,13 +68,19 @@ func limitNote(p contract.PlatformCapacity) string {
 	return fmt.Sprintf(" (limits %d running, %d managed)", p.MaxRunning, p.MaxManaged)
 }
 
-func (a *app) printDevices(ds []contract.Device) {
+// printDevices lists devices; with ram (status) it adds the footprint each
+// running device is charged against the RAM budget.
+func (a *app) printDevices(ds []contract.Device, ram map[string]uint64) {
 	if len(ds) == 0 {
 		a.printf("devices  none\n")
 		return
 	}
 	w := tabwriter.NewWriter(a.env.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(w, "DEVICE\tPLATFORM\tMODEL\tOS\tSTATE\tLEASE\tHANDLE")
+	head := "DEVICE\tPLATFORM\tMODEL\tOS\tSTATE\tLEASE\tHANDLE"
+	if ram != nil {
+		head += "\tRAM"
+	}
+	fmt.Fprintln(w, head)
 	for _, d := range ds {
 		h := d.UDID
 		if h == "" {
@@ -73,7 +90,15 @@ func (a *app) printDevices(ds []contract.Device) {
 		if d.Simulated {
 			state += " (sim)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Platform, d.Model, d.OSVersion, state, dash(d.LeaseID), h)
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", d.ID, d.Platform, d.Model, d.OSVersion, state, dash(d.LeaseID), h)
+		if ram != nil {
+			r := "-"
+			if b, ok := ram[d.ID]; ok {
+				r = gibs(b)
+			}
+			row += "\t" + r
+		}
+		fmt.Fprintln(w, row)
 	}
 	w.Flush()
 }
@@ -121,7 +146,7 @@ func (a *app) listCmd() *cobra.Command {
 			if a.jsonOut {
 				return a.printJSON(out)
 			}
-			a.printDevices(out.Devices)
+			a.printDevices(out.Devices, nil)
 			return nil
 		},
 	}

@@ -193,6 +193,9 @@ type PlatformCapacity struct {
 	Running    int `json:"running"`
 	Managed    int `json:"managed"`
 	Reserved   int `json:"reserved"`
+	// RAMUsedBytes is this platform's share of the RAM budget: its running
+	// devices and reservations, each by its own footprint.
+	RAMUsedBytes uint64 `json:"ramUsedBytes"`
 }
 
 type Capacity struct {
@@ -203,6 +206,14 @@ type Capacity struct {
 	Managed    int                         `json:"managed"`
 	Reserved   int                         `json:"reserved"`
 	Platforms  map[string]PlatformCapacity `json:"platforms"`
+	// RAMBudgetBytes is the one RAM budget every platform's running devices
+	// share (0: the strategy plans no RAM, as fixed does).
+	RAMBudgetBytes uint64 `json:"ramBudgetBytes"`
+	// RAMUsedBytes is what running devices and reservations take from it.
+	RAMUsedBytes uint64 `json:"ramUsedBytes"`
+	// DeviceRAMBytes is the footprint each running or reserved device is
+	// charged, by device id.
+	DeviceRAMBytes map[string]uint64 `json:"deviceRamBytes,omitempty"`
 }
 
 type QueueEntry struct {

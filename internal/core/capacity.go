@@ -7,12 +7,17 @@ import (
 	"github.com/simlock/simlock/internal/ports"
 )
 
-// Limits bound how many devices may exist (managed) and run (running).
-// A zero platform limit means "only the global limit applies".
+// Limits bound how many devices may exist (managed) and run (running), and
+// how much RAM the running devices may take together. A zero platform limit
+// means "only the global limit applies"; a zero RAMBudget means RAM is not
+// planned (the fixed strategy).
 type Limits struct {
 	MaxRunning int
 	MaxManaged int
 	Platforms  map[string]PlatformLimits
+	// RAMBudget is the one budget every running device of every platform
+	// draws from, each by its own footprint.
+	RAMBudget uint64
 }
 
 type PlatformLimits struct {
@@ -33,15 +38,13 @@ type FixedStrategy struct{ L Limits }
 func (FixedStrategy) Name() string     { return "fixed" }
 func (s FixedStrategy) Limits() Limits { return s.L }
 
-// ResourceStrategy derives the limits from the machine: each running device
-// costs RAM (the binding constraint for emulators) and a share of the CPUs.
+// ResourceStrategy derives the limits from the machine: running devices
+// share one RAM budget (the binding constraint for emulators), each charged
+// its own footprint, and each takes a share of the CPUs.
 type ResourceStrategy struct {
 	Stats ports.SystemStats
 	// RAMFraction of total RAM simlock may plan to use (default 0.6).
 	RAMFraction float64
-	// RAMPerDevice per platform in bytes, from the drivers (Footprinter);
-	// a platform without a figure is planned at 2 GiB.
-	RAMPerDevice map[string]uint64
 	// CPUsPerDevice (default 2).
 	CPUsPerDevice int
 	// ManagedPerRunning: how many devices may exist per running slot (default 3),
@@ -51,6 +54,10 @@ type ResourceStrategy struct {
 
 func (ResourceStrategy) Name() string { return "resource" }
 
+// Limits gives a CPU-derived running count and the shared RAM budget. There
+// are deliberately no per-platform counts: those were computed from one
+// platform-wide figure each and, added up, overran the machine (two
+// emulators and two simulators admitted against a budget that fits three).
 func (s ResourceStrategy) Limits() Limits {
 	frac := s.RAMFraction
 	if frac <= 0 || frac > 1 {
@@ -64,34 +71,18 @@ func (s ResourceStrategy) Limits() Limits {
 	if perRun <= 0 {
 		perRun = 3
 	}
-	per := map[string]uint64{}
-	for k, v := range s.RAMPerDevice {
-		per[k] = v
-	}
-	budget := uint64(float64(s.Stats.TotalRAMBytes()) * frac)
 	byCPU := max(1, s.Stats.CPUCount()/cpuPer)
-	l := Limits{Platforms: map[string]PlatformLimits{}}
-	smallest := uint64(0)
-	for p, ram := range per {
-		if ram == 0 {
-			continue
-		}
-		if smallest == 0 || ram < smallest {
-			smallest = ram
-		}
-		n := max(1, min(byCPU, int(budget/ram)))
-		l.Platforms[p] = PlatformLimits{MaxRunning: n, MaxManaged: n * perRun}
-	}
-	if smallest == 0 {
-		smallest = 2 << 30
-	}
-	l.MaxRunning = max(1, min(byCPU, int(budget/smallest)))
-	l.MaxManaged = l.MaxRunning * perRun
-	return l
+	return Limits{MaxRunning: byCPU, MaxManaged: byCPU * perRun, Platforms: map[string]PlatformLimits{},
+		RAMBudget: uint64(float64(s.Stats.TotalRAMBytes()) * frac)}
 }
 
+// defaultFootprint is what a device is charged when neither its spec nor its
+// driver gives a figure.
+const defaultFootprint = 2 << 30
+
 // Footprinter is the optional driver ability to say how much RAM one
-// running device of its platform needs, for the resource strategy.
+// running device of its platform needs when the device's own spec does not
+// say (Spec.RAMBytes).
 type Footprinter interface {
 	RAMPerDevice() uint64
 }
@@ -107,18 +98,8 @@ type StrategyInputs struct {
 // adding a policy touches neither the engine nor its callers.
 func StrategyFactories() map[string]func(StrategyInputs) CapacityStrategy {
 	return map[string]func(StrategyInputs) CapacityStrategy{
-		"fixed": func(in StrategyInputs) CapacityStrategy { return FixedStrategy{L: in.Fixed} },
-		"resource": func(in StrategyInputs) CapacityStrategy {
-			ram := map[string]uint64{}
-			for _, d := range in.Drivers {
-				if f, ok := d.(Footprinter); ok {
-					ram[d.Platform()] = f.RAMPerDevice()
-				} else {
-					ram[d.Platform()] = 2 << 30
-				}
-			}
-			return ResourceStrategy{Stats: in.Stats, RAMPerDevice: ram}
-		},
+		"fixed":    func(in StrategyInputs) CapacityStrategy { return FixedStrategy{L: in.Fixed} },
+		"resource": func(in StrategyInputs) CapacityStrategy { return ResourceStrategy{Stats: in.Stats} },
 	}
 }
 
@@ -136,8 +117,9 @@ func NewStrategy(name string, in StrategyInputs) (CapacityStrategy, error) {
 	return f(in), nil
 }
 
-// runningStates count against running capacity: the device process is up
-// (or, for quarantined, might be, and must not be silently replaced).
+// isRunningState: states that count against running capacity: the device
+// process is up (or, for quarantined, might be, and must not be silently
+// replaced).
 func isRunningState(s DeviceState) bool {
 	switch s {
 	case StateReady, StateLeased, StateReclaiming, StateQuarantined:
@@ -146,85 +128,41 @@ func isRunningState(s DeviceState) bool {
 	return false
 }
 
-// usage is the current accounting for one scope (a platform, or global).
-type usage struct{ running, managed, reserved int }
-
-// usageLocked computes running/managed counts. Provisioning and
-// boot-from-shutdown work holds a running reservation until its outcome is
-// committed, so it is counted through reservations, not through state.
-func (e *Engine) usageLocked(platform string) usage {
-	var u usage
-	for _, d := range e.devices {
-		if platform != "" && d.Platform != platform {
-			continue
-		}
-		if d.State == StateDeleted {
-			continue
-		}
-		u.managed++
-		if isRunningState(d.State) {
-			u.running++
-		}
+// holdsReservationLocked reports whether device work in flight holds a
+// running reservation for d: a provision or a boot of a shut-down device
+// counts as running from the moment it is decided until its outcome is
+// committed, so nothing else can take the slot meanwhile.
+func (e *Engine) holdsReservationLocked(d *DeviceRecord) bool {
+	if isRunningState(d.State) {
+		return false
 	}
-	for p, n := range e.reservations {
-		if platform == "" || p == platform {
-			u.reserved += n
-		}
+	switch e.opLocks[d.ID] {
+	case "boot", "provision", "warm":
+		return true
 	}
-	return u
+	return false
 }
 
-// canStartLocked reports whether one more device of platform may start
-// running, and, when provisioning, whether one more may exist. Global and
-// platform limits are checked together.
-func (e *Engine) canStartLocked(platform string, provisioning bool) bool {
-	l := e.strategy.Limits()
-	g := e.usageLocked("")
-	if l.MaxRunning > 0 && g.running+g.reserved >= l.MaxRunning {
-		return false
+// footprintLocked is the RAM one running device of spec is charged: the
+// spec's own figure when its driver gave one, else the driver's figure for
+// the platform, else a default.
+func (e *Engine) footprintLocked(s Spec) uint64 {
+	if s.RAMBytes > 0 {
+		return s.RAMBytes
 	}
-	if provisioning && l.MaxManaged > 0 && g.managed >= l.MaxManaged {
-		return false
-	}
-	if pl, ok := l.Platforms[platform]; ok {
-		p := e.usageLocked(platform)
-		if pl.MaxRunning > 0 && p.running+p.reserved >= pl.MaxRunning {
-			return false
-		}
-		if provisioning && pl.MaxManaged > 0 && p.managed >= pl.MaxManaged {
-			return false
+	if f, ok := e.drivers[s.Platform].(Footprinter); ok {
+		if n := f.RAMPerDevice(); n > 0 {
+			return n
 		}
 	}
-	return true
+	return defaultFootprint
 }
 
 // runningOverLocked reports whether running devices exceed a limit that
-// applies to platform (used after a reclaim to decide keep-or-shutdown).
+// applies to platform, or the RAM budget (used after a reclaim to decide
+// keep-or-shutdown). An empty platform checks the global limits only.
 func (e *Engine) runningOverLocked(platform string) bool {
-	l := e.strategy.Limits()
-	g := e.usageLocked("")
-	if l.MaxRunning > 0 && g.running+g.reserved > l.MaxRunning {
-		return true
-	}
-	if pl, ok := l.Platforms[platform]; ok && pl.MaxRunning > 0 {
-		p := e.usageLocked(platform)
-		if p.running+p.reserved > pl.MaxRunning {
-			return true
-		}
-	}
-	return false
-}
-
-// managedFullLocked reports whether no more devices of platform may exist.
-func (e *Engine) managedFullLocked(platform string) bool {
-	l := e.strategy.Limits()
-	if l.MaxManaged > 0 && e.usageLocked("").managed >= l.MaxManaged {
-		return true
-	}
-	if pl, ok := l.Platforms[platform]; ok && pl.MaxManaged > 0 && e.usageLocked(platform).managed >= pl.MaxManaged {
-		return true
-	}
-	return false
+	return len(newLedger(e.planInputLocked(nil, false)).over(platform)) > 0
 }
 
 // CapacityReport is the accounting as status shows it.
@@ -233,21 +171,81 @@ type CapacityReport struct {
 	Limits    Limits
 	Global    UsageReport
 	Platforms map[string]UsageReport
+	// DeviceRAM is the footprint each running or reserved device is charged.
+	DeviceRAM map[string]uint64
 }
 
-type UsageReport struct{ Running, Managed, Reserved int }
+// UsageReport is one scope's usage. RAMBytes counts running devices and
+// reservations together, as admission does.
+type UsageReport struct {
+	Running, Managed, Reserved int
+	RAMBytes                   uint64
+}
 
 // Capacity reports limits and current usage.
 func (e *Engine) Capacity() CapacityReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	l := e.strategy.Limits()
-	g := e.usageLocked("")
-	r := CapacityReport{Strategy: e.strategy.Name(), Limits: l,
-		Global: UsageReport{g.running, g.managed, g.reserved}, Platforms: map[string]UsageReport{}}
+	return e.capacityLocked()
+}
+
+func (e *Engine) capacityLocked() CapacityReport {
+	r := CapacityReport{Strategy: e.strategy.Name(), Limits: e.strategy.Limits(),
+		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}}
 	for p := range e.drivers {
-		u := e.usageLocked(p)
-		r.Platforms[p] = UsageReport{u.running, u.managed, u.reserved}
+		r.Platforms[p] = UsageReport{}
+	}
+	for _, d := range e.devices {
+		if d.State == StateDeleted {
+			continue
+		}
+		u := r.Platforms[d.Platform]
+		u.Managed++
+		r.Global.Managed++
+		charged := true
+		switch {
+		case isRunningState(d.State):
+			u.Running++
+			r.Global.Running++
+		case e.holdsReservationLocked(d):
+			u.Reserved++
+			r.Global.Reserved++
+		default:
+			charged = false
+		}
+		if charged {
+			ram := e.footprintLocked(d.Spec)
+			u.RAMBytes += ram
+			r.Global.RAMBytes += ram
+			r.DeviceRAM[d.ID] = ram
+		}
+		r.Platforms[d.Platform] = u
 	}
 	return r
+}
+
+// StatusSnapshot is everything status.get reports about the engine, read in
+// one decision section so a lease and its device always agree (never a lease
+// whose device still reads reclaiming from the one before).
+type StatusSnapshot struct {
+	Devices  []DeviceRecord // sorted by id
+	Leases   []LeaseRecord  // sorted by grant time
+	Queue    []QueueEntry   // FIFO order
+	Capacity CapacityReport
+}
+
+// Status reads devices, leases, queue and capacity at one instant.
+func (e *Engine) Status() StatusSnapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacityLocked(),
+		Leases: make([]LeaseRecord, 0, len(e.leases)), Queue: make([]QueueEntry, 0, len(e.queue))}
+	for _, l := range e.leases {
+		s.Leases = append(s.Leases, *l)
+	}
+	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].GrantedAt.Before(s.Leases[j].GrantedAt) })
+	for i, w := range e.queue {
+		s.Queue = append(s.Queue, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
+	}
+	return s
 }

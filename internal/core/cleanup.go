@@ -14,7 +14,7 @@ type CleanupView struct {
 	Now     time.Time
 	Devices []DeviceRecord
 	Leased  map[string]bool // device id -> has a lease
-	Claimed map[string]bool // device id -> an operation holds it
+	Claimed map[string]bool // device id -> the general pool may not use it (an operation holds it, ...)
 	Keep    map[string]bool // device id -> counted toward a warm-pool target
 	// DiskFree is free space on the devices' volume; DiskKnown is false
 	// when it could not be read.
@@ -141,7 +141,8 @@ func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 		DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
 	for _, d := range e.devices {
 		v.Devices = append(v.Devices, *d)
-		if e.opLocks[d.ID] != "" {
+		// Cleanup acts only on idle inventory the general pool owns.
+		if !e.generalPoolMayUseLocked(d) {
 			v.Claimed[d.ID] = true
 		}
 	}
@@ -225,6 +226,8 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 		case p.Action == ActionShutdown && cur.State != StateReady,
 			p.Action == ActionDestroy && cur.State != StateReady && cur.State != StateShutdown:
 			skipped = "now " + string(cur.State)
+		case !e.generalPoolMayUseLocked(cur):
+			skipped = "not the general pool's"
 		}
 		if skipped != "" {
 			return

@@ -29,12 +29,16 @@ type SpecRequest struct {
 // Spec is a concrete device specification a driver resolved. Two devices with
 // the same Key are interchangeable for a lease.
 type Spec struct {
-	Platform  string          `json:"platform"`
-	Model     string          `json:"model"`     // display name, e.g. "iPhone 16"
-	ModelID   string          `json:"modelId"`   // device type / profile identifier
-	OSVersion string          `json:"osVersion"` // e.g. "18.0", "15"
-	RuntimeID string          `json:"runtimeId"` // simctl runtime id / system image package
-	Data      json.RawMessage `json:"data,omitempty"`
+	Platform  string `json:"platform"`
+	Model     string `json:"model"`     // display name, e.g. "iPhone 16"
+	ModelID   string `json:"modelId"`   // device type / profile identifier
+	OSVersion string `json:"osVersion"` // e.g. "18.0", "15"
+	RuntimeID string `json:"runtimeId"` // simctl runtime id / system image package
+	// RAMBytes is what one running device of this spec costs, when the
+	// driver knows it (an AVD's hw.ramSize); zero: the platform's figure.
+	// It is not part of Key: it prices a device, it does not distinguish it.
+	RAMBytes uint64          `json:"ramBytes,omitempty"`
+	Data     json.RawMessage `json:"data,omitempty"`
 }
 
 // Key identifies the interchangeability class of a spec.
@@ -151,6 +155,14 @@ type Driver interface {
 	// RevalidateRoot re-proves that the root is simlock's own before a
 	// destructive sweep.
 	RevalidateRoot(ctx context.Context) error
+}
+
+// Eraser is the optional driver ability to purge a device without booting
+// it again: Erase leaves it clean and shut down, and MakeReady boots it.
+// With it the core decides between the two steps whether anyone will use
+// the device running (a device about to be evicted is never booted).
+type Eraser interface {
+	Erase(ctx context.Context, dev DeviceRef) error
 }
 
 // Diagnostic is a fact a driver observed that the daemon may turn into an

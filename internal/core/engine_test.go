@@ -467,9 +467,10 @@ func TestResourceStrategyUsesTheDriversFootprints(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := s.Limits()
-	// 60% of 32 GiB at 2 GiB a device (the default for a driver without a
-	// footprint) is 9, and 16 CPUs at 2 a device is 8: CPU binds.
-	if l.MaxRunning != 8 || l.Platforms["ios"].MaxRunning != 8 {
+	// 16 CPUs at 2 a device bound the count at 8; RAM is one shared budget
+	// of 60% of 32 GiB (20615843020 bytes) that each device draws from by its own footprint, so
+	// no per-platform count is derived from a platform-wide figure.
+	if l.MaxRunning != 8 || l.RAMBudget != 20615843020 || len(l.Platforms) != 0 {
 		t.Fatalf("%+v", l)
 	}
 	if _, err := core.NewStrategy("psychic", core.StrategyInputs{}); err == nil {

@@ -164,13 +164,51 @@ func (e *Engine) startReclaimLocked(id string) {
 		return
 	}
 	e.goBackground(func(ctx context.Context) {
-		err := drv.Reclaim(ctx, d.Ref())
+		stopped, err := e.purge(ctx, drv, d)
+		if stopped {
+			return // erased and left shut down: the planner had no use for it running
+		}
 		e.afterPurge(ctx, d, drv, err, func(err error) {
 			e.log.Warn("purge failed", "device", id, "err", err)
 			e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error()})
 			e.quarantineLocked(id, "purge-failed")
 		}, "device.reclaimed")
 	})
+}
+
+// purge returns a released device to a clean state. A driver that can erase
+// without booting (Eraser) lets the planner decide between the two steps:
+// if the device would be evicted at once for a waiter it cannot serve, it
+// stays shut down after the erase (stopped reports that, already settled).
+// Otherwise, or with a driver that purges in one step, it comes back booted
+// and afterPurge decides where it goes.
+func (e *Engine) purge(ctx context.Context, drv Driver, d DeviceRecord) (stopped bool, err error) {
+	er, ok := drv.(Eraser)
+	if !ok {
+		return false, drv.Reclaim(ctx, d.Ref())
+	}
+	if err := er.Erase(ctx, d.Ref()); err != nil {
+		return false, err
+	}
+	e.section(func() {
+		if e.keepRunningAfterPurgeLocked(d.ID) {
+			return
+		}
+		stopped = true
+		delete(e.opLocks, d.ID)
+		if _, uerr := e.updateLocked(d.ID, func(r *DeviceRecord) { r.State = StateShutdown }); uerr != nil {
+			e.log.Error("record an erased device as shut down", "device", d.ID, "err", uerr)
+		} else {
+			e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: d.ID, Platform: d.Platform,
+				Data: map[string]any{"disposition": string(StateShutdown)}})
+		}
+		e.scheduleLocked()
+	})
+	if stopped {
+		e.notifyPositions()
+		return true, nil
+	}
+	return false, drv.MakeReady(ctx, d.Ref())
 }
 
 // Converge loads the persisted registry and restores the running state:
@@ -230,24 +268,16 @@ func (e *Engine) Converge(ctx context.Context) error {
 	e.reconcileReady(ctx)
 	e.section(func() {
 		// Running-capacity convergence: shut down excess warm devices,
-		// least recently used first. Leased devices are never touched.
-		for e.runningOverLocked("") || e.anyPlatformOverLocked() {
-			d := e.pickLocked(StateReady, "", true)
-			if d == nil {
-				break
-			}
-			e.opLocks[d.ID] = "converge"
-			shutdowns = append(shutdowns, *d)
-			e.reservations[d.Platform]-- // count it as already gone while we shut it down
+		// least recently used first, and only devices that ease a limit
+		// that is exceeded. Leased devices are never touched.
+		for _, id := range SweepVictims(e.planInputLocked(nil, false)) {
+			e.opLocks[id] = "converge" // counts as already stopped while it shuts down
+			shutdowns = append(shutdowns, *e.devices[id])
 		}
 	})
-	if ferr != nil {
-		return ferr
-	}
 	for _, d := range shutdowns {
 		err := e.drivers[d.Platform].Shutdown(ctx, d.Ref())
 		e.section(func() {
-			e.reservations[d.Platform]++
 			delete(e.opLocks, d.ID)
 			if err != nil {
 				e.quarantineLocked(d.ID, "shutdown-failed")
@@ -302,15 +332,6 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 			}
 		})
 	}
-}
-
-func (e *Engine) anyPlatformOverLocked() bool {
-	for p := range e.drivers {
-		if e.runningOverLocked(p) {
-			return true
-		}
-	}
-	return false
 }
 
 // Sorted returns device records sorted by id; callers hold the lock.

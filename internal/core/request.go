@@ -51,6 +51,7 @@ type waiter struct {
 	working    bool        // device work for this waiter is in flight
 	evicting   bool        // an eviction on this waiter's behalf is in flight
 	abandoned  bool        // the caller went away while work was in flight
+	noWait     bool        // refused rather than queued when nothing can take it now
 	lastPos    int
 }
 
@@ -84,7 +85,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 		return Grant{}, err
 	}
 
-	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl,
+	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
 		progress: progress, done: make(chan result, 1), phase: "queued"}
 	var refuse error
 	e.section(func() {
@@ -103,7 +104,10 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 		w.enqueuedAt = e.now()
 		e.queue = append(e.queue, w)
 		e.scheduleLocked()
-		if r.NoWait && !w.working && inQueue(e.queue, w) {
+		// A noWait request either took capacity just now (a grant, device
+		// work, or an eviction it is committed to, ADR 0010) or is refused;
+		// the planner changed nothing for a request it could not serve.
+		if r.NoWait && !w.working && !w.evicting && inQueue(e.queue, w) {
 			e.removeLocked(w)
 			refuse = ErrNoCapacity
 			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity", Data: map[string]any{"ownerId": w.owner}})
@@ -268,84 +272,107 @@ func (e *Engine) notifyPositions() {
 
 // ---- the acquisition planner ----
 
-// scheduleLocked walks the queue oldest first and, for each request that is
-// not already being served, takes the first plan that fits: a ready matching
-// device; booting a shut-down matching one; provisioning a new one; evicting
-// the least recently used warm device of another spec to make room. A request
-// no device can serve right now is passed over, not blocked on; because each
-// plan reserves what it takes before the next request is considered, a later
-// request can never take a resource an earlier one could use.
+// scheduleLocked takes one snapshot of the registry, the limits and the
+// queue, asks the pure planner (Plan) for a decision per waiter and applies
+// them in queue order. Plan has already charged each decision against the
+// ones before it, so applying them one after another never over-commits.
 func (e *Engine) scheduleLocked() {
 	if e.stopping || e.maintenance {
 		return
 	}
-	for _, w := range append([]*waiter(nil), e.queue...) {
-		if w.working {
-			continue
-		}
-		e.planLocked(w)
-	}
-	e.fillWarmPoolLocked()
-}
-
-func (e *Engine) planLocked(w *waiter) {
-	key := w.spec.Key()
-	// 1. A warm device: grant at once.
-	if d := e.pickLocked(StateReady, key, false); d != nil {
-		e.grantLocked(w, d.ID)
-		return
-	}
-	// 2. A shut-down device of the same spec: boot it.
-	if d := e.pickLocked(StateShutdown, key, false); d != nil && e.canStartLocked(w.spec.Platform, false) {
-		e.startBootLocked(w, d.ID)
-		return
-	}
-	// 3. A new device.
-	if e.canStartLocked(w.spec.Platform, true) {
-		e.startProvisionLocked(w, w.spec)
-		return
-	}
-	if w.evicting {
-		return
-	}
-	// 4. Make room: shut down the least recently used warm device of another
-	// spec when running capacity is what blocks us, or destroy the least
-	// recently used shut-down device when the managed limit is.
-	if !e.canStartLocked(w.spec.Platform, false) {
-		if d := e.pickLocked(StateReady, "", true); d != nil && d.Spec.Key() != key {
-			e.startEvictLocked(w, d.ID, false)
-		}
-		return
-	}
-	if e.managedFullLocked(w.spec.Platform) {
-		if d := e.pickLocked(StateShutdown, "", true); d != nil && d.Spec.Key() != key {
-			e.startEvictLocked(w, d.ID, true)
-		}
+	queue := append([]*waiter(nil), e.queue...)
+	for _, d := range Plan(e.planInputLocked(queue, true)) {
+		e.planLocked(d, queue)
 	}
 }
 
-// pickLocked selects an unclaimed device in exactly state st (never by
-// excluding bad states). With key set it must match; lru picks the least
-// recently used, otherwise the most recently used (warmest).
-func (e *Engine) pickLocked(st DeviceState, key string, lru bool) *DeviceRecord {
-	var best *DeviceRecord
+// planLocked applies one decision. Waiting is the absence of an action:
+// a request nothing can serve now changes nothing.
+func (e *Engine) planLocked(d Decision, queue []*waiter) {
+	var w *waiter
+	spec := Spec{}
+	if d.Waiter >= 0 {
+		w = queue[d.Waiter]
+		spec = w.spec
+	} else {
+		spec = e.warmSpecs[d.Warm].spec
+	}
+	switch d.Kind {
+	case DecideGrant:
+		e.grantLocked(w, d.DeviceID)
+	case DecideBoot:
+		e.startBootLocked(w, d.DeviceID)
+	case DecideProvision:
+		e.startProvisionLocked(w, spec)
+	case DecideEvict:
+		e.log.Debug("evicting to unblock a limit", "device", d.DeviceID, "limit", d.Limit, "destroy", d.Destroy, "then", string(d.Then), "requester", w.requester)
+		e.startEvictLocked(w, d.DeviceID, d.Destroy)
+	}
+}
+
+// planInputLocked is the planner's snapshot: every device with its state,
+// footprint and whether the general pool may use it; the limits; and, when
+// given, the queue and the warm-pool shortfall.
+func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
+	in := PlanInput{Limits: e.strategy.Limits()}
 	for _, d := range e.devices {
-		if d.State != st || e.opLocks[d.ID] != "" {
-			continue
-		}
-		if key != "" && d.Spec.Key() != key {
-			continue
-		}
-		if best == nil {
-			best = d
-			continue
-		}
-		a, b := lastUse(d), lastUse(best)
-		if (lru && a.Before(b)) || (!lru && a.After(b)) || (a.Equal(b) && d.ID < best.ID) {
-			best = d
+		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
+			Usable: e.generalPoolMayUseLocked(d), Reserved: e.holdsReservationLocked(d),
+			Leaving: e.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
+	}
+	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
+	for _, w := range queue {
+		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
+			NoWait: w.noWait, Working: w.working, Evicting: w.evicting})
+	}
+	if warm {
+		for _, ws := range e.warmSpecs {
+			in.Warm = append(in.Warm, PlanWarm{Platform: ws.spec.Platform, SpecKey: ws.spec.Key(), RAM: e.footprintLocked(ws.spec),
+				Want: ws.count - e.warmHaveLocked(ws.spec.Key())})
 		}
 	}
-	return best
+	return in
+}
+
+// generalPoolMayUseLocked is the one answer to "may the general pool use
+// this device": grant it, boot it, evict it, count it as warm, clean it up
+// or shut it down in the startup sweep. Every one of those paths asks here,
+// so a device taken out of the pool (an operation in flight today; a slot
+// assignment or a host-wide claim later) leaves all of them at once. Only
+// idle inventory qualifies; each path then selects the exact state it acts
+// on.
+func (e *Engine) generalPoolMayUseLocked(d *DeviceRecord) bool {
+	if e.opLocks[d.ID] != "" {
+		return false
+	}
+	return d.State == StateReady || d.State == StateShutdown
+}
+
+// keepRunningAfterPurgeLocked answers, between a purge's erase and its boot,
+// whether the device should come back running: not when running capacity is
+// over, and not when the planner, seeing it ready, would evict it at once
+// for a waiter it cannot serve. Booting it then would only cost a boot and
+// a shutdown nobody uses.
+func (e *Engine) keepRunningAfterPurgeLocked(id string) bool {
+	d, ok := e.devices[id]
+	if !ok {
+		return false
+	}
+	if e.runningOverLocked(d.Platform) {
+		return false
+	}
+	in := e.planInputLocked(e.queue, false)
+	for i := range in.Devices {
+		if in.Devices[i].ID == id {
+			in.Devices[i].State, in.Devices[i].Usable = StateReady, true
+		}
+	}
+	for _, dec := range Plan(in) {
+		if dec.Kind == DecideEvict && dec.DeviceID == id {
+			return false
+		}
+	}
+	return true
 }
 
 func lastUse(d *DeviceRecord) time.Time {

@@ -36,38 +36,18 @@ func (e *Engine) resolveWarmTargets(ctx context.Context) {
 	})
 }
 
-// fillWarmPoolLocked provisions toward the warm targets, off the request
-// path: only when no request is waiting (demand always comes first) and
-// capacity allows a new device.
-func (e *Engine) fillWarmPoolLocked() {
-	if len(e.warmSpecs) == 0 || e.stopping || e.maintenance {
-		return
-	}
-	for _, w := range e.queue {
-		if !w.working {
-			return
+// warmHaveLocked counts what a warm target already has: ready devices of
+// the spec the pool may use, plus the pool's own work in flight. Filling the
+// rest is the planner's (Plan), off the request path: only when no request
+// is waiting, since demand always comes first.
+func (e *Engine) warmHaveLocked(key string) int {
+	have := 0
+	for _, d := range e.devices {
+		if d.Spec.Key() == key && ((d.State == StateReady && e.generalPoolMayUseLocked(d)) || e.opLocks[d.ID] == "warm") {
+			have++
 		}
 	}
-	for _, ws := range e.warmSpecs {
-		have := 0
-		for _, d := range e.devices {
-			if d.Spec.Key() == ws.spec.Key() && (d.State == StateReady || e.opLocks[d.ID] == "warm") {
-				have++
-			}
-		}
-		for ; have < ws.count; have++ {
-			// A shut-down device of the spec boots faster than a new one
-			// provisions and keeps the managed count down.
-			if d := e.pickLocked(StateShutdown, ws.spec.Key(), false); d != nil && e.canStartLocked(ws.spec.Platform, false) {
-				e.startBootLocked(nil, d.ID)
-				continue
-			}
-			if !e.canStartLocked(ws.spec.Platform, true) {
-				return
-			}
-			e.startProvisionLocked(nil, ws.spec)
-		}
-	}
+	return have
 }
 
 // warmKeepLocked marks the ready devices the warm targets account for
@@ -78,7 +58,7 @@ func (e *Engine) warmKeepLocked() map[string]bool {
 	for _, ws := range e.warmSpecs {
 		var ready []*DeviceRecord
 		for _, d := range e.devices {
-			if d.State == StateReady && d.Spec.Key() == ws.spec.Key() {
+			if d.State == StateReady && d.Spec.Key() == ws.spec.Key() && e.generalPoolMayUseLocked(d) {
 				ready = append(ready, d)
 			}
 		}

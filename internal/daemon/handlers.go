@@ -275,22 +275,34 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	if !d.isReady() {
 		return out, nil // nothing is loaded before convergence finishes
 	}
-	out.Devices = d.devices()
+	// One engine read: devices, leases, queue and capacity at one instant.
+	snap := d.engine.Status()
+	leaseOf := map[string]string{}
+	for _, l := range snap.Leases {
+		leaseOf[l.DeviceID] = l.ID
+	}
+	for _, r := range snap.Devices {
+		out.Devices = append(out.Devices, d.deviceOut(r, leaseOf[r.ID]))
+	}
 	// Devices are everyone's to see; leases only their owners' (all, for admin).
-	for _, l := range d.engine.Leases() {
+	for _, l := range snap.Leases {
 		if owns(call.Session, l) {
 			out.Leases = append(out.Leases, d.leaseOut(l))
 		}
 	}
-	c := d.engine.Capacity()
+	c := snap.Capacity
 	out.Capacity = contract.Capacity{Strategy: c.Strategy, MaxRunning: c.Limits.MaxRunning, MaxManaged: c.Limits.MaxManaged,
-		Running: c.Global.Running, Managed: c.Global.Managed, Reserved: c.Global.Reserved, Platforms: map[string]contract.PlatformCapacity{}}
+		Running: c.Global.Running, Managed: c.Global.Managed, Reserved: c.Global.Reserved, Platforms: map[string]contract.PlatformCapacity{},
+		RAMBudgetBytes: c.Limits.RAMBudget, RAMUsedBytes: c.Global.RAMBytes}
+	if len(c.DeviceRAM) > 0 {
+		out.Capacity.DeviceRAMBytes = c.DeviceRAM
+	}
 	for p, u := range c.Platforms {
 		pl := c.Limits.Platforms[p]
 		out.Capacity.Platforms[p] = contract.PlatformCapacity{MaxRunning: pl.MaxRunning, MaxManaged: pl.MaxManaged,
-			Running: u.Running, Managed: u.Managed, Reserved: u.Reserved}
+			Running: u.Running, Managed: u.Managed, Reserved: u.Reserved, RAMUsedBytes: u.RAMBytes}
 	}
-	for _, q := range d.engine.Queue() {
+	for _, q := range snap.Queue {
 		out.Queue = append(out.Queue, contract.QueueEntry{Position: q.Position, RequesterID: q.RequesterID, Platform: q.Spec.Platform,
 			Model: q.Spec.Model, OSVersion: q.Spec.OSVersion, Phase: q.Phase, EnqueuedAt: q.EnqueuedAt})
 	}

@@ -623,6 +623,8 @@ func (g *Gateway) Status(s contract.Session, base contract.DaemonInfo) contract.
 		out.Capacity.Running += c.Running
 		out.Capacity.Managed += c.Managed
 		out.Capacity.Reserved += c.Reserved
+		out.Capacity.RAMBudgetBytes += c.RAMBudgetBytes
+		out.Capacity.RAMUsedBytes += c.RAMUsedBytes
 		for p, pc := range c.Platforms {
 			sum := out.Capacity.Platforms[p]
 			sum.MaxRunning += pc.MaxRunning
@@ -630,6 +632,7 @@ func (g *Gateway) Status(s contract.Session, base contract.DaemonInfo) contract.
 			sum.Running += pc.Running
 			sum.Managed += pc.Managed
 			sum.Reserved += pc.Reserved
+			sum.RAMUsedBytes += pc.RAMUsedBytes
 			out.Capacity.Platforms[p] = sum
 		}
 	}

@@ -40,6 +40,9 @@ type Driver struct {
 	// Gate, when non-nil, makes MakeReady and Reclaim wait for a value
 	// (or ctx) before doing their work, so a test can hold them in flight.
 	Gate chan struct{}
+	// RAM, when set, is the footprint every resolved spec carries
+	// (Spec.RAMBytes), as a real driver reports an AVD's hw.ramSize.
+	RAM uint64
 	// Fail maps an operation ("provision", "boot", "reclaim", "shutdown",
 	// "destroy") to how many of its next calls fail.
 	Fail map[string]int
@@ -107,7 +110,7 @@ func (d *Driver) ResolveSpec(_ context.Context, r core.SpecRequest) (core.Spec, 
 	if os == "" {
 		os = d.DefaultOS
 	}
-	return core.Spec{Platform: d.platform, Model: model, ModelID: model, OSVersion: os, RuntimeID: "rt-" + os}, nil
+	return core.Spec{Platform: d.platform, Model: model, ModelID: model, OSVersion: os, RuntimeID: "rt-" + os, RAMBytes: d.RAM}, nil
 }
 
 func (d *Driver) Provision(_ context.Context, s core.Spec) (core.Provisioned, error) {
@@ -131,6 +134,28 @@ func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {
 // running (a real driver also erases it).
 func (d *Driver) Reclaim(ctx context.Context, r core.DeviceRef) error {
 	return d.bringUp(ctx, "reclaim", r)
+}
+
+// Erasing is the fake with the optional core.Eraser ability: its purge can
+// stop after the erase, leaving the device shut down.
+type Erasing struct{ *Driver }
+
+var _ core.Eraser = Erasing{}
+
+// Erase records "erase" (or fails as scripted) and leaves the device
+// stopped; MakeReady then boots it.
+func (d Erasing) Erase(_ context.Context, r core.DeviceRef) error {
+	if err := d.record("erase", r.Handle); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dev, ok := d.devices[r.Handle]
+	if !ok {
+		return core.ErrDeviceNotFound
+	}
+	dev.running = false
+	return nil
 }
 
 // bringUp waits at the gate, records verb (or fails as scripted) and marks

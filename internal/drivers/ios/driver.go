@@ -116,6 +116,7 @@ type Driver struct {
 }
 
 var _ core.Driver = (*Driver)(nil)
+var _ core.Eraser = (*Driver)(nil)
 
 // New claims the device root (creating and marking it when absent) and
 // returns a driver scoped to it. It runs no external command.
@@ -259,6 +260,15 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 // Reclaim wipes the device (shutdown, erase) and boots it again: erase is the
 // measured-fastest clean-state strategy and needs no golden device.
 func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
+	if err := d.Erase(ctx, dev); err != nil {
+		return err
+	}
+	return d.MakeReady(ctx, dev)
+}
+
+// Erase implements core.Eraser: the device is shut down and erased, and
+// left shut down, so the core can decide whether to boot it at all.
+func (d *Driver) Erase(ctx context.Context, dev core.DeviceRef) error {
 	udid, err := handle(dev)
 	if err != nil {
 		return err
@@ -273,7 +283,7 @@ func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
 	if err != nil {
 		return fmt.Errorf("ios: reclaim %s: %w", udid, err)
 	}
-	return d.MakeReady(ctx, dev)
+	return nil
 }
 
 // Shutdown stops the device and then proves it stopped by reading the device
