@@ -52,6 +52,10 @@ func stallThreshold(drv Driver, st DeviceState) time.Duration {
 // reports (and with Fix, repairs) the discrepancies. It is reconnaissance:
 // it shells out once per platform and may run alongside live work.
 func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error) {
+	if !e.enterLoop() {
+		return nil, ErrStopping
+	}
+	defer e.loops.Done()
 	var findings []Finding
 	for _, p := range e.Platforms() {
 		drv := e.drivers[p]
@@ -164,7 +168,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 	if !o.Fix || f.Action == "" {
 		return
 	}
-	var shutdown *DeviceRecord
+	var shutdown *deviceOp
 	e.section(func() {
 		d, ok := e.devices[f.DeviceID]
 		if !ok || e.opLocks[d.ID] != "" {
@@ -187,30 +191,43 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 				return
 			}
 		case f.Kind == FindingStalledTransition || f.Kind == FindingProvenanceDrift:
-			e.quarantineLocked(d.ID, f.Kind)
+			if err := e.quarantineLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
+				f.Err = err.Error()
+				return
+			}
 		case f.Kind == FindingForeignState && d.State == StateReady:
 			if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
 				f.Err = err.Error()
 				return
 			}
 		case f.Kind == FindingForeignState && d.State == StateShutdown:
-			e.opLocks[d.ID] = "doctor"
-			dc := *d
-			shutdown = &dc
+			// Driver work: the op executor runs it after this section.
+			shutdown = e.shutdownOp(d.ID, "doctor", "shutdown-failed", nil)
+			return
 		default:
 			return
 		}
-		f.Fixed = true
-		e.emitLocked(events.Event{Type: "doctor.fixed", DeviceID: d.ID, Platform: d.Platform, Reason: f.Kind, Data: map[string]any{"action": f.Action}})
-		e.scheduleLocked()
+		e.fixedLocked(f, *d)
 	})
 	if shutdown != nil {
-		err := drv.Shutdown(ctx, shutdown.Ref())
-		e.section(func() {
-			delete(e.opLocks, shutdown.ID)
-			if err != nil {
-				f.Fixed, f.Err = false, err.Error()
-			}
-		})
+		begun, err := e.runOp(ctx, shutdown)
+		switch {
+		case !begun:
+			f.Err = "changed since it was inspected; run doctor again"
+		case err != nil:
+			f.Err = err.Error()
+		default:
+			e.section(func() {
+				if d, ok := e.devices[f.DeviceID]; ok {
+					e.fixedLocked(f, *d)
+				}
+			})
+		}
 	}
+}
+
+func (e *Engine) fixedLocked(f *Finding, d DeviceRecord) {
+	f.Fixed = true
+	e.emitLocked(events.Event{Type: "doctor.fixed", DeviceID: d.ID, Platform: d.Platform, Reason: f.Kind, Data: map[string]any{"action": f.Action}})
+	e.scheduleLocked()
 }

@@ -130,6 +130,9 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		// Crash-recovery bookkeeping belongs to the lease that just ended.
 		d.Health.RecoveryAttempts = 0
 		d.Health.RecoveringSince = time.Time{}
+		// The purge's intent goes in the same commit: reclaiming is
+		// already the record a crash needs to finish it.
+		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
 		c.PutDevices = []DeviceRecord{d}
 		delete(e.obs, d.ID)
 	}
@@ -151,39 +154,59 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	return nil
 }
 
-// startReclaimLocked purges a released device in the background under a
-// reclaim claim; afterPurge decides where it goes next. A failed purge
-// quarantines the device.
+// startReclaimLocked purges a released device in the background through
+// the op executor; disposeLocked decides where it goes next. A failed purge
+// quarantines the device for a purge retry. If another operation holds the
+// device (a crash recovery still rebooting it), the purge waits for it
+// rather than overlapping it.
 func (e *Engine) startReclaimLocked(id string) {
-	e.opLocks[id] = "reclaim"
-	d := *e.devices[id]
-	drv, ok := e.drivers[d.Platform]
-	if !ok {
-		delete(e.opLocks, id)
-		e.quarantineLocked(id, "no-driver")
+	d := e.devices[id]
+	if _, ok := e.drivers[d.Platform]; !ok {
+		_ = e.quarantineLocked(id, "no-driver", OpKindReclaim)
 		return
 	}
-	e.goBackground(func(ctx context.Context) {
-		err := drv.Reclaim(ctx, d.Ref())
-		e.afterPurge(ctx, d, drv, err, func(err error) {
-			e.log.Warn("purge failed", "device", id, "err", err)
-			e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error()})
-			e.quarantineLocked(id, "purge-failed")
-		}, "device.reclaimed")
-	})
+	o := e.reclaimOp(id)
+	if e.opLocks[id] != "" {
+		e.deferOpLocked(o)
+		return
+	}
+	if err := e.startOpLocked(o); err != nil {
+		// Only a stop refuses here; the device stays reclaiming and the
+		// next start purges it.
+		e.log.Warn("purge not started", "device", id, "err", err)
+	}
+}
+
+func (e *Engine) reclaimOp(id string) *deviceOp {
+	return &deviceOp{kind: OpKindReclaim, lock: "reclaim", id: id,
+		run: func(ctx context.Context, o *deviceOp) error { return o.drv.Reclaim(ctx, o.rec.Ref()) },
+		settle: func(o *deviceOp, err error) error {
+			if err != nil {
+				if qerr := e.quarantineLocked(id, "purge-failed", OpKindReclaim); qerr != nil {
+					return qerr
+				}
+				e.log.Warn("purge failed", "device", id, "err", err)
+				e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error()})
+				e.scheduleLocked()
+				return nil
+			}
+			return e.disposeLocked(id, "device.reclaimed", "reclaim")
+		}}
 }
 
 // Converge loads the persisted registry and restores the running state:
 // every lease's expiry timer from its persisted deadline (a restart proves
-// nothing about holders, so nothing is released for it), interrupted
-// reclaims restarted, half-provisioned devices dropped, and unleased ready
-// devices above the running limit shut down.
+// nothing about holders, so nothing is released for it), then every
+// operation a crash cut off, by the intent (or, for records written before
+// intents, the state) it left, then unleased ready devices above the
+// running limit shut down.
 func (e *Engine) Converge(ctx context.Context) error {
 	snap, err := e.store.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load registry: %w", err)
 	}
 	var shutdowns []DeviceRecord
+	var recover []*deviceOp
 	var ferr error
 	e.section(func() {
 		for _, d := range snap.Devices {
@@ -199,31 +222,22 @@ func (e *Engine) Converge(ctx context.Context) error {
 			e.armExpiryLocked(*e.leases[id])
 		}
 		for _, d := range e.Sorted() {
-			switch d.State {
-			case StateProvisioning:
-				// The provision was interrupted: a device without a handle
-				// never reached the driver; one with a handle may exist.
-				if d.Handle == "" {
-					if err := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
-						ferr = err
-					}
-				} else if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
-					ferr = err
-				}
-			case StateQuarantined:
-				// Re-arm the retry from its persisted deadline.
-				e.armQuarantineLocked(d)
-			case StateReclaiming:
-				// Claims never survive a restart, so every reclaiming
-				// device found now was orphaned by a crash mid-purge:
-				// purge it again from the start.
-				e.emitLocked(events.Event{Type: "device.reclaim-recovered", DeviceID: d.ID, Platform: d.Platform})
-				e.startReclaimLocked(d.ID)
+			o, err := e.recoverLocked(d)
+			if err != nil {
+				ferr = err
+			}
+			if o != nil {
+				recover = append(recover, o)
 			}
 		}
 	})
 	if ferr != nil {
 		return ferr
+	}
+	for _, o := range recover {
+		if _, err := e.runOp(ctx, o); err != nil {
+			e.log.Warn("startup: recovering an interrupted operation failed", "device", o.id, "op", o.kind, "err", err)
+		}
 	}
 	// The registry was written by a daemon that is gone; a ready device may
 	// have stopped or vanished meanwhile. Check before anything is granted.
@@ -241,28 +255,76 @@ func (e *Engine) Converge(ctx context.Context) error {
 			e.reservations[d.Platform]-- // count it as already gone while we shut it down
 		}
 	})
-	if ferr != nil {
-		return ferr
-	}
-	for _, d := range shutdowns {
-		err := e.drivers[d.Platform].Shutdown(ctx, d.Ref())
-		e.section(func() {
+	// The sweep above decided; the executor carries the shutdowns out.
+	var sweep []*deviceOp
+	e.section(func() {
+		for _, d := range shutdowns {
 			e.reservations[d.Platform]++
 			delete(e.opLocks, d.ID)
-			if err != nil {
-				e.quarantineLocked(d.ID, "shutdown-failed")
-			} else {
-				_, _ = e.setStateLocked(d.ID, StateShutdown)
-			}
-		})
+			sweep = append(sweep, e.shutdownOp(d.ID, "converge", "shutdown-failed", nil))
+		}
+	})
+	for _, o := range sweep {
+		_, _ = e.runOp(ctx, o)
 	}
 	e.resolveWarmTargets(ctx)
 	return nil
 }
 
+// recoverLocked is the one startup rule per interrupted operation. No op
+// lock survives a restart, so an intent found now was cut off by a crash
+// (or a stop that abandoned it). It returns the operation that finishes the
+// job, if one must run, or commits the fix itself.
+func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
+	clear := func() error {
+		if d.Intent == (DeviceIntent{}) && d.Health.RecoveringSince.IsZero() {
+			return nil
+		}
+		_, err := e.updateLocked(d.ID, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} })
+		return err
+	}
+	switch {
+	case d.State == StateProvisioning && d.Handle == "":
+		// The create never reached the driver, or its handle was never
+		// stored and the device was destroyed again (provisionAndBoot).
+		return nil, e.commitLocked(Changes{DeleteDevices: []string{d.ID}})
+	case d.Intent.Op == OpKindDestroy && d.State != StateQuarantined:
+		// The destroy may or may not have happened: finish it.
+		return e.destroyOp(d.ID, "converge", "destroy-failed", func(DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: "recovered"})
+		}), nil
+	case d.State == StateProvisioning:
+		// Created, maybe booted, never settled: make it match a shut-down
+		// record, which the planner and the warm pool reuse.
+		return e.shutdownOp(d.ID, "converge", "shutdown-failed", nil), nil
+	case d.State == StateQuarantined:
+		// Re-arm the retry from its persisted deadline.
+		if err := clear(); err != nil {
+			return nil, err
+		}
+		e.armQuarantineLocked(*e.devices[d.ID])
+		return nil, nil
+	case d.State == StateReclaiming && d.Intent.Op != OpKindShutdown:
+		// Cut off mid-purge: purge it again from the start.
+		e.emitLocked(events.Event{Type: "device.reclaim-recovered", DeviceID: d.ID, Platform: d.Platform})
+		e.startReclaimLocked(d.ID)
+		return nil, nil
+	case d.Intent.Op == OpKindShutdown || (d.Intent.Op == OpKindBoot && d.State == StateShutdown):
+		// A shutdown cut off (after a purge, an eviction, cleanup), or a
+		// boot that may have left a shut-down record's device running.
+		return e.shutdownOp(d.ID, "converge", "shutdown-failed", nil), nil
+	default:
+		// A crash recovery or anything else that settles by itself: the
+		// health monitor looks at a leased device again.
+		return nil, clear()
+	}
+}
+
 // reconcileReady compares unleased ready devices with what their drivers
-// see: one that stopped is recorded as shut down, one that vanished is
-// forgotten. A driver that cannot list is no evidence and changes nothing.
+// see: one that stopped is recorded as shut down, one missing from two
+// consecutive listings is forgotten (a root being rewritten can drop an
+// entry from one listing). A driver that cannot list is no evidence and
+// changes nothing.
 func (e *Engine) reconcileReady(ctx context.Context) {
 	for _, p := range e.Platforms() {
 		var any bool
@@ -274,14 +336,22 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 		if !any {
 			continue
 		}
-		obs, err := e.drivers[p].ListManaged(ctx)
-		if err != nil {
-			e.log.Warn("startup: cannot list devices; trusting the registry", "platform", p, "err", err)
+		seen, ok := e.listRun(ctx, p)
+		if !ok {
 			continue
 		}
-		seen := map[string]RunState{}
-		for _, o := range obs {
-			seen[o.Handle] = o.Run
+		var missing bool
+		e.section(func() {
+			for _, d := range e.devices {
+				_, found := seen[d.Handle]
+				missing = missing || d.Platform == p && d.State == StateReady && !found
+			}
+		})
+		again := seen
+		if missing {
+			if again, ok = e.listRun(ctx, p); !ok {
+				again = nil // no second reading: forget nothing
+			}
 		}
 		e.section(func() {
 			for _, d := range e.Sorted() {
@@ -289,11 +359,14 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 					continue
 				}
 				run, ok := seen[d.Handle]
+				_, confirmed := again[d.Handle]
 				switch {
-				case !ok:
+				case !ok && again != nil && !confirmed:
 					if e.commitLocked(Changes{DeleteDevices: []string{d.ID}}) == nil {
 						e.emitLocked(events.Event{Type: "device.vanished", DeviceID: d.ID, Platform: p})
 					}
+				case !ok:
+					// Missing once, present (or unknown) the second time.
 				case run == RunStopped:
 					if _, err := e.setStateLocked(d.ID, StateShutdown); err == nil {
 						e.emitLocked(events.Event{Type: "device.found-stopped", DeviceID: d.ID, Platform: p})
@@ -302,6 +375,20 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 			}
 		})
 	}
+}
+
+// listRun lists platform p's managed devices by handle.
+func (e *Engine) listRun(ctx context.Context, p string) (map[string]RunState, bool) {
+	obs, err := e.drivers[p].ListManaged(ctx)
+	if err != nil {
+		e.log.Warn("startup: cannot list devices; trusting the registry", "platform", p, "err", err)
+		return nil, false
+	}
+	seen := map[string]RunState{}
+	for _, o := range obs {
+		seen[o.Handle] = o.Run
+	}
+	return seen, true
 }
 
 func (e *Engine) anyPlatformOverLocked() bool {
@@ -323,11 +410,17 @@ func (e *Engine) Sorted() []DeviceRecord {
 	return out
 }
 
-// Stop refuses new work, fails queued requests, stops timers and waits for
-// in-flight reclaims to settle (so the pool is left settled), up to ctx.
+// Stop refuses new work, fails queued requests, and joins all background
+// work: device operations in flight settle (so the pool is left settled),
+// and the reaper, health ticks and cleanup or doctor passes return, up to
+// ctx, after which in-flight driver calls are cancelled and still settled.
+// Nothing commits once Stop has returned, so the caller may close the store.
 func (e *Engine) Stop(ctx context.Context) {
 	var waiters []*waiter
 	e.section(func() {
+		if !e.stopping {
+			close(e.quit)
+		}
 		e.stopping = true
 		for _, w := range e.queue {
 			if !w.working {
@@ -337,12 +430,18 @@ func (e *Engine) Stop(ctx context.Context) {
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
+		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		e.deferred = map[string]*deviceOp{}
 	})
 	for _, w := range waiters {
 		w.deliver(result{err: ErrStopping})
 	}
 	done := make(chan struct{})
-	go func() { e.wg.Wait(); close(done) }()
+	go func() { e.wg.Wait(); e.loops.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -358,11 +457,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		t.Stop()
 		delete(e.qtimers, id)
 	}
-	for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer} {
-		if t != nil {
-			t.Stop()
-		}
-	}
+	e.stopSettleTimersLocked()
 	e.mu.Unlock()
 	e.bgCancel()
 }
