@@ -208,6 +208,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 	var shutdowns []DeviceRecord
 	var recover []*deviceOp
 	var ferr error
+	interrupted := map[string]int{} // platform -> provisions cut off before their handle was stored
 	e.section(func() {
 		for _, d := range snap.Devices {
 			d := d
@@ -222,6 +223,9 @@ func (e *Engine) Converge(ctx context.Context) error {
 			e.armExpiryLocked(*e.leases[id])
 		}
 		for _, d := range e.Sorted() {
+			if d.State == StateProvisioning && d.Handle == "" {
+				interrupted[d.Platform]++
+			}
 			o, err := e.recoverLocked(d)
 			if err != nil {
 				ferr = err
@@ -233,6 +237,11 @@ func (e *Engine) Converge(ctx context.Context) error {
 	})
 	if ferr != nil {
 		return ferr
+	}
+	for _, p := range e.Platforms() {
+		if interrupted[p] > 0 {
+			e.purgeInterruptedProvisions(ctx, p, interrupted[p])
+		}
 	}
 	for _, o := range recover {
 		if _, err := e.runOp(ctx, o); err != nil {
@@ -317,6 +326,65 @@ func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
 		// A crash recovery or anything else that settles by itself: the
 		// health monitor looks at a leased device again.
 		return nil, clear()
+	}
+}
+
+// purgeInterruptedProvisions destroys what n provisions of platform p,
+// cut off between the driver creating a device and the registry storing its
+// handle, may have left in simlock's root. Their records are gone; such a
+// device is in the root and in no record. It acts only when the attribution
+// is unambiguous (no more unknown devices than interrupted provisions) and
+// the root is proven simlock's right before; anything else is left for
+// doctor --purge-orphans, as any orphan is.
+func (e *Engine) purgeInterruptedProvisions(ctx context.Context, p string, n int) {
+	drv := e.drivers[p]
+	if drv == nil {
+		return
+	}
+	obs, err := drv.ListManaged(ctx)
+	if err != nil {
+		e.log.Warn("startup: cannot list devices after an interrupted provision", "platform", p, "err", err)
+		return
+	}
+	var unknown []Observed
+	e.section(func() {
+		known := map[string]bool{}
+		for _, d := range e.devices {
+			if d.Platform == p {
+				known[d.Handle] = true
+			}
+		}
+		for _, o := range obs {
+			if !known[o.Handle] {
+				unknown = append(unknown, o)
+			}
+		}
+	})
+	if len(unknown) == 0 {
+		return
+	}
+	if len(unknown) > n {
+		e.log.Warn("startup: more unregistered devices than interrupted provisions; leaving them for doctor --purge-orphans",
+			"platform", p, "unregistered", len(unknown), "interrupted", n)
+		return
+	}
+	if err := drv.RevalidateRoot(ctx); err != nil {
+		e.log.Warn("startup: root not proven simlock's; leaving unregistered devices alone", "platform", p, "err", err)
+		return
+	}
+	for _, o := range unknown {
+		if err := e.hooks.BeforeOp(ctx, OpInfo{Kind: OpKindDestroy, Lock: "converge", Platform: p, Handle: o.Handle}); err != nil {
+			continue
+		}
+		err := drv.Destroy(ctx, DeviceRef{Handle: o.Handle, Name: o.Name})
+		e.hooks.AfterOp(OpInfo{Kind: OpKindDestroy, Lock: "converge", Platform: p, Handle: o.Handle}, err)
+		if err != nil {
+			e.log.Warn("startup: destroying a device an interrupted provision left failed", "platform", p, "handle", o.Handle, "err", err)
+			continue
+		}
+		e.section(func() {
+			e.emitLocked(events.Event{Type: "device.orphan-purged", Platform: p, Reason: "interrupted-provision", Data: map[string]any{"handle": o.Handle}})
+		})
 	}
 }
 

@@ -156,6 +156,7 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 		err = o.run(ctx, o)
 	}
 	e.section(func() { e.settleOpLocked(o, err) })
+	info.Handle = o.rec.Handle // a provision learns its handle on the way
 	e.hooks.AfterOp(info, err)
 	e.notifyPositions()
 	return err

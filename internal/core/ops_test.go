@@ -18,9 +18,10 @@ import (
 // for crash windows and slow driver calls the fake itself cannot hold.
 type scriptDriver struct {
 	*fakedrv.Driver
-	mu      sync.Mutex
-	destroy func(ctx context.Context, r core.DeviceRef) error // nil: the fake's own
-	list    func(ctx context.Context) ([]core.Observed, error)
+	mu        sync.Mutex
+	destroy   func(ctx context.Context, r core.DeviceRef) error // nil: the fake's own
+	provision func(ctx context.Context, s core.Spec) (core.Provisioned, error)
+	list      func(ctx context.Context) ([]core.Observed, error)
 }
 
 func (s *scriptDriver) Destroy(ctx context.Context, r core.DeviceRef) error {
@@ -31,6 +32,16 @@ func (s *scriptDriver) Destroy(ctx context.Context, r core.DeviceRef) error {
 		return f(ctx, r)
 	}
 	return s.Driver.Destroy(ctx, r)
+}
+
+func (s *scriptDriver) Provision(ctx context.Context, spec core.Spec) (core.Provisioned, error) {
+	s.mu.Lock()
+	f := s.provision
+	s.mu.Unlock()
+	if f != nil {
+		return f(ctx, spec)
+	}
+	return s.Driver.Provision(ctx, spec)
 }
 
 func (s *scriptDriver) ListManaged(ctx context.Context) ([]core.Observed, error) {
@@ -206,6 +217,56 @@ func TestUnstoredHandleLeavesNoOrphan(t *testing.T) {
 	}
 	if _, err := h.lease("b", ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Defect 5, crash window: killed after the driver created a device and
+// before its handle was stored. The intent written before the call (a
+// provisioning record) tells the next start a device may exist that no
+// record names; it finds it in the root and destroys it.
+func TestProvisionCutOffBeforeItsHandleWasStoredLeavesNoOrphan(t *testing.T) {
+	h, sd := scripted(t, one(1), nil)
+	created := make(chan struct{})
+	sd.set(func() {
+		sd.provision = func(ctx context.Context, spec core.Spec) (core.Provisioned, error) {
+			p, err := sd.Driver.Provision(ctx, spec)
+			close(created)
+			<-ctx.Done() // "kill -9" before the handle is committed
+			return p, err
+		}
+	})
+	go h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a"}, nil)
+	<-created
+	sd.set(func() { sd.provision = nil })
+	h.drv.AddOrphan("unrelated") // two unregistered devices, one interrupted provision: ambiguous
+	h.start()
+	if exist, _ := h.drv.Count(); exist != 2 {
+		t.Fatalf("an ambiguous attribution destroyed devices: %d left", exist)
+	}
+	h.drv.Vanish("unrelated")
+	// The same crash again, now unambiguous.
+	h2, sd2 := scripted(t, one(1), nil)
+	created2 := make(chan struct{})
+	sd2.set(func() {
+		sd2.provision = func(ctx context.Context, spec core.Spec) (core.Provisioned, error) {
+			p, err := sd2.Driver.Provision(ctx, spec)
+			close(created2)
+			<-ctx.Done()
+			return p, err
+		}
+	})
+	go h2.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a"}, nil)
+	<-created2
+	sd2.set(func() { sd2.provision = nil })
+	h2.start()
+	if exist, _ := h2.drv.Count(); exist != 0 {
+		t.Fatalf("%d orphans survive the restart", exist)
+	}
+	if devs := h2.engine.Devices(); len(devs) != 0 {
+		t.Fatalf("registry %+v", devs)
+	}
+	if !has(eventTypes(h2, ""), "device.orphan-purged") {
+		t.Fatal("no device.orphan-purged")
 	}
 }
 
