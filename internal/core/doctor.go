@@ -81,13 +81,13 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 					continue // never reached the driver
 				}
 				ob, present := byHandle[d.Handle]
-				claimed := e.opLocks[d.ID] != ""
+				locked := e.opLocks[d.ID] != ""
 				f := Finding{Platform: p, DeviceID: d.ID, Handle: d.Handle}
 				switch {
 				case (d.State == StateProvisioning || d.State == StateReclaiming) && now.Sub(d.StateSince) > stallThreshold(drv, d.State):
 					f.Kind = FindingStalledTransition
 					f.Detail = fmt.Sprintf("%s for %s", d.State, now.Sub(d.StateSince).Round(time.Second))
-					if claimed {
+					if locked {
 						f.Detail += " (its operation is still in flight)"
 					} else {
 						f.Action = "quarantine"
@@ -120,7 +120,7 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 				default:
 					continue
 				}
-				if claimed && f.Kind != FindingStalledTransition {
+				if locked && f.Kind != FindingStalledTransition {
 					f.Action = ""
 					f.Detail += " (busy; left alone)"
 				}
