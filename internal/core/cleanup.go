@@ -182,10 +182,11 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 		}
 		rules = sel
 	}
-	if !e.enterLoop() {
+	ctx, done, ok := e.enterPass(ctx)
+	if !ok {
 		return nil, ErrStopping
 	}
-	defer e.loops.Done()
+	defer done()
 	free, known := e.readDisk()
 	var props []CleanupProposal
 	e.section(func() {
@@ -310,6 +311,18 @@ func (e *Engine) StartReaper(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// enterPass is enterLoop for a pass that runs on its caller's context: the
+// context it returns also ends when a stop gives up waiting, so a hung
+// driver call cannot hold Stop past its deadline. done must be called.
+func (e *Engine) enterPass(ctx context.Context) (context.Context, func(), bool) {
+	if !e.enterLoop() {
+		return ctx, func() {}, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(e.bg, cancel)
+	return ctx, func() { stop(); cancel(); e.loops.Done() }, true
 }
 
 // enterLoop registers a pass or loop with the engine's wait group, unless

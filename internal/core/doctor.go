@@ -52,10 +52,11 @@ func stallThreshold(drv Driver, st DeviceState) time.Duration {
 // reports (and with Fix, repairs) the discrepancies. It is reconnaissance:
 // it shells out once per platform and may run alongside live work.
 func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error) {
-	if !e.enterLoop() {
+	ctx, done, ok := e.enterPass(ctx)
+	if !ok {
 		return nil, ErrStopping
 	}
-	defer e.loops.Done()
+	defer done()
 	var findings []Finding
 	for _, p := range e.Platforms() {
 		drv := e.drivers[p]

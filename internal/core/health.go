@@ -43,10 +43,11 @@ func (e *Engine) armHealthLocked() {
 // StableObservations consecutive "stopped" reads are. Provenance drift is
 // trusted only while the device is observed running.
 func (e *Engine) HealthTick(ctx context.Context) {
-	if !e.enterLoop() {
+	ctx, done, ok := e.enterPass(ctx)
+	if !ok {
 		return
 	}
-	defer e.loops.Done()
+	defer done()
 	e.mu.Lock()
 	platforms := map[string]bool{}
 	for _, l := range e.leases {

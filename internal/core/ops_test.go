@@ -577,3 +577,32 @@ func TestOpHooksSeeEveryOperationAndMayRefuse(t *testing.T) {
 		t.Fatalf("a vetoed purge left the device %s", d.State)
 	}
 }
+
+// Defect 8: the startup doctor is background work too. Stop joins a doctor
+// pass stuck in a driver listing; once Stop's patience ends, the listing
+// is cancelled, and the pass has returned by the time Stop does.
+func TestStopJoinsAHungDoctorPass(t *testing.T) {
+	h, sd := scripted(t, one(1), nil)
+	entered, returned := make(chan struct{}), make(chan struct{})
+	sd.set(func() {
+		sd.list = func(ctx context.Context) ([]core.Observed, error) {
+			close(entered)
+			<-ctx.Done()
+			close(returned) // before the pass can leave the wait group
+			return nil, ctx.Err()
+		}
+	})
+	go h.engine.Doctor(context.Background(), core.DoctorOptions{})
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.engine.Stop(ctx)
+	select {
+	case <-returned:
+	default:
+		t.Fatal("Stop returned while a doctor pass was still listing")
+	}
+	if _, err := h.engine.Doctor(context.Background(), core.DoctorOptions{}); !errors.Is(err, core.ErrStopping) {
+		t.Fatalf("a doctor pass after Stop: %v", err)
+	}
+}
