@@ -156,7 +156,9 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 			f.Err = "root no longer proven to be simlock's: " + err.Error()
 			return
 		}
-		if err := drv.Destroy(ctx, DeviceRef{Handle: f.Handle, Name: f.Handle}); err != nil {
+		if err := e.runUnrecorded(ctx, OpInfo{Kind: OpKindDestroy, Lock: "doctor", Platform: f.Platform, Handle: f.Handle}, func(ctx context.Context) error {
+			return drv.Destroy(ctx, DeviceRef{Handle: f.Handle, Name: f.Handle})
+		}); err != nil {
 			f.Err = err.Error()
 			return
 		}

@@ -373,11 +373,9 @@ func (e *Engine) purgeInterruptedProvisions(ctx context.Context, p string, n int
 		return
 	}
 	for _, o := range unknown {
-		if err := e.hooks.BeforeOp(ctx, OpInfo{Kind: OpKindDestroy, Lock: "converge", Platform: p, Handle: o.Handle}); err != nil {
-			continue
-		}
-		err := drv.Destroy(ctx, DeviceRef{Handle: o.Handle, Name: o.Name})
-		e.hooks.AfterOp(OpInfo{Kind: OpKindDestroy, Lock: "converge", Platform: p, Handle: o.Handle}, err)
+		err := e.runUnrecorded(ctx, OpInfo{Kind: OpKindDestroy, Lock: "converge", Platform: p, Handle: o.Handle}, func(ctx context.Context) error {
+			return drv.Destroy(ctx, DeviceRef{Handle: o.Handle, Name: o.Name})
+		})
 		if err != nil {
 			e.log.Warn("startup: destroying a device an interrupted provision left failed", "platform", p, "handle", o.Handle, "err", err)
 			continue

@@ -213,6 +213,18 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 	}
 }
 
+// runUnrecorded runs driver work on a device that has no record (an orphan
+// in simlock's root), so there is nothing to lock or settle; it still
+// passes the hooks, so a claim or a metric misses no platform mutation.
+func (e *Engine) runUnrecorded(ctx context.Context, info OpInfo, f func(ctx context.Context) error) error {
+	err := e.hooks.BeforeOp(ctx, info)
+	if err == nil {
+		err = f(ctx)
+	}
+	e.hooks.AfterOp(info, err)
+	return err
+}
+
 // deferOpLocked queues o to run once the operation holding its device
 // settles. A later deferral for the same device replaces an earlier one.
 func (e *Engine) deferOpLocked(o *deviceOp) {
