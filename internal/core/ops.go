@@ -185,7 +185,9 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 		e.stimers[o.id] = e.clock.AfterFunc(wait, func() {
 			e.section(func() {
 				delete(e.stimers, o.id)
-				if e.opLocks[o.id] != o.lock || o.settled {
+				// Once stopping, the store may be closing: the intent on
+				// disk lets the next start finish the job instead.
+				if e.stopping || e.opLocks[o.id] != o.lock || o.settled {
 					return
 				}
 				e.settleOpLocked(o, opErr)
