@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -200,7 +201,13 @@ func TestQueueTimeout(t *testing.T) {
 	if _, err := h.lease("a", ""); err != nil {
 		t.Fatal(err)
 	}
+	pending := h.clock.Pending()
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "b", Timeout: 10 * time.Second})
+	// The request arms its timeout just after it is queued: advancing the
+	// clock before that would move time under a timer not yet set.
+	for h.clock.Pending() == pending {
+		runtime.Gosched()
+	}
 	h.clock.Advance(9 * time.Second)
 	select {
 	case r := <-waiting:

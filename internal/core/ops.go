@@ -35,8 +35,10 @@ type OpHooks interface {
 	// BeforeOp runs right before the driver call. An error fails the
 	// operation exactly as a driver error would, so it settles the same way.
 	BeforeOp(ctx context.Context, op OpInfo) error
-	// AfterOp runs once the operation has settled in the registry, with the
-	// driver's (or BeforeOp's) error.
+	// AfterOp runs once the driver call has returned, with its (or
+	// BeforeOp's) error, just before the settlement and while the device
+	// is still locked: for one device, AfterOp of one operation always
+	// happens before BeforeOp of the next.
 	AfterOp(op OpInfo, err error)
 }
 
@@ -155,9 +157,11 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 	if err == nil {
 		err = o.run(ctx, o)
 	}
-	e.section(func() { e.settleOpLocked(o, err) })
+	// AfterOp runs while the device is still locked, so for one device the
+	// end of one operation is always seen before the start of the next.
 	info.Handle = o.rec.Handle // a provision learns its handle on the way
 	e.hooks.AfterOp(info, err)
+	e.section(func() { e.settleOpLocked(o, err) })
 	e.notifyPositions()
 	return err
 }

@@ -549,8 +549,8 @@ func (r *recordingHooks) AfterOp(op core.OpInfo, err error) {
 	r.after = append(r.after, string(op.Kind))
 }
 
-// The seam: every device operation passes the hooks, before its driver call
-// and after its settlement, and a refusal settles like a driver failure.
+// The seam: every device operation passes the hooks, around its driver
+// call, and a refusal settles like a driver failure.
 func TestOpHooksSeeEveryOperationAndMayRefuse(t *testing.T) {
 	hooks := &recordingHooks{veto: core.OpKindReclaim}
 	h := newHarness(t, one(1))
