@@ -183,6 +183,11 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 		}
 		rules = sel
 	}
+	ctx, done, ok := e.enterPass(ctx)
+	if !ok {
+		return nil, ErrStopping
+	}
+	defer done()
 	free, known := e.readDisk()
 	var props []CleanupProposal
 	e.section(func() {
@@ -209,11 +214,10 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 }
 
 // executeCleanup re-validates a proposal against the registry as it is
-// now (still managed, not leased, not claimed, in a state the action
-// applies to) before delegating to the driver.
+// now (still managed, not leased, not locked, in a state the action
+// applies to) before the op executor runs it on this goroutine.
 func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (executed bool, skipped, errText string) {
-	var d DeviceRecord
-	var drv Driver
+	var o *deviceOp
 	e.section(func() {
 		cur, ok := e.devices[p.DeviceID]
 		switch {
@@ -228,47 +232,31 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 			skipped = "now " + string(cur.State)
 		case !e.generalPoolMayUseLocked(cur):
 			skipped = "not the general pool's"
-		}
-		if skipped != "" {
-			return
-		}
-		d, drv = *cur, e.drivers[cur.Platform]
-		if drv == nil {
+		case e.drivers[cur.Platform] == nil:
 			skipped = "no driver"
-			return
 		}
-		e.opLocks[d.ID] = "cleanup"
 	})
 	if skipped != "" {
 		return false, skipped, ""
 	}
-	var err error
-	if p.Action == ActionDestroy {
-		err = drv.Destroy(ctx, d.Ref())
-	} else {
-		err = drv.Shutdown(ctx, d.Ref())
+	executedFact := func(d DeviceRecord) {
+		e.emitLocked(events.Event{Type: "cleanup.executed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Reason,
+			Data: map[string]any{"rule": p.Rule, "action": p.Action}})
 	}
-	e.section(func() {
-		delete(e.opLocks, d.ID)
-		if err != nil {
-			e.log.Warn("cleanup action failed", "device", d.ID, "action", p.Action, "err", err)
-			e.quarantineLocked(d.ID, p.Action+"-failed")
-			return
-		}
-		var cerr error
-		if p.Action == ActionDestroy {
-			cerr = e.commitLocked(Changes{DeleteDevices: []string{d.ID}})
+	if p.Action == ActionDestroy {
+		o = e.destroyOp(p.DeviceID, "cleanup", p.Action+"-failed", func(d DeviceRecord) {
 			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Rule})
-		} else {
-			_, cerr = e.setStateLocked(d.ID, StateShutdown)
-		}
-		if cerr == nil {
-			e.emitLocked(events.Event{Type: "cleanup.executed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Reason,
-				Data: map[string]any{"rule": p.Rule, "action": p.Action}})
-		}
-		e.scheduleLocked()
-	})
-	e.notifyPositions()
+			executedFact(d)
+		})
+	} else {
+		o = e.shutdownOp(p.DeviceID, "cleanup", p.Action+"-failed", executedFact)
+	}
+	begun, err := e.runOp(ctx, o)
+	if !begun {
+		// Taken by something else (or the engine is stopping) since the
+		// check above.
+		return false, err.Error(), ""
+	}
 	if err != nil {
 		return false, "", err.Error()
 	}
@@ -286,14 +274,19 @@ func (e *Engine) leasedLocked(deviceID string) bool {
 
 // StartReaper runs cleanup passes on its triggers: lease.released,
 // disk.pressure-detected and daemon.started facts, plus a periodic tick.
-// It returns when ctx ends.
+// It returns when ctx ends or the engine stops; Stop waits for it.
 func (e *Engine) StartReaper(ctx context.Context) {
-	if e.bus == nil {
+	if e.bus == nil || !e.enterLoop() {
 		return
 	}
 	ch, cancel := e.bus.Subscribe(256)
-	e.goBackgroundUntil(ctx, func(ctx context.Context) {
+	ctx, cancelCtx := context.WithCancel(ctx)
+	stopAfter := context.AfterFunc(e.bg, cancelCtx) // a stop that gives up waiting aborts a pass too
+	go func() {
+		defer e.loops.Done()
 		defer cancel()
+		defer cancelCtx()
+		defer stopAfter()
 		var tick <-chan time.Time
 		arm := func() {
 			if e.cfg.Cleanup.Interval > 0 {
@@ -305,6 +298,8 @@ func (e *Engine) StartReaper(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
+			case <-e.quit:
+				return
 			case ev := <-ch:
 				switch ev.Type {
 				case "lease.released", "disk.pressure-detected", "daemon.started":
@@ -314,23 +309,34 @@ func (e *Engine) StartReaper(ctx context.Context) {
 			case <-tick:
 				arm()
 			}
-			if _, err := e.RunCleanup(ctx, false, ""); err != nil {
+			if _, err := e.RunCleanup(ctx, false, ""); err != nil && err != ErrStopping {
 				e.log.Warn("cleanup pass failed", "err", err)
 			}
 		}
-	})
+	}()
 }
 
-// goBackgroundUntil runs a long-lived loop owned by the engine that stops
-// with ctx or when the engine stops.
-func (e *Engine) goBackgroundUntil(ctx context.Context, f func(ctx context.Context)) {
+// enterPass is enterLoop for a pass that runs on its caller's context: the
+// context it returns also ends when a stop gives up waiting, so a hung
+// driver call cannot hold Stop past its deadline. done must be called.
+func (e *Engine) enterPass(ctx context.Context) (context.Context, func(), bool) {
+	if !e.enterLoop() {
+		return ctx, func() {}, false
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-e.bg.Done():
-		}
-		cancel()
-	}()
-	go f(ctx)
+	stop := context.AfterFunc(e.bg, cancel)
+	return ctx, func() { stop(); cancel(); e.loops.Done() }, true
+}
+
+// enterLoop registers a pass or loop with the engine's wait group, unless
+// the engine is stopping. Registering under the lock after the stopping
+// check means nothing can join after Stop began waiting.
+func (e *Engine) enterLoop() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopping {
+		return false
+	}
+	e.loops.Add(1)
+	return true
 }

@@ -52,6 +52,11 @@ func stallThreshold(drv Driver, st DeviceState) time.Duration {
 // reports (and with Fix, repairs) the discrepancies. It is reconnaissance:
 // it shells out once per platform and may run alongside live work.
 func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error) {
+	ctx, done, ok := e.enterPass(ctx)
+	if !ok {
+		return nil, ErrStopping
+	}
+	defer done()
 	var findings []Finding
 	for _, p := range e.Platforms() {
 		drv := e.drivers[p]
@@ -77,13 +82,13 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 					continue // never reached the driver
 				}
 				ob, present := byHandle[d.Handle]
-				claimed := e.opLocks[d.ID] != ""
+				locked := e.opLocks[d.ID] != ""
 				f := Finding{Platform: p, DeviceID: d.ID, Handle: d.Handle}
 				switch {
 				case (d.State == StateProvisioning || d.State == StateReclaiming) && now.Sub(d.StateSince) > stallThreshold(drv, d.State):
 					f.Kind = FindingStalledTransition
 					f.Detail = fmt.Sprintf("%s for %s", d.State, now.Sub(d.StateSince).Round(time.Second))
-					if claimed {
+					if locked {
 						f.Detail += " (its operation is still in flight)"
 					} else {
 						f.Action = "quarantine"
@@ -116,7 +121,7 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 				default:
 					continue
 				}
-				if claimed && f.Kind != FindingStalledTransition {
+				if locked && f.Kind != FindingStalledTransition {
 					f.Action = ""
 					f.Detail += " (busy; left alone)"
 				}
@@ -151,7 +156,9 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 			f.Err = "root no longer proven to be simlock's: " + err.Error()
 			return
 		}
-		if err := drv.Destroy(ctx, DeviceRef{Handle: f.Handle, Name: f.Handle}); err != nil {
+		if err := e.runUnrecorded(ctx, OpInfo{Kind: OpKindDestroy, Lock: "doctor", Platform: f.Platform, Handle: f.Handle}, func(ctx context.Context) error {
+			return drv.Destroy(ctx, DeviceRef{Handle: f.Handle, Name: f.Handle})
+		}); err != nil {
 			f.Err = err.Error()
 			return
 		}
@@ -164,7 +171,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 	if !o.Fix || f.Action == "" {
 		return
 	}
-	var shutdown *DeviceRecord
+	var shutdown *deviceOp
 	e.section(func() {
 		d, ok := e.devices[f.DeviceID]
 		if !ok || e.opLocks[d.ID] != "" {
@@ -187,30 +194,43 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 				return
 			}
 		case f.Kind == FindingStalledTransition || f.Kind == FindingProvenanceDrift:
-			e.quarantineLocked(d.ID, f.Kind)
+			if err := e.quarantineLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
+				f.Err = err.Error()
+				return
+			}
 		case f.Kind == FindingForeignState && d.State == StateReady:
 			if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
 				f.Err = err.Error()
 				return
 			}
 		case f.Kind == FindingForeignState && d.State == StateShutdown:
-			e.opLocks[d.ID] = "doctor"
-			dc := *d
-			shutdown = &dc
+			// Driver work: the op executor runs it after this section.
+			shutdown = e.shutdownOp(d.ID, "doctor", "shutdown-failed", nil)
+			return
 		default:
 			return
 		}
-		f.Fixed = true
-		e.emitLocked(events.Event{Type: "doctor.fixed", DeviceID: d.ID, Platform: d.Platform, Reason: f.Kind, Data: map[string]any{"action": f.Action}})
-		e.scheduleLocked()
+		e.fixedLocked(f, *d)
 	})
 	if shutdown != nil {
-		err := drv.Shutdown(ctx, shutdown.Ref())
-		e.section(func() {
-			delete(e.opLocks, shutdown.ID)
-			if err != nil {
-				f.Fixed, f.Err = false, err.Error()
-			}
-		})
+		begun, err := e.runOp(ctx, shutdown)
+		switch {
+		case !begun:
+			f.Err = "changed since it was inspected; run doctor again"
+		case err != nil:
+			f.Err = err.Error()
+		default:
+			e.section(func() {
+				if d, ok := e.devices[f.DeviceID]; ok {
+					e.fixedLocked(f, *d)
+				}
+			})
+		}
 	}
+}
+
+func (e *Engine) fixedLocked(f *Finding, d DeviceRecord) {
+	f.Fixed = true
+	e.emitLocked(events.Event{Type: "doctor.fixed", DeviceID: d.ID, Platform: d.Platform, Reason: f.Kind, Data: map[string]any{"action": f.Action}})
+	e.scheduleLocked()
 }

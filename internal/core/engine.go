@@ -73,6 +73,8 @@ type Deps struct {
 	// DiskFree reports free bytes on the volume holding the device roots
 	// (nil: unknown, disk pressure never detected).
 	DiskFree func() (uint64, error)
+	// Hooks observe every device operation (ops.go); nil is NoOpHooks.
+	Hooks OpHooks
 }
 
 // Engine is the lease engine: registry, leases, queue, capacity and the
@@ -89,9 +91,13 @@ type Engine struct {
 	newID    func() string
 	diskFree func() (uint64, error)
 
+	hooks OpHooks
+
 	bg       context.Context // cancelled on Stop: aborts background driver work
 	bgCancel context.CancelFunc
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // device operations in flight (ops.go)
+	loops    sync.WaitGroup // the reaper loop, health ticks, cleanup and doctor passes
+	quit     chan struct{}  // closed when Stop begins: long-lived loops return
 
 	mu           sync.Mutex // the decision section
 	devices      map[string]*DeviceRecord
@@ -108,6 +114,8 @@ type Engine struct {
 	maintenance  bool // a reset (nuke) is running: nothing is granted or started
 
 	qtimers     map[string]ports.Timer // quarantine retry timers by device id
+	stimers     map[string]ports.Timer // settlement retries the store refused, by device id
+	deferred    map[string]*deviceOp   // operations waiting for the one holding their device
 	obs         map[string]*observation
 	healthTimer ports.Timer
 	cleanTimer  ports.Timer
@@ -131,13 +139,17 @@ func New(cfg Config, d Deps) *Engine {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
+	if d.Hooks == nil {
+		d.Hooks = NoOpHooks{}
+	}
 	cfg.Quarantine = cfg.Quarantine.withDefaults()
 	cfg.Health = cfg.Health.withDefaults()
 	cfg.Cleanup = cfg.Cleanup.withDefaults()
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
-		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree,
-		qtimers: map[string]ports.Timer{}, obs: map[string]*observation{},
+		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree, hooks: d.Hooks, quit: make(chan struct{}),
+		qtimers: map[string]ports.Timer{}, stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
+		obs:     map[string]*observation{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, reservations: map[string]int{},

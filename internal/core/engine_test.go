@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,12 @@ type memStore struct {
 	devices map[string]core.DeviceRecord
 	leases  map[string]core.LeaseRecord
 	failing bool
+	// failIf, when set, refuses the change sets it matches (ops_test.go).
+	failIf func(core.Changes) bool
+	// closed makes every later Apply a violation: the daemon closed the
+	// database.
+	closed     bool
+	afterClose int
 }
 
 func newMemStore() *memStore {
@@ -42,7 +49,11 @@ func (m *memStore) Load(context.Context) (core.Snapshot, error) {
 func (m *memStore) Apply(_ context.Context, c core.Changes) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.failing {
+	if m.closed {
+		m.afterClose++
+		return errors.New("sql: database is closed")
+	}
+	if m.failing || (m.failIf != nil && m.failIf(c)) {
 		return errors.New("disk full")
 	}
 	for _, d := range c.PutDevices {
@@ -71,6 +82,9 @@ type harness struct {
 	limits core.Limits
 	cfg    core.Config
 	disk   uint64
+	// drivers, when set, replaces {drv, droid} (wrapped drivers in tests).
+	drivers []core.Driver
+	ids     int
 }
 
 func newHarness(t *testing.T, limits core.Limits) *harness {
@@ -85,12 +99,16 @@ func newHarness(t *testing.T, limits core.Limits) *harness {
 // start builds an engine over the harness's store (again, for restarts).
 func (h *harness) start() {
 	h.bus = events.New(100, h.clock.Now)
-	n := 0
+	drivers := h.drivers
+	if drivers == nil {
+		drivers = []core.Driver{h.drv, h.droid}
+	}
 	h.engine = core.New(h.cfg, core.Deps{
 		DiskFree: func() (uint64, error) { return h.disk, nil },
-		Clock:    h.clock, Store: h.store, Drivers: []core.Driver{h.drv, h.droid},
+		Clock:    h.clock, Store: h.store, Drivers: drivers,
 		Strategy: core.FixedStrategy{L: h.limits}, Bus: h.bus,
-		NewID: func() string { n++; return fmt.Sprintf("%04d", n) },
+		// Counted across restarts, so a restarted engine never reuses an id.
+		NewID: func() string { h.ids++; return fmt.Sprintf("%04d", h.ids) },
 	})
 	if err := h.engine.Converge(context.Background()); err != nil {
 		h.t.Fatal(err)
@@ -183,7 +201,13 @@ func TestQueueTimeout(t *testing.T) {
 	if _, err := h.lease("a", ""); err != nil {
 		t.Fatal(err)
 	}
+	pending := h.clock.Pending()
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "b", Timeout: 10 * time.Second})
+	// The request arms its timeout just after it is queued: advancing the
+	// clock before that would move time under a timer not yet set.
+	for h.clock.Pending() == pending {
+		runtime.Gosched()
+	}
 	h.clock.Advance(9 * time.Second)
 	select {
 	case r := <-waiting:

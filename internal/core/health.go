@@ -43,6 +43,11 @@ func (e *Engine) armHealthLocked() {
 // StableObservations consecutive "stopped" reads are. Provenance drift is
 // trusted only while the device is observed running.
 func (e *Engine) HealthTick(ctx context.Context) {
+	ctx, done, ok := e.enterPass(ctx)
+	if !ok {
+		return
+	}
+	defer done()
 	e.mu.Lock()
 	platforms := map[string]bool{}
 	for _, l := range e.leases {
@@ -126,36 +131,41 @@ func (e *Engine) HealthTick(ctx context.Context) {
 // startRecoveryLocked reboots a crashed leased device under the same lease:
 // MakeReady, never an erase, because a crash killed a process, not the
 // disk, and the agent's apps and data are still there. The device stays
-// leased throughout (no new state); an exclusive recovery claim keeps any
-// other operation off it.
+// leased throughout (no new state); the op lock keeps any other operation
+// off it, and a release meanwhile queues its purge behind the reboot
+// (startReclaimLocked) instead of overlapping it.
 func (e *Engine) startRecoveryLocked(l LeaseRecord, id string) {
-	d, err := e.updateLocked(id, func(d *DeviceRecord) {
-		d.Health.RecoveryAttempts++
-		d.Health.RecoveringSince = e.now()
-	})
-	if err != nil {
-		return
-	}
-	e.opLocks[id] = "recovery"
-	drv := e.drivers[d.Platform]
-	e.goBackground(func(ctx context.Context) {
-		err := drv.MakeReady(ctx, d.Ref())
-		e.section(func() {
-			delete(e.opLocks, id)
-			if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
-				return
+	o := &deviceOp{kind: OpKindRecover, lock: "recovery", id: id,
+		mark: func(d *DeviceRecord) {
+			d.Health.RecoveryAttempts++
+			d.Health.RecoveringSince = e.now()
+		},
+		run: func(ctx context.Context, o *deviceOp) error { return o.drv.MakeReady(ctx, o.rec.Ref()) },
+		settle: func(o *deviceOp, err error) error {
+			if cur, ok := e.leases[l.ID]; !ok || cur.DeviceID != id {
+				// Released while it rebooted: the release reset the
+				// recovery bookkeeping, the purge runs next, and nobody
+				// holds a lease to be told it recovered.
+				return nil
 			}
+			if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
+				return uerr
+			}
+			attempts := o.rec.Health.RecoveryAttempts
 			if err != nil {
 				// The next ticks observe it stopped again and either retry
 				// or give up once the budget is spent.
-				e.log.Warn("crash recovery failed", "device", id, "attempt", d.Health.RecoveryAttempts, "err", err)
-				return
+				e.log.Warn("crash recovery failed", "device", id, "attempt", attempts, "err", err)
+				return nil
 			}
 			delete(e.obs, id)
-			e.emitLocked(events.Event{Type: "device.recovered", DeviceID: id, LeaseID: l.ID, RequesterID: l.RequesterID, Platform: d.Platform,
-				Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": d.Health.RecoveryAttempts}})
-		})
-	})
+			e.emitLocked(events.Event{Type: "device.recovered", DeviceID: id, LeaseID: l.ID, RequesterID: l.RequesterID, Platform: o.rec.Platform,
+				Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": attempts}})
+			return nil
+		}}
+	if err := e.startOpLocked(o); err != nil {
+		e.log.Warn("crash recovery not started", "device", id, "err", err)
+	}
 }
 
 // giveUpLocked ends a lease whose device cannot be vouched for. It goes

@@ -130,6 +130,9 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		// Crash-recovery bookkeeping belongs to the lease that just ended.
 		d.Health.RecoveryAttempts = 0
 		d.Health.RecoveringSince = time.Time{}
+		// The purge's intent goes in the same commit: reclaiming is
+		// already the record a crash needs to finish it.
+		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
 		c.PutDevices = []DeviceRecord{d}
 		delete(e.obs, d.ID)
 	}
@@ -151,37 +154,67 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	return nil
 }
 
-// startReclaimLocked purges a released device in the background under a
-// reclaim claim; afterPurge decides where it goes next. A failed purge
-// quarantines the device.
+// startReclaimLocked purges a released device in the background through
+// the op executor; disposeLocked decides where it goes next. A failed purge
+// quarantines the device for a purge retry. If another operation holds the
+// device (a crash recovery still rebooting it), the purge waits for it
+// rather than overlapping it.
 func (e *Engine) startReclaimLocked(id string) {
-	e.opLocks[id] = "reclaim"
-	d := *e.devices[id]
-	drv, ok := e.drivers[d.Platform]
-	if !ok {
-		delete(e.opLocks, id)
-		e.quarantineLocked(id, "no-driver")
+	d := e.devices[id]
+	if _, ok := e.drivers[d.Platform]; !ok {
+		_ = e.quarantineLocked(id, "no-driver", OpKindReclaim)
 		return
 	}
-	e.goBackground(func(ctx context.Context) {
-		stopped, err := e.purge(ctx, drv, d)
-		if stopped {
-			return // erased and left shut down: the planner had no use for it running
-		}
-		e.afterPurge(ctx, d, drv, err, func(err error) {
-			e.log.Warn("purge failed", "device", id, "err", err)
-			e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error()})
-			e.quarantineLocked(id, "purge-failed")
-		}, "device.reclaimed")
-	})
+	o := e.reclaimOp(id)
+	if e.opLocks[id] != "" {
+		e.deferOpLocked(o)
+		return
+	}
+	if err := e.startOpLocked(o); err != nil {
+		// Only a stop refuses here; the device stays reclaiming and the
+		// next start purges it.
+		e.log.Warn("purge not started", "device", id, "err", err)
+	}
+}
+
+func (e *Engine) reclaimOp(id string) *deviceOp {
+	var stopped bool
+	return &deviceOp{kind: OpKindReclaim, lock: "reclaim", id: id,
+		run: func(ctx context.Context, o *deviceOp) error {
+			var err error
+			stopped, err = e.purge(ctx, o.drv, o.rec)
+			return err
+		},
+		settle: func(o *deviceOp, err error) error {
+			if err == nil && stopped {
+				// Erased and left shut down: the planner had no use for it
+				// running (it would have been evicted at once).
+				if _, uerr := e.setStateLocked(id, StateShutdown); uerr != nil {
+					return uerr
+				}
+				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: o.rec.Platform,
+					Data: map[string]any{"disposition": string(StateShutdown)}})
+				e.scheduleLocked()
+				return nil
+			}
+			if err != nil {
+				if qerr := e.quarantineLocked(id, "purge-failed", OpKindReclaim); qerr != nil {
+					return qerr
+				}
+				e.log.Warn("purge failed", "device", id, "err", err)
+				e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error()})
+				e.scheduleLocked()
+				return nil
+			}
+			return e.disposeLocked(id, "device.reclaimed", "reclaim")
+		}}
 }
 
 // purge returns a released device to a clean state. A driver that can erase
-// without booting (Eraser) lets the planner decide between the two steps:
-// if the device would be evicted at once for a waiter it cannot serve, it
-// stays shut down after the erase (stopped reports that, already settled).
-// Otherwise, or with a driver that purges in one step, it comes back booted
-// and afterPurge decides where it goes.
+// without booting (Eraser) lets the planner decide between the two steps: if
+// the device would be evicted at once for a waiter it cannot serve, the boot
+// is skipped (stopped) and the settlement records it shut down. A driver
+// that purges in one step always comes back booted.
 func (e *Engine) purge(ctx context.Context, drv Driver, d DeviceRecord) (stopped bool, err error) {
 	er, ok := drv.(Eraser)
 	if !ok {
@@ -190,22 +223,9 @@ func (e *Engine) purge(ctx context.Context, drv Driver, d DeviceRecord) (stopped
 	if err := er.Erase(ctx, d.Ref()); err != nil {
 		return false, err
 	}
-	e.section(func() {
-		if e.keepRunningAfterPurgeLocked(d.ID) {
-			return
-		}
-		stopped = true
-		delete(e.opLocks, d.ID)
-		if _, uerr := e.updateLocked(d.ID, func(r *DeviceRecord) { r.State = StateShutdown }); uerr != nil {
-			e.log.Error("record an erased device as shut down", "device", d.ID, "err", uerr)
-		} else {
-			e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: d.ID, Platform: d.Platform,
-				Data: map[string]any{"disposition": string(StateShutdown)}})
-		}
-		e.scheduleLocked()
-	})
-	if stopped {
-		e.notifyPositions()
+	keep := true
+	e.section(func() { keep = e.keepRunningAfterPurgeLocked(d.ID) })
+	if !keep {
 		return true, nil
 	}
 	return false, drv.MakeReady(ctx, d.Ref())
@@ -213,16 +233,19 @@ func (e *Engine) purge(ctx context.Context, drv Driver, d DeviceRecord) (stopped
 
 // Converge loads the persisted registry and restores the running state:
 // every lease's expiry timer from its persisted deadline (a restart proves
-// nothing about holders, so nothing is released for it), interrupted
-// reclaims restarted, half-provisioned devices dropped, and unleased ready
-// devices above the running limit shut down.
+// nothing about holders, so nothing is released for it), then every
+// operation a crash cut off, by the intent (or, for records written before
+// intents, the state) it left, then unleased ready devices above the
+// running limit shut down.
 func (e *Engine) Converge(ctx context.Context) error {
 	snap, err := e.store.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load registry: %w", err)
 	}
 	var shutdowns []DeviceRecord
+	var recover []*deviceOp
 	var ferr error
+	interrupted := map[string]int{} // platform -> provisions cut off before their handle was stored
 	e.section(func() {
 		for _, d := range snap.Devices {
 			d := d
@@ -237,31 +260,30 @@ func (e *Engine) Converge(ctx context.Context) error {
 			e.armExpiryLocked(*e.leases[id])
 		}
 		for _, d := range e.Sorted() {
-			switch d.State {
-			case StateProvisioning:
-				// The provision was interrupted: a device without a handle
-				// never reached the driver; one with a handle may exist.
-				if d.Handle == "" {
-					if err := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
-						ferr = err
-					}
-				} else if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
-					ferr = err
-				}
-			case StateQuarantined:
-				// Re-arm the retry from its persisted deadline.
-				e.armQuarantineLocked(d)
-			case StateReclaiming:
-				// Claims never survive a restart, so every reclaiming
-				// device found now was orphaned by a crash mid-purge:
-				// purge it again from the start.
-				e.emitLocked(events.Event{Type: "device.reclaim-recovered", DeviceID: d.ID, Platform: d.Platform})
-				e.startReclaimLocked(d.ID)
+			if d.State == StateProvisioning && d.Handle == "" {
+				interrupted[d.Platform]++
+			}
+			o, err := e.recoverLocked(d)
+			if err != nil {
+				ferr = err
+			}
+			if o != nil {
+				recover = append(recover, o)
 			}
 		}
 	})
 	if ferr != nil {
 		return ferr
+	}
+	for _, p := range e.Platforms() {
+		if interrupted[p] > 0 {
+			e.purgeInterruptedProvisions(ctx, p, interrupted[p])
+		}
+	}
+	for _, o := range recover {
+		if _, err := e.runOp(ctx, o); err != nil {
+			e.log.Warn("startup: recovering an interrupted operation failed", "device", o.id, "op", o.kind, "err", err)
+		}
 	}
 	// The registry was written by a daemon that is gone; a ready device may
 	// have stopped or vanished meanwhile. Check before anything is granted.
@@ -275,24 +297,132 @@ func (e *Engine) Converge(ctx context.Context) error {
 			shutdowns = append(shutdowns, *e.devices[id])
 		}
 	})
-	for _, d := range shutdowns {
-		err := e.drivers[d.Platform].Shutdown(ctx, d.Ref())
-		e.section(func() {
+	// The sweep above decided; the executor carries the shutdowns out.
+	var sweep []*deviceOp
+	e.section(func() {
+		for _, d := range shutdowns {
 			delete(e.opLocks, d.ID)
-			if err != nil {
-				e.quarantineLocked(d.ID, "shutdown-failed")
-			} else {
-				_, _ = e.setStateLocked(d.ID, StateShutdown)
-			}
-		})
+			sweep = append(sweep, e.shutdownOp(d.ID, "converge", "shutdown-failed", nil))
+		}
+	})
+	for _, o := range sweep {
+		_, _ = e.runOp(ctx, o)
 	}
 	e.resolveWarmTargets(ctx)
 	return nil
 }
 
+// recoverLocked is the one startup rule per interrupted operation. No op
+// lock survives a restart, so an intent found now was cut off by a crash
+// (or a stop that abandoned it). It returns the operation that finishes the
+// job, if one must run, or commits the fix itself.
+func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
+	clear := func() error {
+		if d.Intent == (DeviceIntent{}) && d.Health.RecoveringSince.IsZero() {
+			return nil
+		}
+		_, err := e.updateLocked(d.ID, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} })
+		return err
+	}
+	switch {
+	case d.State == StateProvisioning && d.Handle == "":
+		// The create never reached the driver, or its handle was never
+		// stored and the device was destroyed again (provisionAndBoot).
+		return nil, e.commitLocked(Changes{DeleteDevices: []string{d.ID}})
+	case d.Intent.Op == OpKindDestroy && d.State != StateQuarantined:
+		// The destroy may or may not have happened: finish it.
+		return e.destroyOp(d.ID, "converge", "destroy-failed", func(DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: "recovered"})
+		}), nil
+	case d.State == StateProvisioning:
+		// Created, maybe booted, never settled: make it match a shut-down
+		// record, which the planner and the warm pool reuse.
+		return e.shutdownOp(d.ID, "converge", "shutdown-failed", nil), nil
+	case d.State == StateQuarantined:
+		// Re-arm the retry from its persisted deadline.
+		if err := clear(); err != nil {
+			return nil, err
+		}
+		e.armQuarantineLocked(*e.devices[d.ID])
+		return nil, nil
+	case d.State == StateReclaiming && d.Intent.Op != OpKindShutdown:
+		// Cut off mid-purge: purge it again from the start.
+		e.emitLocked(events.Event{Type: "device.reclaim-recovered", DeviceID: d.ID, Platform: d.Platform})
+		e.startReclaimLocked(d.ID)
+		return nil, nil
+	case d.Intent.Op == OpKindShutdown || (d.Intent.Op == OpKindBoot && d.State == StateShutdown):
+		// A shutdown cut off (after a purge, an eviction, cleanup), or a
+		// boot that may have left a shut-down record's device running.
+		return e.shutdownOp(d.ID, "converge", "shutdown-failed", nil), nil
+	default:
+		// A crash recovery or anything else that settles by itself: the
+		// health monitor looks at a leased device again.
+		return nil, clear()
+	}
+}
+
+// purgeInterruptedProvisions destroys what n provisions of platform p,
+// cut off between the driver creating a device and the registry storing its
+// handle, may have left in simlock's root. Their records are gone; such a
+// device is in the root and in no record. It acts only when the attribution
+// is unambiguous (no more unknown devices than interrupted provisions) and
+// the root is proven simlock's right before; anything else is left for
+// doctor --purge-orphans, as any orphan is.
+func (e *Engine) purgeInterruptedProvisions(ctx context.Context, p string, n int) {
+	drv := e.drivers[p]
+	if drv == nil {
+		return
+	}
+	obs, err := drv.ListManaged(ctx)
+	if err != nil {
+		e.log.Warn("startup: cannot list devices after an interrupted provision", "platform", p, "err", err)
+		return
+	}
+	var unknown []Observed
+	e.section(func() {
+		known := map[string]bool{}
+		for _, d := range e.devices {
+			if d.Platform == p {
+				known[d.Handle] = true
+			}
+		}
+		for _, o := range obs {
+			if !known[o.Handle] {
+				unknown = append(unknown, o)
+			}
+		}
+	})
+	if len(unknown) == 0 {
+		return
+	}
+	if len(unknown) > n {
+		e.log.Warn("startup: more unregistered devices than interrupted provisions; leaving them for doctor --purge-orphans",
+			"platform", p, "unregistered", len(unknown), "interrupted", n)
+		return
+	}
+	if err := drv.RevalidateRoot(ctx); err != nil {
+		e.log.Warn("startup: root not proven simlock's; leaving unregistered devices alone", "platform", p, "err", err)
+		return
+	}
+	for _, o := range unknown {
+		err := e.runUnrecorded(ctx, OpInfo{Kind: OpKindDestroy, Lock: "converge", Platform: p, Handle: o.Handle}, func(ctx context.Context) error {
+			return drv.Destroy(ctx, DeviceRef{Handle: o.Handle, Name: o.Name})
+		})
+		if err != nil {
+			e.log.Warn("startup: destroying a device an interrupted provision left failed", "platform", p, "handle", o.Handle, "err", err)
+			continue
+		}
+		e.section(func() {
+			e.emitLocked(events.Event{Type: "device.orphan-purged", Platform: p, Reason: "interrupted-provision", Data: map[string]any{"handle": o.Handle}})
+		})
+	}
+}
+
 // reconcileReady compares unleased ready devices with what their drivers
-// see: one that stopped is recorded as shut down, one that vanished is
-// forgotten. A driver that cannot list is no evidence and changes nothing.
+// see: one that stopped is recorded as shut down, one missing from two
+// consecutive listings is forgotten (a root being rewritten can drop an
+// entry from one listing). A driver that cannot list is no evidence and
+// changes nothing.
 func (e *Engine) reconcileReady(ctx context.Context) {
 	for _, p := range e.Platforms() {
 		var any bool
@@ -304,14 +434,22 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 		if !any {
 			continue
 		}
-		obs, err := e.drivers[p].ListManaged(ctx)
-		if err != nil {
-			e.log.Warn("startup: cannot list devices; trusting the registry", "platform", p, "err", err)
+		seen, ok := e.listRun(ctx, p)
+		if !ok {
 			continue
 		}
-		seen := map[string]RunState{}
-		for _, o := range obs {
-			seen[o.Handle] = o.Run
+		var missing bool
+		e.section(func() {
+			for _, d := range e.devices {
+				_, found := seen[d.Handle]
+				missing = missing || d.Platform == p && d.State == StateReady && !found
+			}
+		})
+		again := seen
+		if missing {
+			if again, ok = e.listRun(ctx, p); !ok {
+				again = nil // no second reading: forget nothing
+			}
 		}
 		e.section(func() {
 			for _, d := range e.Sorted() {
@@ -319,11 +457,14 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 					continue
 				}
 				run, ok := seen[d.Handle]
+				_, confirmed := again[d.Handle]
 				switch {
-				case !ok:
+				case !ok && again != nil && !confirmed:
 					if e.commitLocked(Changes{DeleteDevices: []string{d.ID}}) == nil {
 						e.emitLocked(events.Event{Type: "device.vanished", DeviceID: d.ID, Platform: p})
 					}
+				case !ok:
+					// Missing once, present (or unknown) the second time.
 				case run == RunStopped:
 					if _, err := e.setStateLocked(d.ID, StateShutdown); err == nil {
 						e.emitLocked(events.Event{Type: "device.found-stopped", DeviceID: d.ID, Platform: p})
@@ -332,6 +473,20 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 			}
 		})
 	}
+}
+
+// listRun lists platform p's managed devices by handle.
+func (e *Engine) listRun(ctx context.Context, p string) (map[string]RunState, bool) {
+	obs, err := e.drivers[p].ListManaged(ctx)
+	if err != nil {
+		e.log.Warn("startup: cannot list devices; trusting the registry", "platform", p, "err", err)
+		return nil, false
+	}
+	seen := map[string]RunState{}
+	for _, o := range obs {
+		seen[o.Handle] = o.Run
+	}
+	return seen, true
 }
 
 // Sorted returns device records sorted by id; callers hold the lock.
@@ -344,11 +499,17 @@ func (e *Engine) Sorted() []DeviceRecord {
 	return out
 }
 
-// Stop refuses new work, fails queued requests, stops timers and waits for
-// in-flight reclaims to settle (so the pool is left settled), up to ctx.
+// Stop refuses new work, fails queued requests, and joins all background
+// work: device operations in flight settle (so the pool is left settled),
+// and the reaper, health ticks and cleanup or doctor passes return, up to
+// ctx, after which in-flight driver calls are cancelled and still settled.
+// Nothing commits once Stop has returned, so the caller may close the store.
 func (e *Engine) Stop(ctx context.Context) {
 	var waiters []*waiter
 	e.section(func() {
+		if !e.stopping {
+			close(e.quit)
+		}
 		e.stopping = true
 		for _, w := range e.queue {
 			if !w.working {
@@ -358,12 +519,18 @@ func (e *Engine) Stop(ctx context.Context) {
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
+		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		e.deferred = map[string]*deviceOp{}
 	})
 	for _, w := range waiters {
 		w.deliver(result{err: ErrStopping})
 	}
 	done := make(chan struct{})
-	go func() { e.wg.Wait(); close(done) }()
+	go func() { e.wg.Wait(); e.loops.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -379,11 +546,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		t.Stop()
 		delete(e.qtimers, id)
 	}
-	for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer} {
-		if t != nil {
-			t.Stop()
-		}
-	}
+	e.stopSettleTimersLocked()
 	e.mu.Unlock()
 	e.bgCancel()
 }

@@ -70,39 +70,38 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 	// Drain: every purge, boot or provision in flight settles first.
 	e.wg.Wait()
 	for _, d := range e.Devices() {
-		drv, ok := e.drivers[d.Platform]
-		if !ok {
+		if _, ok := e.drivers[d.Platform]; !ok {
 			continue
 		}
-		var skip bool
-		e.section(func() {
-			if e.opLocks[d.ID] != "" {
-				skip = true
-				return
-			}
-			e.opLocks[d.ID] = "nuke"
-		})
-		if skip {
-			rep.Failed[d.ID] = "busy"
-			continue
-		}
-		var err error
-		if d.Handle != "" {
-			err = drv.Destroy(ctx, d.Ref())
-		}
-		e.section(func() {
-			delete(e.opLocks, d.ID)
-			if err != nil {
-				rep.Failed[d.ID] = err.Error()
-				return
-			}
-			if cerr := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); cerr != nil {
-				rep.Failed[d.ID] = cerr.Error()
-				return
-			}
-			rep.DestroyedDevices = append(rep.DestroyedDevices, d.ID)
+		// Reported from this goroutine only; a settlement the store
+		// refused is retried later by the executor and must not write here.
+		var cerr error
+		first := true
+		o := e.destroyOp(d.ID, "nuke", "destroy-failed", func(d DeviceRecord) {
 			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: "reset"})
 		})
+		settle := o.settle
+		o.settle = func(o *deviceOp, err error) error {
+			if err != nil {
+				return nil // a reset reports a failed destroy and leaves the device as it was
+			}
+			serr := settle(o, err)
+			if first {
+				cerr, first = serr, false
+			}
+			return serr
+		}
+		begun, err := e.runOp(ctx, o)
+		switch {
+		case !begun:
+			rep.Failed[d.ID] = "busy"
+		case err != nil:
+			rep.Failed[d.ID] = err.Error()
+		case cerr != nil:
+			rep.Failed[d.ID] = cerr.Error()
+		default:
+			rep.DestroyedDevices = append(rep.DestroyedDevices, d.ID)
+		}
 	}
 	return rep, nil
 }

@@ -22,7 +22,14 @@ func (e *Engine) updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord,
 	}
 	if d.State != StateQuarantined {
 		d.Health.QuarantineReason, d.Health.QuarantineAttempts = "", 0
+		d.Health.QuarantineOp = ""
 		d.Health.NextRetryAt = time.Time{}
+	}
+	if e.opLocks[id] == "" {
+		// No operation holds the device, so none is in flight: any commit
+		// made now is a settlement (or a plain registry change) and the
+		// intent is over.
+		d.Intent = DeviceIntent{}
 	}
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
 		return DeviceRecord{}, err
@@ -32,22 +39,25 @@ func (e *Engine) updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord,
 
 // quarantineLocked takes a device out of service: it stays in the registry
 // and keeps counting against running capacity, but no grant path selects it
-// (they select by exact state). A retry of the triggering operation is
-// armed on the clock.
-func (e *Engine) quarantineLocked(id, reason string) {
+// (they select by exact state). It remembers op, the operation that failed,
+// and arms a retry of exactly that operation on the clock. An error means
+// the store refused and nothing changed.
+func (e *Engine) quarantineLocked(id, reason string, op OpKind) error {
 	d, err := e.updateLocked(id, func(d *DeviceRecord) {
 		d.State = StateQuarantined
 		d.Health.QuarantineReason = reason
+		d.Health.QuarantineOp = op
 		d.Health.QuarantineAttempts = 0
 		d.Health.NextRetryAt = e.now().Add(e.cfg.Quarantine.delay(0))
 	})
 	if err != nil {
 		e.log.Error("quarantine commit failed", "device", id, "err", err)
-		return
+		return err
 	}
 	e.emitLocked(events.Event{Type: "device.quarantined", DeviceID: id, Platform: d.Platform, Reason: reason,
-		Data: map[string]any{"nextRetryAt": d.Health.NextRetryAt}})
+		Data: map[string]any{"nextRetryAt": d.Health.NextRetryAt, "op": string(op)}})
 	e.armQuarantineLocked(d)
+	return nil
 }
 
 func (e *Engine) armQuarantineLocked(d DeviceRecord) {
@@ -62,8 +72,11 @@ func (e *Engine) armQuarantineLocked(d DeviceRecord) {
 	e.qtimers[id] = e.clock.AfterFunc(wait, func() { e.retryQuarantine(id) })
 }
 
-// retryQuarantine re-runs the purge of a quarantined device. Success puts it
-// back in service; exhausting the retry budget destroys it, never merely
+// retryQuarantine runs again the operation that put the device in
+// quarantine: a failed destroy is destroyed, a failed shutdown shut down, a
+// failed boot booted, and a failed purge (or a device quarantined for what
+// doctor saw) purged. Only the purge and the boot can bring a device back
+// to ready. Exhausting the retry budget destroys the device, never merely
 // shuts it down, because a shut-down device is reusable inventory and would
 // quietly bring a dirty device back.
 func (e *Engine) retryQuarantine(id string) {
@@ -73,99 +86,130 @@ func (e *Engine) retryQuarantine(id string) {
 		if !ok || d.State != StateQuarantined || e.opLocks[id] != "" || e.stopping || e.maintenance {
 			return
 		}
-		drv, ok := e.drivers[d.Platform]
-		if !ok {
+		if _, ok := e.drivers[d.Platform]; !ok {
 			return
 		}
-		e.opLocks[id] = "quarantine-retry"
-		rec := *d
-		exhausted := rec.Health.QuarantineAttempts >= e.cfg.Quarantine.Retries
-		e.goBackground(func(ctx context.Context) {
-			if exhausted {
-				e.abandonQuarantined(ctx, rec, drv)
-				return
-			}
-			err := drv.Reclaim(ctx, rec.Ref())
-			e.afterPurge(ctx, rec, drv, err, func(err error) {
-				d, uerr := e.updateLocked(id, func(d *DeviceRecord) {
-					d.Health.QuarantineAttempts++
-					d.Health.NextRetryAt = e.now().Add(e.cfg.Quarantine.delay(d.Health.QuarantineAttempts))
-				})
-				if uerr != nil {
-					return
-				}
-				e.log.Warn("quarantine retry failed", "device", id, "attempt", d.Health.QuarantineAttempts, "err", err)
-				e.emitLocked(events.Event{Type: "device.quarantine-retry-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error(),
-					Data: map[string]any{"attempt": d.Health.QuarantineAttempts, "nextRetryAt": d.Health.NextRetryAt}})
-				e.armQuarantineLocked(d)
-			}, "device.quarantine-recovered")
-		})
+		var o *deviceOp
+		if d.Health.QuarantineAttempts >= e.cfg.Quarantine.Retries {
+			o = e.abandonOp(*d)
+		} else {
+			o = e.retryOp(*d)
+		}
+		if err := e.startOpLocked(o); err != nil {
+			e.log.Warn("quarantine retry could not start", "device", id, "err", err)
+		}
 	})
 }
 
-// abandonQuarantined destroys a device whose retries are exhausted. If even
-// the destroy fails the device stays quarantined (still counted, never
-// granted) and the destroy is retried after the backoff cap.
-func (e *Engine) abandonQuarantined(ctx context.Context, d DeviceRecord, drv Driver) {
-	err := drv.Destroy(ctx, d.Ref())
-	e.section(func() {
-		delete(e.opLocks, d.ID)
-		if err != nil {
-			e.log.Error("destroying an abandoned quarantined device failed", "device", d.ID, "err", err)
-			if cur, uerr := e.updateLocked(d.ID, func(r *DeviceRecord) { r.Health.NextRetryAt = e.now().Add(e.cfg.Quarantine.Cap) }); uerr == nil {
-				e.armQuarantineLocked(cur)
-			}
-			return
-		}
-		if cerr := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); cerr != nil {
-			e.log.Error("forget destroyed device", "device", d.ID, "err", cerr)
-			return
-		}
-		e.emitLocked(events.Event{Type: "device.quarantine-abandoned", DeviceID: d.ID, Platform: d.Platform, Reason: d.Health.QuarantineReason,
-			Data: map[string]any{"attempts": d.Health.QuarantineAttempts}})
-		e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: "quarantine-abandoned"})
-		e.scheduleLocked()
-	})
-	e.notifyPositions()
-}
-
-// afterPurge settles a purge the caller ran on claimed device d. On success
-// the device returns to ready when running capacity permits and is shut
-// down otherwise; on failure fail runs inside the decision section. The
-// claim is dropped in every case and acquisition re-run, so a waiter for
-// exactly this device is granted the moment the purge settles.
-func (e *Engine) afterPurge(ctx context.Context, d DeviceRecord, drv Driver, err error, fail func(error), fact string) {
+// retryOp builds the retry of d's failed operation.
+func (e *Engine) retryOp(d DeviceRecord) *deviceOp {
 	id := d.ID
-	shutdown := false
-	e.section(func() {
+	const lock = "quarantine-retry"
+	kind := d.Health.QuarantineOp
+	o := &deviceOp{kind: kind, lock: lock, id: id}
+	switch kind {
+	case OpKindShutdown:
+		o.run = func(ctx context.Context, o *deviceOp) error { return o.drv.Shutdown(ctx, o.rec.Ref()) }
+	case OpKindDestroy:
+		o.run = func(ctx context.Context, o *deviceOp) error { return o.drv.Destroy(ctx, o.rec.Ref()) }
+	case OpKindBoot:
+		o.run = func(ctx context.Context, o *deviceOp) error { return o.drv.MakeReady(ctx, o.rec.Ref()) }
+	default:
+		o.kind = OpKindReclaim
+		o.run = func(ctx context.Context, o *deviceOp) error { return o.drv.Reclaim(ctx, o.rec.Ref()) }
+	}
+	o.settle = func(o *deviceOp, err error) error {
 		if err != nil {
-			delete(e.opLocks, id)
-			fail(err)
+			d, uerr := e.updateLocked(id, func(d *DeviceRecord) {
+				d.Health.QuarantineAttempts++
+				d.Health.NextRetryAt = e.now().Add(e.cfg.Quarantine.delay(d.Health.QuarantineAttempts))
+			})
+			if uerr != nil {
+				return uerr
+			}
+			e.log.Warn("quarantine retry failed", "device", id, "op", o.kind, "attempt", d.Health.QuarantineAttempts, "err", err)
+			e.emitLocked(events.Event{Type: "device.quarantine-retry-failed", DeviceID: id, Platform: d.Platform, Reason: err.Error(),
+				Data: map[string]any{"attempt": d.Health.QuarantineAttempts, "nextRetryAt": d.Health.NextRetryAt, "op": string(o.kind)}})
+			e.armQuarantineLocked(d)
 			e.scheduleLocked()
-			return
+			return nil
 		}
-		if e.runningOverLocked(d.Platform) {
-			shutdown = true // keep the claim while we shut it down
-			return
-		}
-		delete(e.opLocks, id)
-		if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.State = StateReady }); uerr == nil {
-			e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: d.Platform, Data: map[string]any{"disposition": string(StateReady)}})
+		switch o.kind {
+		case OpKindShutdown:
+			d, serr := e.setStateLocked(id, StateShutdown)
+			if serr != nil {
+				return serr
+			}
+			e.emitLocked(events.Event{Type: "device.quarantine-recovered", DeviceID: id, Platform: d.Platform,
+				Data: map[string]any{"disposition": string(StateShutdown), "op": string(o.kind)}})
+		case OpKindDestroy:
+			if cerr := e.commitLocked(Changes{DeleteDevices: []string{id}}); cerr != nil {
+				return cerr
+			}
+			e.emitLocked(events.Event{Type: "device.quarantine-recovered", DeviceID: id, Platform: o.rec.Platform,
+				Data: map[string]any{"disposition": string(StateDeleted), "op": string(o.kind)}})
+			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: o.rec.Platform, Reason: "quarantine-retry"})
+		default:
+			return e.disposeLocked(id, "device.quarantine-recovered", lock)
 		}
 		e.scheduleLocked()
-	})
-	if shutdown {
-		serr := drv.Shutdown(ctx, d.Ref())
-		e.section(func() {
-			delete(e.opLocks, id)
-			if serr != nil {
-				e.log.Warn("shutdown after purge failed", "device", id, "err", serr)
-				e.quarantineLocked(id, "shutdown-failed")
-			} else if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.State = StateShutdown }); uerr == nil {
-				e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: d.Platform, Data: map[string]any{"disposition": string(StateShutdown)}})
-			}
-			e.scheduleLocked()
-		})
+		return nil
 	}
-	e.notifyPositions()
+	return o
+}
+
+// abandonOp destroys a device whose retries are exhausted. If even the
+// destroy fails the device stays quarantined (still counted, never granted)
+// and the destroy is retried after the backoff cap.
+func (e *Engine) abandonOp(d DeviceRecord) *deviceOp {
+	id := d.ID
+	return &deviceOp{kind: OpKindDestroy, lock: "quarantine-retry", id: id,
+		run: func(ctx context.Context, o *deviceOp) error { return o.drv.Destroy(ctx, o.rec.Ref()) },
+		settle: func(o *deviceOp, err error) error {
+			if err != nil {
+				e.log.Error("destroying an abandoned quarantined device failed", "device", id, "err", err)
+				cur, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.Health.NextRetryAt = e.now().Add(e.cfg.Quarantine.Cap) })
+				if uerr != nil {
+					return uerr
+				}
+				e.armQuarantineLocked(cur)
+				return nil
+			}
+			if cerr := e.commitLocked(Changes{DeleteDevices: []string{id}}); cerr != nil {
+				return cerr
+			}
+			e.emitLocked(events.Event{Type: "device.quarantine-abandoned", DeviceID: id, Platform: o.rec.Platform, Reason: o.rec.Health.QuarantineReason,
+				Data: map[string]any{"attempts": o.rec.Health.QuarantineAttempts}})
+			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: o.rec.Platform, Reason: "quarantine-abandoned"})
+			e.scheduleLocked()
+			return nil
+		}}
+}
+
+// disposeLocked settles a device that has just been purged or booted
+// outside any lease: back to ready when running capacity permits, shut down
+// (as a follow-up operation under lock) otherwise. fact is emitted with the
+// disposition. The planner runs again either way, so a waiter for exactly
+// this device is granted the moment it settles.
+func (e *Engine) disposeLocked(id, fact, lock string) error {
+	d, ok := e.devices[id]
+	if !ok {
+		return nil
+	}
+	p := d.Platform
+	if e.runningOverLocked(p) {
+		o := e.shutdownOp(id, lock, "shutdown-failed", func(d DeviceRecord) {
+			e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: map[string]any{"disposition": string(StateShutdown)}})
+		})
+		if err := e.startOpLocked(o); err == nil {
+			return nil
+		}
+		// Stopping: nothing new begins, so keep the device warm instead.
+	}
+	if _, err := e.updateLocked(id, func(r *DeviceRecord) { r.State = StateReady }); err != nil {
+		return err
+	}
+	e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: map[string]any{"disposition": string(StateReady)}})
+	e.scheduleLocked()
+	return nil
 }

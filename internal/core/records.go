@@ -37,6 +37,17 @@ type DeviceRecord struct {
 	// Health is the engine's bookkeeping for quarantine retries and crash
 	// recovery; persisted so both survive a restart.
 	Health DeviceHealth
+	// Intent is the device operation in flight, written before its driver
+	// call and cleared by its settlement (ops.go). Found set at startup, it
+	// names an operation a crash cut off, and Converge recovers it by kind.
+	Intent DeviceIntent
+}
+
+// DeviceIntent records an operation that has begun on a device. The zero
+// value means none.
+type DeviceIntent struct {
+	Op    OpKind    `json:"op"`
+	Since time.Time `json:"since"`
 }
 
 // DeviceHealth tracks a device the core cannot fully vouch for.
@@ -44,6 +55,9 @@ type DeviceHealth struct {
 	// QuarantineReason says why the device is quarantined ("purge-failed",
 	// "stalled-provisioning", ...); empty when it is not.
 	QuarantineReason string `json:"quarantineReason,omitempty"`
+	// QuarantineOp is the operation that failed and that a retry runs
+	// again; empty (a record from before it was kept) retries a reclaim.
+	QuarantineOp OpKind `json:"quarantineOp,omitempty"`
 	// QuarantineAttempts counts failed retries of the triggering operation.
 	QuarantineAttempts int `json:"quarantineAttempts,omitempty"`
 	// NextRetryAt is when the quarantine retry fires.

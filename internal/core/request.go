@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -408,35 +409,45 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	w.deliver(result{grant: Grant{Lease: l, Device: d}})
 }
 
-// startBootLocked locks a shut-down device and reserves a running slot,
-// then boots it outside the decision section, for waiter w or, with w nil,
-// for the warm pool.
+// startBootLocked boots a shut-down device through the op executor,
+// holding a running reservation, for waiter w or, with w nil, for the warm
+// pool.
 func (e *Engine) startBootLocked(w *waiter, id string) {
-	d := *e.devices[id]
-	p := d.Platform
-	e.opLocks[id] = e.workLock(w, "boot")
+	p := e.devices[id].Platform
+	lock := e.workLock(w, "boot")
 	e.reservations[p]++
-	drv := e.drivers[p]
-	eta := drv.Estimate(OpBoot)
-	e.goBackground(func(ctx context.Context) {
-		w.push(Progress{Phase: "booting", DeviceID: id, ETA: eta})
-		err := drv.MakeReady(ctx, d.Ref())
-		e.section(func() {
-			e.reservations[p]--
-			delete(e.opLocks, id)
-			e.settleBootLocked(w, id, err, "device.booted")
-		})
-		e.notifyPositions()
-	})
+	o := &deviceOp{kind: OpKindBoot, lock: lock, id: id, reserved: p,
+		run: func(ctx context.Context, o *deviceOp) error {
+			w.push(Progress{Phase: "booting", DeviceID: id, ETA: o.drv.Estimate(OpBoot)})
+			return o.drv.MakeReady(ctx, o.rec.Ref())
+		},
+		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
+	}
+	if err := e.startOpLocked(o); err != nil {
+		e.reservations[p]--
+		e.log.Error("start a boot", "device", id, "err", err)
+		if w != nil {
+			e.dropWaiterLocked(w, err)
+		}
+	}
 }
 
-// startProvisionLocked records a provisioning device for spec, reserves a
-// running slot, then creates and boots it outside the decision section, for
+// provisionError marks a failure before the new device could boot: the
+// device is gone (or never was), so its record is dropped.
+type provisionError struct{ err error }
+
+func (e *provisionError) Error() string { return e.err.Error() }
+func (e *provisionError) Unwrap() error { return e.err }
+
+// startProvisionLocked records a provisioning device for spec, with its
+// intent, before the driver is asked for anything; then it creates and
+// boots it through the op executor, holding a running reservation, for
 // waiter w or, with w nil, for the warm pool.
 func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 	now := e.now()
 	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: spec.Platform, Spec: spec,
-		State: StateProvisioning, StateSince: now, CreatedAt: now}
+		State: StateProvisioning, StateSince: now, CreatedAt: now,
+		Intent: DeviceIntent{Op: OpKindProvision, Since: now}}
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
 		e.log.Error("record a new device", "err", err)
 		if w != nil {
@@ -446,50 +457,71 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		return
 	}
 	id, p := rec.ID, rec.Platform
-	e.opLocks[id] = e.workLock(w, "provision")
+	lock := e.workLock(w, "provision")
 	e.reservations[p]++
-	drv := e.drivers[p]
-	e.goBackground(func(ctx context.Context) {
-		w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
-		prov, err := drv.Provision(ctx, spec)
-		if err != nil {
-			e.section(func() {
-				e.reservations[p]--
-				delete(e.opLocks, id)
-				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
-				e.log.Warn("provision failed", "device", id, "err", err)
+	o := &deviceOp{kind: OpKindProvision, lock: lock, id: id, reserved: p,
+		run: func(ctx context.Context, o *deviceOp) error { return e.provisionAndBoot(ctx, o, w, spec) },
+		settle: func(o *deviceOp, err error) error {
+			var pe *provisionError
+			if errors.As(err, &pe) {
+				e.log.Warn("provision failed", "device", id, "err", pe.err)
+				e.dropLocked(id)
 				if w != nil {
-					e.failWorkLocked(w, &DeviceFailedError{Phase: "provision", Err: err})
+					e.failWorkLocked(w, &DeviceFailedError{Phase: "provision", Err: pe.err})
 				} else {
 					e.scheduleLocked()
 				}
-			})
-			e.notifyPositions()
+				return nil
+			}
+			return e.settleBootLocked(w, id, err, "device.ready")
+		},
+	}
+	if err := e.startOpLocked(o); err != nil {
+		e.reservations[p]--
+		e.log.Error("start a provision", "device", id, "err", err)
+		e.dropLocked(id)
+		if w != nil {
+			e.dropWaiterLocked(w, err)
+		}
+	}
+}
+
+// provisionAndBoot is a provision's driver work: create, record the handle,
+// boot. If the handle cannot be recorded the device is destroyed again at
+// once: a device the registry cannot name would be an orphan.
+func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, spec Spec) error {
+	id, drv := o.id, o.drv
+	w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
+	prov, err := drv.Provision(ctx, spec)
+	if err != nil {
+		return &provisionError{err}
+	}
+	var ref DeviceRef
+	var cerr error
+	e.section(func() {
+		d := *e.devices[id]
+		d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
+		if cerr = e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); cerr != nil {
 			return
 		}
-		var ref DeviceRef
-		e.section(func() {
-			d := *e.devices[id]
-			d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
-			if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
-				e.log.Error("persist provisioned device", "device", id, "err", err)
-			}
-			e.emitLocked(events.Event{Type: "device.provisioned", DeviceID: id, Platform: p,
-				Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion}})
-			ref = d.Ref()
-			if w != nil {
-				w.phase = "booting"
-			}
-		})
-		w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
-		err = drv.MakeReady(ctx, ref)
-		e.section(func() {
-			e.reservations[p]--
-			delete(e.opLocks, id)
-			e.settleBootLocked(w, id, err, "device.ready")
-		})
-		e.notifyPositions()
+		e.emitLocked(events.Event{Type: "device.provisioned", DeviceID: id, Platform: d.Platform,
+			Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion}})
+		ref = d.Ref()
+		o.rec.Handle = d.Handle
+		if w != nil {
+			w.phase = "booting"
+		}
 	})
+	if cerr != nil {
+		e.log.Error("persist provisioned device; destroying it again", "device", id, "handle", prov.Handle, "err", cerr)
+		orphan := DeviceRef{ID: id, Handle: prov.Handle, Name: prov.Name, Spec: spec, Attrs: prov.Attrs, Data: prov.Data}
+		if derr := drv.Destroy(ctx, orphan); derr != nil {
+			e.log.Error("destroying an unrecorded device failed; doctor --purge-orphans finds it", "handle", prov.Handle, "err", derr)
+		}
+		return &provisionError{fmt.Errorf("record the new device: %w", cerr)}
+	}
+	w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
+	return drv.MakeReady(ctx, ref)
 }
 
 // workLock names the operation lock device work holds: the warm pool's own work is
@@ -504,35 +536,56 @@ func (e *Engine) workLock(w *waiter, op string) string {
 }
 
 // settleBootLocked records how a boot ended. A device that fails to boot is
-// quarantined, so it is retried on a backoff (and destroyed if it never
-// boots) instead of being picked again at once. A ready device goes to its
-// waiter, or into the warm pool.
-func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) {
+// quarantined for a boot retry, so it is not picked again at once. If it was
+// an existing shut-down device, its waiter goes back to the planner, which
+// tries the next option (another device, or a new one); a freshly
+// provisioned device that fails fails its waiter. A ready device goes to its
+// waiter, or into the warm pool. An error means the store refused the first
+// commit and nothing changed.
+func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) error {
 	if err != nil {
-		e.log.Warn("boot failed", "device", id, "err", err)
-		e.quarantineLocked(id, "boot-failed")
-		if w != nil {
-			e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
-		} else {
-			e.scheduleLocked()
+		fresh := false
+		if d, ok := e.devices[id]; ok {
+			fresh = d.State == StateProvisioning
 		}
-		return
+		if qerr := e.quarantineLocked(id, "boot-failed", OpKindBoot); qerr != nil {
+			return qerr
+		}
+		e.log.Warn("boot failed", "device", id, "err", err)
+		switch {
+		case w == nil:
+			e.scheduleLocked()
+		case fresh:
+			e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
+		default:
+			e.replanLocked(w)
+		}
+		return nil
 	}
 	d, serr := e.setStateLocked(id, StateReady)
 	if serr != nil {
-		if w != nil {
-			e.failWorkLocked(w, serr)
-		}
-		return
+		return serr
 	}
 	if w == nil {
 		e.emitLocked(events.Event{Type: "device.warmed", DeviceID: id, Platform: d.Platform,
 			Data: map[string]any{"model": d.Spec.Model, "osVersion": d.Spec.OSVersion}})
 		e.scheduleLocked()
-		return
+		return nil
 	}
 	e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: d.Platform})
 	e.finishWorkLocked(w, id)
+	return nil
+}
+
+// replanLocked puts a waiter whose device work failed back in line, in its
+// original place, and runs the planner again.
+func (e *Engine) replanLocked(w *waiter) {
+	w.working = false
+	w.phase = "queued"
+	if w.abandoned || !inQueue(e.queue, w) {
+		e.removeLocked(w)
+	}
+	e.scheduleLocked()
 }
 
 // push sends progress to the waiter; the warm pool (nil) has nobody to tell.
@@ -556,49 +609,59 @@ func (e *Engine) finishWorkLocked(w *waiter, id string) {
 }
 
 func (e *Engine) failWorkLocked(w *waiter, err error) {
+	e.dropWaiterLocked(w, err)
+	e.scheduleLocked()
+}
+
+// dropWaiterLocked fails w without re-running the planner (which may be on
+// the stack already).
+func (e *Engine) dropWaiterLocked(w *waiter, err error) {
 	w.working = false
 	e.removeLocked(w)
 	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error(), Data: map[string]any{"ownerId": w.owner}})
 	w.deliver(result{err: err})
-	e.scheduleLocked()
 }
 
 // startEvictLocked shuts down (or, with destroy, deletes) another spec's
-// idle device so that w can be served next.
+// idle device so that w can be served next. The intent is on disk before
+// the driver acts, so a crash in between is finished by the next start.
 func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
-	w.evicting = true
-	e.opLocks[id] = "evict"
 	d := *e.devices[id]
 	drv := e.drivers[d.Platform]
-	e.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: drv.Estimate(OpShutdown)})
-	e.goBackground(func(ctx context.Context) {
-		var err error
-		if destroy {
-			err = drv.Destroy(ctx, d.Ref())
-		} else {
-			err = drv.Shutdown(ctx, d.Ref())
-		}
-		e.section(func() {
-			delete(e.opLocks, id)
-			w.evicting = false
-			switch {
-			case err != nil:
-				e.log.Warn("eviction failed", "device", id, "err", err)
-				e.quarantineLocked(id, "eviction-failed")
-			case destroy:
-				_ = e.commitLocked(Changes{DeleteDevices: []string{id}})
-				e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: d.Platform, Reason: "evicted"})
-			default:
-				_, _ = e.setStateLocked(id, StateShutdown)
-				e.emitLocked(events.Event{Type: "device.evicted", DeviceID: id, Platform: d.Platform})
-			}
-			e.scheduleLocked()
+	var o *deviceOp
+	if destroy {
+		o = e.destroyOp(id, "evict", "eviction-failed", func(DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: d.Platform, Reason: "evicted"})
 		})
-		e.notifyPositions()
-	})
+	} else {
+		o = e.shutdownOp(id, "evict", "eviction-failed", func(DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: id, Platform: d.Platform})
+		})
+	}
+	settle := o.settle
+	o.settle = func(o *deviceOp, err error) error {
+		w.evicting = false
+		if serr := settle(o, err); serr != nil {
+			w.evicting = true
+			return serr
+		}
+		if err != nil {
+			e.scheduleLocked()
+		}
+		return nil
+	}
+	w.evicting = true
+	if err := e.startOpLocked(o); err != nil {
+		w.evicting = false
+		e.log.Error("start an eviction", "device", id, "err", err)
+		return
+	}
+	e.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: drv.Estimate(OpShutdown)})
 }
 
-// goBackground runs f in a goroutine the engine waits for on Stop.
+// goBackground runs f in a goroutine the engine waits for on Stop. Called
+// in the decision section, so it can never add to the wait group after Stop
+// has begun waiting (beginOpLocked refuses once stopping).
 func (e *Engine) goBackground(f func(ctx context.Context)) {
 	e.wg.Add(1)
 	go func() {

@@ -67,6 +67,8 @@ CREATE TABLE meta (
 `,
 	// 2: quarantine and crash-recovery bookkeeping per device.
 	`ALTER TABLE devices ADD COLUMN health TEXT; -- JSON core.DeviceHealth; NULL is none`,
+	// 3: the device operation in flight, written before its driver call.
+	`ALTER TABLE devices ADD COLUMN intent TEXT; -- JSON core.DeviceIntent; NULL is none`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock. Migrating

@@ -13,7 +13,7 @@ import (
 var _ core.Store = (*DB)(nil)
 
 const deviceColumns = `id, platform, handle, name, state, spec, attrs, simulated,
-	state_since, created_at, last_leased_at, last_released_at, data, health`
+	state_since, created_at, last_leased_at, last_released_at, data, health, intent`
 
 const leaseColumns = `id, device_id, requester_id, owner_id, platform, ttl_ms,
 	granted_at, expires_at, last_renewed_at`
@@ -22,13 +22,14 @@ const leaseColumns = `id, device_id, requester_id, owner_id, platform, ttl_ms,
 // delete any other row that collides on a UNIQUE column (a second lease for
 // the same requester), which must fail the change set instead.
 const upsertDevice = `INSERT INTO devices (` + deviceColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		platform = excluded.platform, handle = excluded.handle, name = excluded.name,
 		state = excluded.state, spec = excluded.spec, attrs = excluded.attrs,
 		simulated = excluded.simulated, state_since = excluded.state_since,
 		created_at = excluded.created_at, last_leased_at = excluded.last_leased_at,
-		last_released_at = excluded.last_released_at, data = excluded.data, health = excluded.health`
+		last_released_at = excluded.last_released_at, data = excluded.data, health = excluded.health,
+		intent = excluded.intent`
 
 const upsertLease = `INSERT INTO leases (` + leaseColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -117,10 +118,18 @@ func deviceArgs(d core.DeviceRecord) ([]any, error) {
 		}
 		health = string(b)
 	}
+	var intent any
+	if d.Intent != (core.DeviceIntent{}) {
+		b, err := json.Marshal(d.Intent)
+		if err != nil {
+			return nil, fmt.Errorf("encode intent: %w", err)
+		}
+		intent = string(b)
+	}
 	return []any{
 		d.ID, d.Platform, d.Handle, d.Name, string(d.State), string(spec), attrs, d.Simulated,
 		unixMs(d.StateSince), unixMs(d.CreatedAt), unixMs(d.LastLeasedAt), unixMs(d.LastReleasedAt),
-		encodeRaw(d.Data), health,
+		encodeRaw(d.Data), health, intent,
 	}, nil
 }
 
@@ -142,11 +151,11 @@ func loadDevices(ctx context.Context, q querier) ([]core.DeviceRecord, error) {
 		var (
 			d                                core.DeviceRecord
 			state, spec                      string
-			attrs, data, health              sql.NullString
+			attrs, data, health, intent      sql.NullString
 			since, created, leased, released sql.NullInt64
 		)
 		if err := rows.Scan(&d.ID, &d.Platform, &d.Handle, &d.Name, &state, &spec, &attrs, &d.Simulated,
-			&since, &created, &leased, &released, &data, &health); err != nil {
+			&since, &created, &leased, &released, &data, &health, &intent); err != nil {
 			return nil, fmt.Errorf("store: load devices: %w", err)
 		}
 		d.State = core.DeviceState(state)
@@ -167,6 +176,12 @@ func loadDevices(ctx context.Context, q querier) ([]core.DeviceRecord, error) {
 			}
 			d.Health.NextRetryAt = d.Health.NextRetryAt.UTC()
 			d.Health.RecoveringSince = d.Health.RecoveringSince.UTC()
+		}
+		if intent.Valid {
+			if err := json.Unmarshal([]byte(intent.String), &d.Intent); err != nil {
+				return nil, fmt.Errorf("store: device %s: decode intent: %w", d.ID, err)
+			}
+			d.Intent.Since = d.Intent.Since.UTC()
 		}
 		out = append(out, d)
 	}

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -34,8 +36,9 @@ func fullDevice(id string) core.DeviceRecord {
 		LastReleasedAt: ms(1700000001500),
 		// Whitespace and key order are the driver's business: kept verbatim.
 		Data: json.RawMessage(" {\"z\": 1,\n \"a\": [true, null]} "),
-		Health: core.DeviceHealth{QuarantineReason: "purge-failed", QuarantineAttempts: 2,
+		Health: core.DeviceHealth{QuarantineReason: "purge-failed", QuarantineOp: core.OpKindDestroy, QuarantineAttempts: 2,
 			NextRetryAt: ms(1700000009000), RecoveryAttempts: 1, RecoveringSince: ms(1700000008000)},
+		Intent: core.DeviceIntent{Op: core.OpKindReclaim, Since: ms(1700000007000)},
 	}
 }
 
@@ -276,5 +279,50 @@ func BenchmarkApplyLeaseCycle(b *testing.B) {
 		if err := db.Apply(ctx, release); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A database written before intents were kept (schema 2) upgrades in place:
+// its devices load with no intent, and an intent written afterwards round
+// trips.
+func TestIntentMigrationUpgradesOldDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	old, err := open(ctx, path, migrations[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO devices (id, platform, handle, name, state, spec, simulated)
+		VALUES ('d1', 'ios', 'U1', 'n', 'ready', '{}', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	snap, err := db.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Devices) != 1 || snap.Devices[0].Intent != (core.DeviceIntent{}) {
+		t.Fatalf("old device after upgrade: %+v", snap.Devices)
+	}
+	d := snap.Devices[0]
+	d.Intent = core.DeviceIntent{Op: core.OpKindDestroy, Since: ms(1700000000123)}
+	if err := db.Apply(ctx, core.Changes{PutDevices: []core.DeviceRecord{d}}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = db.Load(ctx); err != nil || snap.Devices[0].Intent != d.Intent {
+		t.Fatalf("intent after round trip: %+v, %v", snap.Devices, err)
+	}
+	d.Intent = core.DeviceIntent{}
+	if err := db.Apply(ctx, core.Changes{PutDevices: []core.DeviceRecord{d}}); err != nil {
+		t.Fatal(err)
+	}
+	var raw sql.NullString
+	if err := db.sql.QueryRowContext(ctx, `SELECT intent FROM devices WHERE id = 'd1'`).Scan(&raw); err != nil || raw.Valid {
+		t.Fatalf("a cleared intent is stored as %v (%v), want NULL", raw, err)
 	}
 }
