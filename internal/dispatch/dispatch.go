@@ -1,6 +1,7 @@
 // Package dispatch is the one dispatcher every frontend calls, for a worker
 // daemon and a fleet gateway alike: it runs each contract operation through a
-// fixed pipeline (decode strictly, check the role, run the declared
+// fixed pipeline (decode strictly and validate identifiers, scope requester
+// ids to the caller, check the role, run the declared
 // authorization, park on readiness, call the typed handler, check the
 // output). It knows nothing of devices: handlers and the error mapping are
 // supplied by whoever builds it.
@@ -140,6 +141,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 	if err != nil {
 		return nil, d.o.MapError(err)
 	}
+	// A non-admin caller's requester ids are confined to its own
+	// namespace before any handler (worker or gateway) sees them.
+	in = contract.ScopeInput(call.Session, in)
 	if !call.Session.Role.Allows(op.Role) {
 		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the %s role; this session is %s", op.Name, op.Role, call.Session.Role)
 	}
