@@ -443,9 +443,14 @@ func TestIndexRebuiltOnReconnectAndRestart(t *testing.T) {
 	if err := h.do(context.Background(), agent("alice"), contract.LeaseRenew.Name, contract.LeaseRenewIn{LeaseID: l.LeaseID}, nil, nil); err != nil {
 		t.Fatalf("the lease must stay renewable after a restart: %v", err)
 	}
-	// release --all touches only this gateway's leases.
+	// release --all is the caller's requester's: the admin's own, none.
 	var ra contract.LeaseReleaseAllOut
-	if err := h.do(context.Background(), admin, contract.LeaseReleaseAll.Name, struct{}{}, &ra, nil); err != nil || len(ra.Released) != 3 {
+	if err := h.do(context.Background(), admin, contract.LeaseReleaseAll.Name, struct{}{}, &ra, nil); err != nil || len(ra.Released) != 0 {
+		t.Fatalf("admin release-all without everyone: %+v %v", ra, err)
+	}
+	code(t, h.do(context.Background(), agent("alice"), contract.LeaseReleaseAll.Name, contract.LeaseReleaseAllIn{Everyone: true}, nil, nil), contract.CodeForbidden)
+	// --everyone touches only this gateway's leases.
+	if err := h.do(context.Background(), admin, contract.LeaseReleaseAll.Name, contract.LeaseReleaseAllIn{Everyone: true}, &ra, nil); err != nil || len(ra.Released) != 3 {
 		t.Fatalf("%+v %v", ra, err)
 	}
 	a.mu.Lock()
