@@ -86,13 +86,9 @@ func (a *app) daemonStartCmd() *cobra.Command {
 			if _, err := a.loadConfig(); err != nil {
 				return contract.Errorf(contract.CodeBadRequest, "%v", err).WithNext("fix the configuration file")
 			}
-			if _, err := client.Launch(a.launchOptions()); err != nil {
-				return err
-			}
-			c, err := client.DialRetry(ctx, o, 20*time.Second)
+			c, err := a.launchAndDial(ctx, o)
 			if err != nil {
-				return contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon did not come up: %v", err).
-					WithNext("see " + a.home + "/daemon.out and `simlock daemon logs`")
+				return err
 			}
 			defer c.Close()
 			return a.printDaemonStatus(ctx, c, "started")

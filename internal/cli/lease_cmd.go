@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,16 +19,13 @@ import (
 	"github.com/simlock/simlock/internal/ports"
 )
 
-// leaseLine is what `simlock lease` prints: the lease plus the role the
-// connection resolved to, so a caller knows whether it is admin.
+// leaseLine is what `simlock lease` prints: the contract's lease, field for
+// field (worker included, through a gateway), plus the role the connection
+// resolved to, so a caller knows whether it is admin. Embedding keeps it
+// one shape with the contract rather than a hand-kept copy.
 type leaseLine struct {
-	LeaseID     string           `json:"leaseId"`
-	ExpiresAt   time.Time        `json:"expiresAt"`
-	TTLMs       int64            `json:"ttlMs"`
-	Role        contract.Role    `json:"role"`
-	RequesterID string           `json:"requesterId"`
-	GrantedAt   time.Time        `json:"grantedAt"`
-	Device      *contract.Device `json:"device"`
+	contract.Lease
+	Role contract.Role `json:"role"`
 }
 
 func (a *app) leaseCmd() *cobra.Command {
@@ -64,8 +62,7 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 				}
 				return err
 			}
-			line := leaseLine{LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt, TTLMs: l.TTLMs, Role: c.Hello().Role,
-				RequesterID: l.RequesterID, GrantedAt: l.GrantedAt, Device: l.Device}
+			line := leaseLine{Lease: l, Role: c.Hello().Role}
 			if err := a.printJSON(line); err != nil {
 				return err
 			}
@@ -249,37 +246,98 @@ func (a *app) leaseListCmd() *cobra.Command {
 }
 
 func (a *app) releaseCmd() *cobra.Command {
-	var all bool
+	var all, everyone, yes bool
+	var requester string
 	cmd := &cobra.Command{
 		Use:   "release [LEASE_ID]",
-		Short: "Release a lease (or --all); returns at once, the device is reclaimed in the background",
+		Short: "Release a lease (or --all of your requester's); returns at once, the device is reclaimed in the background",
+		Long: `Release one lease by id, or with --all every lease of your requester: --requester, or
+by default this process's principal (SIMLOCK_PRINCIPAL when set), and the requester ids
+scoped under it. Releasing every lease of every requester takes --everyone and an admin
+credential; on a terminal it asks first (--yes skips the question), and without a
+terminal it needs --yes.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if everyone {
+				all = true
+			}
 			if all && len(args) == 0 || !all && len(args) == 1 {
 				return nil
 			}
 			return contract.Errorf(contract.CodeBadRequest, "give exactly one lease id, or --all")
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if everyone && requester != "" {
+				return contract.Errorf(contract.CodeBadRequest, "--everyone and --requester exclude each other")
+			}
+			if !all && requester != "" {
+				return contract.Errorf(contract.CodeBadRequest, "--requester goes with --all; a lease id names one lease already")
+			}
+			if everyone && !yes && !a.stdinTerminal() {
+				return contract.Errorf(contract.CodeBadRequest, "--everyone releases every requester's leases and there is no terminal to confirm it").
+					WithNext("add --yes to release every lease without a prompt")
+			}
 			c, err := a.connect(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if all {
-				out, err := client.Do(cmd.Context(), c, contract.LeaseReleaseAll, contract.LeaseReleaseAllIn{})
+			if !all {
+				out, err := client.Do(cmd.Context(), c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: args[0]})
 				if err != nil {
 					return err
 				}
 				return a.printJSON(out)
 			}
-			out, err := client.Do(cmd.Context(), c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: args[0]})
+			if everyone && !yes {
+				ok, err := a.confirmEveryone(cmd.Context(), c)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					fmt.Fprintln(a.env.Stderr, "simlock: nothing released")
+					return exitError{1}
+				}
+			}
+			// No requester means the session's own principal, which the
+			// daemon knows better than we do (over HTTP it is the token's).
+			in := contract.LeaseReleaseAllIn{RequesterID: requester, Everyone: everyone}
+			out, err := client.Do(cmd.Context(), c, contract.LeaseReleaseAll, in)
 			if err != nil {
 				return err
 			}
 			return a.printJSON(out)
 		},
 	}
-	cmd.Flags().BoolVar(&all, "all", false, "release every lease you own (every lease, as admin)")
+	f := cmd.Flags()
+	f.BoolVar(&all, "all", false, "release every lease of your requester (see --requester)")
+	f.StringVar(&requester, "requester", "", "with --all: the requester whose leases to release (default: this process's principal)")
+	f.BoolVar(&everyone, "everyone", false, "release every lease of every requester (admin; asks on a terminal)")
+	f.BoolVar(&yes, "yes", false, "with --everyone: do not ask for confirmation")
 	a.addJSON(cmd)
 	return cmd
+}
+
+// stdinTerminal reports whether someone can answer a prompt on stdin.
+func (a *app) stdinTerminal() bool {
+	if a.env.StdinTerminal != nil {
+		return a.env.StdinTerminal()
+	}
+	f, ok := a.env.Stdin.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// confirmEveryone asks on the terminal before every lease of every
+// requester goes, naming how many that is.
+func (a *app) confirmEveryone(ctx context.Context, c *client.Client) (bool, error) {
+	list, err := client.Do(ctx, c, contract.LeaseList, contract.LeaseListIn{})
+	if err != nil {
+		return false, err
+	}
+	fmt.Fprintf(a.env.Stderr, "Release every lease of every requester (%d now)? [y/N] ", len(list.Leases))
+	answer, _ := bufio.NewReader(a.env.Stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }

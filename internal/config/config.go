@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -20,6 +22,7 @@ import (
 type Config struct {
 	Mode         string       `json:"mode"`
 	Lease        Lease        `json:"lease"`
+	Queue        Queue        `json:"queue"`
 	Capacity     Capacity     `json:"capacity"`
 	Downloads    Downloads    `json:"downloads"`
 	Log          Log          `json:"log"`
@@ -109,6 +112,14 @@ type DiskPressure struct {
 	FreeBytesThreshold uint64 `json:"freeBytesThreshold"`
 }
 
+// Queue bounds the demand one caller can place.
+type Queue struct {
+	// MaxPerPrincipal caps the lease requests one owner may have waiting
+	// or being prepared at once; the next is QUEUE_LIMIT_REACHED
+	// (retryable). Default 32.
+	MaxPerPrincipal int `json:"maxPerPrincipal"`
+}
+
 type Lease struct {
 	// DefaultTTLMs is the width of a lease whose request names none.
 	DefaultTTLMs int64 `json:"defaultTtlMs"`
@@ -167,6 +178,7 @@ func Default() Config {
 	return Config{
 		Mode:         "worker",
 		Lease:        Lease{DefaultTTLMs: 30 * 60 * 1000, MaxTTLMs: 24 * 60 * 60 * 1000},
+		Queue:        Queue{MaxPerPrincipal: 32},
 		Capacity:     Capacity{Strategy: "resource", Fixed: Fixed{MaxRunning: 2, MaxManaged: 6}},
 		Downloads:    Downloads{Policy: "on-request"},
 		Log:          Log{Level: "info", RotateBytes: 10 << 20},
@@ -289,6 +301,13 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.Enabled && c.HTTP.Listen == "" {
 		errs = append(errs, errors.New("http.listen is required when http.enabled is true"))
+	} else if (c.HTTP.Enabled || c.Mode == "gateway") && c.HTTP.Listen != "" {
+		if err := checkListen(c.HTTP.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("http.listen: %w", err))
+		}
+	}
+	if c.Queue.MaxPerPrincipal <= 0 {
+		errs = append(errs, errors.New("queue.maxPerPrincipal must be positive"))
 	}
 	if c.Exec.TimeoutMs <= 0 {
 		errs = append(errs, errors.New("exec.timeoutMs must be positive"))
@@ -297,6 +316,19 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("cleanup: intervalMs and idleShutdownMs must be positive and idleDestroyMs at least idleShutdownMs"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkListen accepts host:port with a numeric port, so a typo is reported
+// when the file is read rather than after the daemon has half started.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: the port must be a number from 0 to 65535", addr)
+	}
+	return nil
 }
 
 // Paths are the files simlock keeps under its home directory.

@@ -33,6 +33,7 @@ const (
 	CodeUnknownLease           Code = "UNKNOWN_LEASE"
 	CodeRequesterLeased        Code = "REQUESTER_ALREADY_LEASED"
 	CodeRequesterQueued        Code = "REQUESTER_ALREADY_QUEUED"
+	CodeQueueLimit             Code = "QUEUE_LIMIT_REACHED"
 	CodeUnsupportedPlatform    Code = "UNSUPPORTED_PLATFORM"
 	CodeUnknownModel           Code = "UNKNOWN_MODEL"
 	CodeOSOutOfRange           Code = "OS_VERSION_OUT_OF_RANGE"
@@ -85,6 +86,7 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeUnknownLease:           {KindDomain, 404, 8, false, "the lease has ended (released or expired); request a new one"},
 	CodeRequesterLeased:        {KindDomain, 409, 9, false, "release the existing lease first, or use a different --requester"},
 	CodeRequesterQueued:        {KindDomain, 409, 9, false, "cancel the pending request first (`simlock lease cancel`)"},
+	CodeQueueLimit:             {KindDomain, 429, 5, true, "wait until one of your waiting requests is granted, or cancel one (`simlock lease cancel --requester ID`); the cap is queue.maxPerPrincipal"},
 	CodeUnsupportedPlatform:    {KindDomain, 422, 10, false, "use a platform listed by `simlock catalog`"},
 	CodeUnknownModel:           {KindDomain, 422, 10, false, "pick a model listed by `simlock catalog`"},
 	CodeOSOutOfRange:           {KindDomain, 422, 10, false, "pick an OS version inside the model's supported range"},

@@ -57,7 +57,7 @@ var (
 	LeaseRequest    = define[LeaseRequestIn, Lease]("lease.request", RoleAgent, "Ask for an exclusive, TTL-bounded lease on a ready device; waits in the FIFO queue unless noWait.")
 	LeaseRenew      = define[LeaseRenewIn, Lease]("lease.renew", RoleAgent, "Extend a lease by its stored TTL (or a new one).", ownsLease)
 	LeaseRelease    = define[LeaseReleaseIn, LeaseReleaseOut]("lease.release", RoleAgent, "Give a lease back; the device is reclaimed in the background.", ownsLease)
-	LeaseReleaseAll = define[LeaseReleaseAllIn, LeaseReleaseAllOut]("lease.releaseAll", RoleAgent, "Release every lease the caller owns (every lease, for admin).")
+	LeaseReleaseAll = define[LeaseReleaseAllIn, LeaseReleaseAllOut]("lease.releaseAll", RoleAgent, "Release the leases of one requester (the caller's own by default); everyone releases every lease and needs admin.")
 	LeaseCancel     = define[LeaseCancelIn, LeaseCancelOut]("lease.cancel", RoleAgent, "Withdraw a queued lease request.")
 	LeaseGet        = define[LeaseGetIn, Lease]("lease.get", RoleAgent, "One lease by id.", ownsLease)
 	LeaseList       = define[LeaseListIn, LeaseListOut]("lease.list", RoleAgent, "Leases the caller owns (all leases, for admin).")
@@ -128,10 +128,14 @@ func Decode(raw []byte, v any) error {
 	return nil
 }
 
-// DecodeInput decodes raw into a fresh value of op's input type.
+// DecodeInput decodes raw into a fresh value of op's input type and
+// validates every identifier in it (ValidateInput).
 func (op Op) DecodeInput(raw []byte) (any, error) {
 	p := reflect.New(op.In)
 	if err := Decode(raw, p.Interface()); err != nil {
+		return nil, err
+	}
+	if err := ValidateInput(p.Elem().Interface()); err != nil {
 		return nil, err
 	}
 	return p.Elem().Interface(), nil

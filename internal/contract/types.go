@@ -139,7 +139,14 @@ type LeaseReleaseOut struct {
 	Released bool   `json:"released"`
 }
 
-type LeaseReleaseAllIn struct{}
+type LeaseReleaseAllIn struct {
+	// RequesterID names whose leases to release; it defaults to the
+	// session's principal. A non-admin session releases only leases it
+	// owns.
+	RequesterID string `json:"requesterId,omitempty"`
+	// Everyone releases every lease of every requester (admin only).
+	Everyone bool `json:"everyone,omitempty"`
+}
 
 type LeaseReleaseAllOut struct {
 	Released []string `json:"released"`
@@ -372,7 +379,7 @@ type DaemonStopOut struct {
 type PassthroughIn struct {
 	// Tool is the platform tool to run: "simctl" or "adb".
 	Tool string   `json:"tool"`
-	Args []string `json:"args"`
+	Args []string `json:"args" contract:"freeform"`
 	// Terminal says whether the caller will run the command with a terminal
 	// attached (some commands, like a bare adb shell, need one).
 	Terminal bool `json:"terminal,omitempty"`
@@ -463,9 +470,9 @@ type DeviceExecIn struct {
 	LeaseID string `json:"leaseId"`
 	// Tool is the platform tool: "simctl" (iOS) or "adb" (Android).
 	Tool string   `json:"tool"`
-	Args []string `json:"args"`
+	Args []string `json:"args" contract:"freeform"`
 	// Stdin is sent to the command whole; there is no interactive channel.
-	Stdin string `json:"stdin,omitempty"`
+	Stdin string `json:"stdin,omitempty" contract:"freeform"`
 	// RequesterID must match the lease's requester; it defaults to the
 	// session principal. Admin does not bypass this check.
 	RequesterID string `json:"requesterId,omitempty"`

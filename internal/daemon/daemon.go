@@ -74,6 +74,10 @@ type Daemon struct {
 	// progressFor maps a requester with a lease request in flight to its
 	// progress push, so a download its request caused shows up there.
 	progressFor sync.Map
+	// pending counts each owner's lease requests in flight, for
+	// queue.maxPerPrincipal.
+	pendingMu sync.Mutex
+	pending   map[string]int
 
 	readyOnce sync.Once
 	readyCh   chan struct{}
@@ -121,7 +125,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: o.Config, paths: paths, version: o.Version, pid: os.Getpid(), clock: o.Clock,
 		log: ports.Module(o.Logger, "daemon"), readyCh: make(chan struct{}), stopping: make(chan struct{}), stopped: make(chan struct{}), converged: make(chan struct{}),
-		startedAt: o.Clock.Now(), runner: o.Runner}
+		startedAt: o.Clock.Now(), runner: o.Runner, pending: map[string]int{}}
 
 	// 1. Claim: an exclusive lock on the home, held for the daemon's life.
 	lock, err := os.OpenFile(filepath.Join(o.Home, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
@@ -133,7 +137,23 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, contract.Errorf(contract.CodeDaemonAlreadyRunning, "another simlock daemon owns %s", o.Home)
 	}
 	d.lock = lock
+	// A start that fails undoes what it made: a stale socket, pid file or
+	// admin secret would tell the next client a daemon is there. Holding
+	// the lock, every such file is ours to remove.
+	var hln net.Listener
 	fail := func(err error) (*Daemon, error) {
+		if d.cancel != nil {
+			d.cancel()
+		}
+		if hln != nil {
+			hln.Close()
+		}
+		if d.ln != nil {
+			d.ln.Close()
+		}
+		_ = os.Remove(paths.Socket)
+		_ = os.Remove(paths.PID)
+		_ = os.Remove(paths.AdminToken)
 		d.closeResources()
 		return nil, err
 	}
@@ -144,11 +164,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w", paths.Socket, err))
 	}
+	d.ln = ln
 	if err := os.Chmod(paths.Socket, 0o600); err != nil {
-		ln.Close()
 		return fail(err)
 	}
-	d.ln = ln
+	// The HTTP port is claimed next, before anything is served or written:
+	// a port already taken is the commonest failed start, and it must fail
+	// before any client can connect and be cut off.
+	if o.Config.HTTP.Enabled || o.Config.Mode == "gateway" {
+		if hln, err = net.Listen("tcp", o.Config.HTTP.Listen); err != nil {
+			return fail(fmt.Errorf("http listen on %s: %w", o.Config.HTTP.Listen, err))
+		}
+	}
 	_ = os.WriteFile(paths.PID, []byte(fmt.Sprint(d.pid)), 0o600)
 
 	// 2. A fresh admin secret per start; only its hash stays in memory.
@@ -169,7 +196,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	d.bus = events.New(o.Config.EventBuffer.Size, o.Clock.Now)
 	if o.Config.Mode == "gateway" {
-		if err := d.startGateway(o, ln); err != nil {
+		if err := d.startGateway(o, ln, hln); err != nil {
 			return fail(err)
 		}
 		return d, nil
@@ -212,13 +239,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}()
 	// The HTTP listener starts with the socket, before convergence; its
 	// requests park on the same readiness gate.
-	if o.Config.HTTP.Enabled {
-		hln, err := net.Listen("tcp", o.Config.HTTP.Listen)
-		if err != nil {
-			cancel()
-			ln.Close()
-			return fail(fmt.Errorf("http listen on %s: %w", o.Config.HTTP.Listen, err))
-		}
+	if hln != nil {
 		d.http = httpapi.New(httpapi.Options{Backend: httpAdapter{socketAdapter{d}},
 			Logger: ports.Module(o.Logger, "http"), Clock: o.Clock, Version: o.Version})
 		d.httpDone = make(chan struct{})
@@ -357,6 +378,11 @@ func (d *Daemon) Hello(_ context.Context, in contract.HelloIn) (contract.HelloOu
 			return contract.HelloOut{}, contract.Session{}, contract.Errorf(contract.CodeAdminAuthFailed, "the credential is not a valid admin secret or token")
 		}
 		role = r
+	}
+	for field, v := range map[string]string{"principal": in.Principal, "client": in.Client} {
+		if err := contract.ValidateIdentifier(field, v); err != nil {
+			return contract.HelloOut{}, contract.Session{}, contract.AsError(err)
+		}
 	}
 	principal := in.Principal
 	if principal == "" {

@@ -21,9 +21,7 @@ func toContractError(err error) *contract.Error {
 	}
 	var rl *core.RequesterLeasedError
 	if errors.As(err, &rl) {
-		return contract.Errorf(contract.CodeRequesterLeased, "this requester already holds lease %s", rl.LeaseID).
-			WithDetails("leaseId", rl.LeaseID).
-			WithNext("release " + rl.LeaseID + " first (`simlock release " + rl.LeaseID + "`), or use a different --requester")
+		return requesterLeased(rl, true)
 	}
 	var se *core.SpecError
 	details := map[string]any(nil)
@@ -73,4 +71,17 @@ func toContractError(err error) *contract.Error {
 		}
 	}
 	return contract.Errorf(contract.CodeInternal, "%s", err.Error())
+}
+
+// requesterLeased maps a one-lease-per-requester refusal. Only the lease's
+// owner (or an admin) is told which lease it is: to anyone else the id
+// would be a handle on another principal's device.
+func requesterLeased(rl *core.RequesterLeasedError, visible bool) *contract.Error {
+	if !visible {
+		return contract.Errorf(contract.CodeRequesterLeased, "this requester id already holds a lease that is not yours").
+			WithNext("use a different --requester")
+	}
+	return contract.Errorf(contract.CodeRequesterLeased, "this requester already holds lease %s", rl.LeaseID).
+		WithDetails("leaseId", rl.LeaseID).
+		WithNext("release " + rl.LeaseID + " first (`simlock release " + rl.LeaseID + "`), or use a different --requester")
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"path/filepath"
 	"time"
@@ -21,7 +20,7 @@ import (
 // reaper, health monitor or capacity strategy; the same contract served
 // over the socket and HTTP, answered from worker views; workers join over
 // uplinks that upgrade from the HTTP listener.
-func (d *Daemon) startGateway(o Options, ln net.Listener) error {
+func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 	if keys := o.Config.IgnoredInGateway(); len(keys) > 0 {
 		d.log.Warn("a gateway ignores these configuration keys", "keys", keys)
 	}
@@ -61,13 +60,7 @@ func (d *Daemon) startGateway(o Options, ln net.Listener) error {
 
 	// A gateway always listens on HTTP: that is how agents reach it and
 	// what uplinks upgrade from.
-	listen := o.Config.HTTP.Listen
-	hln, err := net.Listen("tcp", listen)
-	if err != nil {
-		cancel()
-		ln.Close()
-		return fmt.Errorf("http listen on %s: %w", listen, err)
-	}
+	// (Start claimed the port before anything was served.)
 	acceptor := &uplink.Acceptor{
 		Log: ports.Module(o.Logger, "uplink"),
 		Verify: func(ctx context.Context, bearer string) (string, bool, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -77,13 +78,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		}
 		return contract.LeaseReleaseOut{LeaseID: in.LeaseID, Released: true}, nil
 	})
-	dispatch.Handle(disp, contract.LeaseReleaseAll, func(_ context.Context, call *dispatch.Call, _ contract.LeaseReleaseAllIn) (contract.LeaseReleaseAllOut, error) {
-		ids := d.engine.ReleaseWhere(func(l core.LeaseRecord) bool { return owns(call.Session, l) })
-		if ids == nil {
-			ids = []string{}
-		}
-		return contract.LeaseReleaseAllOut{Released: ids}, nil
-	})
+	dispatch.Handle(disp, contract.LeaseReleaseAll, d.leaseReleaseAll)
 	dispatch.Handle(disp, contract.LeaseCancel, func(_ context.Context, call *dispatch.Call, in contract.LeaseCancelIn) (contract.LeaseCancelOut, error) {
 		req := in.RequesterID
 		if req == "" {
@@ -163,6 +158,38 @@ func owns(s contract.Session, l core.LeaseRecord) bool {
 	return s.Role == contract.RoleAdmin || l.OwnerID == s.Principal
 }
 
+// leaseReleaseAll releases the leases of one requester namespace: the
+// requester itself and the ids scoped under it ("<requester>/..."), so an
+// agent's plain release-all covers every requester id it used. Every lease
+// of everyone takes an explicit everyone flag and the admin role: a local
+// CLI is admin, and "release all" must not mean "release other people's".
+func (d *Daemon) leaseReleaseAll(_ context.Context, call *dispatch.Call, in contract.LeaseReleaseAllIn) (contract.LeaseReleaseAllOut, error) {
+	var match func(core.LeaseRecord) bool
+	if in.Everyone {
+		if call.Session.Role != contract.RoleAdmin {
+			return contract.LeaseReleaseAllOut{}, contract.Errorf(contract.CodeForbidden, "releasing every requester's leases needs the admin role").
+				WithNext("drop --everyone to release your own leases, or connect with an operator credential")
+		}
+		if in.RequesterID != "" {
+			return contract.LeaseReleaseAllOut{}, contract.Errorf(contract.CodeBadRequest, "everyone and requesterId exclude each other")
+		}
+		match = func(core.LeaseRecord) bool { return true }
+	} else {
+		req := in.RequesterID
+		if req == "" {
+			req = call.Session.Principal
+		}
+		match = func(l core.LeaseRecord) bool {
+			return owns(call.Session, l) && (l.RequesterID == req || strings.HasPrefix(l.RequesterID, req+"/"))
+		}
+	}
+	ids := d.engine.ReleaseWhere(match)
+	if ids == nil {
+		ids = []string{}
+	}
+	return contract.LeaseReleaseAllOut{Released: ids}, nil
+}
+
 func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
 	if in.Platform == "" {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
@@ -182,6 +209,11 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 		}
 		owner = in.OwnerID
 	}
+	done, err := d.admitPending(owner)
+	if err != nil {
+		return contract.Lease{}, err
+	}
+	defer done()
 	allow := false
 	switch d.cfg.Downloads.Policy {
 	case "always":
@@ -208,12 +240,41 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 					"%s, and downloads.policy is never, so --allow-download cannot install it", ce.Message).WithDetails("policy", "never")
 			}
 		}
+		var rl *core.RequesterLeasedError
+		if errors.As(err, &rl) {
+			// The lease id is the holder's to know: a caller that is not
+			// its owner learns only that the requester is taken.
+			l, ok := d.engine.Lease(rl.LeaseID)
+			return contract.Lease{}, requesterLeased(rl, ok && owns(call.Session, l))
+		}
 		return contract.Lease{}, err
 	}
 	out := d.leaseOut(g.Lease)
 	dev := d.deviceOut(g.Device, g.Lease.ID)
 	out.Device = &dev
 	return out, nil
+}
+
+// admitPending counts a lease request against its owner's cap on requests
+// in flight (queue.maxPerPrincipal) and returns the function that uncounts
+// it. The count is taken before the engine sees the request, so concurrent
+// calls cannot overshoot it.
+func (d *Daemon) admitPending(owner string) (func(), error) {
+	limit := d.cfg.Queue.MaxPerPrincipal
+	d.pendingMu.Lock()
+	defer d.pendingMu.Unlock()
+	if n := d.pending[owner]; limit > 0 && n >= limit {
+		return nil, contract.Errorf(contract.CodeQueueLimit, "%s already has %d lease requests waiting; at most %d may wait at once", owner, n, limit).
+			WithDetails("limit", limit).WithRetryAfter(5000)
+	}
+	d.pending[owner]++
+	return func() {
+		d.pendingMu.Lock()
+		defer d.pendingMu.Unlock()
+		if d.pending[owner]--; d.pending[owner] <= 0 {
+			delete(d.pending, owner)
+		}
+	}, nil
 }
 
 func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {

@@ -1,6 +1,7 @@
 // Package dispatch is the one dispatcher every frontend calls, for a worker
 // daemon and a fleet gateway alike: it runs each contract operation through a
-// fixed pipeline (decode strictly, check the role, run the declared
+// fixed pipeline (decode strictly and validate identifiers, scope requester
+// ids to the caller, check the role, run the declared
 // authorization, park on readiness, call the typed handler, check the
 // output). It knows nothing of devices: handlers and the error mapping are
 // supplied by whoever builds it.
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -25,6 +27,7 @@ type Call struct {
 
 	mu    sync.Mutex
 	after []func()
+	log   *slog.Logger // the dispatcher's, set when the call is dispatched
 }
 
 // After registers f to run once the frontend has written the response
@@ -38,12 +41,27 @@ func (c *Call) After(f func()) {
 // RunAfter runs the registered hooks; frontends call it after responding.
 func (c *Call) RunAfter() {
 	c.mu.Lock()
-	hooks := c.after
+	hooks, log := c.after, c.log
 	c.after = nil
 	c.mu.Unlock()
-	for _, f := range hooks {
-		f()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	for _, f := range hooks {
+		runHook(log, f)
+	}
+}
+
+// runHook runs one after-response hook; a panic in it is a bug in that
+// hook, and must not take the frontend's connection loop (and so the
+// daemon) down with it.
+func runHook(log *slog.Logger, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("after-response hook panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	f()
 }
 
 // Push sends a push tied to this request, if the frontend can push.
@@ -109,6 +127,9 @@ func Handle[In, Out any](d *Dispatcher, op contract.Operation[In, Out], h func(c
 
 // Dispatch runs method for call with raw params.
 func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, params json.RawMessage) (any, *contract.Error) {
+	call.mu.Lock()
+	call.log = d.o.Log
+	call.mu.Unlock()
 	op, ok := d.ops[method]
 	if !ok {
 		return nil, contract.Errorf(contract.CodeUnknownOperation, "unknown operation %q", method)
@@ -120,6 +141,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 	if err != nil {
 		return nil, d.o.MapError(err)
 	}
+	// A non-admin caller's requester ids are confined to its own
+	// namespace before any handler (worker or gateway) sees them.
+	in = contract.ScopeInput(call.Session, in)
 	if !call.Session.Role.Allows(op.Role) {
 		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the %s role; this session is %s", op.Name, op.Role, call.Session.Role)
 	}
@@ -131,7 +155,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 			return nil, d.o.MapError(err)
 		}
 	}
-	out, herr := d.handlers[method](ctx, call, in)
+	out, herr := d.call(ctx, call, method, in)
 	if herr != nil {
 		ce := d.o.MapError(herr)
 		if ce.Code == contract.CodeInternal {
@@ -144,6 +168,21 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 		return nil, d.o.MapError(err)
 	}
 	return out, nil
+}
+
+// call runs the handler for method, turning a panic into an INTERNAL error:
+// one bad request must never take the daemon and everyone's leases with it.
+// Every frontend (socket, HTTP, uplink, and MCP through the socket) reaches
+// handlers only through here.
+func (d *Dispatcher) call(ctx context.Context, call *Call, method string, in any) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.o.Log.Error("operation panicked", "op", method, "principal", call.Session.Principal,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			out, err = nil, contract.Errorf(contract.CodeInternal, "%s failed unexpectedly (a daemon bug); the daemon keeps running", method)
+		}
+	}()
+	return d.handlers[method](ctx, call, in)
 }
 
 // authorize implements the contract's declared extra checks.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,35 @@ func TestOwnershipIsCheckedOnlyAfterTheRegistryIsLoaded(t *testing.T) {
 	close(gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A handler that panics answers INTERNAL, logs the stack, and leaves the
+// dispatcher serving; so does a panicking after-response hook.
+func TestHandlerPanicAnswersInternalAndKeepsServing(t *testing.T) {
+	var logged strings.Builder
+	d := New(Options{Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	Handle(d, contract.StatusGet, func(_ context.Context, call *Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
+		call.After(func() { panic("hook boom") })
+		var devices []contract.Device
+		_ = devices[len(call.Session.Principal)] // index out of range: a real runtime panic
+		return contract.StatusGetOut{}, nil
+	})
+	Handle(d, contract.ListGet, func(context.Context, *Call, contract.ListGetIn) (contract.ListGetOut, error) {
+		return contract.ListGetOut{}, nil
+	})
+	call := admin()
+	out, err := d.Dispatch(context.Background(), call, "status.get", nil)
+	if err == nil || err.Code != contract.CodeInternal || out != nil {
+		t.Fatalf("panicking handler answered %v, %v; want INTERNAL", out, err)
+	}
+	call.RunAfter() // must not panic
+	if _, err := d.Dispatch(context.Background(), admin(), "list.get", nil); err != nil {
+		t.Fatalf("the dispatcher stopped serving after a panic: %v", err)
+	}
+	for _, want := range []string{"operation panicked", "op=status.get", "index out of range", "dispatch_test.go", "hook boom"} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logged.String())
+		}
 	}
 }

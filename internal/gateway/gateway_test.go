@@ -256,7 +256,9 @@ func TestCancelAndQueuePositions(t *testing.T) {
 		p := carolP.progress()
 		return len(p) > 0 && p[len(p)-1].QueuePosition == 2
 	})
-	code(t, h.do(context.Background(), agent("mallory"), contract.LeaseCancel.Name, contract.LeaseCancelIn{RequesterID: "bob"}, nil, nil), contract.CodeForbidden)
+	// mallory's "bob" is her own scoped requester "mallory/bob": she
+	// cannot reach bob's request (his own cancel below still finds it).
+	code(t, h.do(context.Background(), agent("mallory"), contract.LeaseCancel.Name, contract.LeaseCancelIn{RequesterID: "bob"}, nil, nil), contract.CodeNoPendingRequest)
 	var out contract.LeaseCancelOut
 	if err := h.do(context.Background(), agent("bob"), contract.LeaseCancel.Name, contract.LeaseCancelIn{}, &out, nil); err != nil || !out.Cancelled {
 		t.Fatalf("%+v %v", out, err)
@@ -305,7 +307,7 @@ func TestLeaseIDsSplitAndForward(t *testing.T) {
 	a := newFakeWorker("3f81a2c4", h.clock)
 	h.attach(a)
 	l := h.lease(agent("alice"), contract.LeaseRequestIn{Platform: "ios", RequesterID: "job-7", TTLMs: 60000})
-	if l.LeaseID != "3f81a2c4.lse_1" || l.RequesterID != "job-7" || l.OwnerID != "alice" || l.Worker == nil || l.Worker.Label != "mac-3f81a2c4" {
+	if l.LeaseID != "3f81a2c4.lse_1" || l.RequesterID != "alice/job-7" || l.OwnerID != "alice" || l.Worker == nil || l.Worker.Label != "mac-3f81a2c4" {
 		t.Fatalf("lease %+v", l)
 	}
 	h.clock.Advance(10 * time.Second)
@@ -441,9 +443,14 @@ func TestIndexRebuiltOnReconnectAndRestart(t *testing.T) {
 	if err := h.do(context.Background(), agent("alice"), contract.LeaseRenew.Name, contract.LeaseRenewIn{LeaseID: l.LeaseID}, nil, nil); err != nil {
 		t.Fatalf("the lease must stay renewable after a restart: %v", err)
 	}
-	// release --all touches only this gateway's leases.
+	// release --all is the caller's requester's: the admin's own, none.
 	var ra contract.LeaseReleaseAllOut
-	if err := h.do(context.Background(), admin, contract.LeaseReleaseAll.Name, struct{}{}, &ra, nil); err != nil || len(ra.Released) != 3 {
+	if err := h.do(context.Background(), admin, contract.LeaseReleaseAll.Name, struct{}{}, &ra, nil); err != nil || len(ra.Released) != 0 {
+		t.Fatalf("admin release-all without everyone: %+v %v", ra, err)
+	}
+	code(t, h.do(context.Background(), agent("alice"), contract.LeaseReleaseAll.Name, contract.LeaseReleaseAllIn{Everyone: true}, nil, nil), contract.CodeForbidden)
+	// --everyone touches only this gateway's leases.
+	if err := h.do(context.Background(), admin, contract.LeaseReleaseAll.Name, contract.LeaseReleaseAllIn{Everyone: true}, &ra, nil); err != nil || len(ra.Released) != 3 {
 		t.Fatalf("%+v %v", ra, err)
 	}
 	a.mu.Lock()

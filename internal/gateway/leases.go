@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -305,9 +306,22 @@ func (g *Gateway) leaseList(ctx context.Context, call *dispatch.Call, _ contract
 }
 
 // leaseReleaseAll releases, on every connected worker, the leases this
-// gateway issued that the caller owns (all of them, for admin). It never
+// gateway issued to one requester namespace that the caller may act on
+// (every issued lease with everyone, admin only), as on a worker. It never
 // touches a lease another gateway or a worker's local agent holds.
-func (g *Gateway) leaseReleaseAll(ctx context.Context, call *dispatch.Call, _ contract.LeaseReleaseAllIn) (contract.LeaseReleaseAllOut, error) {
+func (g *Gateway) leaseReleaseAll(ctx context.Context, call *dispatch.Call, in contract.LeaseReleaseAllIn) (contract.LeaseReleaseAllOut, error) {
+	if in.Everyone && call.Session.Role != contract.RoleAdmin {
+		return contract.LeaseReleaseAllOut{}, contract.Errorf(contract.CodeForbidden, "releasing every requester's leases needs the admin role").
+			WithNext("drop --everyone to release your own leases, or use an operator token")
+	}
+	req := in.RequesterID
+	if req == "" {
+		req = call.Session.Principal
+	}
+	match := func(l contract.Lease) bool {
+		r, _ := g.own(l.RequesterID)
+		return in.Everyone || r == req || strings.HasPrefix(r, req+"/")
+	}
 	out := contract.LeaseReleaseAllOut{Released: []string{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -316,6 +330,9 @@ func (g *Gateway) leaseReleaseAll(ctx context.Context, call *dispatch.Call, _ co
 		go func(t workerLeases) {
 			defer wg.Done()
 			for _, l := range t.leases {
+				if !match(l) {
+					continue
+				}
 				var r contract.LeaseReleaseOut
 				err := g.callWorker(ctx, t.id, t.lk, contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: l.LeaseID}, &r, nil)
 				gid := joinLeaseID(t.id, l.LeaseID)

@@ -133,11 +133,13 @@ func (r ExecRunner) Run(ctx context.Context, c Command) (Result, error) {
 	case err = <-done:
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		// The exit status of a process we killed says nothing the
+		// caller needs: the context's error is the answer.
 		select {
-		case err = <-done:
+		case <-done:
 		case <-time.After(grace):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			err = <-done
+			<-done
 		}
 		res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1}
 		return res, ctx.Err()

@@ -83,9 +83,8 @@ type avd struct {
 	Err string
 }
 
-func (a avd) configPath() string   { return filepath.Join(a.Dir, avdConfigName) }
-func (a avd) userdataDir() string  { return filepath.Join(a.Dir, avdUserdataName) }
-func (a avd) snapshotsDir() string { return filepath.Join(a.Dir, avdSnapshotsName) }
+func (a avd) configPath() string  { return filepath.Join(a.Dir, avdConfigName) }
+func (a avd) userdataDir() string { return filepath.Join(a.Dir, avdUserdataName) }
 
 // imagePackage is the system image package the AVD runs.
 func (a avd) imagePackage() string { return imagePackageFromSysdir(a.Config["image.sysdir.1"]) }

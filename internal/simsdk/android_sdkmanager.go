@@ -30,7 +30,7 @@ func (s *sdk) sdkmanager(ctx context.Context, args []string) int {
 		case a == "--list" || a == "--list_installed" || a == "--version" || a == "--licenses" ||
 			a == "--install" || a == "--uninstall" || a == "--update":
 			if action != "" && action != a {
-				return s.sdkUsage(fmt.Sprintf("Error: Only one of --list, --list_installed, --install, --uninstall, --update, --licenses and --version may be given."))
+				return s.sdkUsage("Error: Only one of --list, --list_installed, --install, --uninstall, --update, --licenses and --version may be given.")
 			}
 			action = a
 		case hasVal && slices.Contains([]string{"--sdk_root", "--channel", "--proxy", "--proxy_host", "--proxy_port", "--package_file"}, name):

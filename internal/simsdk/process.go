@@ -38,10 +38,10 @@ const (
 
 // Proc is a running simulated device process.
 type Proc struct {
-	Platform string // "ios" or "android"
-	ID       string // the device's UDID, or the emulator's serial
-	PID      int
-	Name     string // device name, or the AVD an emulator runs
+	Platform string `json:"platform"` // "ios" or "android"
+	ID       string `json:"id"`       // the device's UDID, or the emulator's serial
+	PID      int    `json:"pid"`
+	Name     string `json:"name"` // device name, or the AVD an emulator runs
 }
 
 // procEntry is the registry record of a running device process, kept in

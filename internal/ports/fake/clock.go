@@ -21,12 +21,11 @@ type Clock struct {
 }
 
 type timer struct {
-	c       *Clock
-	at      time.Time
-	seq     int
-	f       func()
-	ch      chan time.Time
-	stopped bool
+	c   *Clock
+	at  time.Time
+	seq int
+	f   func()
+	ch  chan time.Time
 }
 
 // NewClock returns a clock reading start.
