@@ -58,6 +58,9 @@ type Config struct {
 	Health      HealthPolicy
 	Cleanup     CleanupPolicy
 	WarmTargets []WarmTarget
+	// RequestRetention keeps settled lease request receipts this long
+	// (default DefaultRequestRetention).
+	RequestRetention time.Duration
 }
 
 // Deps are the engine's collaborators.
@@ -73,6 +76,11 @@ type Deps struct {
 	// DiskFree reports free bytes on the volume holding the device roots
 	// (nil: unknown, disk pressure never detected).
 	DiskFree func() (uint64, error)
+	// Requests stores lease request receipts (nil: kept in memory only).
+	Requests RequestStore
+	// Classify names a refusal in the daemon's vocabulary for its receipt,
+	// so a replay after a restart answers the same code.
+	Classify func(error) RequestError
 }
 
 // Engine is the lease engine: registry, leases, queue, capacity and the
@@ -112,6 +120,8 @@ type Engine struct {
 	cleanTimer  ports.Timer
 	pressure    bool       // last disk pressure reading, for edge-triggering
 	warmSpecs   []warmSpec // resolved warm-pool targets
+
+	reqs *requestBook // durable lease requests, see requests.go
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -142,6 +152,7 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
+	e.reqs = newRequestBook(cfg, d)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }

@@ -257,7 +257,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 		})
 	}
 	e.resolveWarmTargets(ctx)
-	return nil
+	return e.recoverRequests(ctx)
 }
 
 // reconcileReady compares unleased ready devices with what their drivers
@@ -365,4 +365,5 @@ func (e *Engine) Stop(ctx context.Context) {
 	}
 	e.mu.Unlock()
 	e.bgCancel()
+	e.reqs.wg.Wait()
 }

@@ -70,6 +70,10 @@ type LeaseRecord struct {
 	GrantedAt     time.Time
 	ExpiresAt     time.Time
 	LastRenewedAt time.Time
+	// RequestID names the lease request this lease was granted to; Timing
+	// records how it was served (both empty for leases older than them).
+	RequestID string
+	Timing    *Timing
 }
 
 // Snapshot is the whole persisted registry.

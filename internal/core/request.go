@@ -17,11 +17,20 @@ type Request struct {
 	NoWait      bool
 	RequesterID string
 	OwnerID     string
+	// IdempotencyKey makes a repeat of this request return the first one's
+	// outcome (ADR 0017); empty: none.
+	IdempotencyKey string
+	// Downloaded reports, after spec resolution, whether the driver had to
+	// install the OS runtime (nil: never); it marks the admission path.
+	Downloaded func() bool
+
+	rq *requestEntry // the stored request this admission serves
 }
 
 // Progress reports a pending request's phase.
 type Progress struct {
 	Phase         string // queued, evicting, provisioning, booting, granted
+	RequestID     string
 	QueuePosition int
 	DeviceID      string
 	ETA           time.Duration
@@ -52,12 +61,14 @@ type waiter struct {
 	evicting   bool        // an eviction on this waiter's behalf is in flight
 	abandoned  bool        // the caller went away while work was in flight
 	lastPos    int
+	rq         *requestEntry // its stored request (nil for none)
 }
 
-// Request asks for a lease. It resolves the spec through the driver (outside
-// the decision section: resolution may shell out or even download), then
-// joins the FIFO queue and waits for a grant, a timeout, a cancel or ctx.
-func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
+// request serves one admission of a stored request (see Request in
+// requests.go). It resolves the spec through the driver (outside the
+// decision section: resolution may shell out or even download), then joins
+// the FIFO queue and waits for a grant, a timeout, a cancel or ctx.
+func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -85,7 +96,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 	}
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl,
-		progress: progress, done: make(chan result, 1), phase: "queued"}
+		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq}
 	var refuse error
 	e.section(func() {
 		if e.stopping {
@@ -101,6 +112,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 			return
 		}
 		w.enqueuedAt = e.now()
+		e.bindLocked(w)
 		e.queue = append(e.queue, w)
 		e.scheduleLocked()
 		if r.NoWait && !w.working && inQueue(e.queue, w) {
@@ -367,6 +379,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		ID: "lse_" + e.newID(), DeviceID: id, RequesterID: w.requester, OwnerID: w.owner,
 		Platform: d.Platform, TTL: w.ttl, GrantedAt: now, ExpiresAt: now.Add(w.ttl), LastRenewedAt: now,
 	}
+	w.stampLease(&l, now)
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}}); err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
 		e.removeLocked(w)
@@ -376,7 +389,8 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	e.removeLocked(w)
 	e.armExpiryLocked(l)
 	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: id, RequesterID: l.RequesterID, Platform: d.Platform,
-		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID}})
+		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID,
+			"requestId": l.RequestID, "timing": l.Timing.Data()}})
 	e.pushLocked(w, Progress{Phase: "granted", DeviceID: id})
 	w.deliver(result{grant: Grant{Lease: l, Device: d}})
 }
@@ -393,7 +407,9 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 	eta := drv.Estimate(OpBoot)
 	e.goBackground(func(ctx context.Context) {
 		w.push(Progress{Phase: "booting", DeviceID: id, ETA: eta})
+		w.begin(PhaseBoot, e.now())
 		err := drv.MakeReady(ctx, d.Ref())
+		w.end(PhaseBoot, e.now())
 		e.section(func() {
 			e.reservations[p]--
 			delete(e.opLocks, id)
@@ -424,7 +440,9 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 	drv := e.drivers[p]
 	e.goBackground(func(ctx context.Context) {
 		w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
+		w.begin(PhaseProvision, e.now())
 		prov, err := drv.Provision(ctx, spec)
+		w.end(PhaseProvision, e.now())
 		if err != nil {
 			e.section(func() {
 				e.reservations[p]--
@@ -455,7 +473,9 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 			}
 		})
 		w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
+		w.begin(PhaseBoot, e.now())
 		err = drv.MakeReady(ctx, ref)
+		w.end(PhaseBoot, e.now())
 		e.section(func() {
 			e.reservations[p]--
 			delete(e.opLocks, id)
@@ -546,11 +566,13 @@ func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 	e.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: drv.Estimate(OpShutdown)})
 	e.goBackground(func(ctx context.Context) {
 		var err error
+		w.begin(PhaseEvict, e.now())
 		if destroy {
 			err = drv.Destroy(ctx, d.Ref())
 		} else {
 			err = drv.Shutdown(ctx, d.Ref())
 		}
+		w.end(PhaseEvict, e.now())
 		e.section(func() {
 			delete(e.opLocks, id)
 			w.evicting = false
