@@ -118,9 +118,14 @@ type requestEntry struct {
 	cancel     context.CancelFunc
 
 	mu   sync.Mutex // guards subs, nextSub, last: progress is pushed outside the decision section
-	subs map[int]func(Progress)
+	subs map[int]*subscriber
 	next int
 	last *Progress
+}
+
+type subscriber struct {
+	f       func(Progress)
+	granted bool // saw the granted push
 }
 
 type outcome struct {
@@ -225,7 +230,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	}
 	b.seq++
 	if fresh {
-		rq = &requestEntry{subs: map[int]func(Progress){}}
+		rq = &requestEntry{subs: map[int]*subscriber{}}
 		b.byID[rec.ID] = rq
 		if rec.IdempotencyKey != "" {
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
@@ -256,6 +261,9 @@ func (e *Engine) awaitRequest(ctx context.Context, rq *requestEntry, out *outcom
 	defer rq.unsubscribe(id)
 	select {
 	case <-out.done:
+		if out.err == nil {
+			rq.grantedPush(id, out.grant)
+		}
 		return out.grant, out.err
 	case <-ctx.Done():
 	}
@@ -352,12 +360,25 @@ func (rq *requestEntry) subscribe(f func(Progress)) int {
 	defer rq.mu.Unlock()
 	rq.next++
 	if f != nil {
-		rq.subs[rq.next] = f
-		if rq.last != nil {
+		sub := &subscriber{f: f}
+		rq.subs[rq.next] = sub
+		if rq.last != nil && rq.last.Phase != "granted" {
 			f(*rq.last) // a caller that attaches late learns where the request stands
 		}
 	}
 	return rq.next
+}
+
+// grantedPush makes sure a caller sees the granted progress before its
+// answer: the engine pushes it after leaving the decision section, which
+// may be after the outcome reached this caller.
+func (rq *requestEntry) grantedPush(id int, g Grant) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if sub := rq.subs[id]; sub != nil && !sub.granted {
+		sub.granted = true
+		sub.f(Progress{Phase: "granted", DeviceID: g.Device.ID, RequestID: rq.rec.ID})
+	}
 }
 
 func (rq *requestEntry) unsubscribe(id int) {
@@ -374,8 +395,14 @@ func (rq *requestEntry) push(p Progress) {
 		p.RequestID = rq.rec.ID
 	}
 	rq.last = &p
-	for _, f := range rq.subs {
-		f(p)
+	for _, sub := range rq.subs {
+		if p.Phase == "granted" {
+			if sub.granted {
+				continue
+			}
+			sub.granted = true
+		}
+		sub.f(p)
 	}
 }
 
@@ -456,7 +483,7 @@ func (e *Engine) recoverRequests(ctx context.Context) error {
 				return fmt.Errorf("settle an interrupted lease request: %w", err)
 			}
 		}
-		rq := &requestEntry{rec: rec, subs: map[int]func(Progress){}}
+		rq := &requestEntry{rec: rec, subs: map[int]*subscriber{}}
 		b.byID[rec.ID] = rq
 		if rec.IdempotencyKey != "" {
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
