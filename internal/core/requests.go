@@ -411,6 +411,7 @@ type RequestStatus struct {
 	Record        RequestRecord
 	QueuePosition int          // 1-based while queued and not yet served
 	Lease         *LeaseRecord // the granted lease while it lasts
+	Callers       int          // callers waiting on the current admission
 }
 
 // RequestStatus reads one request's receipt, with its live phase while it
@@ -423,6 +424,9 @@ func (e *Engine) RequestStatus(id string) (RequestStatus, error) {
 		return RequestStatus{}, ErrUnknownRequest
 	}
 	st := RequestStatus{Record: rq.rec}
+	if !rq.rec.State.Terminal() {
+		st.Callers = rq.callers
+	}
 	if w := rq.w; w != nil && !rq.rec.State.Terminal() {
 		switch w.phase {
 		case "provisioning":
