@@ -109,6 +109,7 @@ const DefaultRequestRetention = 24 * time.Hour
 
 // requestEntry is a receipt plus the live state of its current admission.
 type requestEntry struct {
+	id         string // rec.ID, fixed at creation (read without the decision section)
 	rec        RequestRecord
 	w          *waiter // while queued or being served
 	timing     *timing
@@ -230,7 +231,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	}
 	b.seq++
 	if fresh {
-		rq = &requestEntry{subs: map[int]*subscriber{}}
+		rq = &requestEntry{id: rec.ID, subs: map[int]*subscriber{}}
 		b.byID[rec.ID] = rq
 		if rec.IdempotencyKey != "" {
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
@@ -377,7 +378,7 @@ func (rq *requestEntry) grantedPush(id int, g Grant) {
 	defer rq.mu.Unlock()
 	if sub := rq.subs[id]; sub != nil && !sub.granted {
 		sub.granted = true
-		sub.f(Progress{Phase: "granted", DeviceID: g.Device.ID, RequestID: rq.rec.ID})
+		sub.f(Progress{Phase: "granted", DeviceID: g.Device.ID, RequestID: rq.id})
 	}
 }
 
@@ -392,7 +393,7 @@ func (rq *requestEntry) push(p Progress) {
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if p.RequestID == "" {
-		p.RequestID = rq.rec.ID
+		p.RequestID = rq.id
 	}
 	rq.last = &p
 	for _, sub := range rq.subs {
@@ -487,7 +488,7 @@ func (e *Engine) recoverRequests(ctx context.Context) error {
 				return fmt.Errorf("settle an interrupted lease request: %w", err)
 			}
 		}
-		rq := &requestEntry{rec: rec, subs: map[int]*subscriber{}}
+		rq := &requestEntry{id: rec.ID, rec: rec, subs: map[int]*subscriber{}}
 		b.byID[rec.ID] = rq
 		if rec.IdempotencyKey != "" {
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq

@@ -176,7 +176,6 @@ func TestRepeatWhilePendingAttachesToTheSameRequest(t *testing.T) {
 	}
 }
 
-
 func TestSameKeyDifferentBodyIsAMismatch(t *testing.T) {
 	d := newDurable(t, one(2))
 	g, err := d.do(keyed("ci", "k", "Phone"))
