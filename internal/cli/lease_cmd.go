@@ -28,6 +28,9 @@ type leaseLine struct {
 	RequesterID string           `json:"requesterId"`
 	GrantedAt   time.Time        `json:"grantedAt"`
 	Device      *contract.Device `json:"device"`
+	// RequestID and Timing: the request it was granted to and how it was served.
+	RequestID string                `json:"requestId,omitempty"`
+	Timing    *contract.LeaseTiming `json:"timing,omitempty"`
 }
 
 func (a *app) leaseCmd() *cobra.Command {
@@ -45,6 +48,12 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in.TTLMs = ttl.Milliseconds()
 			in.TimeoutMs = timeout.Milliseconds()
+			if in.IdempotencyKey != "" && in.RequesterID == "" {
+				// The key is scoped to its requester, and this process's
+				// default requester is new with every run.
+				return contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
+					WithNext("pass the same --requester with every repeat of the request")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			c, err := a.connect(ctx, false)
@@ -65,7 +74,7 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 				return err
 			}
 			line := leaseLine{LeaseID: l.LeaseID, ExpiresAt: l.ExpiresAt, TTLMs: l.TTLMs, Role: c.Hello().Role,
-				RequesterID: l.RequesterID, GrantedAt: l.GrantedAt, Device: l.Device}
+				RequesterID: l.RequesterID, GrantedAt: l.GrantedAt, Device: l.Device, RequestID: l.RequestID, Timing: l.Timing}
 			if err := a.printJSON(line); err != nil {
 				return err
 			}

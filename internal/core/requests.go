@@ -164,15 +164,15 @@ func newRequestBook(cfg Config, d Deps) *requestBook {
 func keyOf(requester, key string) string { return requester + "\x00" + key }
 
 // fingerprint digests what the caller asked for. The key and the requester
-// are the identity, not the body.
+// are the identity, not the body; the owner is the caller's session (a CLI
+// process, a token), which a retry may legitimately change.
 func fingerprint(r Request) string {
 	b, _ := json.Marshal(struct {
 		Platform, Model, OSVersion string
 		AllowDownload, NoWait      bool
 		TTL, Timeout               int64
-		Owner                      string
 	}{r.Spec.Platform, r.Spec.Model, r.Spec.OSVersion, r.Spec.AllowDownload, r.NoWait,
-		r.TTL.Milliseconds(), r.Timeout.Milliseconds(), r.OwnerID})
+		r.TTL.Milliseconds(), r.Timeout.Milliseconds()})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
