@@ -100,6 +100,9 @@ func TestIdempotentLeaseSurvivesKill9(t *testing.T) {
 	if failed.State != "failed" || failed.Error == nil || failed.Error.Code != "DAEMON_RESTARTED" || !failed.Error.Retryable || !failed.Interrupted {
 		t.Fatalf("queued receipt after restart: %+v", failed)
 	}
+	if out := w.mustRun("status"); !strings.Contains(out, "provision, wait ") {
+		t.Fatalf("status does not show how the lease was served:\n%s", out)
+	}
 	st := w.status()
 	if len(st.Leases) != 1 || len(st.Devices) != 1 {
 		t.Fatalf("after the repeats: %d leases, %d devices", len(st.Leases), len(st.Devices))
