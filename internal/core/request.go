@@ -62,6 +62,7 @@ type waiter struct {
 	abandoned  bool        // the caller went away while work was in flight
 	lastPos    int
 	rq         *requestEntry // its stored request (nil for none)
+	out        *outcome      // the admission of rq it serves
 }
 
 // request serves one admission of a stored request (see Request in
@@ -240,6 +241,7 @@ func (e *Engine) Cancel(requester string) error {
 		return ErrNoPending
 	}
 	w.deliver(result{err: ErrCancelled})
+	w.awaitSettled()
 	e.notifyPositions()
 	return nil
 }
@@ -380,7 +382,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		Platform: d.Platform, TTL: w.ttl, GrantedAt: now, ExpiresAt: now.Add(w.ttl), LastRenewedAt: now,
 	}
 	w.stampLease(&l, now)
-	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}}); err != nil {
+	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)}); err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
 		e.removeLocked(w)
 		w.deliver(result{err: err})

@@ -115,6 +115,7 @@ type requestEntry struct {
 	timing     *timing
 	downloaded func() bool
 	out        *outcome // the current admission's outcome; nil for one loaded from the store
+	committed  string   // the lease whose grant commit already stored this receipt as granted
 	callers    int
 	cancel     context.CancelFunc
 
@@ -237,7 +238,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
 		}
 	}
-	rq.rec, rq.callers, rq.w = rec, 1, nil
+	rq.rec, rq.callers, rq.w, rq.committed = rec, 1, nil, ""
 	rq.timing, rq.downloaded = newTiming(now), r.Downloaded
 	rq.out = &outcome{done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(e.bg)
@@ -279,6 +280,14 @@ func (e *Engine) awaitRequest(ctx context.Context, rq *requestEntry, out *outcom
 	return Grant{}, ctx.Err()
 }
 
+// awaitSettled waits until w's request has recorded its outcome, so a read
+// right after a cancel sees it. Call it outside the decision section.
+func (w *waiter) awaitSettled() {
+	if w != nil && w.rq != nil && w.out != nil {
+		<-w.out.done
+	}
+}
+
 // bindLocked ties a queued waiter to its request (called where the waiter
 // is admitted to the queue).
 func (e *Engine) bindLocked(w *waiter) {
@@ -287,7 +296,7 @@ func (e *Engine) bindLocked(w *waiter) {
 		return
 	}
 	now := e.now()
-	rq.w = w
+	rq.w, w.out = w, rq.out
 	rq.timing.admit(now)
 	if rq.downloaded != nil && rq.downloaded() {
 		rq.timing.mu.Lock()
@@ -323,7 +332,9 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 		re := b.classify(err)
 		rec.Error = &re
 	}
-	if perr := b.store.PutRequest(context.Background(), rec); perr != nil {
+	if err == nil && rq.committed == g.Lease.ID {
+		// Stored with the grant, in one transaction.
+	} else if perr := b.store.PutRequest(context.Background(), rec); perr != nil {
 		// The outcome still reaches the callers; after a restart the
 		// receipt reads as interrupted, or as granted when its lease was
 		// committed (the lease row names the request).
@@ -332,6 +343,22 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 	rq.rec, rq.w = rec, nil
 	out.grant, out.err = g, err
 	close(out.done)
+}
+
+// grantedReceiptLocked is the receipt to commit with w's grant of l: one
+// transaction for both when the registry store also keeps receipts (the
+// daemon's database does), nothing otherwise (settleRequest writes it).
+func (e *Engine) grantedReceiptLocked(w *waiter, l LeaseRecord) []RequestRecord {
+	if w == nil || w.rq == nil {
+		return nil
+	}
+	if rs, ok := e.store.(RequestStore); !ok || rs != e.reqs.store {
+		return nil
+	}
+	rec := w.rq.rec
+	rec.State, rec.LeaseID, rec.Timing, rec.UpdatedAt = RequestGranted, l.ID, l.Timing, l.GrantedAt
+	w.rq.committed = l.ID
+	return []RequestRecord{rec}
 }
 
 // replayLocked answers a repeat of a settled request with its outcome.

@@ -90,6 +90,11 @@ func (db *DB) Apply(ctx context.Context, c core.Changes) error {
 				return fmt.Errorf("store: put device %s: %w", c.PutDevices[i].ID, err)
 			}
 		}
+		for _, r := range c.PutRequests {
+			if err := putRequest(ctx, q, r); err != nil {
+				return err
+			}
+		}
 		for _, l := range c.PutLeases {
 			args, err := leaseArgs(l)
 			if err != nil {

@@ -31,6 +31,10 @@ const upsertRequest = `INSERT INTO lease_requests (` + requestColumns + `)
 // second request under the same (requester, key) fails on the unique index:
 // the engine never makes one, and the store refuses to either.
 func (db *DB) PutRequest(ctx context.Context, r core.RequestRecord) error {
+	return db.immediate(ctx, func(q querier) error { return putRequest(ctx, q, r) })
+}
+
+func putRequest(ctx context.Context, q querier, r core.RequestRecord) error {
 	timing, err := encodeTiming(r.Timing)
 	if err != nil {
 		return fmt.Errorf("store: request %s: %w", r.ID, err)
@@ -39,15 +43,13 @@ func (db *DB) PutRequest(ctx context.Context, r core.RequestRecord) error {
 	if r.Error != nil {
 		code, msg, retry = r.Error.Code, r.Error.Message, r.Error.Retryable
 	}
-	return db.immediate(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, upsertRequest, r.ID, r.RequesterID, r.OwnerID, nullString(r.IdempotencyKey),
-			r.Fingerprint, r.Platform, string(r.State), nullString(r.LeaseID), code, msg, retry, r.Interrupted,
-			r.CreatedAt.UnixMilli(), r.UpdatedAt.UnixMilli(), r.Seq, timing)
-		if err != nil {
-			return fmt.Errorf("store: put request %s: %w", r.ID, err)
-		}
-		return nil
-	})
+	_, err = q.ExecContext(ctx, upsertRequest, r.ID, r.RequesterID, r.OwnerID, nullString(r.IdempotencyKey),
+		r.Fingerprint, r.Platform, string(r.State), nullString(r.LeaseID), code, msg, retry, r.Interrupted,
+		r.CreatedAt.UnixMilli(), r.UpdatedAt.UnixMilli(), r.Seq, timing)
+	if err != nil {
+		return fmt.Errorf("store: put request %s: %w", r.ID, err)
+	}
+	return nil
 }
 
 // LoadRequests reads every receipt in admission order.

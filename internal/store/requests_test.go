@@ -85,3 +85,27 @@ func TestLeaseKeepsItsRequestAndTiming(t *testing.T) {
 		t.Fatalf("lease round trip: %+v, want %+v", snap.Leases, l)
 	}
 }
+
+func TestGrantAndItsReceiptCommitTogether(t *testing.T) {
+	db, _ := newTestDB(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	r := core.RequestRecord{ID: "req_g", RequesterID: "req-g", OwnerID: "o", Fingerprint: "f", Platform: "ios",
+		State: core.RequestGranted, LeaseID: "lse_g", CreatedAt: at, UpdatedAt: at, Seq: 1}
+	l := fullLease("lse_g", "dev_g", "req-g")
+	// A lease on a device that does not exist fails the commit: the receipt
+	// must not land without it.
+	if err := db.Apply(ctx, core.Changes{PutLeases: []core.LeaseRecord{l}, PutRequests: []core.RequestRecord{r}}); err == nil {
+		t.Fatal("a lease without its device committed")
+	}
+	if got, _ := db.LoadRequests(ctx); len(got) != 0 {
+		t.Fatalf("receipt landed without its grant: %+v", got)
+	}
+	if err := db.Apply(ctx, core.Changes{PutDevices: []core.DeviceRecord{fullDevice("dev_g")}, PutLeases: []core.LeaseRecord{l},
+		PutRequests: []core.RequestRecord{r}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.LoadRequests(ctx); len(got) != 1 || got[0].State != core.RequestGranted {
+		t.Fatalf("receipt %+v", got)
+	}
+}
