@@ -58,6 +58,9 @@ type Config struct {
 	Health      HealthPolicy
 	Cleanup     CleanupPolicy
 	WarmTargets []WarmTarget
+	// RequestRetention keeps settled lease request receipts this long
+	// (default DefaultRequestRetention).
+	RequestRetention time.Duration
 }
 
 // Deps are the engine's collaborators.
@@ -75,6 +78,11 @@ type Deps struct {
 	DiskFree func() (uint64, error)
 	// Hooks observe every device operation (ops.go); nil is NoOpHooks.
 	Hooks OpHooks
+	// Requests stores lease request receipts (nil: kept in memory only).
+	Requests RequestStore
+	// Classify names a refusal in the daemon's vocabulary for its receipt,
+	// so a replay after a restart answers the same code.
+	Classify func(error) RequestError
 }
 
 // Engine is the lease engine: registry, leases, queue, capacity and the
@@ -123,6 +131,7 @@ type Engine struct {
 	warmSpecs   []warmSpec // resolved warm-pool targets
 
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
+	reqs       *requestBook             // durable lease requests, see requests.go
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -157,6 +166,7 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
+	e.reqs = newRequestBook(cfg, d)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }

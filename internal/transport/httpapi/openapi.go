@@ -184,6 +184,9 @@ func routeOperation(rt route) map[string]any {
 	case kindLeaseRequest:
 		params = append(params, map[string]any{"name": "Prefer", "in": "header", "required": false,
 			"description": "wait=N (seconds, capped at 60; default 20) or respond-async.", "schema": map[string]any{"type": "string"}})
+		params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
+			"description": "The body's idempotencyKey: a repeat with the same key returns the first request's outcome.",
+			"schema":      map[string]any{"type": "string", "maxLength": 256}})
 		responses["201"] = response("Granted.", map[string]any{
 			mediaJSON:   map[string]any{"schema": schemaOf(rt.op.Out)},
 			mediaNDJSON: map[string]any{"schema": ref("NDJSONLine")},
