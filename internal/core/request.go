@@ -521,6 +521,9 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	e.section(func() {
 		d := *e.devices[id]
 		d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
+		if prov.RAMBytes > 0 {
+			d.Spec.RAMBytes = prov.RAMBytes // charged from now on, by capacity and status
+		}
 		if cerr = e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); cerr != nil {
 			return
 		}
