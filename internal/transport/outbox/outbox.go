@@ -18,7 +18,7 @@ import (
 // Defaults sized for a local client: generous enough that a live reader
 // never overflows, small enough that a stopped one costs little memory.
 const (
-	DefaultMaxItems = 1024
+	DefaultMaxItems = 4096
 	DefaultMaxBytes = 8 << 20
 	DefaultStall    = 10 * time.Second
 )
