@@ -14,7 +14,15 @@ import (
 // Nothing in it is written by hand except prose: every schema is
 // contract.Schema of a contract (or frontend) type, and every operation
 // of contract.Registry appears under /v1/ops/{name}.
-func openAPIDocument(routes []route, version string) map[string]any {
+func openAPIDocument(routes []route, version string, gateway bool) map[string]any {
+	// Gateway-only operations answer UNKNOWN_OPERATION on a worker, so only
+	// a gateway's document lists them.
+	gatewayOnly := map[string]bool{}
+	if !gateway {
+		for _, name := range contract.GatewayOnly() {
+			gatewayOnly[name] = true
+		}
+	}
 	paths := map[string]any{}
 	add := func(path, method string, op map[string]any) {
 		item, _ := paths[path].(map[string]any)
@@ -27,7 +35,7 @@ func openAPIDocument(routes []route, version string) map[string]any {
 	for _, rt := range routes {
 		if rt.kind == kindOps {
 			for _, op := range contract.Registry() {
-				if _, refused := notOverHTTP[op.Name]; !refused {
+				if _, refused := notOverHTTP[op.Name]; !refused && !gatewayOnly[op.Name] {
 					add("/v1/ops/"+op.Name, http.MethodPost, opsOperation(op))
 				}
 			}
