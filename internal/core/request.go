@@ -426,13 +426,11 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 }
 
 // startBootLocked boots a shut-down device through the op executor,
-// holding a running reservation, for waiter w or, with w nil, for the warm
+// holding a running reservation (its op lock: holdsReservationLocked), for waiter w or, with w nil, for the warm
 // pool.
 func (e *Engine) startBootLocked(w *waiter, id string) {
-	p := e.devices[id].Platform
 	lock := e.workLock(w, "boot")
-	e.reservations[p]++
-	o := &deviceOp{kind: OpKindBoot, lock: lock, id: id, reserved: p,
+	o := &deviceOp{kind: OpKindBoot, lock: lock, id: id,
 		run: func(ctx context.Context, o *deviceOp) error {
 			w.push(Progress{Phase: "booting", DeviceID: id, ETA: o.drv.Estimate(OpBoot)})
 			w.begin(PhaseBoot, e.now())
@@ -442,7 +440,6 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
 	}
 	if err := e.startOpLocked(o); err != nil {
-		e.reservations[p]--
 		e.log.Error("start a boot", "device", id, "err", err)
 		if w != nil {
 			e.dropWaiterLocked(w, err)
@@ -459,7 +456,7 @@ func (e *provisionError) Unwrap() error { return e.err }
 
 // startProvisionLocked records a provisioning device for spec, with its
 // intent, before the driver is asked for anything; then it creates and
-// boots it through the op executor, holding a running reservation, for
+// boots it through the op executor, holding a running reservation (its op lock), for
 // waiter w or, with w nil, for the warm pool.
 func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 	now := e.now()
@@ -474,10 +471,9 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		}
 		return
 	}
-	id, p := rec.ID, rec.Platform
+	id := rec.ID
 	lock := e.workLock(w, "provision")
-	e.reservations[p]++
-	o := &deviceOp{kind: OpKindProvision, lock: lock, id: id, reserved: p,
+	o := &deviceOp{kind: OpKindProvision, lock: lock, id: id,
 		run: func(ctx context.Context, o *deviceOp) error { return e.provisionAndBoot(ctx, o, w, spec) },
 		settle: func(o *deviceOp, err error) error {
 			var pe *provisionError
@@ -495,7 +491,6 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		},
 	}
 	if err := e.startOpLocked(o); err != nil {
-		e.reservations[p]--
 		e.log.Error("start a provision", "device", id, "err", err)
 		e.dropLocked(id)
 		if w != nil {
