@@ -165,7 +165,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess contract.Se
 	defer cancel()
 	ls := newLineStream(w, s.writeStall, cancel)
 	defer ls.close(ctx)
-	notify := func(m string, p any) { ls.push(m, p) }
+	notify := func(m string, p any) { ls.push(ctx, m, p) }
 	res, after, err := s.b.Dispatch(ctx, sess, method, params, notify)
 	if err != nil {
 		ls.finish(StatusFor(err.Code), ErrorBody{Error: err})
@@ -233,15 +233,20 @@ func (ls *lineStream) line(status int, v any) ([]byte, bool) {
 	return append(b, '\n'), true
 }
 
-// push queues a push line; only the newest progress waits to be written.
-func (ls *lineStream) push(method string, params any) {
+// push queues a push line; only the newest progress waits to be written,
+// and command output waits for room (outbox.SendPaced) so a slow reader
+// slows only its own command.
+func (ls *lineStream) push(ctx context.Context, method string, params any) {
 	b, ok := ls.line(http.StatusOK, pushLine{Method: method, Params: params})
 	if !ok {
 		return
 	}
-	if method == contract.NotifyProgress {
+	switch method {
+	case contract.NotifyProgress:
 		ls.box.SendLatest("progress", b)
-	} else {
+	case contract.NotifyOutput:
+		ls.box.SendPaced(ctx, b)
+	default:
 		ls.box.Send(b)
 	}
 }

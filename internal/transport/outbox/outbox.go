@@ -3,12 +3,15 @@
 // gets one Box: a bounded queue drained by one writer goroutine that gives
 // each write a deadline. Sending never blocks, so no engine goroutine, no
 // notice relay and no other client ever waits on a client that stopped
-// reading. A client that falls too far behind (the queue overflows) or
+// reading. The one exception is a stream of the caller's own data (exec
+// output), sent with SendPaced: it waits for room, so a slow reader slows
+// only its own command. A client that falls too far behind (the queue overflows) or
 // stops reading (a write outlives its deadline) fails the box, and its
 // owner disconnects it. See docs/adr/0014-a-slow-client-is-disconnected.md.
 package outbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -65,6 +68,7 @@ type Box struct {
 	err    error // set once: the box failed or was aborted
 	closed bool  // no more sends; the writer exits once the queue is empty
 	wake   chan struct{}
+	room   chan struct{} // closed (and replaced) whenever the writer takes a message or the box stops
 	done   chan struct{}
 }
 
@@ -85,7 +89,7 @@ func New(sink Sink, o Options) *Box {
 	if o.Stall <= 0 {
 		o.Stall = DefaultStall
 	}
-	b := &Box{sink: sink, o: o, keyed: map[string]*item{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	b := &Box{sink: sink, o: o, keyed: map[string]*item{}, wake: make(chan struct{}, 1), room: make(chan struct{}), done: make(chan struct{})}
 	go b.run()
 	return b
 }
@@ -110,6 +114,39 @@ func (b *Box) SendNotify(msg []byte) <-chan struct{} {
 		close(it.written)
 	}
 	return it.written
+}
+
+// SendPaced queues msg once the queue is at most half full, waiting for
+// the writer to make room. It is for data the caller produces at its own
+// pace (a command's output): a slow reader then slows only that producer,
+// while a reader that stops altogether still fails the box at the write
+// deadline, which ends the wait. False means the box failed or closed, or
+// ctx ended, before msg was queued.
+func (b *Box) SendPaced(ctx context.Context, msg []byte) bool {
+	for {
+		b.mu.Lock()
+		if b.err != nil || b.closed {
+			b.mu.Unlock()
+			return false
+		}
+		if len(b.queue) == 0 || (len(b.queue) < b.o.MaxItems/2 && b.bytes+len(msg) <= b.o.MaxBytes/2) {
+			b.mu.Unlock()
+			return b.enqueue(&item{b: msg})
+		}
+		room := b.room
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// roomLocked wakes paced senders.
+func (b *Box) roomLocked() {
+	close(b.room)
+	b.room = make(chan struct{})
 }
 
 func (b *Box) enqueue(it *item) bool {
@@ -155,6 +192,7 @@ func (b *Box) failLocked(err error) {
 	}
 	b.queue, b.bytes = nil, 0
 	clear(b.keyed)
+	b.roomLocked()
 	select {
 	case b.wake <- struct{}{}:
 	default:
@@ -166,6 +204,7 @@ func (b *Box) failLocked(err error) {
 func (b *Box) Close() {
 	b.mu.Lock()
 	b.closed = true
+	b.roomLocked()
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
@@ -217,6 +256,7 @@ func (b *Box) run() {
 		if it.key != "" {
 			delete(b.keyed, it.key)
 		}
+		b.roomLocked()
 		b.mu.Unlock()
 
 		// The deadline is kernel I/O plumbing, so it reads the wall clock.

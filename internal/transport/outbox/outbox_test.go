@@ -1,8 +1,10 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -123,5 +125,72 @@ func TestSendNotifyClosesOnWriteAndOnDiscard(t *testing.T) {
 	case <-b.SendNotify([]byte("b")):
 	default:
 		t.Fatal("a message refused by an aborted box left its channel open")
+	}
+}
+
+// A reader slower than its producer slows the producer instead of
+// overflowing: every paced message arrives, in order, through a box bounded
+// far below their count.
+func TestSendPacedWaitsForRoomInsteadOfOverflowing(t *testing.T) {
+	g := &gate{release: make(chan struct{})}
+	b := New(g, Options{MaxItems: 8})
+	go func() {
+		for range 200 {
+			g.release <- struct{}{} // one write at a time, as a slow reader takes them
+		}
+	}()
+	for i := range 200 {
+		if !b.SendPaced(context.Background(), []byte(strconv.Itoa(i))) {
+			t.Fatalf("message %d refused: %v", i, b.Err())
+		}
+	}
+	b.Close()
+	<-b.Done()
+	if err := b.Err(); err != nil {
+		t.Fatalf("box failed: %v", err)
+	}
+	got := g.written()
+	if len(got) != 200 || got[0] != "0" || got[199] != "199" {
+		t.Fatalf("wrote %d messages (%v ... )", len(got), got[:min(3, len(got))])
+	}
+}
+
+// A reader that stops altogether still fails the box at the write
+// deadline, and that ends a paced sender's wait.
+func TestSendPacedEndsWhenTheReaderStops(t *testing.T) {
+	stuck := SinkFunc(func(_ []byte, deadline time.Time) error {
+		time.Sleep(time.Until(deadline))
+		return errors.New("write deadline exceeded")
+	})
+	b := New(stuck, Options{MaxItems: 4, Stall: 50 * time.Millisecond})
+	done := make(chan bool)
+	go func() {
+		for {
+			if !b.SendPaced(context.Background(), []byte("x")) {
+				done <- true
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a paced sender waited on a stopped reader past its deadline")
+	}
+	if b.Err() == nil {
+		t.Fatal("the box did not fail")
+	}
+}
+
+func TestSendPacedHonoursItsContext(t *testing.T) {
+	g := &gate{release: make(chan struct{})}
+	b := New(g, Options{MaxItems: 2})
+	defer b.Abort()
+	ctx, cancel := context.WithCancel(context.Background())
+	for b.SendPaced(ctx, []byte("x")) {
+		if len(g.written()) > 0 {
+			t.Fatal("the gate let a write through")
+		}
+		cancel() // the next wait for room must end at once
 	}
 }

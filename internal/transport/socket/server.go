@@ -341,9 +341,14 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 				if err != nil {
 					return
 				}
-				if method == contract.NotifyProgress {
+				switch method {
+				case contract.NotifyProgress:
 					c.box.SendLatest("progress:"+string(req.ID), b)
-				} else {
+				case contract.NotifyOutput:
+					// The caller's own command output: paced by its reader,
+					// so a slow one slows only its own command.
+					c.box.SendPaced(ctx, b)
+				default:
 					c.box.Send(b)
 				}
 			}
