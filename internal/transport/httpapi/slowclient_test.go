@@ -18,7 +18,8 @@ import (
 // floodBackend accepts any token as an agent and answers every operation
 // after pushing a flood, timing each notify call.
 type floodBackend struct {
-	worst chan time.Duration
+	worst chan time.Duration // the longest wait of a push that must never wait
+	paced chan time.Duration // the longest wait of an exec output push
 	ended chan struct{} // closed when a flood's call context ends
 }
 
@@ -35,14 +36,18 @@ func (b *floodBackend) Dispatch(ctx context.Context, _ contract.Session, method 
 		return contract.EventsSubscribeOut{Events: []contract.Event{}}, nil, nil
 	}
 	chunk := strings.Repeat("x", 4<<10)
-	var worst time.Duration
+	var worst, paced time.Duration
 	for i := 0; i < 4000; i++ {
 		t0 := time.Now()
-		notify(contract.NotifyOutput, map[string]any{"i": i, "chunk": chunk})
+		notify(contract.NotifyEvent, map[string]any{"i": i, "chunk": chunk})
 		notify(contract.NotifyProgress, map[string]any{"phase": "booting"})
 		worst = max(worst, time.Since(t0))
+		t0 = time.Now()
+		notify(contract.NotifyOutput, map[string]any{"i": i, "chunk": chunk})
+		paced = max(paced, time.Since(t0))
 	}
 	b.worst <- worst
+	b.paced <- paced
 	go func() { <-ctx.Done(); close(b.ended) }()
 	return map[string]any{}, nil, nil
 }
@@ -63,9 +68,10 @@ func serveReal(t *testing.T, s *Server) string {
 // TestAnNDJSONClientThatStopsReadingDelaysNoPush: the pushes of a call
 // whose client stopped reading only queue; the client is cut off within
 // the write deadline and its call's context ends (a queued request is
-// withdrawn, as on the socket).
+// withdrawn, as on the socket). Exec output alone is paced by its reader
+// (outbox.SendPaced), and even that waits no longer than the deadline.
 func TestAnNDJSONClientThatStopsReadingDelaysNoPush(t *testing.T) {
-	b := &floodBackend{worst: make(chan time.Duration, 1), ended: make(chan struct{})}
+	b := &floodBackend{worst: make(chan time.Duration, 1), paced: make(chan time.Duration, 1), ended: make(chan struct{})}
 	s := New(Options{Backend: b})
 	s.writeStall = 300 * time.Millisecond
 	addr := serveReal(t, s)
@@ -82,6 +88,9 @@ func TestAnNDJSONClientThatStopsReadingDelaysNoPush(t *testing.T) {
 	case worst := <-b.worst:
 		if worst > 100*time.Millisecond {
 			t.Fatalf("a push waited %s for a client that does not read", worst)
+		}
+		if paced := <-b.paced; paced > s.writeStall+time.Second {
+			t.Fatalf("an output push waited %s, past the %s write deadline", paced, s.writeStall)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the flood never finished: a push blocked")

@@ -187,6 +187,7 @@ func TestSendPacedHonoursItsContext(t *testing.T) {
 	b := New(g, Options{MaxItems: 2})
 	defer b.Abort()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	for b.SendPaced(ctx, []byte("x")) {
 		if len(g.written()) > 0 {
 			t.Fatal("the gate let a write through")
