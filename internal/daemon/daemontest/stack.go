@@ -80,6 +80,7 @@ func Start(t testing.TB, o Options) *Stack {
 		o.Config(&cfg)
 	}
 	s := &Stack{T: t, Clock: fake.NewClock(Epoch), Driver: fakedrv.New("ios"), Runner: fake.NewRunner(), Home: home, Config: cfg}
+	s.Runner.Always(fake.Step{Match: "fakectl --root /fake/ios fail*", Do: echo, ExitCode: 3})
 	s.Runner.Always(fake.Step{Match: "fakectl *", Do: echo})
 	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "test",
 		Clock: s.Clock, Runner: s.Runner, Stats: &fake.Stats{CPUs: 8, TotalRAM: 16 << 30, FreeRAM: 8 << 30, FreeDisk: 100 << 30},
@@ -112,9 +113,6 @@ func echo(_ context.Context, c ports.Command) error {
 		b := make([]byte, 1<<16)
 		n, _ := c.Stdin.Read(b)
 		c.Stderr.Write(b[:n])
-	}
-	if len(args) > 0 && args[0] == "fail" {
-		return &ports.ExitError{Command: c, Result: ports.Result{ExitCode: 3}}
 	}
 	return nil
 }
