@@ -30,7 +30,7 @@ import (
 )
 
 // Epoch is the time the fake clock reads when a stack starts.
-var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+func Epoch() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 // Options shape a stack. The zero value is one iOS device slot.
 type Options struct {
@@ -79,7 +79,7 @@ func Start(t testing.TB, o Options) *Stack {
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
-	s := &Stack{T: t, Clock: fake.NewClock(Epoch), Driver: fakedrv.New("ios"), Runner: fake.NewRunner(), Home: home, Config: cfg}
+	s := &Stack{T: t, Clock: fake.NewClock(Epoch()), Driver: fakedrv.New("ios"), Runner: fake.NewRunner(), Home: home, Config: cfg}
 	s.Runner.Always(fake.Step{Match: "fakectl --root /fake/ios fail*", Do: echo, ExitCode: 3})
 	s.Runner.Always(fake.Step{Match: "fakectl *", Do: echo})
 	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "test",
@@ -122,13 +122,15 @@ func echo(_ context.Context, c ports.Command) error {
 func (s *Stack) Backend() httpapi.Backend { return s.Daemon.HTTPBackend() }
 
 // AdminSession is the session Admin dispatches with.
-var AdminSession = contract.Session{Principal: "test-admin", Role: contract.RoleAdmin, Compatible: true}
+func AdminSession() contract.Session {
+	return contract.Session{Principal: "test-admin", Role: contract.RoleAdmin, Compatible: true}
+}
 
 // Admin runs one operation through the real dispatcher as an admin and
 // decodes its result into out (when non-nil); a refusal fails the test.
 func (s *Stack) Admin(method string, in, out any) {
 	s.T.Helper()
-	if err := s.Dispatch(AdminSession, method, in, out); err != nil {
+	if err := s.Dispatch(AdminSession(), method, in, out); err != nil {
 		s.T.Fatalf("%s: %v", method, err)
 	}
 }

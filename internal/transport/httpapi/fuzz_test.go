@@ -59,7 +59,7 @@ func FuzzRequestDecoding(f *testing.F) {
 		s := httpapi.New(httpapi.Options{Backend: st.Backend(), Clock: fake.NewClock(time.Unix(0, 0))})
 		defer s.Close()
 		defer func() {
-			if err := st.Dispatch(daemontest.AdminSession, contract.LeaseReleaseAll.Name, contract.LeaseReleaseAllIn{Everyone: true}, nil); err != nil {
+			if err := st.Dispatch(daemontest.AdminSession(), contract.LeaseReleaseAll.Name, contract.LeaseReleaseAllIn{Everyone: true}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}()

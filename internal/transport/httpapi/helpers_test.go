@@ -35,6 +35,21 @@ type fixture struct {
 // newFixture starts a daemon whose iOS driver has room for devices
 // devices (provisioned on demand) and serves it over HTTP on a loopback
 // listener. Everything stops when the test ends.
+//
+// Porting a test written for the old fake backend (httpapitest):
+//   - newFixture(t, n, fakeClock) becomes newFixture(t, n): the clock is
+//     always fake, shared by the engine and the server (f.clk);
+//   - the file is package httpapi_test: prefix the package's names
+//     (httpapi.ErrorBody, httpapi.StatusFor, httpapi.MediaNDJSON, ...);
+//     frontend state to wait on is in export_test.go;
+//   - agentTok, agent2Tok, operatorTok, workerTok become f.agent, f.agent2,
+//     f.operator, f.worker, and "token:agent1" becomes f.principal(f.agent);
+//   - f.b.Queued() is f.st.Queued(); f.b.Crash/LoseDevice are
+//     f.st.Driver.Crash/Vanish(f.st.Handle(deviceID)) then
+//     f.st.HealthTicks(f.st.Config.Health.StableObservations); f.b.Expire
+//     is f.clk.Advance past the TTL; exec uses the fake driver's tool
+//     "fakectl" (see daemontest.Stack.Runner); f.st.Admin runs any
+//     operation as admin through the real dispatcher.
 func newFixture(t *testing.T, devices int) *fixture {
 	t.Helper()
 	st := daemontest.Start(t, daemontest.Options{Devices: devices})
