@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -25,6 +27,44 @@ type Options struct {
 	Credential string
 	// Name identifies the client program in the daemon's logs.
 	Name string
+	// ConnectTimeout bounds reaching the socket (default
+	// DefaultConnectTimeout) and HandshakeTimeout the hello that follows
+	// (default DefaultHandshakeTimeout), whatever ctx allows: a daemon
+	// that accepts and never answers fails the dial instead of hanging it.
+	ConnectTimeout   time.Duration
+	HandshakeTimeout time.Duration
+}
+
+// Connect and handshake bounds. A live local daemon answers hello in
+// milliseconds; the bounds are for one that is wedged or out of file
+// descriptors, so the CLI reports it instead of waiting forever.
+const (
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
+	// writeTimeout bounds one request write: a daemon that stops reading
+	// fails the call with CONNECTION_LOST.
+	writeTimeout = 10 * time.Second
+)
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// handshake runs hello within timeout; running out of it is CONNECTION_LOST
+// (something accepted the connection but does not answer).
+func (c *Client) handshake(ctx context.Context, timeout time.Duration, in contract.HelloIn, where string) error {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := c.call(hctx, contract.Hello.Name, in, &c.hello, nil)
+	if err != nil && ctx.Err() == nil && hctx.Err() != nil {
+		return contract.Errorf(contract.CodeConnectionLost, "%s accepted the connection but did not answer hello within %s", where, timeout).
+			WithDetails("timeoutMs", timeout.Milliseconds()).
+			WithNext("the daemon may be wedged or out of file descriptors; `simlock daemon stop` escalates to a signal")
+	}
+	return err
 }
 
 // transport carries contract calls to a daemon: the unix socket, or HTTP.
@@ -45,15 +85,15 @@ type Client struct {
 // Dial connects to the daemon socket and performs hello. A socket nobody
 // listens on is DAEMON_NOT_RUNNING.
 func Dial(ctx context.Context, o Options) (*Client, error) {
-	t, err := dialSocket(ctx, o.Socket)
+	t, err := dialSocket(ctx, o.Socket, orDefault(o.ConnectTimeout, DefaultConnectTimeout))
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{t: t}
-	err = c.call(ctx, contract.Hello.Name, contract.HelloIn{
+	err = c.handshake(ctx, orDefault(o.HandshakeTimeout, DefaultHandshakeTimeout), contract.HelloIn{
 		Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 		Client:   o.Name, Principal: o.Principal, Credential: o.Credential,
-	}, &c.hello, nil)
+	}, fmt.Sprintf("the daemon socket %s", o.Socket))
 	if err != nil {
 		t.close()
 		return nil, err
@@ -166,10 +206,10 @@ func (c *Client) Exec(ctx context.Context, in contract.DeviceExecIn, onOutput fu
 // performs hello.
 func NewConn(ctx context.Context, conn net.Conn, o Options) (*Client, error) {
 	c := &Client{t: newSocketTransport(conn)}
-	err := c.call(ctx, contract.Hello.Name, contract.HelloIn{
+	err := c.handshake(ctx, orDefault(o.HandshakeTimeout, DefaultHandshakeTimeout), contract.HelloIn{
 		Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 		Client:   o.Name, Principal: o.Principal, Credential: o.Credential,
-	}, &c.hello, nil)
+	}, "the peer")
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -76,10 +77,10 @@ func DialHTTP(ctx context.Context, baseURL, token string, opts ...HTTPOption) (*
 	}
 	t := newHTTPTransport(u.String(), token, cfg)
 	c := &Client{t: t}
-	err = c.call(ctx, contract.Hello.Name, contract.HelloIn{
+	err = c.handshake(ctx, DefaultHandshakeTimeout, contract.HelloIn{
 		Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 		Client:   cfg.name,
-	}, &c.hello, nil)
+	}, u.Redacted())
 	if err != nil {
 		t.close()
 		if IsCode(err, contract.CodeConnectionLost) {
@@ -111,7 +112,10 @@ type httpTransport struct {
 func newHTTPTransport(base, token string, cfg httpConfig) *httpTransport {
 	rt := cfg.rt
 	if rt == nil {
-		rt = http.DefaultTransport.(*http.Transport).Clone()
+		ht := http.DefaultTransport.(*http.Transport).Clone()
+		ht.DialContext = (&net.Dialer{Timeout: DefaultConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		ht.TLSHandshakeTimeout = DefaultHandshakeTimeout
+		rt = ht
 	}
 	root, cancel := context.WithCancel(context.Background())
 	return &httpTransport{base: base, token: token, ua: cfg.name,

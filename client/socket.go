@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -49,10 +52,18 @@ type rpcMessage struct {
 	rpcResponse
 }
 
-func dialSocket(ctx context.Context, path string) (*socketTransport, error) {
-	var d net.Dialer
+func dialSocket(ctx context.Context, path string, timeout time.Duration) (*socketTransport, error) {
+	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
+		// A full backlog or a connect that times out means a process is
+		// listening but not accepting: not a reason to launch another.
+		var ne net.Error
+		if ctx.Err() == nil && (errors.Is(err, syscall.EAGAIN) || errors.As(err, &ne) && ne.Timeout()) {
+			return nil, contract.Errorf(contract.CodeConnectionLost, "the daemon socket %s is not accepting connections: %v", path, err).
+				WithDetails("socket", path).
+				WithNext("the daemon may be wedged or out of file descriptors; `simlock daemon stop` escalates to a signal")
+		}
 		return nil, contract.Errorf(contract.CodeDaemonNotRunning, "no simlock daemon is listening on %s", path).
 			WithDetails("socket", path)
 	}
@@ -188,6 +199,9 @@ func (c *socketTransport) send(ctx context.Context, method string, in, out any, 
 		c.mu.Unlock()
 	}
 	c.wmu.Lock()
+	// The deadline is I/O plumbing: a daemon that stops reading fails the
+	// write instead of blocking this call forever.
+	_ = c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	err = c.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": json.RawMessage(params)})
 	c.wmu.Unlock()
 	if err != nil {

@@ -26,6 +26,9 @@ type (
 	LeaseCancelIn          = contract.LeaseCancelIn
 	LeaseCancelOut         = contract.LeaseCancelOut
 	LeaseGetIn             = contract.LeaseGetIn
+	LeaseRequestStatusIn   = contract.LeaseRequestStatusIn
+	LeaseRequestReceipt    = contract.LeaseRequestReceipt
+	LeaseTiming            = contract.LeaseTiming
 	LeaseListIn            = contract.LeaseListIn
 	LeaseListOut           = contract.LeaseListOut
 	Progress               = contract.Progress
@@ -80,33 +83,34 @@ type (
 
 // Operations, to pass to Do.
 var (
-	Hello           = contract.Hello
-	StatusGet       = contract.StatusGet
-	ListGet         = contract.ListGet
-	CatalogGet      = contract.CatalogGet
-	ConfigGet       = contract.ConfigGet
-	LeaseRequest    = contract.LeaseRequest
-	LeaseRenew      = contract.LeaseRenew
-	LeaseRelease    = contract.LeaseRelease
-	LeaseReleaseAll = contract.LeaseReleaseAll
-	LeaseCancel     = contract.LeaseCancel
-	LeaseGet        = contract.LeaseGet
-	LeaseList       = contract.LeaseList
-	EventsSubscribe = contract.EventsSubscribe
-	TokenCreate     = contract.TokenCreate
-	TokenList       = contract.TokenList
-	TokenRevoke     = contract.TokenRevoke
-	DaemonStop      = contract.DaemonStop
-	CleanupRun      = contract.CleanupRun
-	DoctorRun       = contract.DoctorRun
-	NukeRun         = contract.NukeRun
-	DeviceExec      = contract.DeviceExec
-	WorkerList      = contract.WorkerList
-	WorkerDrain     = contract.WorkerDrain
-	WorkerUndrain   = contract.WorkerUndrain
-	WorkerRemove    = contract.WorkerRemove
-	Passthrough     = contract.Passthrough
+	Hello              = contract.Hello
+	StatusGet          = contract.StatusGet
+	ListGet            = contract.ListGet
+	CatalogGet         = contract.CatalogGet
+	ConfigGet          = contract.ConfigGet
+	LeaseRequest       = contract.LeaseRequest
+	LeaseRenew         = contract.LeaseRenew
+	LeaseRelease       = contract.LeaseRelease
+	LeaseReleaseAll    = contract.LeaseReleaseAll
+	LeaseCancel        = contract.LeaseCancel
+	LeaseGet           = contract.LeaseGet
+	LeaseRequestStatus = contract.LeaseRequestStatus
+	LeaseList          = contract.LeaseList
+	EventsSubscribe    = contract.EventsSubscribe
+	TokenCreate        = contract.TokenCreate
+	TokenList          = contract.TokenList
+	TokenRevoke        = contract.TokenRevoke
+	DaemonStop         = contract.DaemonStop
+	CleanupRun         = contract.CleanupRun
+	DoctorRun          = contract.DoctorRun
+	NukeRun            = contract.NukeRun
+	DeviceExec         = contract.DeviceExec
+	WorkerList         = contract.WorkerList
+	WorkerDrain        = contract.WorkerDrain
+	WorkerUndrain      = contract.WorkerUndrain
+	WorkerRemove       = contract.WorkerRemove
+	Passthrough        = contract.Passthrough
 )
 
 // allOperations lists every re-exported operation (a test checks none is missing).
-var allOperations = []contract.Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op, LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op, LeaseGet.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op, TokenRevoke.Op, DaemonStop.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op, Passthrough.Op}
+var allOperations = []contract.Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op, LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op, LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op, TokenRevoke.Op, DaemonStop.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op, Passthrough.Op}

@@ -2,14 +2,21 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/internal/config"
@@ -136,46 +143,231 @@ func (a *app) daemonStatusCmd() *cobra.Command {
 }
 
 func (a *app) daemonStopCmd() *cobra.Command {
+	var timeout, grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "stop",
-		Short: "Stop the daemon gracefully (in-flight purges settle first)",
-		Args:  cobra.NoArgs,
+		Short: "Stop the daemon: gracefully, then SIGTERM, then SIGKILL, within a bounded time",
+		Long: "Asks the daemon to stop gracefully (in-flight purges settle first) and waits up to --timeout. " +
+			"A daemon that does not answer or does not stop in time gets SIGTERM, then after --grace SIGKILL; " +
+			"signals go only to the pid in daemon.pid, and only once it is verified to be the simlock daemon " +
+			"that holds this home's lock.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			o := client.Options{Socket: a.paths().Socket, Principal: a.principal(), Name: "simlock-cli", Credential: a.credential(false)}
-			c, err := client.Dial(ctx, o)
-			if client.IsCode(err, contract.CodeDaemonNotRunning) {
-				a.printf("daemon not running\n")
-				return nil
+			res, err := a.stopDaemon(cmd.Context(), timeout, grace)
+			if a.jsonOut && res.Mode != "" {
+				a.printJSON(res)
 			}
-			if err != nil && !client.IsCode(err, contract.CodeProtocolUnsupported) {
-				return err
-			}
-			if c == nil {
-				return err
-			}
-			if _, err := client.Do(ctx, c, contract.DaemonStop, contract.DaemonStopIn{}); err != nil {
-				c.Close()
-				return err
-			}
-			select {
-			case <-c.Done():
-			case <-time.After(3 * time.Minute):
-				return fmt.Errorf("daemon did not stop within 3 minutes")
-			}
-			// The socket closes before the last files are cleaned; wait
-			// until the lock is free so `daemon start` right after works.
-			for i := 0; i < 200; i++ {
-				if _, err := os.Stat(a.paths().PID); os.IsNotExist(err) {
-					break
-				}
-				time.Sleep(25 * time.Millisecond)
-			}
-			a.printf("daemon stopped\n")
-			return nil
+			return err
 		},
 	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 150*time.Second, "how long to wait for a graceful stop before signalling")
+	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long to wait after SIGTERM before SIGKILL")
+	a.addJSON(cmd)
 	return cmd
+}
+
+// stopResult is what `daemon stop --json` prints.
+type stopResult struct {
+	// Mode is graceful (the daemon stopped on request), forced (a signal
+	// ended it) or notRunning.
+	Mode string `json:"mode"`
+	// Signal is the last signal sent: SIGTERM or SIGKILL.
+	Signal string   `json:"signal,omitempty"`
+	PID    int      `json:"pid,omitempty"`
+	Steps  []string `json:"steps"`
+}
+
+// stopDaemon escalates: a graceful daemon.stop (bounded), then SIGTERM,
+// then SIGKILL of the verified daemon pid. Each step is reported as it
+// happens; the home lock being free is the proof that the daemon is gone.
+func (a *app) stopDaemon(ctx context.Context, timeout, grace time.Duration) (stopResult, error) {
+	p := a.paths()
+	res := stopResult{Steps: []string{}}
+	step := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		res.Steps = append(res.Steps, msg)
+		if !a.jsonOut {
+			a.printf("%s\n", msg)
+		}
+	}
+	lockPath := filepath.Join(p.Home, "daemon.lock")
+	o := client.Options{Socket: p.Socket, Principal: a.principal(), Name: "simlock-cli", Credential: a.credential(false),
+		HandshakeTimeout: 5 * time.Second}
+	c, err := client.Dial(ctx, o)
+	if client.IsCode(err, contract.CodeDaemonNotRunning) && !homeLocked(lockPath) {
+		res.Mode = "notRunning"
+		step("daemon not running")
+		return res, nil
+	}
+	if err != nil && !client.IsCode(err, contract.CodeConnectionLost) && !client.IsCode(err, contract.CodeDaemonNotRunning) {
+		return res, err // a refused handshake is an answer: never signal past it
+	}
+	if c != nil {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = client.Do(sctx, c, contract.DaemonStop, contract.DaemonStopIn{})
+		cancel()
+		if client.IsCode(err, contract.CodeForbidden) || client.IsCode(err, contract.CodeAdminAuthFailed) {
+			c.Close()
+			return res, err // a refusal is an answer: never signal past it
+		}
+		if err == nil {
+			if waitUnlocked(ctx, lockPath, timeout) {
+				c.Close()
+				res.Mode = "graceful"
+				step("daemon stopped")
+				return res, nil
+			}
+			step("the daemon accepted the stop request but did not stop within %s", timeout)
+		} else {
+			step("the daemon did not take the stop request: %v", err)
+		}
+		c.Close()
+	} else {
+		step("the daemon did not answer: %v", err)
+	}
+
+	pid, verr := verifiedDaemonPID(p.PID, lockPath)
+	if verr != nil {
+		if !homeLocked(lockPath) {
+			res.Mode = "graceful"
+			step("daemon stopped")
+			return res, nil
+		}
+		return res, fmt.Errorf("the daemon is still running and no signal was sent, because its pid could not be verified: %w; "+
+			"find the simlock daemon process for %s and stop it yourself", verr, p.Home)
+	}
+	res.PID, res.Mode = pid, "forced"
+	for _, sig := range []struct {
+		s    syscall.Signal
+		name string
+		wait time.Duration
+	}{{syscall.SIGTERM, "SIGTERM", grace}, {syscall.SIGKILL, "SIGKILL", 5 * time.Second}} {
+		if err := syscall.Kill(pid, sig.s); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return res, fmt.Errorf("send %s to daemon pid %d: %w", sig.name, pid, err)
+		}
+		res.Signal = sig.name
+		step("sent %s to daemon pid %d", sig.name, pid)
+		if waitUnlocked(ctx, lockPath, sig.wait) {
+			if sig.s == syscall.SIGKILL {
+				step("daemon stopped (killed: leases and in-flight work were not finalized; the next start recovers them)")
+			} else {
+				step("daemon stopped")
+			}
+			return res, nil
+		}
+	}
+	return res, fmt.Errorf("daemon pid %d still holds %s after SIGKILL", pid, lockPath)
+}
+
+// homeLocked reports whether some process holds the home's daemon lock.
+// Probing takes the lock for an instant when it is free; a daemon starting
+// in that instant reports DAEMON_ALREADY_RUNNING and can be started again.
+func homeLocked(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false // no lock file: no daemon ever claimed this home
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// waitUnlocked waits up to d for the home lock to be released: the
+// daemon's last act, and the kernel's on its exit whatever killed it.
+func waitUnlocked(ctx context.Context, path string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if !homeLocked(path) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// verifiedDaemonPID reads daemon.pid and proves the pid is this home's
+// daemon before anything signals it: the home lock is held, the process
+// exists and its command line is a simlock daemon, and where the kernel
+// lists flock owners (/proc/locks) the lock's owner is that pid. A stale or
+// reused pid fails the proof.
+func verifiedDaemonPID(pidPath, lockPath string) (int, error) {
+	b, err := os.ReadFile(pidPath)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", pidPath, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 || pid == os.Getpid() {
+		return 0, fmt.Errorf("%s holds no usable pid (%q)", pidPath, strings.TrimSpace(string(b)))
+	}
+	if !homeLocked(lockPath) {
+		return 0, fmt.Errorf("no process holds %s", lockPath)
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0, fmt.Errorf("pid %d from %s is not running", pid, pidPath)
+	}
+	args, err := processArgs(pid)
+	if err != nil {
+		return 0, fmt.Errorf("read the command line of pid %d: %w", pid, err)
+	}
+	if len(args) < 2 || !strings.Contains(filepath.Base(args[0]), "simlock") || !slices.Contains(args[1:], "daemon") {
+		return 0, fmt.Errorf("pid %d is not a simlock daemon (%q)", pid, strings.Join(args, " "))
+	}
+	if owners, ok := flockOwners(lockPath); ok && !slices.Contains(owners, pid) {
+		return 0, fmt.Errorf("pid %d does not hold %s (held by %v)", pid, lockPath, owners)
+	}
+	return pid, nil
+}
+
+// processArgs is a process's argv: /proc where there is one, ps elsewhere
+// (macOS), where the arguments are split on spaces.
+func processArgs(pid int) ([]string, error) {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
+	}
+	out, err := exec.Command("ps", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// flockOwners lists the pids /proc/locks names as holding a FLOCK on the
+// file; ok is false where the kernel does not say (not Linux).
+func flockOwners(path string) (pids []int, ok bool) {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return nil, false
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil, false
+	}
+	// "1: FLOCK  ADVISORY  WRITE 4242 08:01:131 0 EOF": pid, then
+	// major:minor:inode in hex:hex:decimal.
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" || f[2] == "->" {
+			continue
+		}
+		dev := strings.Split(f[5], ":")
+		if len(dev) != 3 || dev[2] != strconv.FormatUint(uint64(st.Ino), 10) {
+			continue
+		}
+		maj, err1 := strconv.ParseUint(dev[0], 16, 32)
+		mnr, err2 := strconv.ParseUint(dev[1], 16, 32)
+		if err1 != nil || err2 != nil || uint64(unix.Major(uint64(st.Dev))) != maj || uint64(unix.Minor(uint64(st.Dev))) != mnr {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
 }
 
 func (a *app) daemonLogsCmd() *cobra.Command {

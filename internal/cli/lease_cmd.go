@@ -43,6 +43,12 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in.TTLMs = ttl.Milliseconds()
 			in.TimeoutMs = timeout.Milliseconds()
+			if in.IdempotencyKey != "" && in.RequesterID == "" {
+				// The key is scoped to its requester, and this process's
+				// default requester is new with every run.
+				return contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
+					WithNext("pass the same --requester with every repeat of the request")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			c, err := a.connect(ctx, false)
@@ -82,8 +88,9 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 	f.BoolVar(&detach, "detach", false, "print the lease and exit without holding it")
 	f.StringVar(&in.RequesterID, "requester", "", "requester id (default: this process's principal)")
 	f.BoolVar(&in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
+	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
 	a.addJSON(cmd) // the grant is always JSON; --json makes errors JSON too
-	cmd.AddCommand(a.leaseRenewCmd(), a.leaseCancelCmd(), a.leaseListCmd())
+	cmd.AddCommand(a.leaseRenewCmd(), a.leaseCancelCmd(), a.leaseListCmd(), a.leaseGetCmd())
 	return cmd
 }
 
@@ -340,4 +347,54 @@ func (a *app) confirmEveryone(ctx context.Context, c *client.Client) (bool, erro
 		return true, nil
 	}
 	return false, nil
+}
+
+// leaseGetCmd reads a lease (lse_…) or a lease request's receipt (req_…).
+func (a *app) leaseGetCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a lease, or a lease request's state by its request id (req_…)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !strings.HasPrefix(args[0], "req_") {
+				l, err := do(cmd, a, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]})
+				if err != nil {
+					return err
+				}
+				if a.jsonOut {
+					return a.printJSON(l)
+				}
+				a.printLeases([]contract.Lease{l})
+				return nil
+			}
+			r, err := do(cmd, a, contract.LeaseRequestStatus, contract.LeaseRequestStatusIn{RequestID: args[0]})
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(r)
+			}
+			a.printf("request  %s (%s, requester %s)\n", r.RequestID, r.Platform, r.RequesterID)
+			state := r.State
+			if r.QueuePosition > 0 {
+				state += fmt.Sprintf(" at position %d", r.QueuePosition)
+			}
+			if r.Interrupted {
+				state += " (interrupted: repeat it with the same idempotency key)"
+			}
+			a.printf("state    %s\n", state)
+			if r.Error != nil {
+				a.printf("error    %s: %s\n", r.Error.Code, r.Error.Message)
+			}
+			if r.LeaseID != "" {
+				a.printf("lease    %s\n", r.LeaseID)
+			}
+			if r.Timing != nil {
+				a.printf("served   %s\n", servedText(r.Timing))
+			}
+			return nil
+		},
+	}
+	a.addJSON(cmd)
+	return cmd
 }

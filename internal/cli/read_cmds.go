@@ -109,10 +109,10 @@ func (a *app) printLeases(ls []contract.Lease) {
 		return
 	}
 	w := tabwriter.NewWriter(a.env.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(w, "LEASE\tREQUESTER\tDEVICE\tEXPIRES\tLAST RENEWED")
+	fmt.Fprintln(w, "LEASE\tREQUESTER\tDEVICE\tEXPIRES\tLAST RENEWED\tSERVED")
 	for _, l := range ls {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s (in %s)\t%s\n", l.LeaseID, l.RequesterID, l.DeviceID, l.ExpiresAt.Format(time.RFC3339),
-			time.Until(l.ExpiresAt).Round(time.Second), l.LastRenewedAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s (in %s)\t%s\t%s\n", l.LeaseID, l.RequesterID, l.DeviceID, l.ExpiresAt.Format(time.RFC3339),
+			time.Until(l.ExpiresAt).Round(time.Second), l.LastRenewedAt.Format(time.RFC3339), servedText(l.Timing))
 	}
 	w.Flush()
 }
@@ -295,4 +295,23 @@ func (a *app) configCmd() *cobra.Command {
 	a.addJSON(show)
 	cmd.AddCommand(show)
 	return cmd
+}
+
+// servedText is a lease's timing record in one short cell: the admission
+// path, then the queue wait and each measured phase.
+func servedText(t *contract.LeaseTiming) string {
+	if t == nil {
+		return "-"
+	}
+	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+	parts := []string{t.Path, "wait " + ms(t.QueueWaitMs)}
+	for _, p := range []struct {
+		name string
+		v    *int64
+	}{{"download", t.DownloadMs}, {"evict", t.EvictMs}, {"provision", t.ProvisionMs}, {"boot", t.BootMs}, {"ready", t.ReadinessMs}} {
+		if p.v != nil {
+			parts = append(parts, p.name+" "+ms(*p.v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

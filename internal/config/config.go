@@ -33,6 +33,7 @@ type Config struct {
 	Cleanup      Cleanup      `json:"cleanup"`
 	DiskPressure DiskPressure `json:"diskPressure"`
 	Exec         Exec         `json:"exec"`
+	Requests     Requests     `json:"requests"`
 	HTTP         HTTP         `json:"http"`
 	Gateway      Gateway      `json:"gateway"`
 
@@ -69,6 +70,19 @@ type HTTP struct {
 	// so anything wider belongs behind the operator's own proxy.
 	Listen string `json:"listen,omitempty"`
 }
+
+// Requests configures lease request receipts (docs/user-guide.md, durable requests).
+type Requests struct {
+	// RetentionMs keeps a settled request's receipt, and so its idempotency
+	// key's answer, this long (default 24 h; at least a minute, at most 90 days).
+	RetentionMs int64 `json:"retentionMs"`
+}
+
+// Bounds of requests.retentionMs.
+const (
+	MinRequestRetentionMs = 60_000
+	MaxRequestRetentionMs = 90 * 24 * 3_600_000
+)
 
 type Exec struct {
 	// TimeoutMs kills a device.exec command that runs longer (default 10 minutes).
@@ -188,6 +202,7 @@ func Default() Config {
 		Cleanup:      Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
 		DiskPressure: DiskPressure{FreeBytesThreshold: 10 << 30},
 		Exec:         Exec{TimeoutMs: 10 * 60_000},
+		Requests:     Requests{RetentionMs: 24 * 3_600_000},
 		HTTP:         HTTP{Listen: "127.0.0.1:7420"},
 	}
 }
@@ -311,6 +326,9 @@ func (c Config) Validate() error {
 	}
 	if c.Exec.TimeoutMs <= 0 {
 		errs = append(errs, errors.New("exec.timeoutMs must be positive"))
+	}
+	if c.Requests.RetentionMs < MinRequestRetentionMs || c.Requests.RetentionMs > MaxRequestRetentionMs {
+		errs = append(errs, fmt.Errorf("requests.retentionMs must be between %d (a minute) and %d (90 days)", MinRequestRetentionMs, MaxRequestRetentionMs))
 	}
 	if c.Cleanup.IntervalMs <= 0 || c.Cleanup.IdleShutdownMs <= 0 || c.Cleanup.IdleDestroyMs < c.Cleanup.IdleShutdownMs {
 		errs = append(errs, errors.New("cleanup: intervalMs and idleShutdownMs must be positive and idleDestroyMs at least idleShutdownMs"))

@@ -70,3 +70,18 @@ func TestGatewayModeRules(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRequestRetentionDefaultAndBounds(t *testing.T) {
+	if got := Default().Requests.RetentionMs; got != 24*3_600_000 {
+		t.Fatalf("default requests.retentionMs %d", got)
+	}
+	for _, bad := range []string{`0`, `59999`, `-1`, `7776000001`} {
+		if _, err := Parse([]byte(`{"requests":{"retentionMs":` + bad + `}}`)); err == nil || !strings.Contains(err.Error(), "requests.retentionMs") {
+			t.Errorf("retentionMs %s: %v", bad, err)
+		}
+	}
+	c, err := Parse([]byte(`{"requests":{"retentionMs":3600000}}`))
+	if err != nil || c.Requests.RetentionMs != 3_600_000 {
+		t.Fatalf("%+v %v", c.Requests, err)
+	}
+}

@@ -55,6 +55,9 @@ const (
 	CodeLeaseEnded             Code = "LEASE_ENDED"
 	CodeUnsupportedInGateway   Code = "UNSUPPORTED_IN_GATEWAY_MODE"
 	CodeWorkerUnreachable      Code = "WORKER_UNREACHABLE"
+	CodeIdempotencyMismatch    Code = "IDEMPOTENCY_KEY_MISMATCH"
+	CodeDaemonRestarted        Code = "DAEMON_RESTARTED"
+	CodeUnknownRequest         Code = "UNKNOWN_LEASE_REQUEST"
 	CodeInternal               Code = "INTERNAL"
 	CodeUnknownDaemonError     Code = "UNKNOWN_DAEMON_ERROR"
 )
@@ -108,6 +111,9 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeLeaseEnded:             {KindDomain, 410, 8, false, "the lease ended while the command ran, so it was stopped; request a new lease"},
 	CodeUnsupportedInGateway:   {KindDomain, 501, 10, false, "run it against the worker daemon instead of the gateway"},
 	CodeWorkerUnreachable:      {KindTransport, 502, 14, true, "the worker's uplink is down; retry when it reconnects"},
+	CodeIdempotencyMismatch:    {KindDomain, 409, 9, false, "repeat the original request unchanged, or use a new idempotency key for a different one"},
+	CodeDaemonRestarted:        {KindDomain, 503, 13, true, "repeat the same request (same idempotency key) to queue it again"},
+	CodeUnknownRequest:         {KindDomain, 404, 8, false, "the request was never made to this daemon, or its receipt was pruned after requests.retentionMs"},
 	CodeInternal:               {KindInternal, 500, 1, false, "this is a bug; `simlock daemon logs` has details"},
 	CodeUnknownDaemonError:     {KindInternal, 500, 1, false, "the daemon answered with a code this client does not know; upgrade the client"},
 }

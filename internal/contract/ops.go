@@ -49,32 +49,33 @@ func ownsLease(o *Op) { o.Auth = AuthOwnsLease }
 func unparked(o *Op)  { o.Unparked = true }
 
 var (
-	Hello           = define[HelloIn, HelloOut]("hello", RoleAgent, "Negotiate the protocol range and the session's role.", unparked)
-	StatusGet       = define[StatusGetIn, StatusGetOut]("status.get", RoleAgent, "Daemon health, devices, leases, capacity and queue.", unparked)
-	ListGet         = define[ListGetIn, ListGetOut]("list.get", RoleAdmin, "Every managed device with its state.")
-	CatalogGet      = define[CatalogGetIn, CatalogGetOut]("catalog.get", RoleAgent, "Models and OS runtimes each platform can serve.")
-	ConfigGet       = define[ConfigGetIn, ConfigGetOut]("config.get", RoleAdmin, "The daemon's effective configuration.")
-	LeaseRequest    = define[LeaseRequestIn, Lease]("lease.request", RoleAgent, "Ask for an exclusive, TTL-bounded lease on a ready device; waits in the FIFO queue unless noWait.")
-	LeaseRenew      = define[LeaseRenewIn, Lease]("lease.renew", RoleAgent, "Extend a lease by its stored TTL (or a new one).", ownsLease)
-	LeaseRelease    = define[LeaseReleaseIn, LeaseReleaseOut]("lease.release", RoleAgent, "Give a lease back; the device is reclaimed in the background.", ownsLease)
-	LeaseReleaseAll = define[LeaseReleaseAllIn, LeaseReleaseAllOut]("lease.releaseAll", RoleAgent, "Release the leases of one requester (the caller's own by default); everyone releases every lease and needs admin.")
-	LeaseCancel     = define[LeaseCancelIn, LeaseCancelOut]("lease.cancel", RoleAgent, "Withdraw a queued lease request.")
-	LeaseGet        = define[LeaseGetIn, Lease]("lease.get", RoleAgent, "One lease by id.", ownsLease)
-	LeaseList       = define[LeaseListIn, LeaseListOut]("lease.list", RoleAgent, "Leases the caller owns (all leases, for admin).")
-	EventsSubscribe = define[EventsSubscribeIn, EventsSubscribeOut]("events.subscribe", RoleAgent, "Buffered business events, optionally followed live; an agent sees the facts about its own leases and requests, an admin every fact.")
-	TokenCreate     = define[TokenCreateIn, TokenCreateOut]("token.create", RoleAdmin, "Mint an API token; the secret is returned once.")
-	TokenList       = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, "Tokens without their secrets.")
-	TokenRevoke     = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, "Revoke a token.")
-	DaemonStop      = define[DaemonStopIn, DaemonStopOut]("daemon.stop", RoleAdmin, "Stop the daemon gracefully.", unparked)
-	CleanupRun      = define[CleanupRunIn, CleanupRunOut]("cleanup.run", RoleAdmin, "Run the idle-device cleanup rules once (or preview them with dryRun).")
-	DoctorRun       = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
-	NukeRun         = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, "Reset: release every lease, cancel pending requests, destroy every managed device.")
-	DeviceExec      = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
-	WorkerList      = define[WorkerListIn, WorkerListOut]("worker.list", RoleAdmin, "The workers a gateway knows, with their connection state, capacity and drain flag.")
-	WorkerDrain     = define[WorkerIn, WorkerOut]("worker.drain", RoleAdmin, "Stop dispatching new leases to a worker; its existing leases stay. Survives restarts.")
-	WorkerUndrain   = define[WorkerIn, WorkerOut]("worker.undrain", RoleAdmin, "End a worker's drain.")
-	WorkerRemove    = define[WorkerIn, WorkerOut]("worker.remove", RoleAdmin, "Forget a disconnected worker (refused while it is connected).")
-	Passthrough     = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
+	Hello              = define[HelloIn, HelloOut]("hello", RoleAgent, "Negotiate the protocol range and the session's role.", unparked)
+	StatusGet          = define[StatusGetIn, StatusGetOut]("status.get", RoleAgent, "Daemon health, devices, leases, capacity and queue.", unparked)
+	ListGet            = define[ListGetIn, ListGetOut]("list.get", RoleAdmin, "Every managed device with its state.")
+	CatalogGet         = define[CatalogGetIn, CatalogGetOut]("catalog.get", RoleAgent, "Models and OS runtimes each platform can serve.")
+	ConfigGet          = define[ConfigGetIn, ConfigGetOut]("config.get", RoleAdmin, "The daemon's effective configuration.")
+	LeaseRequest       = define[LeaseRequestIn, Lease]("lease.request", RoleAgent, "Ask for an exclusive, TTL-bounded lease on a ready device; waits in the FIFO queue unless noWait.")
+	LeaseRenew         = define[LeaseRenewIn, Lease]("lease.renew", RoleAgent, "Extend a lease by its stored TTL (or a new one).", ownsLease)
+	LeaseRelease       = define[LeaseReleaseIn, LeaseReleaseOut]("lease.release", RoleAgent, "Give a lease back; the device is reclaimed in the background.", ownsLease)
+	LeaseReleaseAll    = define[LeaseReleaseAllIn, LeaseReleaseAllOut]("lease.releaseAll", RoleAgent, "Release the leases of one requester (the caller's own by default); everyone releases every lease and needs admin.")
+	LeaseCancel        = define[LeaseCancelIn, LeaseCancelOut]("lease.cancel", RoleAgent, "Withdraw a queued lease request.")
+	LeaseGet           = define[LeaseGetIn, Lease]("lease.get", RoleAgent, "One lease by id.", ownsLease)
+	LeaseRequestStatus = define[LeaseRequestStatusIn, LeaseRequestReceipt]("lease.requestStatus", RoleAgent, "One lease request's receipt by request id: its state, and its lease or refusal; readable after a disconnect or a restart.")
+	LeaseList          = define[LeaseListIn, LeaseListOut]("lease.list", RoleAgent, "Leases the caller owns (all leases, for admin).")
+	EventsSubscribe    = define[EventsSubscribeIn, EventsSubscribeOut]("events.subscribe", RoleAgent, "Buffered business events, optionally followed live; an agent sees the facts about its own leases and requests, an admin every fact.")
+	TokenCreate        = define[TokenCreateIn, TokenCreateOut]("token.create", RoleAdmin, "Mint an API token; the secret is returned once.")
+	TokenList          = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, "Tokens without their secrets.")
+	TokenRevoke        = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, "Revoke a token.")
+	DaemonStop         = define[DaemonStopIn, DaemonStopOut]("daemon.stop", RoleAdmin, "Stop the daemon gracefully.", unparked)
+	CleanupRun         = define[CleanupRunIn, CleanupRunOut]("cleanup.run", RoleAdmin, "Run the idle-device cleanup rules once (or preview them with dryRun).")
+	DoctorRun          = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
+	NukeRun            = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, "Reset: release every lease, cancel pending requests, destroy every managed device.")
+	DeviceExec         = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
+	WorkerList         = define[WorkerListIn, WorkerListOut]("worker.list", RoleAdmin, "The workers a gateway knows, with their connection state, capacity and drain flag.")
+	WorkerDrain        = define[WorkerIn, WorkerOut]("worker.drain", RoleAdmin, "Stop dispatching new leases to a worker; its existing leases stay. Survives restarts.")
+	WorkerUndrain      = define[WorkerIn, WorkerOut]("worker.undrain", RoleAdmin, "End a worker's drain.")
+	WorkerRemove       = define[WorkerIn, WorkerOut]("worker.remove", RoleAdmin, "Forget a disconnected worker (refused while it is connected).")
+	Passthrough        = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
 )
 
 // GatewayOnly names the operations only a gateway answers; a worker daemon
@@ -86,14 +87,14 @@ func GatewayOnly() []string {
 // WorkerOnly names the operations a gateway refuses with
 // UNSUPPORTED_IN_GATEWAY_MODE: they act on one machine's devices.
 func WorkerOnly() []string {
-	return []string{NukeRun.Name, CleanupRun.Name, DoctorRun.Name, Passthrough.Name}
+	return []string{NukeRun.Name, CleanupRun.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name}
 }
 
 // Registry lists every operation, in a stable order.
 func Registry() []Op {
 	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
-		LeaseGet.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
+		LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
 		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op,
 		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })

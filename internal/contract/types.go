@@ -106,6 +106,36 @@ type Lease struct {
 	LastRenewedAt time.Time  `json:"lastRenewedAt"`
 	TTLMs         int64      `json:"ttlMs"`
 	Device        *Device    `json:"device,omitempty"`
+	// RequestID names the lease request this lease was granted to.
+	RequestID string `json:"requestId,omitempty"`
+	// Timing records how the lease was served.
+	Timing *LeaseTiming `json:"timing,omitempty"`
+}
+
+// Admission paths a LeaseTiming names.
+const (
+	PathWarm               = "warm"
+	PathBoot               = "boot"
+	PathProvision          = "provision"
+	PathEvictThenProvision = "evict-then-provision"
+	PathDownload           = "download"
+)
+
+// LeaseTiming is how a lease was served: the admission path, the wait in
+// the queue (admission to the first action on the request's behalf, or to
+// the grant), the whole request (arrival to grant), and each phase the
+// daemon measured. A phase that was not measured is absent, never zero.
+type LeaseTiming struct {
+	Path        string `json:"path"` // warm, boot, provision, evict-then-provision, download
+	QueueWaitMs int64  `json:"queueWaitMs"`
+	TotalMs     int64  `json:"totalMs"`
+	DownloadMs  *int64 `json:"downloadMs,omitempty"`
+	EvictMs     *int64 `json:"evictMs,omitempty"`
+	ProvisionMs *int64 `json:"provisionMs,omitempty"`
+	// BootMs covers booting and waiting for readiness while the driver does
+	// both in one step; ReadinessMs appears once a driver reports the split.
+	BootMs      *int64 `json:"bootMs,omitempty"`
+	ReadinessMs *int64 `json:"readinessMs,omitempty"`
 }
 
 type LeaseRequestIn struct {
@@ -122,6 +152,53 @@ type LeaseRequestIn struct {
 	// OwnerID sets the lease's owner; only an admin session (a gateway
 	// forwarding for its client) may set it.
 	OwnerID string `json:"ownerId,omitempty"`
+	// IdempotencyKey makes the request safe to repeat: a repeat with the
+	// same key (for the same requester) returns the first request's
+	// outcome, or waits for it, and never a second device. A different body
+	// under the same key is IDEMPOTENCY_KEY_MISMATCH.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Lease request states.
+const (
+	RequestQueued       = "queued"
+	RequestProvisioning = "provisioning"
+	RequestBooting      = "booting"
+	RequestGranted      = "granted"
+	RequestFailed       = "failed"
+	RequestCancelled    = "cancelled"
+	RequestExpired      = "expired"
+)
+
+type LeaseRequestStatusIn struct {
+	RequestID string `json:"requestId"`
+}
+
+// LeaseRequestReceipt is a lease request's receipt: where it stands, and
+// its outcome once it has one.
+type LeaseRequestReceipt struct {
+	RequestID      string `json:"requestId"`
+	RequesterID    string `json:"requesterId"`
+	OwnerID        string `json:"ownerId"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	Platform       string `json:"platform"`
+	// State is queued, provisioning, booting, granted, failed, cancelled or
+	// expired.
+	State string `json:"state"`
+	// QueuePosition is set while the request waits its turn.
+	QueuePosition int `json:"queuePosition,omitempty"`
+	// LeaseID names the granted lease; Lease is set while it lasts.
+	LeaseID string `json:"leaseId,omitempty"`
+	Lease   *Lease `json:"lease,omitempty"`
+	// Error is the refusal of a failed, cancelled or expired request.
+	Error *Error `json:"error,omitempty"`
+	// Interrupted: no caller received this outcome (the caller went away,
+	// or the daemon stopped or restarted), so repeating the request with
+	// the same idempotency key admits it again rather than replaying it.
+	Interrupted bool         `json:"interrupted,omitempty"`
+	CreatedAt   time.Time    `json:"createdAt"`
+	UpdatedAt   time.Time    `json:"updatedAt"`
+	Timing      *LeaseTiming `json:"timing,omitempty"`
 }
 
 type LeaseRenewIn struct {
@@ -172,11 +249,15 @@ type LeaseListOut struct {
 
 // Progress is pushed while a lease request waits or its device is prepared.
 type Progress struct {
-	Phase         string `json:"phase"` // queued, reclaiming, evicting, provisioning, booting, granted
-	QueuePosition int    `json:"queuePosition,omitempty"`
-	DeviceID      string `json:"deviceId,omitempty"`
-	EtaMs         int64  `json:"etaMs,omitempty"`
-	Message       string `json:"message,omitempty"`
+	Phase string `json:"phase"` // queued, reclaiming, evicting, provisioning, booting, granted
+	// LeaseRequestID names the lease request, so a caller that loses its
+	// connection can read it (lease.requestStatus) or repeat it. (Not
+	// "requestId": on the socket that key routes a push to its call.)
+	LeaseRequestID string `json:"leaseRequestId,omitempty"`
+	QueuePosition  int    `json:"queuePosition,omitempty"`
+	DeviceID       string `json:"deviceId,omitempty"`
+	EtaMs          int64  `json:"etaMs,omitempty"`
+	Message        string `json:"message,omitempty"`
 }
 
 type StatusGetIn struct{}

@@ -62,6 +62,10 @@ type Provisioned struct {
 	Attrs     map[string]string // forwarded to clients, see Attr* keys
 	Simulated bool              // served by the simulated SDK
 	Data      json.RawMessage   // driver-private, handed back unread
+	// RAMBytes is the new device's own running footprint when the driver
+	// learns it only once the device exists (an AVD's hw.ramSize); 0 keeps
+	// the figure the resolved spec carried.
+	RAMBytes uint64
 }
 
 // DeviceRef is how the core names a device to its driver.

@@ -58,6 +58,9 @@ type Config struct {
 	Health      HealthPolicy
 	Cleanup     CleanupPolicy
 	WarmTargets []WarmTarget
+	// RequestRetention keeps settled lease request receipts this long
+	// (default DefaultRequestRetention).
+	RequestRetention time.Duration
 }
 
 // Deps are the engine's collaborators.
@@ -75,6 +78,11 @@ type Deps struct {
 	DiskFree func() (uint64, error)
 	// Hooks observe every device operation (ops.go); nil is NoOpHooks.
 	Hooks OpHooks
+	// Requests stores lease request receipts (nil: kept in memory only).
+	Requests RequestStore
+	// Classify names a refusal in the daemon's vocabulary for its receipt,
+	// so a replay after a restart answers the same code.
+	Classify func(error) RequestError
 }
 
 // Engine is the lease engine: registry, leases, queue, capacity and the
@@ -99,19 +107,18 @@ type Engine struct {
 	loops    sync.WaitGroup // the reaper loop, health ticks, cleanup and doctor passes
 	quit     chan struct{}  // closed when Stop begins: long-lived loops return
 
-	mu           sync.Mutex // the decision section
-	devices      map[string]*DeviceRecord
-	leases       map[string]*LeaseRecord
-	byRequester  map[string]string // requester id -> lease id
-	timers       map[string]ports.Timer
-	queue        []*waiter
-	opLocks      map[string]string // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
-	reservations map[string]int    // platform -> running reservations
-	pending      []events.Event    // facts committed in this section, published as one batch before unlock
-	inSection    bool              // f of section is running: emitLocked batches into pending
-	afterUnlock  []func()          // pushes to callers, run after unlock: a slow client must never stall a decision
-	stopping     bool
-	maintenance  bool // a reset (nuke) is running: nothing is granted or started
+	mu          sync.Mutex // the decision section
+	devices     map[string]*DeviceRecord
+	leases      map[string]*LeaseRecord
+	byRequester map[string]string // requester id -> lease id
+	timers      map[string]ports.Timer
+	queue       []*waiter
+	opLocks     map[string]string // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
+	pending     []events.Event    // facts committed in this section, published as one batch before unlock
+	inSection   bool              // f of section is running: emitLocked batches into pending
+	afterUnlock []func()          // pushes to callers, run after unlock: a slow client must never stall a decision
+	stopping    bool
+	maintenance bool // a reset (nuke) is running: nothing is granted or started
 
 	qtimers     map[string]ports.Timer // quarantine retry timers by device id
 	stimers     map[string]ports.Timer // settlement retries the store refused, by device id
@@ -123,6 +130,7 @@ type Engine struct {
 	warmSpecs   []warmSpec // resolved warm-pool targets
 
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
+	reqs       *requestBook             // durable lease requests, see requests.go
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -152,11 +160,12 @@ func New(cfg Config, d Deps) *Engine {
 		obs:     map[string]*observation{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
-		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, reservations: map[string]int{},
+		timers: map[string]ports.Timer{}, opLocks: map[string]string{},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
+	e.reqs = newRequestBook(cfg, d)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }

@@ -309,7 +309,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 		_, _ = e.runOp(ctx, o)
 	}
 	e.resolveWarmTargets(ctx)
-	return nil
+	return e.recoverRequests(ctx)
 }
 
 // recoverLocked is the one startup rule per interrupted operation. No op
@@ -549,4 +549,5 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.stopSettleTimersLocked()
 	e.mu.Unlock()
 	e.bgCancel()
+	e.reqs.wg.Wait()
 }

@@ -60,9 +60,6 @@ type deviceOp struct {
 	// mark, when set, adds changes to the intent's commit (a recovery counts
 	// its attempt there).
 	mark func(d *DeviceRecord)
-	// reserved, when set, is the platform whose running reservation this
-	// operation holds; the executor returns it once the settlement lands.
-	reserved string
 	// run makes the driver call(s). It may enter sections of its own (a
 	// provision records the handle between creating and booting).
 	run func(ctx context.Context, o *deviceOp) error
@@ -172,13 +169,7 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 // the quarantine backoff; a restart meanwhile recovers from the intent.
 func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 	delete(e.opLocks, o.id)
-	if o.reserved != "" {
-		e.reservations[o.reserved]--
-	}
 	if serr := o.settle(o, opErr); serr != nil {
-		if o.reserved != "" {
-			e.reservations[o.reserved]++
-		}
 		e.opLocks[o.id] = o.lock
 		wait := e.cfg.Quarantine.delay(o.tries)
 		o.tries++

@@ -237,6 +237,28 @@ func TestOneRAMBudgetAcrossPlatforms(t *testing.T) {
 	}
 }
 
+// A device is charged the footprint its driver learned when it created it
+// (an AVD's hw.ramSize), not the spec's estimate: two emulators estimated at
+// 4 GiB that turn out to need 3 GiB each leave room for a simulator.
+func TestProvisionedFootprintReplacesTheEstimate(t *testing.T) {
+	h := newHarness(t, core.Limits{})
+	h.drv.RAM, h.droid.RAM, h.droid.ProvisionedRAM = 2<<30, 4<<30, 3<<30
+	stats := &fake.Stats{CPUs: 16, TotalRAM: 16 << 30}
+	h.engine = core.New(h.cfg, core.Deps{Clock: h.clock, Store: newMemStore(), Drivers: []core.Driver{h.drv, h.droid},
+		Strategy: core.ResourceStrategy{Stats: stats}, Bus: h.bus})
+	if err := h.engine.Converge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	leaseOn(t, h, "a1", "android", "Pixel")
+	leaseOn(t, h, "a2", "android", "Pixel")
+	if c := h.engine.Capacity(); c.Platforms["android"].RAMBytes != 6<<30 {
+		t.Fatalf("emulators charged %d, want their own 6 GiB", c.Platforms["android"].RAMBytes)
+	}
+	if _, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "i1", NoWait: true}, nil); err != nil {
+		t.Fatalf("a 2 GiB simulator beside 6 GiB of emulators fits 9.6 GiB: %v", err)
+	}
+}
+
 // Hardening 7: a status snapshot is one instant: every lease's device reads
 // leased in it, however releases and grants interleave.
 func TestStatusIsOneSnapshot(t *testing.T) {

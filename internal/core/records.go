@@ -84,6 +84,10 @@ type LeaseRecord struct {
 	GrantedAt     time.Time
 	ExpiresAt     time.Time
 	LastRenewedAt time.Time
+	// RequestID names the lease request this lease was granted to; Timing
+	// records how it was served (both empty for leases older than them).
+	RequestID string
+	Timing    *Timing
 }
 
 // Snapshot is the whole persisted registry.
@@ -98,11 +102,14 @@ type Changes struct {
 	DeleteDevices []string
 	PutLeases     []LeaseRecord
 	DeleteLeases  []string
+	// PutRequests settles lease request receipts in the same transaction
+	// (a grant and its receipt), when the registry store also keeps them.
+	PutRequests []RequestRecord
 }
 
 // Empty reports whether c changes nothing.
 func (c Changes) Empty() bool {
-	return len(c.PutDevices) == 0 && len(c.DeleteDevices) == 0 && len(c.PutLeases) == 0 && len(c.DeleteLeases) == 0
+	return len(c.PutDevices) == 0 && len(c.DeleteDevices) == 0 && len(c.PutLeases) == 0 && len(c.DeleteLeases) == 0 && len(c.PutRequests) == 0
 }
 
 // Store persists the registry. Apply must be atomic: all of c or nothing.

@@ -18,11 +18,20 @@ type Request struct {
 	NoWait      bool
 	RequesterID string
 	OwnerID     string
+	// IdempotencyKey makes a repeat of this request return the first one's
+	// outcome (ADR 0017); empty: none.
+	IdempotencyKey string
+	// Downloaded reports, after spec resolution, whether the driver had to
+	// install the OS runtime (nil: never); it marks the admission path.
+	Downloaded func() bool
+
+	rq *requestEntry // the stored request this admission serves
 }
 
 // Progress reports a pending request's phase.
 type Progress struct {
 	Phase         string // queued, evicting, provisioning, booting, granted
+	RequestID     string
 	QueuePosition int
 	DeviceID      string
 	ETA           time.Duration
@@ -54,12 +63,15 @@ type waiter struct {
 	abandoned  bool        // the caller went away while work was in flight
 	noWait     bool        // refused rather than queued when nothing can take it now
 	lastPos    int
+	rq         *requestEntry // its stored request (nil for none)
+	out        *outcome      // the admission of rq it serves
 }
 
-// Request asks for a lease. It resolves the spec through the driver (outside
-// the decision section: resolution may shell out or even download), then
-// joins the FIFO queue and waits for a grant, a timeout, a cancel or ctx.
-func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
+// request serves one admission of a stored request (see Request in
+// requests.go). It resolves the spec through the driver (outside the
+// decision section: resolution may shell out or even download), then joins
+// the FIFO queue and waits for a grant, a timeout, a cancel or ctx.
+func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -87,7 +99,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 	}
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
-		progress: progress, done: make(chan result, 1), phase: "queued"}
+		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq}
 	var refuse error
 	e.section(func() {
 		if e.stopping {
@@ -103,6 +115,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 			return
 		}
 		w.enqueuedAt = e.now()
+		e.bindLocked(w)
 		e.queue = append(e.queue, w)
 		e.scheduleLocked()
 		// A noWait request either took capacity just now (a grant, device
@@ -233,6 +246,7 @@ func (e *Engine) Cancel(requester string) error {
 		return ErrNoPending
 	}
 	w.deliver(result{err: ErrCancelled})
+	w.awaitSettled()
 	e.notifyPositions()
 	return nil
 }
@@ -395,7 +409,8 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		ID: "lse_" + e.newID(), DeviceID: id, RequesterID: w.requester, OwnerID: w.owner,
 		Platform: d.Platform, TTL: w.ttl, GrantedAt: now, ExpiresAt: now.Add(w.ttl), LastRenewedAt: now,
 	}
-	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}}); err != nil {
+	w.stampLease(&l, now)
+	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)}); err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
 		e.removeLocked(w)
 		w.deliver(result{err: err})
@@ -404,27 +419,27 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	e.removeLocked(w)
 	e.armExpiryLocked(l)
 	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: id, RequesterID: l.RequesterID, Platform: d.Platform,
-		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID}})
+		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID,
+			"requestId": l.RequestID, "timing": l.Timing.Data()}})
 	e.pushLocked(w, Progress{Phase: "granted", DeviceID: id})
 	w.deliver(result{grant: Grant{Lease: l, Device: d}})
 }
 
 // startBootLocked boots a shut-down device through the op executor,
-// holding a running reservation, for waiter w or, with w nil, for the warm
+// holding a running reservation (its op lock: holdsReservationLocked), for waiter w or, with w nil, for the warm
 // pool.
 func (e *Engine) startBootLocked(w *waiter, id string) {
-	p := e.devices[id].Platform
 	lock := e.workLock(w, "boot")
-	e.reservations[p]++
-	o := &deviceOp{kind: OpKindBoot, lock: lock, id: id, reserved: p,
+	o := &deviceOp{kind: OpKindBoot, lock: lock, id: id,
 		run: func(ctx context.Context, o *deviceOp) error {
 			w.push(Progress{Phase: "booting", DeviceID: id, ETA: o.drv.Estimate(OpBoot)})
+			w.begin(PhaseBoot, e.now())
+			defer func() { w.end(PhaseBoot, e.now()) }()
 			return o.drv.MakeReady(ctx, o.rec.Ref())
 		},
 		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
 	}
 	if err := e.startOpLocked(o); err != nil {
-		e.reservations[p]--
 		e.log.Error("start a boot", "device", id, "err", err)
 		if w != nil {
 			e.dropWaiterLocked(w, err)
@@ -441,7 +456,7 @@ func (e *provisionError) Unwrap() error { return e.err }
 
 // startProvisionLocked records a provisioning device for spec, with its
 // intent, before the driver is asked for anything; then it creates and
-// boots it through the op executor, holding a running reservation, for
+// boots it through the op executor, holding a running reservation (its op lock), for
 // waiter w or, with w nil, for the warm pool.
 func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 	now := e.now()
@@ -456,10 +471,9 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		}
 		return
 	}
-	id, p := rec.ID, rec.Platform
+	id := rec.ID
 	lock := e.workLock(w, "provision")
-	e.reservations[p]++
-	o := &deviceOp{kind: OpKindProvision, lock: lock, id: id, reserved: p,
+	o := &deviceOp{kind: OpKindProvision, lock: lock, id: id,
 		run: func(ctx context.Context, o *deviceOp) error { return e.provisionAndBoot(ctx, o, w, spec) },
 		settle: func(o *deviceOp, err error) error {
 			var pe *provisionError
@@ -477,7 +491,6 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		},
 	}
 	if err := e.startOpLocked(o); err != nil {
-		e.reservations[p]--
 		e.log.Error("start a provision", "device", id, "err", err)
 		e.dropLocked(id)
 		if w != nil {
@@ -492,7 +505,9 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, spec Spec) error {
 	id, drv := o.id, o.drv
 	w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
+	w.begin(PhaseProvision, e.now())
 	prov, err := drv.Provision(ctx, spec)
+	w.end(PhaseProvision, e.now())
 	if err != nil {
 		return &provisionError{err}
 	}
@@ -501,6 +516,9 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	e.section(func() {
 		d := *e.devices[id]
 		d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
+		if prov.RAMBytes > 0 {
+			d.Spec.RAMBytes = prov.RAMBytes // charged from now on, by capacity and status
+		}
 		if cerr = e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); cerr != nil {
 			return
 		}
@@ -521,6 +539,8 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 		return &provisionError{fmt.Errorf("record the new device: %w", cerr)}
 	}
 	w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
+	w.begin(PhaseBoot, e.now())
+	defer func() { w.end(PhaseBoot, e.now()) }()
 	return drv.MakeReady(ctx, ref)
 }
 
@@ -638,7 +658,12 @@ func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: id, Platform: d.Platform})
 		})
 	}
-	settle := o.settle
+	run, settle := o.run, o.settle
+	o.run = func(ctx context.Context, o *deviceOp) error {
+		w.begin(PhaseEvict, e.now())
+		defer func() { w.end(PhaseEvict, e.now()) }()
+		return run(ctx, o)
+	}
 	o.settle = func(o *deviceOp, err error) error {
 		w.evicting = false
 		if serr := settle(o, err); serr != nil {

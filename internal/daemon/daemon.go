@@ -219,7 +219,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	stats := o.Stats
 	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"),
-		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }})
+		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
+		Requests: d.db, Classify: classifyRefusal})
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
 		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
@@ -519,6 +520,7 @@ func engineConfig(c config.Config) core.Config {
 			MaxRecoveryAttempts: c.Health.MaxRecoveryAttempts},
 		Cleanup: core.CleanupPolicy{Interval: ms(c.Cleanup.IntervalMs), IdleShutdown: ms(c.Cleanup.IdleShutdownMs),
 			IdleDestroy: ms(c.Cleanup.IdleDestroyMs), DiskPressureFreeBytes: c.DiskPressure.FreeBytesThreshold},
+		RequestRetention: ms(c.Requests.RetentionMs),
 	}
 	for _, t := range c.WarmPool.Targets {
 		out.WarmTargets = append(out.WarmTargets, core.WarmTarget{Count: t.Count,

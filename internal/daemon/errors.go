@@ -19,6 +19,22 @@ func toContractError(err error) *contract.Error {
 	if ce := contract.AsError(err); ce != nil {
 		return ce
 	}
+	var re *core.RequestError
+	if errors.As(err, &re) {
+		// A stored refusal replayed: the code the first caller got.
+		out := contract.Normalize(contract.Errorf(contract.Code(re.Code), "%s", re.Message))
+		out.Retryable = re.Retryable
+		return out
+	}
+	var mm *core.IdempotencyMismatchError
+	if errors.As(err, &mm) {
+		return contract.Errorf(contract.CodeIdempotencyMismatch, "%s", err.Error()).WithDetails("requestId", mm.RequestID)
+	}
+	var ge *core.GrantEndedError
+	if errors.As(err, &ge) {
+		return contract.Errorf(contract.CodeUnknownLease, "%s", err.Error()).WithDetails("requestId", ge.RequestID, "leaseId", ge.LeaseID).
+			WithNext("the request's lease has ended; use a new idempotency key for a new lease")
+	}
 	var rl *core.RequesterLeasedError
 	if errors.As(err, &rl) {
 		return requesterLeased(rl, true)
@@ -50,6 +66,8 @@ func toContractError(err error) *contract.Error {
 		{core.ErrInsufficientDisk, contract.CodeInsufficientDisk},
 		{core.ErrDeviceFailed, contract.CodeDeviceFailed},
 		{core.ErrUnknownDevice, contract.CodeUnknownDevice},
+		{core.ErrDaemonRestarted, contract.CodeDaemonRestarted},
+		{core.ErrUnknownRequest, contract.CodeUnknownRequest},
 		{store.ErrTokenNameTaken, contract.CodeBadRequest},
 		{core.ErrPassthroughRefused, contract.CodePassthroughRefused},
 		{core.ErrUnknownTool, contract.CodeUnknownPassthroughTool},

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
@@ -101,6 +103,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		}
 		return d.leaseOut(l), nil
 	})
+	dispatch.Handle(disp, contract.LeaseRequestStatus, d.leaseRequestStatus)
 	dispatch.Handle(disp, contract.LeaseList, func(_ context.Context, call *dispatch.Call, _ contract.LeaseListIn) (contract.LeaseListOut, error) {
 		out := contract.LeaseListOut{Leases: []contract.Lease{}}
 		for _, l := range d.engine.Leases() {
@@ -209,6 +212,9 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 		}
 		owner = in.OwnerID
 	}
+	if err := checkIdempotencyKey(in.IdempotencyKey); err != nil {
+		return contract.Lease{}, err
+	}
 	done, err := d.admitPending(owner)
 	if err != nil {
 		return contract.Lease{}, err
@@ -225,13 +231,22 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 		Spec:    core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow},
 		TTL:     time.Duration(in.TTLMs) * time.Millisecond,
 		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
-		NoWait:  in.NoWait, RequesterID: req, OwnerID: owner,
+		NoWait:  in.NoWait, RequesterID: req, OwnerID: owner, IdempotencyKey: in.IdempotencyKey,
 	}
-	d.progressFor.Store(req, func(p contract.Progress) { call.Push(contract.NotifyProgress, p) })
+	// A component install the driver reports for this requester marks the
+	// lease's admission path as download.
+	var downloaded atomic.Bool
+	r.Downloaded = downloaded.Load
+	d.progressFor.Store(req, func(p contract.Progress) {
+		if p.Phase == "downloading" || p.Phase == "installed" {
+			downloaded.Store(true)
+		}
+		call.Push(contract.NotifyProgress, p)
+	})
 	defer d.progressFor.Delete(req)
 	g, err := d.engine.Request(ctx, r, func(p core.Progress) {
 		call.Push(contract.NotifyProgress, contract.Progress{Phase: p.Phase, QueuePosition: p.QueuePosition,
-			DeviceID: p.DeviceID, EtaMs: p.ETA.Milliseconds()})
+			DeviceID: p.DeviceID, EtaMs: p.ETA.Milliseconds(), LeaseRequestID: p.RequestID})
 	})
 	if err != nil {
 		if in.AllowDownload && !allow && d.cfg.Downloads.Policy == "never" {
@@ -280,7 +295,7 @@ func (d *Daemon) admitPending(owner string) (func(), error) {
 func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {
 	out := contract.Lease{LeaseID: l.ID, RequesterID: l.RequesterID, OwnerID: l.OwnerID, DeviceID: l.DeviceID,
 		Platform: l.Platform, GrantedAt: l.GrantedAt.UTC(), ExpiresAt: l.ExpiresAt.UTC(), LastRenewedAt: l.LastRenewedAt.UTC(),
-		TTLMs: l.TTL.Milliseconds()}
+		TTLMs: l.TTL.Milliseconds(), RequestID: l.RequestID, Timing: timingOut(l.Timing)}
 	if dev, ok := d.engine.Device(l.DeviceID); ok {
 		cd := d.deviceOut(dev, l.ID)
 		out.Device = &cd
@@ -462,4 +477,67 @@ func (d *Daemon) daemonInfo() contract.DaemonInfo {
 	return contract.DaemonInfo{Version: d.version, PID: d.pid, Health: d.health(), Mode: d.cfg.Mode,
 		InstanceID: d.instanceID, StartedAt: d.startedAt.UTC().Truncate(time.Millisecond), Socket: d.paths.Socket,
 		Home: d.paths.Home, HTTP: d.httpAddr}
+}
+
+// maxIdempotencyKey bounds a key: it is stored and echoed in receipts.
+const maxIdempotencyKey = 256
+
+func checkIdempotencyKey(k string) error {
+	if len(k) > maxIdempotencyKey {
+		return contract.Errorf(contract.CodeBadRequest, "idempotencyKey is %d bytes, at most %d", len(k), maxIdempotencyKey)
+	}
+	for _, r := range k {
+		if r < 0x20 || r == 0x7f || unicode.Is(unicode.Bidi_Control, r) {
+			return contract.Errorf(contract.CodeBadRequest, "idempotencyKey holds a control character (%U)", r)
+		}
+	}
+	return nil
+}
+
+// leaseRequestStatus reads a request's receipt; an agent sees only its own.
+func (d *Daemon) leaseRequestStatus(_ context.Context, call *dispatch.Call, in contract.LeaseRequestStatusIn) (contract.LeaseRequestReceipt, error) {
+	st, err := d.engine.RequestStatus(in.RequestID)
+	if err != nil {
+		return contract.LeaseRequestReceipt{}, err
+	}
+	rec := st.Record
+	if call.Session.Role != contract.RoleAdmin && rec.OwnerID != call.Session.Principal {
+		return contract.LeaseRequestReceipt{}, contract.Errorf(contract.CodeForbidden, "lease request %s belongs to another principal", rec.ID)
+	}
+	out := contract.LeaseRequestReceipt{RequestID: rec.ID, RequesterID: rec.RequesterID, OwnerID: rec.OwnerID,
+		IdempotencyKey: rec.IdempotencyKey, Platform: rec.Platform, State: string(rec.State), QueuePosition: st.QueuePosition,
+		LeaseID: rec.LeaseID, Interrupted: rec.Interrupted, CreatedAt: rec.CreatedAt.UTC(), UpdatedAt: rec.UpdatedAt.UTC(),
+		Timing: timingOut(rec.Timing)}
+	if st.Lease != nil {
+		l := d.leaseOut(*st.Lease)
+		out.Lease = &l
+	}
+	if rec.Error != nil {
+		out.Error = toContractError(&core.RequestError{Code: rec.Error.Code, Message: rec.Error.Message, Retryable: rec.Error.Retryable})
+	}
+	return out, nil
+}
+
+// classifyRefusal names a refusal for a request's receipt with the same
+// mapping every answer uses.
+func classifyRefusal(err error) core.RequestError {
+	ce := toContractError(err)
+	return core.RequestError{Code: string(ce.Code), Message: ce.Message, Retryable: ce.Retryable}
+}
+
+// timingOut maps a timing record onto the contract: milliseconds, and only
+// the phases that were measured.
+func timingOut(t *core.Timing) *contract.LeaseTiming {
+	if t == nil {
+		return nil
+	}
+	out := &contract.LeaseTiming{Path: t.Path, QueueWaitMs: t.QueueWait.Milliseconds(), TotalMs: t.Total.Milliseconds()}
+	for phase, dst := range map[string]**int64{core.PhaseDownload: &out.DownloadMs, core.PhaseEvict: &out.EvictMs,
+		core.PhaseProvision: &out.ProvisionMs, core.PhaseBoot: &out.BootMs, core.PhaseReadiness: &out.ReadinessMs} {
+		if v, ok := t.Phases[phase]; ok {
+			ms := v.Milliseconds()
+			*dst = &ms
+		}
+	}
+	return out
 }

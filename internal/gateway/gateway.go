@@ -268,6 +268,7 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 	unsupported(d, contract.CleanupRun)
 	unsupported(d, contract.DoctorRun)
 	unsupported(d, contract.Passthrough)
+	unsupported(d, contract.LeaseRequestStatus)
 }
 
 // unsupported registers op as refused for good on a gateway: it acts on one

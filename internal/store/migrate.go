@@ -69,6 +69,35 @@ CREATE TABLE meta (
 	`ALTER TABLE devices ADD COLUMN health TEXT; -- JSON core.DeviceHealth; NULL is none`,
 	// 3: the device operation in flight, written before its driver call.
 	`ALTER TABLE devices ADD COLUMN intent TEXT; -- JSON core.DeviceIntent; NULL is none`,
+	// 4: durable lease requests (ADR 0017) and how each lease was served.
+	`
+CREATE TABLE lease_requests (
+	id              TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),   -- req_<hex>
+	requester_id    TEXT NOT NULL,
+	owner_id        TEXT NOT NULL,
+	idempotency_key TEXT CHECK (idempotency_key <> ''),           -- NULL is none
+	fingerprint     TEXT NOT NULL,
+	platform        TEXT NOT NULL,
+	state           TEXT NOT NULL,
+	lease_id        TEXT,                                        -- no reference: the receipt outlives its lease
+	error_code      TEXT,
+	error_message   TEXT,
+	error_retryable INTEGER CHECK (error_retryable IN (0, 1)),
+	interrupted     INTEGER NOT NULL DEFAULT 0 CHECK (interrupted IN (0, 1)),
+	created_at      INTEGER NOT NULL,                            -- unix ms UTC
+	updated_at      INTEGER NOT NULL,
+	queue_seq       INTEGER NOT NULL,                            -- admission order
+	timing          TEXT                                         -- JSON; NULL is none
+) STRICT;
+
+-- One request per (requester, key); requests without a key are never matched.
+CREATE UNIQUE INDEX lease_requests_key ON lease_requests (requester_id, idempotency_key)
+	WHERE idempotency_key IS NOT NULL;
+CREATE INDEX lease_requests_updated ON lease_requests (updated_at);
+
+ALTER TABLE leases ADD COLUMN request_id TEXT;   -- the request it was granted to; NULL is none
+ALTER TABLE leases ADD COLUMN timing TEXT;       -- JSON; NULL is none
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock. Migrating

@@ -16,7 +16,7 @@ const deviceColumns = `id, platform, handle, name, state, spec, attrs, simulated
 	state_since, created_at, last_leased_at, last_released_at, data, health, intent`
 
 const leaseColumns = `id, device_id, requester_id, owner_id, platform, ttl_ms,
-	granted_at, expires_at, last_renewed_at`
+	granted_at, expires_at, last_renewed_at, request_id, timing`
 
 // ON CONFLICT DO UPDATE rather than INSERT OR REPLACE: REPLACE would silently
 // delete any other row that collides on a UNIQUE column (a second lease for
@@ -32,12 +32,13 @@ const upsertDevice = `INSERT INTO devices (` + deviceColumns + `)
 		intent = excluded.intent`
 
 const upsertLease = `INSERT INTO leases (` + leaseColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		device_id = excluded.device_id, requester_id = excluded.requester_id,
 		owner_id = excluded.owner_id, platform = excluded.platform,
 		ttl_ms = excluded.ttl_ms, granted_at = excluded.granted_at,
-		expires_at = excluded.expires_at, last_renewed_at = excluded.last_renewed_at`
+		expires_at = excluded.expires_at, last_renewed_at = excluded.last_renewed_at,
+		request_id = excluded.request_id, timing = excluded.timing`
 
 // Load reads the whole registry, devices ordered by creation and leases by
 // grant time (ties broken by ID). Times come back in UTC.
@@ -90,8 +91,17 @@ func (db *DB) Apply(ctx context.Context, c core.Changes) error {
 				return fmt.Errorf("store: put device %s: %w", c.PutDevices[i].ID, err)
 			}
 		}
+		for _, r := range c.PutRequests {
+			if err := putRequest(ctx, q, r); err != nil {
+				return err
+			}
+		}
 		for _, l := range c.PutLeases {
-			if _, err := q.ExecContext(ctx, upsertLease, leaseArgs(l)...); err != nil {
+			args, err := leaseArgs(l)
+			if err != nil {
+				return fmt.Errorf("store: lease %s: %w", l.ID, err)
+			}
+			if _, err := q.ExecContext(ctx, upsertLease, args...); err != nil {
 				return fmt.Errorf("store: put lease %s: %w", l.ID, err)
 			}
 		}
@@ -133,11 +143,15 @@ func deviceArgs(d core.DeviceRecord) ([]any, error) {
 	}, nil
 }
 
-func leaseArgs(l core.LeaseRecord) []any {
+func leaseArgs(l core.LeaseRecord) ([]any, error) {
+	timing, err := encodeTiming(l.Timing)
+	if err != nil {
+		return nil, err
+	}
 	return []any{
 		l.ID, l.DeviceID, l.RequesterID, l.OwnerID, l.Platform, l.TTL.Milliseconds(),
-		unixMs(l.GrantedAt), unixMs(l.ExpiresAt), unixMs(l.LastRenewedAt),
-	}
+		unixMs(l.GrantedAt), unixMs(l.ExpiresAt), unixMs(l.LastRenewedAt), nullString(l.RequestID), timing,
+	}, nil
 }
 
 func loadDevices(ctx context.Context, q querier) ([]core.DeviceRecord, error) {
@@ -203,15 +217,20 @@ func loadLeases(ctx context.Context, q querier) ([]core.LeaseRecord, error) {
 			l                         core.LeaseRecord
 			ttl                       int64
 			granted, expires, renewed sql.NullInt64
+			requestID, timing         sql.NullString
 		)
 		if err := rows.Scan(&l.ID, &l.DeviceID, &l.RequesterID, &l.OwnerID, &l.Platform, &ttl,
-			&granted, &expires, &renewed); err != nil {
+			&granted, &expires, &renewed, &requestID, &timing); err != nil {
 			return nil, fmt.Errorf("store: load leases: %w", err)
 		}
 		l.TTL = time.Duration(ttl) * time.Millisecond
 		l.GrantedAt = fromUnixMs(granted)
 		l.ExpiresAt = fromUnixMs(expires)
 		l.LastRenewedAt = fromUnixMs(renewed)
+		l.RequestID = requestID.String
+		if l.Timing, err = decodeTiming(timing); err != nil {
+			return nil, fmt.Errorf("store: lease %s: %w", l.ID, err)
+		}
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os/exec"
 	"sort"
 	"strings"
@@ -130,5 +132,85 @@ func TestMCPLeaseSurvivesADaemonRestart(t *testing.T) {
 	}
 	if n := strings.Count(text, `"requesterId"`); n != 1 {
 		t.Fatalf("%d leases after the restart, want the one surviving lease: %s", n, text)
+	}
+}
+
+// TestMCPAnswersMalformedLinesAndKeepsItsLease: `simlock mcp` answers
+// truncated JSON, non-JSON, an array and deep nesting with a JSON-RPC parse
+// error, and keeps serving and holding its lease.
+func TestMCPAnswersMalformedLinesAndKeepsItsLease(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	cmd := w.cmd("mcp")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	lines := make(chan map[string]json.RawMessage, 64)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				if _, isCall := m["method"]; !isCall {
+					lines <- m
+				}
+			}
+		}
+		close(lines)
+	}()
+	send := func(line string) map[string]json.RawMessage {
+		t.Helper()
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		select {
+		case m, ok := <-lines:
+			if !ok {
+				t.Fatalf("simlock mcp exited after %q", line)
+			}
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no answer to %q", line)
+			return nil
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`+"\n")
+	m := send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lease_simulator","arguments":{"platform":"ios"}}}`)
+	var res struct {
+		Content []struct{ Text string }
+	}
+	if json.Unmarshal(m["result"], &res) != nil || len(res.Content) == 0 {
+		t.Fatalf("lease_simulator answered %v", m)
+	}
+	id := leaseIDIn(t, res.Content[0].Text)
+
+	for _, bad := range []string{
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list"`,
+		`not json at all`,
+		`[{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`,
+		strings.Repeat("[", 500) + strings.Repeat("]", 500),
+	} {
+		m := send(bad)
+		var e struct{ Code int }
+		if json.Unmarshal(m["error"], &e) != nil || e.Code != -32700 || string(m["id"]) != "null" {
+			t.Fatalf("%.40q answered %v, want a -32700 parse error with id null", bad, m)
+		}
+	}
+	m = send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"lease_status","arguments":{}}}`)
+	if !strings.Contains(string(m["result"]), id) {
+		t.Fatalf("lease_status after malformed lines: %v", m)
+	}
+	if st := w.status(); len(st.Leases) != 1 || st.Leases[0].LeaseID != id {
+		t.Fatalf("leases %+v, want the MCP session's %s", st.Leases, id)
 	}
 }

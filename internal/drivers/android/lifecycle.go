@@ -82,6 +82,7 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 		Attrs:     d.attrs(port),
 		Simulated: d.detectSimulated(ctx),
 		Data:      data,
+		RAMBytes:  d.avdFootprint(name),
 	}, nil
 }
 

@@ -43,6 +43,9 @@ type Driver struct {
 	// RAM, when set, is the footprint every resolved spec carries
 	// (Spec.RAMBytes), as a real driver reports an AVD's hw.ramSize.
 	RAM uint64
+	// ProvisionedRAM, when set, is the footprint a new device reports once
+	// it exists (core.Provisioned.RAMBytes), as an AVD's hw.ramSize does.
+	ProvisionedRAM uint64
 	// Fail maps an operation ("provision", "boot", "reclaim", "shutdown",
 	// "destroy") to how many of its next calls fail.
 	Fail map[string]int
@@ -123,7 +126,7 @@ func (d *Driver) Provision(_ context.Context, s core.Spec) (core.Provisioned, er
 	h := fmt.Sprintf("%s-%d", d.platform, d.seq)
 	d.devices[h] = &device{spec: s}
 	data, _ := json.Marshal(map[string]string{"fake": h})
-	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: h}, Simulated: true, Data: data}, nil
+	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: h}, Simulated: true, Data: data, RAMBytes: d.ProvisionedRAM}, nil
 }
 
 func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {

@@ -27,17 +27,18 @@ func readDoc(t *testing.T) string {
 // <!-- sample: Type --> decodes strictly into that type.
 func TestDocSamplesMatchTheirTypes(t *testing.T) {
 	types := map[string]func() any{
-		"ErrorBody":       func() any { return &ErrorBody{} },
-		"Health":          func() any { return &Health{} },
-		"HelloOut":        func() any { return &contract.HelloOut{} },
-		"LeaseRequestIn":  func() any { return &contract.LeaseRequestIn{} },
-		"Lease":           func() any { return &contract.Lease{} },
-		"PendingRequest":  func() any { return &PendingRequest{} },
-		"RenewReply":      func() any { return &RenewReply{} },
-		"LeaseReleaseOut": func() any { return &contract.LeaseReleaseOut{} },
-		"DeviceExecIn":    func() any { return &contract.DeviceExecIn{} },
-		"Event":           func() any { return &contract.Event{} },
-		"TokenCreateOut":  func() any { return &contract.TokenCreateOut{} },
+		"ErrorBody":           func() any { return &ErrorBody{} },
+		"Health":              func() any { return &Health{} },
+		"HelloOut":            func() any { return &contract.HelloOut{} },
+		"LeaseRequestIn":      func() any { return &contract.LeaseRequestIn{} },
+		"Lease":               func() any { return &contract.Lease{} },
+		"LeaseRequestReceipt": func() any { return &contract.LeaseRequestReceipt{} },
+		"PendingRequest":      func() any { return &PendingRequest{} },
+		"RenewReply":          func() any { return &RenewReply{} },
+		"LeaseReleaseOut":     func() any { return &contract.LeaseReleaseOut{} },
+		"DeviceExecIn":        func() any { return &contract.DeviceExecIn{} },
+		"Event":               func() any { return &contract.Event{} },
+		"TokenCreateOut":      func() any { return &contract.TokenCreateOut{} },
 	}
 	block := regexp.MustCompile("(?s)(<!-- sample: (\\w+) -->\\n)?```json\\n(.*?)```")
 	doc := readDoc(t)

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/transport/outbox"
 )
 
 // serveEvents streams events.subscribe as Server-Sent Events: the backlog
@@ -40,7 +40,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, rt route) {
 	params, _ = json.Marshal(in)
 
 	lift(w)
-	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	sse := newSSEWriter(w, s.writeStall)
 	defer sse.close()
 	sink := newEventSink(sse.event, sse.gap)
 	res, after, err := s.b.Dispatch(r.Context(), sessionOf(r), rt.op.Name, params, sink.notify)
@@ -61,18 +61,27 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, rt route) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-sse.box.Done(): // the client stopped reading and was cut off
+			return
 		case <-s.clock.After(keepAlive):
 			sse.comment("keep-alive")
 		}
 	}
 }
 
-// sseWriter serializes SSE writes; writes after close are dropped.
+// sseWriter queues SSE writes in an outbox, so the event follower never
+// waits on the client; its writer goroutine owns the ResponseWriter until
+// close. A client that stops reading fails the box (see outbox).
 type sseWriter struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	closed bool
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	box *outbox.Box
+}
+
+func newSSEWriter(w http.ResponseWriter, stall time.Duration) *sseWriter {
+	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	s.box = outbox.New(outbox.SinkFunc(s.writeChunk), outbox.Options{Stall: stall})
+	return s
 }
 
 func (s *sseWriter) event(e contract.Event) {
@@ -111,30 +120,23 @@ func (s *sseWriter) message(event, id, data string) {
 
 func (s *sseWriter) comment(text string) { s.write(": " + text + "\n\n") }
 
-func (s *sseWriter) write(chunk string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
+func (s *sseWriter) write(chunk string) { s.box.Send([]byte(chunk)) }
+
+// writeChunk runs on the writer goroutine; an empty chunk only flushes.
+func (s *sseWriter) writeChunk(b []byte, deadline time.Time) error {
+	_ = s.rc.SetWriteDeadline(deadline)
+	if len(b) > 0 {
+		if _, err := s.w.Write(b); err != nil {
+			return err
+		}
 	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(writeStall))
-	if _, err := s.w.Write([]byte(chunk)); err != nil {
-		s.closed = true
-		return
-	}
-	_ = s.rc.Flush()
+	return s.rc.Flush()
 }
 
-func (s *sseWriter) flush() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		_ = s.rc.Flush()
-	}
-}
+func (s *sseWriter) flush() { s.box.Send(nil) }
 
+// close stops the writer before the handler returns the ResponseWriter.
 func (s *sseWriter) close() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
+	s.box.Abort()
+	<-s.box.Done()
 }

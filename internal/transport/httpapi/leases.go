@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,9 +44,12 @@ type DropReply struct {
 }
 
 type pending struct {
-	id   string
-	sess contract.Session
-	done chan struct{} // closed when the dispatch has returned
+	id     string
+	sess   contract.Session
+	done   chan struct{} // closed when the dispatch has returned
+	stored chan struct{} // closed once the daemon has stored the request (its first push) or answered
+
+	daemonID string // the daemon's lease request id, from its pushes (guarded by requestTable.mu)
 
 	// guarded by requestTable.mu
 	cancel    context.CancelFunc
@@ -73,13 +77,16 @@ func newRequestID() string {
 	return "req_" + hex.EncodeToString(b[:])
 }
 
-// start runs lease.request in the background for sess.
+// start runs lease.request in the background for sess and returns once the
+// daemon has stored the request (every push comes after that) or answered,
+// so a cancel sent right after a 202 finds the request. The handle takes the
+// daemon's request id when the daemon names it, so /v1/requests/{id} and
+// /v1/lease-requests/{id} name the same request.
 func (t *requestTable) start(sess contract.Session, params json.RawMessage) *pending {
 	ctx, cancel := context.WithCancel(t.s.ctx)
-	p := &pending{id: newRequestID(), sess: sess, done: make(chan struct{}), cancel: cancel}
-	t.mu.Lock()
-	t.m[p.id] = p
-	t.mu.Unlock()
+	p := &pending{sess: sess, done: make(chan struct{}), stored: make(chan struct{}), cancel: cancel}
+	var once sync.Once
+	markStored := func() { once.Do(func() { close(p.stored) }) }
 	t.s.wg.Add(1)
 	go func() {
 		defer t.s.wg.Done()
@@ -91,8 +98,12 @@ func (t *requestTable) start(sess contract.Session, params json.RawMessage) *pen
 			if pr, ok := asProgress(params); ok {
 				t.mu.Lock()
 				p.progress = &pr
+				if p.daemonID == "" {
+					p.daemonID = pr.LeaseRequestID
+				}
 				t.mu.Unlock()
 			}
+			markStored()
 		}
 		res, after, err := t.s.b.Dispatch(ctx, sess, contract.LeaseRequest.Name, params, notify)
 		var l contract.Lease
@@ -104,14 +115,29 @@ func (t *requestTable) start(sess contract.Session, params json.RawMessage) *pen
 		}
 		t.mu.Lock()
 		p.lease, p.err, p.finished = l, err, true
+		if p.daemonID == "" {
+			p.daemonID = l.RequestID
+		}
 		orphan := p.dropped && err == nil
 		t.mu.Unlock()
+		markStored()
 		close(p.done)
 		runAfter(after)
 		if orphan {
 			t.release(sess, l.LeaseID)
 		}
 	}()
+	select {
+	case <-p.stored:
+	case <-t.s.ctx.Done():
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.id = p.daemonID
+	if _, taken := t.m[p.id]; p.id == "" || taken {
+		p.id = newRequestID() // a second handle on one request (a repeated key) gets its own
+	}
+	t.m[p.id] = p
 	return p
 }
 
@@ -248,6 +274,10 @@ func (s *Server) serveLeaseRequest(w http.ResponseWriter, r *http.Request, rt ro
 		writeError(w, cerr, nil)
 		return
 	}
+	if params, cerr = withIdempotencyKey(r, params); cerr != nil {
+		writeError(w, cerr, nil)
+		return
+	}
 	// Decode here too (the same strict decoder the dispatcher uses) so a
 	// malformed body is 400 now rather than on the first poll.
 	var in contract.LeaseRequestIn
@@ -296,12 +326,51 @@ func (s *Server) servePoll(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p, err := s.requests.lookup(r.PathValue("id"), sessionOf(r))
+	if err != nil && err.Code == contract.CodeNoPendingRequest && strings.HasPrefix(r.PathValue("id"), "req_") && s.serveReceipt(w, r) {
+		// No handle here (forgotten, or the daemon restarted): the
+		// daemon's stored receipt answered.
+		return
+	}
 	if err != nil {
 		writeError(w, err, nil)
 		return
 	}
 	lift(w)
 	s.await(w, r, p, wait, http.StatusOK, false)
+}
+
+// serveReceipt answers a poll from the daemon's receipt: the lease once
+// granted, the stored refusal once failed, 202 while it is still pending.
+// It reports false, answering nothing, when the daemon has no receipt.
+func (s *Server) serveReceipt(w http.ResponseWriter, r *http.Request) bool {
+	params, _ := json.Marshal(contract.LeaseRequestStatusIn{RequestID: r.PathValue("id")})
+	res, after, err := s.b.Dispatch(r.Context(), sessionOf(r), contract.LeaseRequestStatus.Name, params, nil)
+	runAfter(after)
+	if err != nil && (err.Code == contract.CodeUnknownRequest || err.Code == contract.CodeUnknownOperation) {
+		return false
+	}
+	if err != nil {
+		writeError(w, err, nil)
+		return true
+	}
+	rc, ok := res.(contract.LeaseRequestReceipt)
+	switch {
+	case !ok:
+		writeError(w, contract.Errorf(contract.CodeInternal, "lease.requestStatus answered %T", res), nil)
+	case rc.Lease != nil:
+		w.Header().Set("Location", "/v1/leases/"+url.PathEscape(rc.Lease.LeaseID))
+		writeJSON(w, http.StatusOK, *rc.Lease)
+	case rc.Error != nil:
+		writeError(w, rc.Error, nil)
+	case rc.State == contract.RequestGranted:
+		writeError(w, contract.Errorf(contract.CodeUnknownLease, "request %s was granted lease %s, which has since ended", rc.RequestID, rc.LeaseID), nil)
+	default:
+		w.Header().Set("Location", "/v1/lease-requests/"+url.PathEscape(rc.RequestID))
+		writeJSON(w, http.StatusAccepted, PendingRequest{RequestID: rc.RequestID, Status: "pending",
+			Progress:       &contract.Progress{Phase: rc.State, QueuePosition: rc.QueuePosition, LeaseRequestID: rc.RequestID},
+			AbandonAfterMs: AbandonAfter.Milliseconds()})
+	}
+	return true
 }
 
 // serveDrop: DELETE /v1/requests/{id} gives a handle up.
@@ -372,4 +441,29 @@ func (s *Server) await(w http.ResponseWriter, r *http.Request, p *pending, wait 
 		writeJSON(w, http.StatusAccepted, PendingRequest{RequestID: p.id, Status: "pending", Progress: progress,
 			AbandonAfterMs: AbandonAfter.Milliseconds()})
 	}
+}
+
+// withIdempotencyKey carries the Idempotency-Key header into the body's
+// idempotencyKey; both may be given only if they agree.
+func withIdempotencyKey(r *http.Request, params json.RawMessage) (json.RawMessage, *contract.Error) {
+	vals := r.Header.Values("Idempotency-Key")
+	if len(vals) == 0 {
+		return params, nil
+	}
+	if len(vals) > 1 {
+		return nil, contract.Errorf(contract.CodeBadRequest, "Idempotency-Key is given %d times", len(vals))
+	}
+	obj := map[string]json.RawMessage{}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &obj); err != nil {
+			return nil, contract.Errorf(contract.CodeBadRequest, "invalid input: %v", err)
+		}
+	}
+	v, _ := json.Marshal(vals[0])
+	if prev, ok := obj["idempotencyKey"]; ok && string(prev) != string(v) {
+		return nil, contract.Errorf(contract.CodeBadRequest, "the Idempotency-Key header and the body's idempotencyKey disagree")
+	}
+	obj["idempotencyKey"] = v
+	b, _ := json.Marshal(obj)
+	return b, nil
 }

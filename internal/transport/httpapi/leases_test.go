@@ -113,9 +113,18 @@ func TestPreferWaitAnswers202ThenLongPollCollectsTheLease(t *testing.T) {
 	if r := f.call("GET", "/v1/requests/"+pend.RequestID+"?wait=0", f.agent2, "", &again); r.StatusCode != 200 || again.LeaseID != l.LeaseID {
 		t.Fatalf("retried poll: %d %+v", r.StatusCode, again)
 	}
+	// After KeepOutcome the frontend forgets the handle; the poll is then
+	// answered from the daemon's stored receipt: the same lease.
 	f.clk.Advance(httpapi.KeepOutcome)
-	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID, f.agent2, ""); e.Code != contract.CodeNoPendingRequest {
-		t.Fatalf("expired handle: %s", e.Code)
+	if f.handles() != 0 {
+		t.Fatal("the handle outlived KeepOutcome")
+	}
+	again = contract.Lease{}
+	if r := f.call("GET", "/v1/requests/"+pend.RequestID, f.agent2, "", &again); r.StatusCode != 200 || again.LeaseID != l.LeaseID {
+		t.Fatalf("expired handle: %d %+v", r.StatusCode, again)
+	}
+	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID+"?wait=0", f.agent, ""); e.Code != contract.CodeForbidden {
+		t.Fatalf("foreign poll of the receipt: %s", e.Code)
 	}
 }
 
@@ -131,7 +140,9 @@ func TestUnpolledRequestIsAbandonedAndItsLeaseReleased(t *testing.T) {
 	eventually(t, func() bool { return f.st.Queued() == 1 })
 	f.clk.Advance(httpapi.AbandonAfter)
 	eventually(t, func() bool { return f.st.Queued() == 0 })
-	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID, f.agent2, ""); e.Code != contract.CodeNoPendingRequest {
+	// The handle is gone; the daemon's receipt keeps the refusal the
+	// abandonment ended the request with.
+	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID, f.agent2, ""); e.Code != contract.CodeConnectionLost {
 		t.Fatalf("abandoned handle: %s", e.Code)
 	}
 

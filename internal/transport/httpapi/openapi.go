@@ -14,7 +14,15 @@ import (
 // Nothing in it is written by hand except prose: every schema is
 // contract.Schema of a contract (or frontend) type, and every operation
 // of contract.Registry appears under /v1/ops/{name}.
-func openAPIDocument(routes []route, version string) map[string]any {
+func openAPIDocument(routes []route, version string, gateway bool) map[string]any {
+	// Gateway-only operations answer UNKNOWN_OPERATION on a worker, so only
+	// a gateway's document lists them.
+	gatewayOnly := map[string]bool{}
+	if !gateway {
+		for _, name := range contract.GatewayOnly() {
+			gatewayOnly[name] = true
+		}
+	}
 	paths := map[string]any{}
 	add := func(path, method string, op map[string]any) {
 		item, _ := paths[path].(map[string]any)
@@ -27,7 +35,7 @@ func openAPIDocument(routes []route, version string) map[string]any {
 	for _, rt := range routes {
 		if rt.kind == kindOps {
 			for _, op := range contract.Registry() {
-				if _, refused := notOverHTTP[op.Name]; !refused {
+				if _, refused := notOverHTTP[op.Name]; !refused && !gatewayOnly[op.Name] {
 					add("/v1/ops/"+op.Name, http.MethodPost, opsOperation(op))
 				}
 			}
@@ -184,6 +192,9 @@ func routeOperation(rt route) map[string]any {
 	case kindLeaseRequest:
 		params = append(params, map[string]any{"name": "Prefer", "in": "header", "required": false,
 			"description": "wait=N (seconds, capped at 60; default 20) or respond-async.", "schema": map[string]any{"type": "string"}})
+		params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
+			"description": "The body's idempotencyKey: a repeat with the same key returns the first request's outcome.",
+			"schema":      map[string]any{"type": "string", "maxLength": 256}})
 		responses["201"] = response("Granted.", map[string]any{
 			mediaJSON:   map[string]any{"schema": schemaOf(rt.op.Out)},
 			mediaNDJSON: map[string]any{"schema": ref("NDJSONLine")},

@@ -17,7 +17,7 @@ type openAPIDoc struct {
 // The document is checked as generated; TestOpenAPIIsServedAsGenerated
 // (over a real daemon) checks GET /v1/openapi.json serves these bytes.
 func TestOpenAPIListsEveryRouteAndOperation(t *testing.T) {
-	rawDoc, err := json.Marshal(openAPIDocument(routeTable(), "test"))
+	rawDoc, err := json.Marshal(openAPIDocument(routeTable(), "test", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +47,14 @@ func TestOpenAPIListsEveryRouteAndOperation(t *testing.T) {
 			seen(rt.path, rt.method)
 		}
 	}
+	gatewayOnly := map[string]bool{}
+	for _, name := range contract.GatewayOnly() {
+		gatewayOnly[name] = true
+	}
 	for _, op := range contract.Registry() {
-		if _, refused := notOverHTTP[op.Name]; refused {
+		if _, refused := notOverHTTP[op.Name]; refused || gatewayOnly[op.Name] {
 			if doc.Paths["/v1/ops/"+op.Name] != nil {
-				t.Errorf("%s is listed but not served", op.Name)
+				t.Errorf("%s is listed but not served by a worker", op.Name)
 			}
 			continue
 		}
@@ -71,6 +75,22 @@ func TestOpenAPIListsEveryRouteAndOperation(t *testing.T) {
 	body := renew["requestBody"].(map[string]any)["content"].(map[string]any)[mediaJSON].(map[string]any)["schema"].(map[string]any)
 	if _, ok := body["properties"].(map[string]any)["leaseId"]; ok {
 		t.Error("renew's body schema still lists leaseId")
+	}
+}
+
+// TestOnlyAGatewayDocumentListsGatewayOperations: worker.* answers 404 on
+// a worker, so only a gateway's OpenAPI document may list it.
+func TestOnlyAGatewayDocumentListsGatewayOperations(t *testing.T) {
+	for _, gateway := range []bool{false, true} {
+		paths := openAPIDocument(routeTable(), "x", gateway)["paths"].(map[string]any)
+		for _, name := range contract.GatewayOnly() {
+			if _, listed := paths["/v1/ops/"+name]; listed != gateway {
+				t.Errorf("gateway=%v: /v1/ops/%s listed=%v", gateway, name, listed)
+			}
+		}
+		if _, ok := paths["/v1/ops/lease.request"]; !ok {
+			t.Errorf("gateway=%v: lease.request missing", gateway)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/transport/outbox"
 )
 
 // StatusFor is the one mapping from a contract error code to an HTTP
@@ -157,63 +159,114 @@ type resultLine struct {
 }
 
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess contract.Session, method string, params json.RawMessage, okStatus int) {
-	ls := &lineStream{w: w, rc: http.NewResponseController(w)}
-	defer ls.close()
-	notify := func(m string, p any) { ls.write(http.StatusOK, pushLine{Method: m, Params: p}) }
-	res, after, err := s.b.Dispatch(r.Context(), sess, method, params, notify)
+	// A client that stops reading is cut off, and its call withdrawn, as a
+	// socket client's would be: the pushes only ever queue (see outbox).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	ls := newLineStream(w, s.writeStall, cancel)
+	defer ls.close(ctx)
+	notify := func(m string, p any) { ls.push(ctx, m, p) }
+	res, after, err := s.b.Dispatch(ctx, sess, method, params, notify)
 	if err != nil {
-		ls.write(StatusFor(err.Code), ErrorBody{Error: err})
+		ls.finish(StatusFor(err.Code), ErrorBody{Error: err})
 		runAfter(after)
 		return
 	}
-	ls.write(okStatus, resultLine{Result: res})
+	ls.finish(okStatus, resultLine{Result: res})
 	if !parsePrefer(r.Header).keepOpen {
-		ls.close()
 		runAfter(after)
 		return
 	}
 	runAfter(after)
-	<-r.Context().Done() // pushes flow until the client leaves or the server closes
+	<-ctx.Done() // pushes flow until the client leaves, stops reading, or the server closes
 }
 
-// lineStream writes NDJSON lines, serialized, each flushed. The status is
-// that of the first line, so a call refused before any push still gets its
-// table status. Writes after close are dropped: a push can race the end of
-// the handler.
+// lineStream writes NDJSON lines through an outbox: its one writer
+// goroutine owns the ResponseWriter until close, each line is flushed with
+// a write deadline, and producers never wait. The status is that of the
+// first line, so a call refused before any push still gets its table
+// status.
 type lineStream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	box *outbox.Box
+
 	mu      sync.Mutex
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	started bool
-	closed  bool
+	status  int  // of the first line queued
+	queued  bool // a line has been queued
+	started bool // the writer has sent the header
 }
 
-func (ls *lineStream) write(status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
+func newLineStream(w http.ResponseWriter, stall time.Duration, onFail func()) *lineStream {
+	ls := &lineStream{w: w, rc: http.NewResponseController(w)}
+	ls.box = outbox.New(outbox.SinkFunc(ls.writeLine), outbox.Options{Stall: stall, OnFail: func(error) { onFail() }})
+	return ls
+}
+
+// writeLine runs on the writer goroutine only.
+func (ls *lineStream) writeLine(b []byte, deadline time.Time) error {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.closed {
-		return
-	}
 	if !ls.started {
 		ls.started = true
 		ls.w.Header().Set("Content-Type", mediaNDJSON)
 		ls.w.Header().Set("Cache-Control", "no-store")
-		ls.w.WriteHeader(status)
+		ls.w.WriteHeader(ls.status)
 	}
-	_ = ls.rc.SetWriteDeadline(time.Now().Add(writeStall))
-	if _, err := ls.w.Write(append(b, '\n')); err != nil {
-		ls.closed = true
-		return
+	ls.mu.Unlock()
+	_ = ls.rc.SetWriteDeadline(deadline)
+	if _, err := ls.w.Write(b); err != nil {
+		return err
 	}
-	_ = ls.rc.Flush()
+	return ls.rc.Flush()
 }
 
-func (ls *lineStream) close() {
+func (ls *lineStream) line(status int, v any) ([]byte, bool) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
 	ls.mu.Lock()
-	ls.closed = true
+	if !ls.queued {
+		ls.queued, ls.status = true, status
+	}
 	ls.mu.Unlock()
+	return append(b, '\n'), true
+}
+
+// push queues a push line; only the newest progress waits to be written,
+// and command output waits for room (outbox.SendPaced) so a slow reader
+// slows only its own command.
+func (ls *lineStream) push(ctx context.Context, method string, params any) {
+	b, ok := ls.line(http.StatusOK, pushLine{Method: method, Params: params})
+	if !ok {
+		return
+	}
+	switch method {
+	case contract.NotifyProgress:
+		ls.box.SendLatest("progress", b)
+	case contract.NotifyOutput:
+		ls.box.SendPaced(ctx, b)
+	default:
+		ls.box.Send(b)
+	}
+}
+
+// finish queues the result (or error) line and waits until it is written
+// or the stream has failed: the after hooks follow the response.
+func (ls *lineStream) finish(status int, v any) {
+	if b, ok := ls.line(status, v); ok {
+		<-ls.box.SendNotify(b)
+	}
+}
+
+// close ends the stream before the handler returns, after which the
+// ResponseWriter is not ours: what is queued is written (each write
+// bounded) unless the client is gone.
+func (ls *lineStream) close(ctx context.Context) {
+	if ctx.Err() != nil {
+		ls.box.Abort()
+	} else {
+		ls.box.Close()
+	}
+	<-ls.box.Done()
 }

@@ -19,10 +19,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/transport/connlimit"
 )
 
 // Backend is what the HTTP frontend needs from the daemon.
@@ -51,6 +53,9 @@ type Options struct {
 	// Uplink, when set (gateway mode), serves GET /v1/uplink. It checks
 	// its own join token: a worker token opens an uplink and nothing else.
 	Uplink http.Handler
+	// MaxConns caps the connections the listener holds open at once (0:
+	// the connlimit default, a share of the fd limit; negative: no cap).
+	MaxConns int
 }
 
 // Limits and waits. They are constants, not configuration: they bound
@@ -74,6 +79,10 @@ const (
 	// writeStall bounds one write of a stream to a client that stopped
 	// reading.
 	writeStall = 30 * time.Second
+	// authDeadline closes a connection that has not presented a valid
+	// token this long after it was opened, so idle or unauthenticated
+	// connections cannot hold the listener's slots (see Serve).
+	authDeadline = 10 * time.Second
 )
 
 // Server is the HTTP frontend. Build it with New.
@@ -96,6 +105,11 @@ type Server struct {
 
 	notices  *noticeBuffer
 	requests *requestTable
+
+	maxConns     int
+	authDeadline time.Duration
+	writeStall   time.Duration
+	gateway      bool
 }
 
 // New builds a server and starts following the daemon's events for lease
@@ -109,12 +123,12 @@ func New(o Options) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{b: o.Backend, log: o.Logger, clock: o.Clock, version: o.Version, ctx: ctx, cancel: cancel,
-		notices: newNoticeBuffer()}
+		notices: newNoticeBuffer(), maxConns: o.MaxConns, authDeadline: authDeadline, writeStall: writeStall, gateway: o.Uplink != nil}
 	s.requests = newRequestTable(s)
 	s.routes = routeTable()
 	s.handler = s.buildMux(o.Uplink)
 	s.openapi = sync.OnceValue(func() []byte {
-		b, _ := json.MarshalIndent(openAPIDocument(s.routes, s.version), "", "  ")
+		b, _ := json.MarshalIndent(openAPIDocument(s.routes, s.version, s.gateway), "", "  ")
 		return append(b, '\n')
 	})
 	s.wg.Add(1)
@@ -144,7 +158,19 @@ func (s *Server) Close() {
 // cap (MaxWait for long-polls): handlers lift the deadlines through
 // http.ResponseController, because an expiring read deadline would cancel
 // the request context and a write deadline would cut a parked call.
+//
+// The listener is capped (connlimit) and every connection must present a
+// valid bearer token within authDeadline of opening, or be closed: a flood
+// of idle connections holds slots for seconds, not for the idle timeout.
+// A moment without file descriptors does not stop the listener: net/http
+// retries a temporary accept error (EMFILE, ENFILE) with backoff.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	n := s.maxConns
+	if n == 0 {
+		n = connlimit.Default()
+	}
+	ln = connlimit.Listen(ln, n)
+	var pending sync.Map // net.Conn -> *connAuth, until authenticated, hijacked or closed
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -154,6 +180,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ca := &connAuth{}
+			ca.timer = time.AfterFunc(s.authDeadline, func() {
+				if !ca.authed.Load() {
+					c.Close()
+				}
+			})
+			pending.Store(c, ca)
+			return context.WithValue(ctx, connAuthKey{}, ca)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateHijacked || st == http.StateClosed {
+				if ca, ok := pending.LoadAndDelete(c); ok {
+					ca.(*connAuth).timer.Stop()
+				}
+			}
+		},
 	}
 	stopped := make(chan struct{})
 	go func() {
@@ -180,6 +223,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 type sessionKey struct{}
+
+type connAuthKey struct{}
+
+// connAuth is one connection's auth deadline: its timer closes the
+// connection unless a request on it authenticates first.
+type connAuth struct {
+	authed atomic.Bool
+	timer  *time.Timer
+}
+
+// authenticated lifts the auth deadline of the request's connection.
+func authenticated(r *http.Request) {
+	if ca, ok := r.Context().Value(connAuthKey{}).(*connAuth); ok && !ca.authed.Swap(true) {
+		ca.timer.Stop()
+	}
+}
 
 // sessionOf returns the session the auth middleware resolved.
 func sessionOf(r *http.Request) contract.Session {
@@ -266,6 +325,7 @@ func (s *Server) wrap(rt route, h func(http.ResponseWriter, *http.Request)) http
 				return
 			}
 			principal = sess.Principal
+			authenticated(r)
 			ctx = context.WithValue(ctx, sessionKey{}, sess)
 		}
 		h(sw, r.WithContext(ctx))

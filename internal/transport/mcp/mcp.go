@@ -12,8 +12,6 @@ import (
 	"io"
 	"log/slog"
 
-	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/internal/ports"
 )
@@ -83,11 +81,8 @@ func Run(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) erro
 		}
 	}()
 
-	in, ok := stdin.(io.ReadCloser)
-	if !ok {
-		in = io.NopCloser(stdin)
-	}
-	err := s.server().Run(life, &mcpsdk.IOTransport{Reader: in, Writer: nopWriteCloser{stdout}})
+	// Our own line transport: a malformed line is answered, not fatal.
+	err := s.server().Run(life, &lineTransport{r: stdin, w: stdout, log: o.Logger})
 	cancel()
 	if errors.Is(err, context.Canceled) {
 		err = nil
@@ -97,8 +92,3 @@ func Run(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) erro
 	}
 	return errors.Join(err, s.close())
 }
-
-// nopWriteCloser keeps the transport from closing the caller's stdout.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -13,8 +13,11 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/transport/connlimit"
+	"github.com/simlock/simlock/internal/transport/outbox"
 )
 
 // MaxLine bounds one request line; a longer line closes the connection.
@@ -81,9 +84,25 @@ func rpcError(e *contract.Error) *RPCError {
 }
 
 // Server accepts connections and serves each one.
+//
+// Every connection writes through its own outbox: responses, progress,
+// events and lease notices are queued without blocking whoever produced
+// them (an engine goroutine, the notice relay, another client's request),
+// and one writer per connection gives each write a deadline. A connection
+// whose queue overflows or whose write outlives WriteTimeout is closed; as
+// with any close, its leases stay and its queued requests are withdrawn.
 type Server struct {
 	D   Dispatcher
 	Log *slog.Logger
+	// WriteTimeout bounds one write to a client (default
+	// outbox.DefaultStall).
+	WriteTimeout time.Duration
+	// MaxQueue bounds the messages waiting for one client (default
+	// outbox.DefaultMaxItems).
+	MaxQueue int
+	// MaxConns caps the connections Serve holds open at once (0: the
+	// connlimit default, a share of the fd limit; negative: no cap).
+	MaxConns int
 
 	mu    sync.Mutex
 	conns map[net.Conn]*conn
@@ -91,7 +110,8 @@ type Server struct {
 }
 
 // Push sends a notification to every live connection whose session
-// principal is principal (lease-scoped facts go to the lease's owner).
+// principal is principal (lease-scoped facts go to the lease's owner). It
+// never blocks: a connection that cannot take it is disconnected.
 func (s *Server) Push(principal, method string, params any) {
 	s.mu.Lock()
 	var targets []*conn
@@ -101,30 +121,56 @@ func (s *Server) Push(principal, method string, params any) {
 		}
 	}
 	s.mu.Unlock()
+	if len(targets) == 0 {
+		return
+	}
+	b, err := encode(Notification{JSONRPC: "2.0", Method: method, Params: params})
+	if err != nil {
+		return
+	}
 	for _, c := range targets {
-		c.write(Notification{JSONRPC: "2.0", Method: method, Params: params})
+		c.box.Send(b)
 	}
 }
 
-// Serve accepts on ln until it is closed or ctx ends.
+// Serve accepts on ln until it is closed or ctx ends. A temporary accept
+// failure (no file descriptors for a moment) is retried with backoff, never
+// the end of the listener: a daemon that holds its home lock must keep
+// answering once descriptors free up.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	if s.conns == nil {
 		s.conns = map[net.Conn]*conn{}
 	}
 	s.mu.Unlock()
+	n := s.MaxConns
+	if n == 0 {
+		n = connlimit.Default()
+	}
+	ln = connlimit.Listen(ln, n)
 	go func() {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	var backoff connlimit.Backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
+			if connlimit.Temporary(err) {
+				if backoff.Delay() == 0 && s.Log != nil {
+					s.Log.Warn("accept failed; retrying with backoff", "err", err)
+				}
+				if !backoff.Wait(ctx) {
+					return nil
+				}
+				continue
+			}
 			return err
 		}
+		backoff.Reset()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -143,11 +189,10 @@ func (s *Server) CloseAll() {
 	s.wg.Wait()
 }
 
-// conn is one client connection: a reader loop and a serialized writer.
+// conn is one client connection: a reader loop and an outbox.
 type conn struct {
 	c   net.Conn
-	wmu sync.Mutex
-	enc *json.Encoder
+	box *outbox.Box
 
 	pmu  sync.Mutex
 	prin string // the session principal once hello succeeded
@@ -159,10 +204,30 @@ func (c *conn) principal() string {
 	return c.prin
 }
 
+func encode(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// write queues v; it never blocks.
 func (c *conn) write(v any) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.enc.Encode(v) // a failed write surfaces as a read error in the loop
+	if b, err := encode(v); err == nil {
+		c.box.Send(b)
+	}
+}
+
+// respond queues a response and waits until it is written (or the
+// connection has failed): the after hooks (daemon.stop) must follow it.
+func (c *conn) respond(v any) {
+	b, err := encode(v)
+	if err != nil {
+		ce := contract.Errorf(contract.CodeInternal, "encode response: %v", err)
+		b, _ = encode(Response{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: rpcError(ce)})
+	}
+	<-c.box.SendNotify(b)
 }
 
 // ServeConn serves one already-accepted connection (also used for the
@@ -173,7 +238,17 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer rw.Close()
-	c := &conn{c: rw, enc: json.NewEncoder(rw)}
+	c := &conn{c: rw}
+	c.box = outbox.New(outbox.SinkFunc(func(b []byte, deadline time.Time) error {
+		_ = rw.SetWriteDeadline(deadline)
+		_, err := rw.Write(b)
+		return err
+	}), outbox.Options{MaxItems: s.MaxQueue, Stall: s.WriteTimeout, OnFail: func(err error) {
+		if s.Log != nil {
+			s.Log.Warn("disconnecting a client that is not reading", "err", err)
+		}
+		rw.Close() // ends the read loop; leases are unaffected
+	}})
 	s.mu.Lock()
 	if s.conns == nil {
 		s.conns = map[net.Conn]*conn{}
@@ -191,10 +266,13 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 	// On the way out, cancel first so requests still in flight (a queued
 	// lease.request) learn their caller is gone, then wait for them. The
 	// other order would keep a departed client's request queued, to be
-	// granted a lease nobody holds.
+	// granted a lease nobody holds. Then let the writer drain what is
+	// queued (each write bounded by its deadline) before the close.
 	defer func() {
 		cancel()
 		inflight.Wait()
+		c.box.Close()
+		<-c.box.Done()
 	}()
 	for {
 		line, err := readLine(r)
@@ -255,16 +333,32 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 		inflight.Add(1)
 		go func(req Request, sess contract.Session) {
 			defer inflight.Done()
+			// notify runs on engine goroutines (progress before driver
+			// work) and on event followers: it only queues. Progress is
+			// coalesced per request, since only the newest one matters.
 			notify := func(method string, params any) {
-				c.write(Notification{JSONRPC: "2.0", Method: method, Params: withRequestID(req.ID, params)})
+				b, err := encode(Notification{JSONRPC: "2.0", Method: method, Params: withRequestID(req.ID, params)})
+				if err != nil {
+					return
+				}
+				switch method {
+				case contract.NotifyProgress:
+					c.box.SendLatest("progress:"+string(req.ID), b)
+				case contract.NotifyOutput:
+					// The caller's own command output: paced by its reader,
+					// so a slow one slows only its own command.
+					c.box.SendPaced(ctx, b)
+				default:
+					c.box.Send(b)
+				}
 			}
 			res, after, derr := s.D.Dispatch(ctx, sess, req.Method, req.Params, notify)
 			if len(req.ID) == 0 || string(req.ID) == "null" {
 				// A notification from the client: no response.
 			} else if derr != nil {
-				c.respondErr(req.ID, derr)
+				c.respond(errResponse(req.ID, derr))
 			} else {
-				c.write(Response{JSONRPC: "2.0", ID: req.ID, Result: res})
+				c.respond(Response{JSONRPC: "2.0", ID: req.ID, Result: res})
 			}
 			if after != nil {
 				after()
@@ -273,11 +367,14 @@ func (s *Server) serveConn(ctx context.Context, rw net.Conn) {
 	}
 }
 
-func (c *conn) respondErr(id json.RawMessage, e *contract.Error) {
+// respondErr queues an error response without waiting for it.
+func (c *conn) respondErr(id json.RawMessage, e *contract.Error) { c.write(errResponse(id, e)) }
+
+func errResponse(id json.RawMessage, e *contract.Error) Response {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	c.write(Response{JSONRPC: "2.0", ID: id, Error: rpcError(e)})
+	return Response{JSONRPC: "2.0", ID: id, Error: rpcError(e)}
 }
 
 // withRequestID merges "requestId" into a push's params object.

@@ -4,8 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,4 +116,196 @@ func FuzzServeLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// flooder pushes a flood to whoever calls "flood", timing every notify
+// call; "echo" answers at once.
+type flooder struct {
+	echo
+	slowest chan time.Duration
+}
+
+func (f flooder) Dispatch(ctx context.Context, s contract.Session, method string, params json.RawMessage, notify func(string, any)) (any, func(), *contract.Error) {
+	if method != "flood" {
+		return f.echo.Dispatch(ctx, s, method, params, notify)
+	}
+	chunk := strings.Repeat("x", 4<<10)
+	var worst time.Duration
+	for i := 0; i < 4000; i++ {
+		start := time.Now()
+		notify(contract.NotifyEvent, map[string]any{"i": i, "chunk": chunk})
+		notify(contract.NotifyProgress, map[string]any{"i": i})
+		worst = max(worst, time.Since(start))
+	}
+	f.slowest <- worst
+	return map[string]any{}, nil, nil
+}
+
+// signalHandler is a slog handler that reports each record's message.
+type signalHandler struct{ msgs chan logged }
+
+type logged struct {
+	msg string
+	at  time.Time
+}
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.msgs <- logged{r.Message, time.Now()}:
+	default:
+	}
+	return nil
+}
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h signalHandler) WithGroup(string) slog.Handler      { return h }
+
+func dialHello(t *testing.T, path, principal string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, `{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":{"min":5,"max":5},"principal":%q}}`+"\n", principal)
+	return c, bufio.NewReader(c)
+}
+
+// TestASlowReaderIsDisconnectedAndDelaysNobody: a client that stops
+// reading while a flood of pushes (its own request's and daemon-wide
+// notices) is sent to it costs no producer any wait, is disconnected
+// within the write deadline, and meanwhile another client's request is
+// answered and its notices arrive.
+func TestASlowReaderIsDisconnectedAndDelaysNobody(t *testing.T) {
+	const deadline = 500 * time.Millisecond
+	logs := make(chan logged, 64)
+	f := flooder{slowest: make(chan time.Duration, 1)}
+	srv := &Server{D: f, Log: slog.New(signalHandler{logs}), WriteTimeout: deadline}
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(served) }()
+	t.Cleanup(func() { cancel(); srv.CloseAll(); <-served })
+
+	slow, slowR := dialHello(t, path, "slow")
+	if _, err := slowR.ReadBytes('\n'); err != nil { // the hello answer; then it stops reading
+		t.Fatal(err)
+	}
+	fast, fastR := dialHello(t, path, "fast")
+	if _, err := fastR.ReadBytes('\n'); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	fmt.Fprintf(slow, `{"jsonrpc":"2.0","id":"f","method":"flood","params":{}}`+"\n")
+	// The daemon-wide relay floods the slow principal too.
+	relayDone := make(chan time.Duration, 1)
+	go func() {
+		var worst time.Duration
+		for i := 0; i < 2000; i++ {
+			t0 := time.Now()
+			srv.Push("slow", "lease.device-unhealthy", map[string]any{"i": i})
+			if i%10 == 0 { // a live reader's share: a burst its queue holds
+				srv.Push("fast", "lease.device-unhealthy", map[string]any{"i": i})
+			}
+			worst = max(worst, time.Since(t0))
+		}
+		relayDone <- worst
+	}()
+
+	// Meanwhile the fast client is served and receives its notices.
+	fast.SetReadDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(fast, `{"jsonrpc":"2.0","id":"e","method":"echo","params":{"ok":true}}`+"\n")
+	answered, notices := false, 0
+	for !answered || notices < 200 {
+		b, err := fastR.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("fast client after %d notices (answered %v): %v", notices, answered, err)
+		}
+		var m map[string]json.RawMessage
+		json.Unmarshal(b, &m)
+		switch {
+		case string(m["id"]) == `"e"`:
+			answered = true
+		case string(m["method"]) == `"lease.device-unhealthy"`:
+			notices++
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the fast client waited %s for its answer and notices", d)
+	}
+
+	select {
+	case worst := <-f.slowest:
+		if worst > deadline/2 {
+			t.Fatalf("a request's notify blocked for %s", worst)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the flooding request never finished: notify blocked")
+	}
+	if worst := <-relayDone; worst > deadline/2 {
+		t.Fatalf("Push blocked for %s", worst)
+	}
+	for {
+		select {
+		case l := <-logs:
+			if l.msg != "disconnecting a client that is not reading" {
+				continue
+			}
+			if d := l.at.Sub(start); d > deadline+time.Second {
+				t.Fatalf("the slow client was disconnected after %s (deadline %s)", d, deadline)
+			}
+			// Its connection is really gone: reading drains what the
+			// kernel buffered, then ends.
+			slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.Copy(io.Discard, slowR); err != nil {
+				t.Fatalf("the slow connection was not closed: %v", err)
+			}
+			return
+		case <-time.After(5 * time.Second):
+			t.Fatal("the slow client was never disconnected")
+		}
+	}
+}
+
+// flakyListener fails its first accepts with EMFILE, as a process out of
+// file descriptors does.
+type flakyListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+func TestAcceptRidesOutRunningOutOfFileDescriptors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{D: echo{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, &flakyListener{Listener: ln, fails: 5}) }()
+	t.Cleanup(func() { cancel(); srv.CloseAll(); <-served })
+	c, r := dialHello(t, path, "p")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadBytes('\n'); err != nil {
+		t.Fatalf("no hello answer after EMFILE: %v", err)
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("Serve stopped: %v", err)
+	default:
+	}
 }

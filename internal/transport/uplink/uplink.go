@@ -76,7 +76,12 @@ func (a *Acceptor) refuse(w http.ResponseWriter, status int, reason string, e *c
 }
 
 func (a *Acceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// The scheme is case-insensitive (RFC 9110 §11.1), as on every other
+	// route of the API.
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if tok = strings.TrimSpace(tok); !strings.EqualFold(scheme, "Bearer") {
+		tok = ""
+	}
 	if tok == "" {
 		a.refuse(w, http.StatusUnauthorized, "unauthenticated", contract.Errorf(contract.CodeUnauthenticated, "an uplink needs a join token").
 			WithNext("set gateway.token to a token minted on the gateway with `simlock token create --role worker`"))

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 func acceptor(t *testing.T, attached chan<- net.Conn) (*httptest.Server, *[]string) {
@@ -72,6 +75,29 @@ func TestUplinkRefusals(t *testing.T) {
 	}
 	if len(*rejected) != 3 {
 		t.Fatalf("rejections reported: %v", *rejected)
+	}
+}
+
+// TestUplinkAcceptsTheBearerSchemeInAnyCase, as every other route does.
+func TestUplinkAcceptsTheBearerSchemeInAnyCase(t *testing.T) {
+	attached := make(chan net.Conn, 4)
+	srv, _ := acceptor(t, attached)
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		h := http.Header{}
+		h.Set("Authorization", scheme+" worker-tok")
+		h.Set(HeaderWorkerID, "w-"+scheme)
+		c, _, err := websocket.Dial(context.Background(), Endpoint(wsURL(srv)), &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			t.Fatalf("%s: %v", scheme, err)
+		}
+		c.CloseNow()
+		<-attached
+	}
+	h := http.Header{}
+	h.Set("Authorization", "Basic worker-tok")
+	h.Set(HeaderWorkerID, "w")
+	if _, resp, err := websocket.Dial(context.Background(), Endpoint(wsURL(srv)), &websocket.DialOptions{HTTPHeader: h}); err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Fatalf("Basic scheme: %v", err)
 	}
 }
 

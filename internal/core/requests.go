@@ -1,0 +1,614 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Durable lease requests (ADR 0017). Every lease request is stored before it
+// joins the queue and before any driver work, keyed by (requester,
+// idempotency key) when the caller gives a key. A repeat under the same key
+// returns the stored outcome, attaches to the request while it is pending,
+// and never starts a second one; the receipt stays readable after a
+// disconnect or a restart until the retention window prunes it.
+
+// RequestState is where a lease request stands.
+type RequestState string
+
+const (
+	RequestQueued       RequestState = "queued"
+	RequestProvisioning RequestState = "provisioning"
+	RequestBooting      RequestState = "booting"
+	RequestGranted      RequestState = "granted"
+	RequestFailed       RequestState = "failed"
+	RequestCancelled    RequestState = "cancelled"
+	RequestExpired      RequestState = "expired"
+)
+
+// Terminal reports whether s is an outcome.
+func (s RequestState) Terminal() bool {
+	switch s {
+	case RequestGranted, RequestFailed, RequestCancelled, RequestExpired:
+		return true
+	}
+	return false
+}
+
+var (
+	ErrIdempotencyMismatch = errors.New("idempotency key already used for a different request")
+	ErrDaemonRestarted     = errors.New("the daemon restarted before the request was served")
+	ErrUnknownRequest      = errors.New("unknown lease request")
+)
+
+// IdempotencyMismatchError refuses a body that differs from the one first
+// stored under the same key.
+type IdempotencyMismatchError struct{ RequestID string }
+
+func (e *IdempotencyMismatchError) Error() string {
+	return "this idempotency key was first used for a different request (" + e.RequestID + ")"
+}
+func (e *IdempotencyMismatchError) Unwrap() error { return ErrIdempotencyMismatch }
+
+// GrantEndedError answers a repeat of a granted request whose lease has
+// since ended: the grant is not repeated with another device.
+type GrantEndedError struct{ RequestID, LeaseID string }
+
+func (e *GrantEndedError) Error() string {
+	return fmt.Sprintf("request %s was granted lease %s, which has since ended", e.RequestID, e.LeaseID)
+}
+func (e *GrantEndedError) Unwrap() error { return ErrUnknownLease }
+
+// RequestError is a stored refusal in the daemon's vocabulary (the daemon's
+// classifier names the code), so a replay after a restart answers the same
+// code the first caller got.
+type RequestError struct {
+	Code      string
+	Message   string
+	Retryable bool
+}
+
+func (e *RequestError) Error() string { return e.Message }
+
+// RequestRecord is one stored lease request: its receipt.
+type RequestRecord struct {
+	ID             string // req_<hex>
+	RequesterID    string
+	OwnerID        string
+	IdempotencyKey string // empty: none
+	Fingerprint    string // of the request body, to refuse a different body under the same key
+	Platform       string
+	State          RequestState
+	LeaseID        string
+	Error          *RequestError
+	// Interrupted marks an outcome no caller received: the caller went
+	// away, or the daemon stopped or restarted first. A repeat under the
+	// same key admits such a request again instead of replaying it.
+	Interrupted bool
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	Seq         int64 // queue order number
+	Timing      *Timing
+}
+
+// RequestStore persists receipts. PutRequest must be durable when it returns.
+type RequestStore interface {
+	LoadRequests(ctx context.Context) ([]RequestRecord, error)
+	PutRequest(ctx context.Context, r RequestRecord) error
+	DeleteRequests(ctx context.Context, ids []string) error
+}
+
+// DefaultRequestRetention keeps settled receipts this long.
+const DefaultRequestRetention = 24 * time.Hour
+
+// requestEntry is a receipt plus the live state of its current admission.
+type requestEntry struct {
+	id         string // rec.ID, fixed at creation (read without the decision section)
+	rec        RequestRecord
+	w          *waiter // while queued or being served
+	timing     *timing
+	downloaded func() bool
+	out        *outcome // the current admission's outcome; nil for one loaded from the store
+	committed  string   // the lease whose grant commit already stored this receipt as granted
+	callers    int
+	cancel     context.CancelFunc
+
+	mu   sync.Mutex // guards subs, nextSub, last: progress is pushed outside the decision section
+	subs map[int]*subscriber
+	next int
+	last *Progress
+}
+
+type subscriber struct {
+	f       func(Progress)
+	granted bool // saw the granted push
+}
+
+type outcome struct {
+	done  chan struct{} // closed when settled
+	grant Grant
+	err   error
+}
+
+// requestBook indexes receipts; guarded by the engine's decision section.
+type requestBook struct {
+	store     RequestStore
+	classify  func(error) RequestError
+	retention time.Duration
+	byID      map[string]*requestEntry
+	byKey     map[string]*requestEntry
+	seq       int64
+	wg        sync.WaitGroup // admissions being served
+}
+
+func newRequestBook(cfg Config, d Deps) *requestBook {
+	b := &requestBook{store: d.Requests, classify: d.Classify, retention: cfg.RequestRetention,
+		byID: map[string]*requestEntry{}, byKey: map[string]*requestEntry{}}
+	if b.store == nil {
+		b.store = &memRequests{m: map[string]RequestRecord{}}
+	}
+	if b.classify == nil {
+		b.classify = func(err error) RequestError { return RequestError{Message: err.Error()} }
+	}
+	if b.retention <= 0 {
+		b.retention = DefaultRequestRetention
+	}
+	return b
+}
+
+func keyOf(requester, key string) string { return requester + "\x00" + key }
+
+// fingerprint digests what the caller asked for. The key and the requester
+// are the identity, not the body; the owner is the caller's session (a CLI
+// process, a token), which a retry may legitimately change.
+func fingerprint(r Request) string {
+	b, _ := json.Marshal(struct {
+		Platform, Model, OSVersion string
+		AllowDownload, NoWait      bool
+		TTL, Timeout               int64
+	}{r.Spec.Platform, r.Spec.Model, r.Spec.OSVersion, r.Spec.AllowDownload, r.NoWait,
+		r.TTL.Milliseconds(), r.Timeout.Milliseconds()})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// Request asks for a lease. The request is stored first; a repeat under
+// the same idempotency key replays or attaches instead (ADR 0017). The
+// caller waits for the outcome, its ctx, or the request's own timeout.
+func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
+	rq, out, replay, err := e.admitRequest(r)
+	if err != nil {
+		return Grant{}, err
+	}
+	if replay != nil {
+		return replay.grant, replay.err
+	}
+	return e.awaitRequest(ctx, rq, out, progress)
+}
+
+// admitRequest stores a new request (or re-admits an interrupted one) and
+// starts serving it, or finds the pending or settled request the key names.
+func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay *result, err error) {
+	b := e.reqs
+	fp := fingerprint(r)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	if r.IdempotencyKey != "" {
+		if x := b.byKey[keyOf(r.RequesterID, r.IdempotencyKey)]; x != nil {
+			switch {
+			case x.rec.Fingerprint != fp:
+				return nil, nil, nil, &IdempotencyMismatchError{RequestID: x.rec.ID}
+			case !x.rec.State.Terminal():
+				x.callers++
+				return x, x.out, nil, nil
+			case !x.rec.Interrupted:
+				res := e.replayLocked(x)
+				return nil, nil, &res, nil
+			}
+			rq = x // interrupted: admit it again under the same id
+		}
+	}
+	fresh := rq == nil
+	rec := RequestRecord{}
+	if fresh {
+		rec = RequestRecord{ID: "req_" + e.newID(), RequesterID: r.RequesterID, OwnerID: r.OwnerID,
+			IdempotencyKey: r.IdempotencyKey, Fingerprint: fp, Platform: r.Spec.Platform, CreatedAt: now}
+	} else {
+		rec = rq.rec
+		rec.LeaseID, rec.Error, rec.Interrupted, rec.Timing = "", nil, false, nil
+	}
+	rec.State, rec.UpdatedAt, rec.Seq = RequestQueued, now, b.seq+1
+	// Stored before anything else happens: if this fails the caller is told
+	// so, and no outcome is claimed.
+	if err := b.store.PutRequest(context.Background(), rec); err != nil {
+		return nil, nil, nil, fmt.Errorf("store the lease request: %w", err)
+	}
+	b.seq++
+	if fresh {
+		rq = &requestEntry{id: rec.ID, subs: map[int]*subscriber{}}
+		b.byID[rec.ID] = rq
+		if rec.IdempotencyKey != "" {
+			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
+		}
+	}
+	rq.rec, rq.callers, rq.w, rq.committed = rec, 1, nil, ""
+	rq.timing, rq.downloaded = newTiming(now), r.Downloaded
+	rq.out = &outcome{done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(e.bg)
+	rq.cancel = cancel
+	r.rq = rq
+	out = rq.out
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer cancel()
+		g, err := e.request(ctx, r, rq.push)
+		e.settleRequest(rq, out, g, err)
+	}()
+	return rq, out, nil, nil
+}
+
+// awaitRequest waits for one caller. A caller that goes away detaches; the
+// last one to go withdraws the request, exactly as a disconnect always has,
+// and waits until that is settled.
+func (e *Engine) awaitRequest(ctx context.Context, rq *requestEntry, out *outcome, progress func(Progress)) (Grant, error) {
+	id := rq.subscribe(progress)
+	defer rq.unsubscribe(id)
+	select {
+	case <-out.done:
+		if out.err == nil {
+			rq.grantedPush(id, out.grant)
+		}
+		return out.grant, out.err
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	rq.callers--
+	last := rq.callers == 0 && rq.out == out && !rq.rec.State.Terminal()
+	e.mu.Unlock()
+	if last {
+		rq.cancel()
+		<-out.done
+	}
+	return Grant{}, ctx.Err()
+}
+
+// awaitSettled waits until w's request has recorded its outcome, so a read
+// right after a cancel sees it. Call it outside the decision section.
+func (w *waiter) awaitSettled() {
+	if w != nil && w.rq != nil && w.out != nil {
+		<-w.out.done
+	}
+}
+
+// bindLocked ties a queued waiter to its request (called where the waiter
+// is admitted to the queue).
+func (e *Engine) bindLocked(w *waiter) {
+	rq := w.rq
+	if rq == nil {
+		return
+	}
+	now := e.now()
+	rq.w, w.out = w, rq.out
+	rq.timing.admit(now)
+	if rq.downloaded != nil && rq.downloaded() {
+		rq.timing.mu.Lock()
+		rq.timing.downloaded = true
+		rq.timing.phases[PhaseDownload] = now.Sub(rq.timing.arrived)
+		rq.timing.mu.Unlock()
+	}
+}
+
+// settleRequest records the outcome of one admission and hands it to every
+// attached caller.
+func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err error) {
+	b := e.reqs
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec := rq.rec
+	rec.UpdatedAt = e.now()
+	switch {
+	case err == nil:
+		rec.State, rec.LeaseID, rec.Timing = RequestGranted, g.Lease.ID, g.Lease.Timing
+	case errors.Is(err, ErrQueueTimeout):
+		rec.State = RequestExpired
+	case errors.Is(err, ErrCancelled):
+		rec.State = RequestCancelled
+	case errors.Is(err, context.Canceled):
+		rec.State, rec.Interrupted = RequestCancelled, true
+	case errors.Is(err, ErrStopping), errors.Is(err, ErrMaintenance):
+		rec.State, rec.Interrupted = RequestFailed, true
+	default:
+		rec.State = RequestFailed
+	}
+	if err != nil {
+		re := b.classify(err)
+		rec.Error = &re
+	}
+	if err == nil && rq.committed == g.Lease.ID {
+		// Stored with the grant, in one transaction.
+	} else if perr := b.store.PutRequest(context.Background(), rec); perr != nil {
+		// The outcome still reaches the callers; after a restart the
+		// receipt reads as interrupted, or as granted when its lease was
+		// committed (the lease row names the request).
+		e.log.Error("store a lease request's outcome", "request", rec.ID, "err", perr)
+	}
+	rq.rec, rq.w = rec, nil
+	out.grant, out.err = g, err
+	close(out.done)
+}
+
+// grantedReceiptLocked is the receipt to commit with w's grant of l: one
+// transaction for both when the registry store also keeps receipts (the
+// daemon's database does), nothing otherwise (settleRequest writes it).
+func (e *Engine) grantedReceiptLocked(w *waiter, l LeaseRecord) []RequestRecord {
+	if w == nil || w.rq == nil {
+		return nil
+	}
+	if rs, ok := e.store.(RequestStore); !ok || rs != e.reqs.store {
+		return nil
+	}
+	rec := w.rq.rec
+	rec.State, rec.LeaseID, rec.Timing, rec.UpdatedAt = RequestGranted, l.ID, l.Timing, l.GrantedAt
+	w.rq.committed = l.ID
+	return []RequestRecord{rec}
+}
+
+// replayLocked answers a repeat of a settled request with its outcome.
+func (e *Engine) replayLocked(x *requestEntry) result {
+	if x.rec.State == RequestGranted {
+		if l, ok := e.leases[x.rec.LeaseID]; ok && l.RequestID == x.rec.ID {
+			var d DeviceRecord
+			if dp, ok := e.devices[l.DeviceID]; ok {
+				d = *dp
+			}
+			return result{grant: Grant{Lease: *l, Device: d}}
+		}
+		return result{err: &GrantEndedError{RequestID: x.rec.ID, LeaseID: x.rec.LeaseID}}
+	}
+	if x.out != nil && x.out.err != nil {
+		return result{err: x.out.err} // the very error the first caller got
+	}
+	if x.rec.Error != nil {
+		re := *x.rec.Error
+		return result{err: &re}
+	}
+	return result{err: ErrUnknownRequest}
+}
+
+func (rq *requestEntry) subscribe(f func(Progress)) int {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	rq.next++
+	if f != nil {
+		sub := &subscriber{f: f}
+		rq.subs[rq.next] = sub
+		if rq.last != nil && rq.last.Phase != "granted" {
+			f(*rq.last) // a caller that attaches late learns where the request stands
+		}
+	}
+	return rq.next
+}
+
+// grantedPush makes sure a caller sees the granted progress before its
+// answer: the engine pushes it after leaving the decision section, which
+// may be after the outcome reached this caller.
+func (rq *requestEntry) grantedPush(id int, g Grant) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if sub := rq.subs[id]; sub != nil && !sub.granted {
+		sub.granted = true
+		sub.f(Progress{Phase: "granted", DeviceID: g.Device.ID, RequestID: rq.id})
+	}
+}
+
+func (rq *requestEntry) unsubscribe(id int) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	delete(rq.subs, id)
+}
+
+// push fans a progress report out to every attached caller.
+func (rq *requestEntry) push(p Progress) {
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	if p.RequestID == "" {
+		p.RequestID = rq.id
+	}
+	rq.last = &p
+	for _, sub := range rq.subs {
+		if p.Phase == "granted" {
+			if sub.granted {
+				continue
+			}
+			sub.granted = true
+		}
+		sub.f(p)
+	}
+}
+
+// RequestStatus is what a read of a request reports.
+type RequestStatus struct {
+	Record        RequestRecord
+	QueuePosition int          // 1-based while queued and not yet served
+	Lease         *LeaseRecord // the granted lease while it lasts
+	Callers       int          // callers waiting on the current admission
+}
+
+// RequestStatus reads one request's receipt, with its live phase while it
+// is pending.
+func (e *Engine) RequestStatus(id string) (RequestStatus, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rq, ok := e.reqs.byID[id]
+	if !ok {
+		return RequestStatus{}, ErrUnknownRequest
+	}
+	st := RequestStatus{Record: rq.rec}
+	if !rq.rec.State.Terminal() {
+		st.Callers = rq.callers
+	}
+	if w := rq.w; w != nil && !rq.rec.State.Terminal() {
+		switch w.phase {
+		case "provisioning":
+			st.Record.State = RequestProvisioning
+		case "booting":
+			st.Record.State = RequestBooting
+		}
+		pos := 0
+		for _, x := range e.queue {
+			if !x.working {
+				pos++
+			}
+			if x == w && !w.working {
+				st.QueuePosition = pos
+			}
+		}
+	}
+	if st.Record.State == RequestGranted {
+		if l, ok := e.leases[rq.rec.LeaseID]; ok && l.RequestID == id {
+			lc := *l
+			st.Lease = &lc
+		}
+	}
+	return st, nil
+}
+
+// recoverRequests loads the receipts at startup. A request that was not
+// settled when the previous daemon died is granted if its lease was
+// committed (the lease row names it) and otherwise failed as interrupted by
+// the restart: every caller's connection died with the daemon, and a
+// request nobody waits for is withdrawn (ADR 0017).
+func (e *Engine) recoverRequests(ctx context.Context) error {
+	b := e.reqs
+	recs, err := b.store.LoadRequests(ctx)
+	if err != nil {
+		return fmt.Errorf("load lease requests: %w", err)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	byRequest := map[string]*LeaseRecord{}
+	for _, l := range e.leases {
+		if l.RequestID != "" {
+			byRequest[l.RequestID] = l
+		}
+	}
+	now := e.now()
+	for _, rec := range recs {
+		if !rec.State.Terminal() {
+			if l, ok := byRequest[rec.ID]; ok {
+				rec.State, rec.LeaseID, rec.Timing = RequestGranted, l.ID, l.Timing
+			} else {
+				re := b.classify(ErrDaemonRestarted)
+				rec.State, rec.Error, rec.Interrupted = RequestFailed, &re, true
+			}
+			rec.UpdatedAt = now
+			if err := b.store.PutRequest(ctx, rec); err != nil {
+				return fmt.Errorf("settle an interrupted lease request: %w", err)
+			}
+		}
+		rq := &requestEntry{id: rec.ID, rec: rec, subs: map[int]*subscriber{}}
+		b.byID[rec.ID] = rq
+		if rec.IdempotencyKey != "" {
+			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
+		}
+		if rec.Seq > b.seq {
+			b.seq = rec.Seq
+		}
+	}
+	e.armPruneLocked()
+	return nil
+}
+
+// pruneTimer is the key of the receipt pruning timer among the engine's
+// timers, so Stop stops it with the lease timers.
+const pruneTimer = "requests.prune"
+
+func (e *Engine) armPruneLocked() {
+	every := e.reqs.retention / 10
+	every = max(time.Minute, min(every, time.Hour))
+	if t, ok := e.timers[pruneTimer]; ok {
+		t.Stop()
+	}
+	e.timers[pruneTimer] = e.clock.AfterFunc(every, e.pruneRequests)
+}
+
+// pruneRequests forgets settled receipts older than the retention window.
+// A granted receipt whose lease still lasts is kept: it is the lease's
+// answer to a repeat.
+func (e *Engine) pruneRequests() {
+	e.mu.Lock()
+	if e.stopping {
+		e.mu.Unlock()
+		return
+	}
+	b := e.reqs
+	cutoff := e.now().Add(-b.retention)
+	var ids []string
+	for id, rq := range b.byID {
+		if !rq.rec.State.Terminal() || !rq.rec.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		if l, ok := e.leases[rq.rec.LeaseID]; ok && l.RequestID == id {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	if len(ids) > 0 {
+		if err := b.store.DeleteRequests(context.Background(), ids); err != nil {
+			e.log.Warn("prune lease requests", "err", err)
+			ids = nil
+		}
+	}
+	for _, id := range ids {
+		rq := b.byID[id]
+		delete(b.byID, id)
+		if rq.rec.IdempotencyKey != "" {
+			delete(b.byKey, keyOf(rq.rec.RequesterID, rq.rec.IdempotencyKey))
+		}
+	}
+	e.armPruneLocked()
+	e.mu.Unlock()
+}
+
+// memRequests keeps receipts in memory when the engine has no store for
+// them (tests of other features).
+type memRequests struct {
+	mu sync.Mutex
+	m  map[string]RequestRecord
+}
+
+func (s *memRequests) LoadRequests(context.Context) ([]RequestRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]RequestRecord, 0, len(s.m))
+	for _, r := range s.m {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (s *memRequests) PutRequest(_ context.Context, r RequestRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[r.ID] = r
+	return nil
+}
+
+func (s *memRequests) DeleteRequests(_ context.Context, ids []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		delete(s.m, id)
+	}
+	return nil
+}
