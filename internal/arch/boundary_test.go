@@ -72,13 +72,13 @@ func TestDispatchKnowsOnlyTheContract(t *testing.T) {
 // worker daemon, the store, the simulated SDK), not even transitively.
 func TestGatewayNeverSeesADriver(t *testing.T) {
 	allowed := map[string]bool{module + "/internal/contract": true, module + "/internal/dispatch": true,
-		module + "/internal/ports": true, module + "/internal/core/events": true}
+		module + "/internal/ports": true, module + "/internal/core/events": true, module + "/internal/waitq": true}
 	for p := range imports(t, "internal/gateway") {
 		first, _, _ := strings.Cut(p, "/")
 		switch {
 		case strings.HasPrefix(p, module+"/"):
 			if !allowed[p] {
-				t.Errorf("internal/gateway imports %s; it may import only contract, dispatch, ports and core/events", p)
+				t.Errorf("internal/gateway imports %s; it may import only contract, dispatch, ports, core/events and waitq", p)
 			}
 		case strings.Contains(first, "."):
 			t.Errorf("internal/gateway imports %s; outside the module it may use only the standard library", p)
@@ -92,6 +92,16 @@ func TestGatewayNeverSeesADriver(t *testing.T) {
 			if p == b || strings.HasSuffix(b, "/") && strings.HasPrefix(p, b) {
 				t.Errorf("internal/gateway depends on %s", p)
 			}
+		}
+	}
+}
+
+// The wait queue is shared by the core and the gateway, so it may know
+// neither (nor anything else in the module): only the standard library.
+func TestWaitQueueImportsOnlyTheStandardLibrary(t *testing.T) {
+	for p, std := range deps(t, "internal/waitq") {
+		if !std && p != module+"/internal/waitq" {
+			t.Errorf("internal/waitq depends on %s", p)
 		}
 	}
 }

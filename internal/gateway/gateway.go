@@ -25,6 +25,7 @@ import (
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/waitq"
 )
 
 // WorkerConn is the gateway's end of one worker's uplink: a protocol
@@ -95,8 +96,8 @@ type Gateway struct {
 	closed    bool
 	gen       uint64
 	workers   map[string]*worker
-	drained   map[string]string // worker id → label, persisted
-	queue     []*pending        // queued and being-tried requests, oldest first
+	drained   map[string]string     // worker id → label, persisted
+	queue     waitq.Queue[*pending] // queued and being-tried requests, oldest first
 	pendingBy map[string]*pending
 	leases    map[string]*leaseEntry // gateway lease id → entry
 	byReq     map[string]*leaseEntry // client requester → entry

@@ -874,3 +874,34 @@ func TestAWorkerWhoseHelloFailedShowsAsIncompatible(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// status numbers the fleet queue as the pushes do (oldest first, from 1)
+// and reports when each request joined it, on the gateway's clock; a
+// request that leaves renumbers the rest.
+func TestStatusNumbersTheFleetQueue(t *testing.T) {
+	h := newHarness(t)
+	a := newFakeWorker("wa", h.clock)
+	a.maxRun["ios"] = 1
+	h.attach(a)
+	h.lease(agent("alice"), contract.LeaseRequestIn{Platform: "ios"})
+	bobAt := h.clock.Now()
+	bob := h.request(agent("bob"), contract.LeaseRequestIn{Platform: "ios"}, nil)
+	eventually(t, "bob queues", func() bool { return h.queueDepth() == 1 })
+	h.clock.Advance(time.Second)
+	carolAt := h.clock.Now()
+	h.request(agent("carol"), contract.LeaseRequestIn{Platform: "ios", TimeoutMs: 60000}, nil)
+	eventually(t, "carol queues", func() bool { return h.queueDepth() == 2 })
+	q := h.status(admin).Queue
+	if len(q) != 2 || q[0].Position != 1 || q[0].RequesterID != "bob" || !q[0].EnqueuedAt.Equal(bobAt) ||
+		q[1].Position != 2 || q[1].RequesterID != "carol" || !q[1].EnqueuedAt.Equal(carolAt) {
+		t.Fatalf("queue %+v", q)
+	}
+	if err := h.do(context.Background(), agent("bob"), contract.LeaseCancel.Name, contract.LeaseCancelIn{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	code(t, wait(t, bob).err, contract.CodeRequestCancelled)
+	q = h.status(admin).Queue
+	if len(q) != 1 || q[0].Position != 1 || q[0].RequesterID != "carol" || !q[0].EnqueuedAt.Equal(carolAt) {
+		t.Fatalf("after bob left: %+v", q)
+	}
+}

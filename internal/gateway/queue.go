@@ -10,7 +10,6 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
-	"github.com/simlock/simlock/internal/ports"
 )
 
 // Request states in the fleet queue.
@@ -20,17 +19,16 @@ const (
 	stDispatched        // the worker has begun work: it is that worker's now
 )
 
-// pending is one lease request the gateway holds.
+// pending is one lease request the gateway holds. Its place in the fleet
+// queue (arrival time, deadline and timer, last position told) is kept by
+// the queue, g.queue, a waitq.Queue.
 type pending struct {
-	id         uint64
-	in         contract.LeaseRequestIn // the client's request, TTL resolved
-	requester  string                  // client-side
-	owner      string                  // client-side
-	noWait     bool
-	call       *dispatch.Call
-	enqueuedAt time.Time
-	deadline   time.Time
-	timer      ports.Timer
+	id        uint64
+	in        contract.LeaseRequestIn // the client's request, TTL resolved
+	requester string                  // client-side
+	owner     string                  // client-side
+	noWait    bool
+	call      *dispatch.Call
 
 	state  int
 	worker string
@@ -41,8 +39,6 @@ type pending struct {
 	abandoned bool // the caller went away while a worker had it
 	finished  bool
 	done      chan outcome
-	pos       int    // queue position last decided (under g.mu)
-	posStamp  uint64 // orders position decisions (under g.mu)
 
 	pmu     sync.Mutex // orders the pushes to the caller
 	working bool       // a worker's progress has been relayed (under pmu)
@@ -141,16 +137,18 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 	}
 	g.nextReq++
 	p := &pending{id: g.nextReq, in: in, requester: requester, owner: owner, noWait: in.NoWait, call: call,
-		enqueuedAt: g.clock.Now(), avoid: map[string]uint64{}, done: make(chan outcome, 1)}
-	g.queue = append(g.queue, p)
+		avoid: map[string]uint64{}, done: make(chan outcome, 1)}
+	var timeout time.Duration
+	if !p.noWait && in.TimeoutMs > 0 {
+		timeout = time.Duration(in.TimeoutMs) * time.Millisecond
+	}
+	g.queue.Push(p, g.clock.Now(), timeout)
+	if timeout > 0 {
+		g.queue.SetTimer(p, g.clock.AfterFunc(timeout, func() { g.expire(p) }))
+	}
 	g.pendingBy[requester] = p
 	var evs []events.Event
 	if !p.noWait {
-		if in.TimeoutMs > 0 {
-			d := time.Duration(in.TimeoutMs) * time.Millisecond
-			p.deadline = p.enqueuedAt.Add(d)
-			p.timer = g.clock.AfterFunc(d, func() { g.expire(p) })
-		}
 		evs = append(evs, p.event("request.queued", "model", in.Model, "osVersion", in.OSVersion))
 	}
 	g.mu.Unlock()
@@ -173,24 +171,13 @@ func (g *Gateway) finishLocked(p *pending, o outcome) {
 		return
 	}
 	p.finished = true
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	g.dropFromQueueLocked(p)
+	g.queue.Remove(p) // and stops its timeout
+
 	if g.pendingBy[p.requester] == p {
 		delete(g.pendingBy, p.requester)
 	}
 	g.dropInflightLocked(p)
 	p.done <- o
-}
-
-func (g *Gateway) dropFromQueueLocked(p *pending) {
-	for i, q := range g.queue {
-		if q == p {
-			g.queue = append(g.queue[:i:i], g.queue[i+1:]...)
-			return
-		}
-	}
 }
 
 func (g *Gateway) dropInflightLocked(p *pending) {
@@ -364,13 +351,9 @@ func (g *Gateway) dispatchPass() {
 	var starts []attemptStart
 	var pushes []positionPush
 	var evs []events.Event
-	pos := 0
-	for _, p := range append([]*pending(nil), g.queue...) {
+	for _, p := range g.queue.Entries() {
 		if p.finished {
 			continue
-		}
-		if !p.noWait {
-			pos++
 		}
 		if p.state == stQueued {
 			var skip func(string) bool
@@ -389,14 +372,14 @@ func (g *Gateway) dispatchPass() {
 			} else if p.noWait {
 				g.finishLocked(p, outcome{err: noCapacity(p)})
 				evs = append(evs, p.event("request.refused", "reason", "no-capacity"))
-				continue
 			}
 		}
-		if !p.noWait && p.state == stQueued && p.pos != pos {
-			p.pos = pos
-			p.posStamp++
-			pushes = append(pushes, positionPush{p, pos, p.posStamp})
-		}
+	}
+	// Positions count every request that waits (noWait ones never do),
+	// including one a worker is answering; only a request still waiting
+	// for routing is told its place.
+	for _, qp := range g.queue.Renumber(waits, func(p *pending) bool { return p.state == stQueued }) {
+		pushes = append(pushes, positionPush{qp.Entry, qp.Pos, qp.Stamp})
 	}
 	g.mu.Unlock()
 	g.publishAll(evs)
@@ -407,6 +390,9 @@ func (g *Gateway) dispatchPass() {
 		g.spawn(func() { g.attempt(s.p, s.w, s.lk) })
 	}
 }
+
+// waits reports whether p takes a queue position.
+func waits(p *pending) bool { return !p.noWait }
 
 func noCapacity(p *pending) error {
 	return contract.Errorf(contract.CodeNoCapacity, "no worker in the fleet can serve a %s device right now", p.in.Platform).
@@ -451,7 +437,7 @@ func (g *Gateway) markDispatched(p *pending, wid string, lk *link) {
 		return
 	}
 	p.state = stDispatched
-	g.dropFromQueueLocked(p)
+	g.queue.Remove(p)
 	g.dropInflightLocked(p)
 	g.mu.Unlock()
 	g.publish(p.event("request.dispatched", "workerId", wid))
@@ -498,7 +484,7 @@ func (g *Gateway) attemptDone(p *pending, wid string, lk *link, l contract.Lease
 		case p.noWait:
 			g.finishLocked(p, outcome{err: noCapacity(p)})
 			evs = append(evs, p.event("request.refused", "reason", "no-capacity"))
-		case !p.deadline.IsZero() && !g.clock.Now().Before(p.deadline):
+		case g.queue.Overdue(p, g.clock.Now()):
 			g.finishLocked(p, outcome{err: g.timeoutErr(p)})
 			evs = append(evs, p.event("request.timed-out"))
 		default:

@@ -636,16 +636,12 @@ func (g *Gateway) Status(s contract.Session, base contract.DaemonInfo) contract.
 			out.Capacity.Platforms[p] = sum
 		}
 	}
-	pos := 0
-	for _, p := range g.queue {
-		if p.noWait {
-			continue
-		}
-		pos++
+	for _, qp := range g.queue.Positions(waits) {
 		// A request a worker is answering right now is still queued here
 		// until that worker begins device work.
-		out.Queue = append(out.Queue, contract.QueueEntry{Position: pos, RequesterID: p.requester, Platform: p.in.Platform,
-			Model: p.in.Model, OSVersion: p.in.OSVersion, Phase: "queued", EnqueuedAt: p.enqueuedAt.UTC()})
+		p := qp.Entry
+		out.Queue = append(out.Queue, contract.QueueEntry{Position: qp.Pos, RequesterID: p.requester, Platform: p.in.Platform,
+			Model: p.in.Model, OSVersion: p.in.OSVersion, Phase: "queued", EnqueuedAt: g.queue.EnqueuedAt(p).UTC()})
 	}
 	out.QueueDepth = len(out.Queue)
 	return out

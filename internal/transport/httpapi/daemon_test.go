@@ -8,89 +8,18 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/daemon"
-	"github.com/simlock/simlock/internal/dispatch"
-	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
-// daemonBackend adapts a real daemon through its exported API, the way the
-// daemon's own wiring does (see adapter_example.txt).
-type daemonBackend struct{ d *daemon.Daemon }
+// These tests speak to the fixture's daemon over both of its frontends:
+// the unix socket (raw JSON-RPC) and HTTP.
 
-func (a daemonBackend) Authenticate(ctx context.Context, bearer string) (string, string, bool, error) {
-	t, ok, err := a.d.VerifyToken(ctx, bearer)
-	if err != nil || !ok {
-		return "", "", false, err
-	}
-	return t.Role, "token:" + t.ID, true, nil
-}
-
-func (a daemonBackend) Hello(ctx context.Context, in contract.HelloIn) (contract.HelloOut, contract.Session, *contract.Error) {
-	return a.d.Hello(ctx, in)
-}
-
-func (a daemonBackend) Dispatch(ctx context.Context, sess contract.Session, method string, params json.RawMessage, notify func(string, any)) (any, func(), *contract.Error) {
-	call := &dispatch.Call{Session: sess, Notify: notify}
-	out, err := a.d.Dispatcher().Dispatch(ctx, call, method, params)
-	return out, call.RunAfter, err
-}
-
-type realDaemon struct {
-	d               *daemon.Daemon
-	ts              *httptest.Server
-	agent, operator string
-}
-
-func startRealDaemon(t *testing.T) *realDaemon {
-	t.Helper()
-	home, err := os.MkdirTemp("", "slh-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.Capacity.Strategy = "fixed"
-	cfg.Capacity.Fixed = config.Fixed{MaxRunning: 1, MaxManaged: 2}
-	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "test",
-		Drivers: []core.Driver{fakedrv.New("ios")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(); os.RemoveAll(home) })
-	secret, err := os.ReadFile(filepath.Join(home, "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.Dial(context.Background(), client.Options{Socket: d.Paths().Socket, Credential: strings.TrimSpace(string(secret))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	mint := func(role string) string {
-		out, err := client.Do(context.Background(), admin, contract.TokenCreate, contract.TokenCreateIn{Role: role})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.Token
-	}
-	srv := httpapi.New(httpapi.Options{Backend: daemonBackend{d}, Version: "test"})
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(srv.Close)
-	return &realDaemon{d: d, ts: ts, agent: mint(contract.TokenRoleAgent), operator: mint(contract.TokenRoleOperator)}
-}
-
-func (r *realDaemon) http(t *testing.T, method, path, token, body string) (int, []byte) {
+func (r *fixture) http(t *testing.T, method, path, token, body string) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -144,7 +73,7 @@ func socketError(t *testing.T, sock, method, params string) []byte {
 }
 
 func TestSocketAndHTTPRefuseWithIdenticalErrorObjects(t *testing.T) {
-	r := startRealDaemon(t)
+	r := newFixture(t, 1)
 	cases := []struct{ method, params, httpMethod, path, body string }{
 		{"lease.get", `{"leaseId":"lse_nope"}`, "GET", "/v1/leases/lse_nope", ""},
 		{"list.get", `{}`, "GET", "/v1/devices", ""},
@@ -153,7 +82,7 @@ func TestSocketAndHTTPRefuseWithIdenticalErrorObjects(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.method, func(t *testing.T) {
-			want := socketError(t, r.d.Paths().Socket, c.method, c.params)
+			want := socketError(t, r.st.Daemon.Paths().Socket, c.method, c.params)
 			status, body := r.http(t, c.httpMethod, c.path, r.agent, c.body)
 			var env struct {
 				Error json.RawMessage `json:"error"`
@@ -174,7 +103,7 @@ func TestSocketAndHTTPRefuseWithIdenticalErrorObjects(t *testing.T) {
 }
 
 func TestRealDaemonLeaseOverHTTP(t *testing.T) {
-	r := startRealDaemon(t)
+	r := newFixture(t, 1)
 	status, body := r.http(t, "POST", "/v1/leases", r.agent, `{"platform":"ios","ttlMs":60000}`)
 	var l contract.Lease
 	json.Unmarshal(body, &l)

@@ -12,7 +12,7 @@ import (
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
-func (r *realDaemon) send(t *testing.T, method, path, body string, headers ...string) (int, []byte) {
+func (r *fixture) send(t *testing.T, method, path, body string, headers ...string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, r.ts.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+r.agent)
@@ -30,7 +30,7 @@ func (r *realDaemon) send(t *testing.T, method, path, body string, headers ...st
 }
 
 func TestIdempotencyKeyHeaderRepeatsTheSameLease(t *testing.T) {
-	r := startRealDaemon(t)
+	r := newFixture(t, 1)
 	body := `{"platform":"ios","requesterId":"ci-7"}`
 	var a, b contract.Lease
 	code, raw := r.send(t, "POST", "/v1/leases", body, "Idempotency-Key", "build-7")
@@ -55,7 +55,7 @@ func TestIdempotencyKeyHeaderRepeatsTheSameLease(t *testing.T) {
 // A 202 comes only once the request is stored and queued, so a cancel sent
 // right after it always finds the request (hardening 5).
 func TestCancelRightAfterA202FindsTheRequest(t *testing.T) {
-	r := startRealDaemon(t)
+	r := newFixture(t, 1)
 	if code, raw := r.send(t, "POST", "/v1/leases", `{"platform":"ios","requesterId":"holder"}`); code != 201 {
 		t.Fatalf("holder: %d %s", code, raw)
 	}

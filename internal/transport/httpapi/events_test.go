@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,4 +221,16 @@ func FuzzEventSinkDecoding(f *testing.F) {
 			push(l)
 		}
 	})
+}
+
+// eventually spins (without sleeping) until cond holds, failing after 5s.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 5s")
+		}
+		runtime.Gosched()
+	}
 }

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bytes"
@@ -12,16 +12,21 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/daemon/daemontest"
 	"github.com/simlock/simlock/internal/ports/fake"
-	"github.com/simlock/simlock/internal/transport/httpapi/httpapitest"
+	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
 // FuzzRequestDecoding drives arbitrary method, path, query, headers and body
 // through the whole handler (auth, route table, input assembly, strict
-// decoding, dispatch to the fake). Whatever arrives, the server must not
+// decoding, dispatch to a real daemon). Whatever arrives, the server must not
 // panic or hang, and every refusal must be the contract error shape with
-// the table's status.
+// the table's status. One daemon serves every input (starting one per
+// input would cost more than the input); each input gets a fresh frontend
+// and leaves no lease behind for the next.
 func FuzzRequestDecoding(f *testing.F) {
+	st := daemontest.Start(f, daemontest.Options{})
+	agentTok, _ := st.Token(contract.TokenRoleAgent, "agent1")
 	seeds := []struct {
 		method, path, body, ctype, accept, prefer string
 	}{
@@ -49,10 +54,15 @@ func FuzzRequestDecoding(f *testing.F) {
 		if strings.Contains(strings.ToLower(prefer), "keep-open") {
 			return
 		}
-		b := httpapitest.New(1)
-		b.AddToken(agentTok, contract.TokenRoleAgent, "agent1")
-		s := New(Options{Backend: b, Clock: fake.NewClock(time.Unix(0, 0))})
+		// The frontend's own clock stands still: a Prefer: wait times out
+		// on the request's deadline, as before.
+		s := httpapi.New(httpapi.Options{Backend: st.Backend(), Clock: fake.NewClock(time.Unix(0, 0))})
 		defer s.Close()
+		defer func() {
+			if err := st.Dispatch(daemontest.AdminSession(), contract.LeaseReleaseAll.Name, contract.LeaseReleaseAllIn{Everyone: true}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		r, err := http.NewRequestWithContext(ctx, method, "http://simlock.test"+u.RequestURI(), bytes.NewReader(body))
@@ -76,7 +86,7 @@ func FuzzRequestDecoding(f *testing.F) {
 		if w.Code < 400 {
 			return
 		}
-		if w.Header().Get("Content-Type") == mediaNDJSON {
+		if w.Header().Get("Content-Type") == httpapi.MediaNDJSON {
 			line, _, _ := bytes.Cut(w.Body.Bytes(), []byte("\n"))
 			checkErrorBody(t, w.Code, line)
 			return
@@ -87,14 +97,14 @@ func FuzzRequestDecoding(f *testing.F) {
 
 func checkErrorBody(t *testing.T, status int, b []byte) {
 	t.Helper()
-	var eb ErrorBody
+	var eb httpapi.ErrorBody
 	if err := json.Unmarshal(b, &eb); err != nil || eb.Error == nil {
 		t.Fatalf("status %d with body %q", status, b)
 	}
 	if _, known := contract.ErrorTable[eb.Error.Code]; !known {
 		t.Fatalf("unknown code %s", eb.Error.Code)
 	}
-	if StatusFor(eb.Error.Code) != status {
-		t.Fatalf("%s answered %d, table says %d", eb.Error.Code, status, StatusFor(eb.Error.Code))
+	if httpapi.StatusFor(eb.Error.Code) != status {
+		t.Fatalf("%s answered %d, table says %d", eb.Error.Code, status, httpapi.StatusFor(eb.Error.Code))
 	}
 }

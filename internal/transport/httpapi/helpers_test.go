@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bufio"
@@ -12,50 +12,65 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/daemon/daemontest"
 	"github.com/simlock/simlock/internal/ports/fake"
-	"github.com/simlock/simlock/internal/transport/httpapi/httpapitest"
+	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
-const (
-	agentTok    = "agent-secret"
-	agent2Tok   = "agent2-secret"
-	operatorTok = "operator-secret"
-	workerTok   = "worker-secret"
-)
-
+// fixture is the HTTP frontend in front of a real daemon (dispatcher,
+// handlers, engine, store) on a fake clock with the scripted fake driver;
+// see internal/daemon/daemontest. Build it with newFixture.
 type fixture struct {
 	t   *testing.T
-	b   *httpapitest.Backend
-	s   *Server
+	st  *daemontest.Stack
+	s   *httpapi.Server
 	ts  *httptest.Server
-	clk *fake.Clock // nil when the system clock drives the server
+	clk *fake.Clock // the engine's and the server's: waits and timers move only on Advance
+
+	// Bearer secrets of four tokens minted in the daemon's store.
+	agent, agent2, operator, worker string
+	principals                      map[string]string // secret -> "token:<id>"
 }
 
-// newFixture serves a fake backend with n devices. With fakeClock, waits
-// and timers move only on f.clk.Advance.
-func newFixture(t *testing.T, devices int, fakeClock bool) *fixture {
+// newFixture starts a daemon whose iOS driver has room for devices
+// devices (provisioned on demand) and serves it over HTTP on a loopback
+// listener. Everything stops when the test ends.
+//
+// Porting a test written for the old fake backend (httpapitest):
+//   - newFixture(t, n, fakeClock) becomes newFixture(t, n): the clock is
+//     always fake, shared by the engine and the server (f.clk);
+//   - the file is package httpapi_test: prefix the package's names
+//     (httpapi.ErrorBody, httpapi.StatusFor, httpapi.MediaNDJSON, ...);
+//     frontend state to wait on is in export_test.go;
+//   - agentTok, agent2Tok, operatorTok, workerTok become f.agent, f.agent2,
+//     f.operator, f.worker, and "token:agent1" becomes f.principal(f.agent);
+//   - f.b.Queued() is f.st.Queued(); f.b.Crash/LoseDevice are
+//     f.st.Driver.Crash/Vanish(f.st.Handle(deviceID)) then
+//     f.st.HealthTicks(f.st.Config.Health.StableObservations); f.b.Expire
+//     is f.clk.Advance past the TTL; exec uses the fake driver's tool
+//     "fakectl" (see daemontest.Stack.Runner); f.st.Admin runs any
+//     operation as admin through the real dispatcher.
+func newFixture(t *testing.T, devices int) *fixture {
 	t.Helper()
-	b := httpapitest.New(devices)
-	b.AddToken(agentTok, contract.TokenRoleAgent, "agent1")
-	b.AddToken(agent2Tok, contract.TokenRoleAgent, "agent2")
-	b.AddToken(operatorTok, contract.TokenRoleOperator, "op1")
-	b.AddToken(workerTok, contract.TokenRoleWorker, "wk1")
-	f := &fixture{t: t, b: b}
-	var clk ports.Clock = ports.SystemClock{}
-	if fakeClock {
-		f.clk = fake.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-		clk = f.clk
+	st := daemontest.Start(t, daemontest.Options{Devices: devices})
+	f := &fixture{t: t, st: st, clk: st.Clock, principals: map[string]string{}}
+	for _, tk := range []struct {
+		dst        *string
+		role, name string
+	}{{&f.agent, contract.TokenRoleAgent, "agent1"}, {&f.agent2, contract.TokenRoleAgent, "agent2"},
+		{&f.operator, contract.TokenRoleOperator, "op1"}, {&f.worker, contract.TokenRoleWorker, "wk1"}} {
+		secret, principal := st.Token(tk.role, tk.name)
+		*tk.dst, f.principals[secret] = secret, principal
 	}
-	f.s = New(Options{Backend: b, Clock: clk, Version: "1.2.3"})
+	f.s = httpapi.New(httpapi.Options{Backend: st.Backend(), Clock: st.Clock, Version: "1.2.3"})
 	f.ts = httptest.NewServer(f.s.Handler())
 	t.Cleanup(f.ts.Close)
 	t.Cleanup(f.s.Close) // runs first: ends streams so ts.Close need not wait
-	// The notice follower subscribes asynchronously; wait for it so tests
-	// that emit events know it is listening.
-	eventually(t, func() bool { return b.Subscribers() >= 1 })
 	return f
 }
+
+// principal is the principal a bearer of secret acts as.
+func (f *fixture) principal(secret string) string { return f.principals[secret] }
 
 // eventually spins (without sleeping) until cond holds, failing after 5s.
 func eventually(t *testing.T, cond func() bool) {
@@ -117,13 +132,13 @@ func (f *fixture) call(method, path, token, body string, out any, hdr ...string)
 // refusal sends a request expected to fail and returns its contract error.
 func (f *fixture) refusal(method, path, token, body string, hdr ...string) (*contract.Error, *http.Response) {
 	f.t.Helper()
-	var eb ErrorBody
+	var eb httpapi.ErrorBody
 	resp := f.call(method, path, token, body, &eb, hdr...)
 	if eb.Error == nil {
 		f.t.Fatalf("%s %s: status %d without an error body", method, path, resp.StatusCode)
 	}
-	if resp.StatusCode != StatusFor(eb.Error.Code) {
-		f.t.Fatalf("%s %s: status %d for %s, table says %d", method, path, resp.StatusCode, eb.Error.Code, StatusFor(eb.Error.Code))
+	if resp.StatusCode != httpapi.StatusFor(eb.Error.Code) {
+		f.t.Fatalf("%s %s: status %d for %s, table says %d", method, path, resp.StatusCode, eb.Error.Code, httpapi.StatusFor(eb.Error.Code))
 	}
 	return eb.Error, resp
 }
@@ -139,11 +154,17 @@ func (f *fixture) lease(token string) contract.Lease {
 	return l
 }
 
-// waitTimers waits until the fake clock has at least n armed timers.
-func (f *fixture) waitTimers(n int) {
-	f.t.Helper()
-	eventually(f.t, func() bool { return f.clk.Pending() >= n })
-}
+// polls counts the polls waiting on handles (their timers are armed).
+func (f *fixture) polls() int { return httpapi.PollsWaiting(f.s) }
+
+// handles counts the handles still waiting for an outcome.
+func (f *fixture) handles() int { return httpapi.HandlesWaiting(f.s) }
+
+// handle reports on handle id, or with "" on the one still waiting.
+func (f *fixture) handle(id string) (progress, finished bool) { return httpapi.HandleState(f.s, id) }
+
+// buffered reports how many notices wait for lease id.
+func (f *fixture) buffered(id string) (n int, ended bool) { return httpapi.NoticesBuffered(f.s, id) }
 
 // ndjson reads NDJSON lines from r.
 type ndjson struct{ r *bufio.Reader }
@@ -159,4 +180,32 @@ func (n ndjson) next(t *testing.T) map[string]json.RawMessage {
 		t.Fatalf("line %q: %v", b, err)
 	}
 	return m
+}
+
+// sseMessage is one parsed Server-Sent Events message.
+type sseMessage struct{ event, id, data string }
+
+func readSSE(t *testing.T, r *bufio.Reader) sseMessage {
+	t.Helper()
+	var m sseMessage
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read SSE: %v", err)
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if m.data != "" {
+				return m
+			}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event: "):
+			m.event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "id: "):
+			m.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			m.data = strings.TrimPrefix(line, "data: ")
+		}
+	}
 }

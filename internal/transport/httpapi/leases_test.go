@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
 type answer struct {
@@ -49,46 +50,6 @@ func (f *fixture) async(ctx context.Context, method, path, token, body string, h
 	return ch
 }
 
-// polls counts the polls waiting on handles (their timers are armed).
-func (f *fixture) polls() int {
-	t := f.s.requests
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, p := range t.m {
-		n += p.polls
-	}
-	return n
-}
-
-// handles counts the handles still waiting for an outcome (answered ones
-// stay a while for retried polls).
-func (f *fixture) handles() int {
-	t := f.s.requests
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, p := range t.m {
-		if !p.finished {
-			n++
-		}
-	}
-	return n
-}
-
-// handle reports on handle id, or with "" on the one still waiting.
-func (f *fixture) handle(id string) (progress, finished bool) {
-	t := f.s.requests
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, p := range t.m {
-		if p.id == id || id == "" && !p.finished {
-			return p.progress != nil, p.finished
-		}
-	}
-	return false, false
-}
-
 func get(t *testing.T, ch <-chan answer) answer {
 	t.Helper()
 	select {
@@ -101,31 +62,31 @@ func get(t *testing.T, ch <-chan answer) answer {
 }
 
 func TestPreferWaitAnswers202ThenLongPollCollectsTheLease(t *testing.T) {
-	f := newFixture(t, 1, true)
-	held := f.lease(agentTok) // 201 at once: a device is free
+	f := newFixture(t, 1)
+	held := f.lease(f.agent) // 201 at once: a device is free
 
-	post := f.async(context.Background(), "POST", "/v1/leases", agent2Tok, `{"platform":"ios"}`, "Prefer", "wait=5")
+	post := f.async(context.Background(), "POST", "/v1/leases", f.agent2, `{"platform":"ios"}`, "Prefer", "wait=5")
 	eventually(t, func() bool { p, _ := f.handle(""); return f.polls() == 1 && p })
 	f.clk.Advance(5 * time.Second)
 	a := get(t, post)
-	var pend PendingRequest
+	var pend httpapi.PendingRequest
 	json.Unmarshal(a.body, &pend)
 	if a.status != 202 || a.header.Get("Preference-Applied") != "wait=5" || a.header.Get("Location") != "/v1/requests/"+pend.RequestID {
 		t.Fatalf("POST: %d %v %s", a.status, a.header, a.body)
 	}
-	if pend.Status != "pending" || pend.Progress == nil || pend.Progress.QueuePosition != 1 || pend.AbandonAfterMs != AbandonAfter.Milliseconds() {
+	if pend.Status != "pending" || pend.Progress == nil || pend.Progress.QueuePosition != 1 || pend.AbandonAfterMs != httpapi.AbandonAfter.Milliseconds() {
 		t.Fatalf("pending body %s", a.body)
 	}
 
 	// Someone else's handle is not theirs to poll.
-	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID+"?wait=0", agentTok, ""); e.Code != contract.CodeForbidden {
+	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID+"?wait=0", f.agent, ""); e.Code != contract.CodeForbidden {
 		t.Fatalf("foreign poll: %s", e.Code)
 	}
 
-	// A long-poll asking for an hour is capped at MaxWait.
-	poll := f.async(context.Background(), "GET", "/v1/requests/"+pend.RequestID+"?wait=3600", agent2Tok, "")
+	// A long-poll asking for an hour is capped at httpapi.MaxWait.
+	poll := f.async(context.Background(), "GET", "/v1/requests/"+pend.RequestID+"?wait=3600", f.agent2, "")
 	eventually(t, func() bool { return f.polls() == 1 })
-	f.clk.Advance(MaxWait - time.Second)
+	f.clk.Advance(httpapi.MaxWait - time.Second)
 	select {
 	case a := <-poll:
 		t.Fatalf("answered before the cap: %d %s", a.status, a.body)
@@ -137,95 +98,106 @@ func TestPreferWaitAnswers202ThenLongPollCollectsTheLease(t *testing.T) {
 	}
 
 	// The device frees up while a poll waits: the poll answers the lease.
-	poll = f.async(context.Background(), "GET", "/v1/requests/"+pend.RequestID+"?wait=30", agent2Tok, "")
+	poll = f.async(context.Background(), "GET", "/v1/requests/"+pend.RequestID+"?wait=30", f.agent2, "")
 	eventually(t, func() bool { return f.polls() == 1 })
-	f.call("DELETE", "/v1/leases/"+held.LeaseID, agentTok, "", nil)
+	f.call("DELETE", "/v1/leases/"+held.LeaseID, f.agent, "", nil)
 	a = get(t, poll)
 	var l contract.Lease
 	json.Unmarshal(a.body, &l)
-	if a.status != 200 || l.OwnerID != "token:agent2" || a.header.Get("Location") != "/v1/leases/"+l.LeaseID {
+	if a.status != 200 || l.OwnerID != f.principal(f.agent2) || a.header.Get("Location") != "/v1/leases/"+l.LeaseID {
 		t.Fatalf("granted poll: %d %s", a.status, a.body)
 	}
 
-	// A retried poll gets the same answer until KeepOutcome passes.
+	// A retried poll gets the same answer until httpapi.KeepOutcome passes.
 	var again contract.Lease
-	if r := f.call("GET", "/v1/requests/"+pend.RequestID+"?wait=0", agent2Tok, "", &again); r.StatusCode != 200 || again.LeaseID != l.LeaseID {
+	if r := f.call("GET", "/v1/requests/"+pend.RequestID+"?wait=0", f.agent2, "", &again); r.StatusCode != 200 || again.LeaseID != l.LeaseID {
 		t.Fatalf("retried poll: %d %+v", r.StatusCode, again)
 	}
-	f.clk.Advance(KeepOutcome)
-	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID, agent2Tok, ""); e.Code != contract.CodeNoPendingRequest {
-		t.Fatalf("expired handle: %s", e.Code)
+	// After KeepOutcome the frontend forgets the handle; the poll is then
+	// answered from the daemon's stored receipt: the same lease.
+	f.clk.Advance(httpapi.KeepOutcome)
+	if f.handles() != 0 {
+		t.Fatal("the handle outlived KeepOutcome")
+	}
+	again = contract.Lease{}
+	if r := f.call("GET", "/v1/requests/"+pend.RequestID, f.agent2, "", &again); r.StatusCode != 200 || again.LeaseID != l.LeaseID {
+		t.Fatalf("expired handle: %d %+v", r.StatusCode, again)
+	}
+	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID+"?wait=0", f.agent, ""); e.Code != contract.CodeForbidden {
+		t.Fatalf("foreign poll of the receipt: %s", e.Code)
 	}
 }
 
 func TestUnpolledRequestIsAbandonedAndItsLeaseReleased(t *testing.T) {
-	f := newFixture(t, 1, true)
-	held := f.lease(agentTok)
+	f := newFixture(t, 1)
+	held := f.lease(f.agent)
 
-	var pend PendingRequest
-	r := f.call("POST", "/v1/leases", agent2Tok, `{"platform":"ios"}`, &pend, "Prefer", "respond-async")
+	var pend httpapi.PendingRequest
+	r := f.call("POST", "/v1/leases", f.agent2, `{"platform":"ios"}`, &pend, "Prefer", "respond-async")
 	if r.StatusCode != 202 || r.Header.Get("Preference-Applied") != "respond-async" {
 		t.Fatalf("respond-async: %d", r.StatusCode)
 	}
-	eventually(t, func() bool { return f.b.Queued() == 1 })
-	f.clk.Advance(AbandonAfter)
-	eventually(t, func() bool { return f.b.Queued() == 0 })
-	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID, agent2Tok, ""); e.Code != contract.CodeNoPendingRequest {
+	eventually(t, func() bool { return f.st.Queued() == 1 })
+	f.clk.Advance(httpapi.AbandonAfter)
+	eventually(t, func() bool { return f.st.Queued() == 0 })
+	// The handle is gone; the daemon's receipt keeps the refusal the
+	// abandonment ended the request with.
+	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID, f.agent2, ""); e.Code != contract.CodeConnectionLost {
 		t.Fatalf("abandoned handle: %s", e.Code)
 	}
 
 	// Granted while nobody polls: the lease is released at abandonment.
-	f.call("POST", "/v1/leases", agent2Tok, `{"platform":"ios"}`, &pend, "Prefer", "wait=0")
-	eventually(t, func() bool { return f.b.Queued() == 1 })
-	f.call("DELETE", "/v1/leases/"+held.LeaseID, agentTok, "", nil)
+	f.call("POST", "/v1/leases", f.agent2, `{"platform":"ios"}`, &pend, "Prefer", "wait=0")
+	eventually(t, func() bool { return f.st.Queued() == 1 })
+	f.call("DELETE", "/v1/leases/"+held.LeaseID, f.agent, "", nil)
 	leases := func() int {
 		var out contract.LeaseListOut
-		f.call("GET", "/v1/leases", operatorTok, "", &out)
+		f.call("GET", "/v1/leases", f.operator, "", &out)
 		return len(out.Leases)
 	}
 	eventually(t, func() bool { _, done := f.handle(pend.RequestID); return done })
 	if leases() != 1 {
 		t.Fatal("the queued request was not granted")
 	}
-	f.clk.Advance(AbandonAfter)
+	f.clk.Advance(httpapi.AbandonAfter)
 	eventually(t, func() bool { return leases() == 0 && f.handles() == 0 })
 }
 
 func TestDroppingAHandleLeavesTheQueue(t *testing.T) {
-	f := newFixture(t, 1, true)
-	f.lease(agentTok)
-	var pend PendingRequest
-	f.call("POST", "/v1/leases", agent2Tok, `{"platform":"ios"}`, &pend, "Prefer", "wait=0")
-	eventually(t, func() bool { return f.b.Queued() == 1 })
-	var drop DropReply
-	if r := f.call("DELETE", "/v1/requests/"+pend.RequestID, agent2Tok, "", &drop); r.StatusCode != 200 || !drop.Cancelled {
+	f := newFixture(t, 1)
+	f.lease(f.agent)
+	var pend httpapi.PendingRequest
+	f.call("POST", "/v1/leases", f.agent2, `{"platform":"ios"}`, &pend, "Prefer", "wait=0")
+	eventually(t, func() bool { return f.st.Queued() == 1 })
+	var drop httpapi.DropReply
+	if r := f.call("DELETE", "/v1/requests/"+pend.RequestID, f.agent2, "", &drop); r.StatusCode != 200 || !drop.Cancelled {
 		t.Fatalf("drop: %d %+v", r.StatusCode, drop)
 	}
-	eventually(t, func() bool { return f.b.Queued() == 0 && f.handles() == 0 })
+	eventually(t, func() bool { return f.st.Queued() == 0 && f.handles() == 0 })
 }
 
 func TestAClientLeavingThePOSTDropsItsRequest(t *testing.T) {
-	f := newFixture(t, 1, true)
-	f.lease(agentTok)
+	f := newFixture(t, 1)
+	f.lease(f.agent)
 	ctx, cancel := context.WithCancel(context.Background())
-	post := f.async(ctx, "POST", "/v1/leases", agent2Tok, `{"platform":"ios"}`, "Prefer", "wait=30")
-	eventually(t, func() bool { return f.polls() == 1 && f.b.Queued() == 1 })
+	post := f.async(ctx, "POST", "/v1/leases", f.agent2, `{"platform":"ios"}`, "Prefer", "wait=30")
+	eventually(t, func() bool { return f.polls() == 1 && f.st.Queued() == 1 })
 	cancel()
 	get(t, post)
-	eventually(t, func() bool { return f.b.Queued() == 0 && f.handles() == 0 })
+	eventually(t, func() bool { return f.st.Queued() == 0 && f.handles() == 0 })
 }
 
 func TestCancelRouteEndsThePendingHandle(t *testing.T) {
-	f := newFixture(t, 1, true)
-	f.lease(agentTok)
-	var pend PendingRequest
-	f.call("POST", "/v1/leases", agent2Tok, `{"platform":"ios","requesterId":"job-7"}`, &pend, "Prefer", "wait=0")
-	eventually(t, func() bool { return f.b.Queued() == 1 })
+	f := newFixture(t, 1)
+	f.lease(f.agent)
+	var pend httpapi.PendingRequest
+	f.call("POST", "/v1/leases", f.agent2, `{"platform":"ios","requesterId":"job-7"}`, &pend, "Prefer", "wait=0")
+	eventually(t, func() bool { return f.st.Queued() == 1 })
 	var out contract.LeaseCancelOut
-	if r := f.call("POST", "/v1/requests/cancel", agent2Tok, `{"requesterId":"job-7"}`, &out); r.StatusCode != 200 || !out.Cancelled {
+	if r := f.call("POST", "/v1/requests/cancel", f.agent2, `{"requesterId":"job-7"}`, &out); r.StatusCode != 200 || !out.Cancelled {
 		t.Fatalf("cancel: %d", r.StatusCode)
 	}
-	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID+"?wait=5", agent2Tok, ""); e.Code != contract.CodeRequestCancelled {
+	if e, _ := f.refusal("GET", "/v1/requests/"+pend.RequestID+"?wait=5", f.agent2, ""); e.Code != contract.CodeRequestCancelled {
 		t.Fatalf("after cancel: %s", e.Code)
 	}
 }

@@ -1,9 +1,11 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -11,11 +13,12 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
 func TestHealthzAnswersWithoutAToken(t *testing.T) {
-	f := newFixture(t, 1, false)
-	var h Health
+	f := newFixture(t, 1)
+	var h httpapi.Health
 	resp := f.call("GET", "/v1/healthz", "", "", &h)
 	if resp.StatusCode != 200 || h.Status != "ok" || h.Version != "1.2.3" {
 		t.Fatalf("healthz: %d %+v", resp.StatusCode, h)
@@ -23,7 +26,7 @@ func TestHealthzAnswersWithoutAToken(t *testing.T) {
 }
 
 func TestAuthMatrix(t *testing.T) {
-	f := newFixture(t, 1, false)
+	f := newFixture(t, 1)
 	cases := []struct {
 		method, path, token string
 		want                int
@@ -31,20 +34,20 @@ func TestAuthMatrix(t *testing.T) {
 	}{
 		{"GET", "/v1/status", "", 401, contract.CodeUnauthenticated},
 		{"GET", "/v1/status", "nope", 401, contract.CodeUnauthenticated},
-		{"GET", "/v1/status", workerTok, 403, contract.CodeForbidden},
-		{"GET", "/v1/status", agentTok, 200, ""},
-		{"GET", "/v1/status", operatorTok, 200, ""},
-		{"GET", "/v1/devices", agentTok, 403, contract.CodeForbidden}, // list.get is admin: the dispatcher refuses
-		{"GET", "/v1/devices", operatorTok, 200, ""},
-		{"GET", "/v1/config", agentTok, 403, contract.CodeForbidden},
-		{"GET", "/v1/tokens", agentTok, 403, contract.CodeForbidden},
-		{"POST", "/v1/daemon/stop", agentTok, 403, contract.CodeForbidden},
+		{"GET", "/v1/status", f.worker, 403, contract.CodeForbidden},
+		{"GET", "/v1/status", f.agent, 200, ""},
+		{"GET", "/v1/status", f.operator, 200, ""},
+		{"GET", "/v1/devices", f.agent, 403, contract.CodeForbidden}, // list.get is admin: the dispatcher refuses
+		{"GET", "/v1/devices", f.operator, 200, ""},
+		{"GET", "/v1/config", f.agent, 403, contract.CodeForbidden},
+		{"GET", "/v1/tokens", f.agent, 403, contract.CodeForbidden},
+		{"POST", "/v1/daemon/stop", f.agent, 403, contract.CodeForbidden},
 		{"GET", "/v1/openapi.json", "", 401, contract.CodeUnauthenticated},
-		{"GET", "/v1/openapi.json", agentTok, 200, ""},
+		{"GET", "/v1/openapi.json", f.agent, 200, ""},
 		{"GET", "/v1/no-such-route", "", 401, contract.CodeUnauthenticated},
-		{"GET", "/v1/no-such-route", agentTok, 404, contract.CodeUnknownOperation},
-		{"POST", "/v1/ops/status.get", workerTok, 403, contract.CodeForbidden},
-		{"POST", "/v1/hello", workerTok, 403, contract.CodeForbidden},
+		{"GET", "/v1/no-such-route", f.agent, 404, contract.CodeUnknownOperation},
+		{"POST", "/v1/ops/status.get", f.worker, 403, contract.CodeForbidden},
+		{"POST", "/v1/hello", f.worker, 403, contract.CodeForbidden},
 	}
 	for _, c := range cases {
 		t.Run(c.method+" "+c.path+" "+c.token, func(t *testing.T) {
@@ -65,7 +68,7 @@ func TestAuthMatrix(t *testing.T) {
 		})
 	}
 	r, _ := http.NewRequest("GET", f.ts.URL+"/v1/status", nil)
-	r.Header.Set("Authorization", "Basic "+agentTok)
+	r.Header.Set("Authorization", "Basic "+f.agent)
 	resp, err := f.ts.Client().Do(r)
 	if err != nil {
 		t.Fatal(err)
@@ -78,32 +81,32 @@ func TestAuthMatrix(t *testing.T) {
 
 func TestErrorCodesMapThroughTheTable(t *testing.T) {
 	for code, info := range contract.ErrorTable {
-		if StatusFor(code) != info.HTTPStatus {
-			t.Errorf("%s: %d, table %d", code, StatusFor(code), info.HTTPStatus)
+		if httpapi.StatusFor(code) != info.HTTPStatus {
+			t.Errorf("%s: %d, table %d", code, httpapi.StatusFor(code), info.HTTPStatus)
 		}
 	}
-	if StatusFor("SOMETHING_NEW") != contract.ErrorTable[contract.CodeUnknownDaemonError].HTTPStatus {
+	if httpapi.StatusFor("SOMETHING_NEW") != contract.ErrorTable[contract.CodeUnknownDaemonError].HTTPStatus {
 		t.Error("an unknown code must map like UNKNOWN_DAEMON_ERROR")
 	}
 
-	f := newFixture(t, 1, false)
-	held := f.lease(agentTok)
+	f := newFixture(t, 1)
+	held := f.lease(f.agent)
 	cases := []struct {
 		name, method, path, token, body string
 		code                            contract.Code
 		status                          int
 	}{
-		{"unknown lease", "GET", "/v1/leases/lse_nope", agentTok, "", contract.CodeUnknownLease, 404},
-		{"another's lease", "POST", "/v1/leases/" + held.LeaseID + "/renew", agent2Tok, "", contract.CodeForbidden, 403},
-		{"no capacity", "POST", "/v1/leases", agent2Tok, `{"platform":"ios","noWait":true}`, contract.CodeNoCapacity, 503},
-		{"already leased", "POST", "/v1/leases", agentTok, `{"platform":"ios"}`, contract.CodeRequesterLeased, 409},
-		{"unsupported platform", "GET", "/v1/catalog?platform=android", agentTok, "", contract.CodeUnsupportedPlatform, 422},
-		{"missing platform", "POST", "/v1/ops/lease.request", agentTok, `{}`, contract.CodeBadRequest, 400},
-		{"unknown operation", "POST", "/v1/ops/no.such", agentTok, "", contract.CodeUnknownOperation, 404},
-		{"no pending request", "POST", "/v1/requests/cancel", agentTok, "", contract.CodeNoPendingRequest, 404},
-		{"unknown token", "DELETE", "/v1/tokens/tok_nope", operatorTok, "", contract.CodeUnknownToken, 404},
-		{"protocol", "POST", "/v1/hello", agentTok, `{"protocol":{"min":1,"max":2}}`, contract.CodeProtocolUnsupported, 426},
-		{"passthrough not served", "POST", "/v1/ops/driver.passthrough", agentTok, `{"tool":"simctl","args":["list"]}`, contract.CodeUnknownOperation, 404},
+		{"unknown lease", "GET", "/v1/leases/lse_nope", f.agent, "", contract.CodeUnknownLease, 404},
+		{"another's lease", "POST", "/v1/leases/" + held.LeaseID + "/renew", f.agent2, "", contract.CodeForbidden, 403},
+		{"no capacity", "POST", "/v1/leases", f.agent2, `{"platform":"ios","noWait":true}`, contract.CodeNoCapacity, 503},
+		{"already leased", "POST", "/v1/leases", f.agent, `{"platform":"ios"}`, contract.CodeRequesterLeased, 409},
+		{"unsupported platform", "GET", "/v1/catalog?platform=android", f.agent, "", contract.CodeUnsupportedPlatform, 422},
+		{"missing platform", "POST", "/v1/ops/lease.request", f.agent, `{}`, contract.CodeBadRequest, 400},
+		{"unknown operation", "POST", "/v1/ops/no.such", f.agent, "", contract.CodeUnknownOperation, 404},
+		{"no pending request", "POST", "/v1/requests/cancel", f.agent, "", contract.CodeNoPendingRequest, 404},
+		{"unknown token", "DELETE", "/v1/tokens/tok_nope", f.operator, "", contract.CodeUnknownToken, 404},
+		{"protocol", "POST", "/v1/hello", f.agent, `{"protocol":{"min":1,"max":2}}`, contract.CodeProtocolUnsupported, 426},
+		{"passthrough not served", "POST", "/v1/ops/driver.passthrough", f.agent, `{"tool":"simctl","args":["list"]}`, contract.CodeUnknownOperation, 404},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -119,7 +122,7 @@ func TestErrorCodesMapThroughTheTable(t *testing.T) {
 }
 
 func TestBodiesAndQueriesAreStrict(t *testing.T) {
-	f := newFixture(t, 1, false)
+	f := newFixture(t, 1)
 	cases := []struct {
 		name, method, path, body, ctype, want string
 	}{
@@ -134,7 +137,7 @@ func TestBodiesAndQueriesAreStrict(t *testing.T) {
 		{"bad query type", "GET", "/v1/events?since=soon", "", "", "since"},
 		{"query on POST", "POST", "/v1/leases?platform=ios", `{}`, "", "query"},
 		{"path and body disagree", "POST", "/v1/leases/lse_1/renew", `{"leaseId":"lse_2"}`, "", "disagrees"},
-		{"oversized", "POST", "/v1/ops/status.get", `{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, "", "exceeds"},
+		{"oversized", "POST", "/v1/ops/status.get", `{"x":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}`, "", "exceeds"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,7 +145,7 @@ func TestBodiesAndQueriesAreStrict(t *testing.T) {
 			if c.ctype != "" {
 				hdr = append(hdr, "Content-Type", c.ctype)
 			}
-			e, _ := f.refusal(c.method, c.path, operatorTok, c.body, hdr...)
+			e, _ := f.refusal(c.method, c.path, f.operator, c.body, hdr...)
 			if e.Code != contract.CodeBadRequest || !strings.Contains(e.Message, c.want) {
 				t.Fatalf("got %s %q, want BAD_REQUEST mentioning %q", e.Code, e.Message, c.want)
 			}
@@ -151,85 +154,89 @@ func TestBodiesAndQueriesAreStrict(t *testing.T) {
 }
 
 func TestHelloTakesRoleAndPrincipalFromTheToken(t *testing.T) {
-	f := newFixture(t, 1, false)
+	f := newFixture(t, 1)
 	var out contract.HelloOut
-	resp := f.call("POST", "/v1/hello", operatorTok, `{"protocol":{"min":5,"max":5},"client":"test"}`, &out)
-	if resp.StatusCode != 200 || out.Role != contract.RoleAdmin || out.Principal != "token:op1" || out.Selected != 5 {
+	resp := f.call("POST", "/v1/hello", f.operator, `{"protocol":{"min":5,"max":5},"client":"test"}`, &out)
+	if resp.StatusCode != 200 || out.Role != contract.RoleAdmin || out.Principal != f.principal(f.operator) || out.Selected != 5 {
 		t.Fatalf("hello: %d %+v", resp.StatusCode, out)
 	}
-	e, _ := f.refusal("POST", "/v1/ops/hello", agentTok, `{"protocol":{"min":5,"max":5},"credential":"x"}`)
+	e, _ := f.refusal("POST", "/v1/ops/hello", f.agent, `{"protocol":{"min":5,"max":5},"credential":"x"}`)
 	if e.Code != contract.CodeBadRequest {
 		t.Fatalf("credential in hello: %s", e.Code)
 	}
 }
 
 func TestLeaseLifecycleRoutes(t *testing.T) {
-	f := newFixture(t, 2, false)
-	resp := f.req("POST", "/v1/leases", agentTok, `{"platform":"ios","ttlMs":60000}`)
+	f := newFixture(t, 2)
+	resp := f.req("POST", "/v1/leases", f.agent, `{"platform":"ios","ttlMs":60000}`)
 	var l contract.Lease
 	json.NewDecoder(resp.Body).Decode(&l)
 	resp.Body.Close()
-	if resp.StatusCode != 201 || resp.Header.Get("Location") != "/v1/leases/"+l.LeaseID || l.OwnerID != "token:agent1" {
+	if resp.StatusCode != 201 || resp.Header.Get("Location") != "/v1/leases/"+l.LeaseID || l.OwnerID != f.principal(f.agent) {
 		t.Fatalf("grant: %d %q %+v", resp.StatusCode, resp.Header.Get("Location"), l)
 	}
 	var got contract.Lease
-	if r := f.call("GET", "/v1/leases/"+l.LeaseID, agentTok, "", &got); r.StatusCode != 200 || got.LeaseID != l.LeaseID {
+	if r := f.call("GET", "/v1/leases/"+l.LeaseID, f.agent, "", &got); r.StatusCode != 200 || got.LeaseID != l.LeaseID {
 		t.Fatalf("get: %d %+v", r.StatusCode, got)
 	}
 	var list contract.LeaseListOut
-	f.call("GET", "/v1/leases", agent2Tok, "", &list)
+	f.call("GET", "/v1/leases", f.agent2, "", &list)
 	if len(list.Leases) != 0 {
 		t.Fatalf("another agent sees %d leases", len(list.Leases))
 	}
 	var rel contract.LeaseReleaseOut
-	if r := f.call("DELETE", "/v1/leases/"+l.LeaseID, agentTok, "", &rel); r.StatusCode != 200 || !rel.Released {
+	if r := f.call("DELETE", "/v1/leases/"+l.LeaseID, f.agent, "", &rel); r.StatusCode != 200 || !rel.Released {
 		t.Fatalf("release: %d %+v", r.StatusCode, rel)
 	}
-	l2 := f.lease(agent2Tok)
-	if r := f.call("POST", "/v1/leases/"+l2.LeaseID+"/release", agent2Tok, "", &rel); r.StatusCode != 200 || rel.LeaseID != l2.LeaseID {
+	l2 := f.lease(f.agent2)
+	if r := f.call("POST", "/v1/leases/"+l2.LeaseID+"/release", f.agent2, "", &rel); r.StatusCode != 200 || rel.LeaseID != l2.LeaseID {
 		t.Fatalf("release via POST: %d %+v", r.StatusCode, rel)
 	}
-	f.lease(agentTok)
-	f.lease(agent2Tok)
+	f.lease(f.agent)
+	f.lease(f.agent2)
 	var all contract.LeaseReleaseAllOut
-	if r := f.call("POST", "/v1/leases/release-all", agentTok, "", &all); r.StatusCode != 200 || len(all.Released) != 1 {
+	if r := f.call("POST", "/v1/leases/release-all", f.agent, "", &all); r.StatusCode != 200 || len(all.Released) != 1 {
 		t.Fatalf("release-all: %d %+v", r.StatusCode, all)
 	}
 }
 
 func TestTokensAndDaemonStop(t *testing.T) {
-	f := newFixture(t, 1, false)
+	f := newFixture(t, 1)
 	var tok contract.TokenCreateOut
-	if r := f.call("POST", "/v1/tokens", operatorTok, `{"role":"agent","name":"ci"}`, &tok); r.StatusCode != 201 || tok.Token == "" {
+	if r := f.call("POST", "/v1/tokens", f.operator, `{"role":"agent","name":"ci"}`, &tok); r.StatusCode != 201 || tok.Token == "" {
 		t.Fatalf("create: %d %+v", r.StatusCode, tok)
 	}
 	if r := f.call("GET", "/v1/status", tok.Token, "", nil); r.StatusCode != 200 {
 		t.Fatalf("the new token: %d", r.StatusCode)
 	}
 	var rev contract.TokenRevokeOut
-	if r := f.call("DELETE", "/v1/tokens/"+tok.ID, operatorTok, "", &rev); r.StatusCode != 200 || !rev.Revoked {
+	if r := f.call("DELETE", "/v1/tokens/"+tok.ID, f.operator, "", &rev); r.StatusCode != 200 || !rev.Revoked {
 		t.Fatalf("revoke: %d", r.StatusCode)
 	}
 	if r := f.call("GET", "/v1/status", tok.Token, "", nil); r.StatusCode != 401 {
 		t.Fatalf("a revoked token: %d", r.StatusCode)
 	}
 	var stop contract.DaemonStopOut
-	if r := f.call("POST", "/v1/daemon/stop", operatorTok, "", &stop); r.StatusCode != 200 || !stop.Stopping {
+	if r := f.call("POST", "/v1/daemon/stop", f.operator, "", &stop); r.StatusCode != 200 || !stop.Stopping {
 		t.Fatalf("stop: %d", r.StatusCode)
 	}
-	if f.b.Stops() != 1 {
-		t.Fatal("daemon.stop's after hook did not run")
+	// daemon.stop's after hook runs once the answer is out: the real
+	// daemon stops.
+	select {
+	case <-f.st.Daemon.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon.stop's after hook did not stop the daemon")
 	}
 }
 
 func TestNDJSONStreamsProgressThenTheResult(t *testing.T) {
 	for _, path := range []string{"/v1/ops/lease.request", "/v1/leases"} {
 		t.Run(path, func(t *testing.T) {
-			f := newFixture(t, 1, false)
-			held := f.lease(agentTok)
-			resp := f.req("POST", path, agent2Tok, `{"platform":"ios"}`, "Accept", mediaNDJSON)
+			f := newFixture(t, 1)
+			held := f.lease(f.agent)
+			resp := f.req("POST", path, f.agent2, `{"platform":"ios"}`, "Accept", httpapi.MediaNDJSON)
 			defer resp.Body.Close()
-			if ct := resp.Header.Get("Content-Type"); ct != mediaNDJSON {
+			if ct := resp.Header.Get("Content-Type"); ct != httpapi.MediaNDJSON {
 				t.Fatalf("content type %q", ct)
 			}
 			lines := ndjson{bufio.NewReader(resp.Body)}
@@ -239,7 +246,7 @@ func TestNDJSONStreamsProgressThenTheResult(t *testing.T) {
 			if string(first["method"]) != `"progress"` || p.Phase != "queued" || p.QueuePosition != 1 {
 				t.Fatalf("first line %v", first)
 			}
-			f.call("DELETE", "/v1/leases/"+held.LeaseID, agentTok, "", nil)
+			f.call("DELETE", "/v1/leases/"+held.LeaseID, f.agent, "", nil)
 			var last map[string]json.RawMessage
 			for last = lines.next(t); last["result"] == nil; last = lines.next(t) {
 				if last["error"] != nil {
@@ -248,7 +255,7 @@ func TestNDJSONStreamsProgressThenTheResult(t *testing.T) {
 			}
 			var l contract.Lease
 			json.Unmarshal(last["result"], &l)
-			if l.OwnerID != "token:agent2" {
+			if l.OwnerID != f.principal(f.agent2) {
 				t.Fatalf("result %s", last["result"])
 			}
 		})
@@ -256,8 +263,8 @@ func TestNDJSONStreamsProgressThenTheResult(t *testing.T) {
 }
 
 func TestNDJSONRefusalKeepsItsStatus(t *testing.T) {
-	f := newFixture(t, 1, false)
-	resp := f.req("POST", "/v1/ops/list.get", agentTok, "", "Accept", mediaNDJSON)
+	f := newFixture(t, 1)
+	resp := f.req("POST", "/v1/ops/list.get", f.agent, "", "Accept", httpapi.MediaNDJSON)
 	defer resp.Body.Close()
 	line := ndjson{bufio.NewReader(resp.Body)}.next(t)
 	if resp.StatusCode != 403 || !strings.Contains(string(line["error"]), "FORBIDDEN") {
@@ -266,8 +273,8 @@ func TestNDJSONRefusalKeepsItsStatus(t *testing.T) {
 }
 
 func TestServeShutsDownLongStreams(t *testing.T) {
-	f := newFixture(t, 1, false)
-	s := New(Options{Backend: f.b, Version: "x"})
+	f := newFixture(t, 1)
+	s := httpapi.New(httpapi.Options{Backend: f.st.Backend(), Version: "x"})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +283,7 @@ func TestServeShutsDownLongStreams(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()
 	r, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/v1/events", nil)
-	r.Header.Set("Authorization", "Bearer "+operatorTok)
+	r.Header.Set("Authorization", "Bearer "+f.operator)
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
 		t.Fatal(err)
@@ -297,10 +304,10 @@ func TestServeShutsDownLongStreams(t *testing.T) {
 }
 
 func TestExecStreamsOutputAsLines(t *testing.T) {
-	f := newFixture(t, 1, false)
-	l := f.lease(agentTok)
-	resp := f.req("POST", "/v1/leases/"+l.LeaseID+"/exec", agentTok, `{"tool":"simctl","args":["getenv","booted","HOME"],"stdin":"x"}`,
-		"Accept", mediaNDJSON)
+	f := newFixture(t, 1)
+	l := f.lease(f.agent)
+	resp := f.req("POST", "/v1/leases/"+l.LeaseID+"/exec", f.agent, `{"tool":"fakectl","args":["getenv","booted","HOME"],"stdin":"x"}`,
+		"Accept", httpapi.MediaNDJSON)
 	defer resp.Body.Close()
 	lines := ndjson{bufio.NewReader(resp.Body)}
 	var got []string
@@ -320,7 +327,17 @@ func TestExecStreamsOutputAsLines(t *testing.T) {
 		t.Fatalf("pushes %q", got)
 	}
 	// Another principal may not exec on the lease.
-	if e, _ := f.refusal("POST", "/v1/leases/"+l.LeaseID+"/exec", agent2Tok, `{"tool":"simctl","args":["list"]}`); e.Code != contract.CodeForbidden {
+	if e, _ := f.refusal("POST", "/v1/leases/"+l.LeaseID+"/exec", f.agent2, `{"tool":"fakectl","args":["list"]}`); e.Code != contract.CodeForbidden {
 		t.Fatalf("foreign exec: %s", e.Code)
+	}
+}
+
+func TestOpenAPIIsServedAsGenerated(t *testing.T) {
+	f := newFixture(t, 1)
+	resp := f.req("GET", "/v1/openapi.json", f.agent, "")
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !bytes.Equal(b, httpapi.OpenAPIBytes(f.s)) {
+		t.Fatalf("openapi: %d, %d bytes, generated %d", resp.StatusCode, len(b), len(httpapi.OpenAPIBytes(f.s)))
 	}
 }
