@@ -905,3 +905,19 @@ func TestStatusNumbersTheFleetQueue(t *testing.T) {
 		t.Fatalf("after bob left: %+v", q)
 	}
 }
+
+// A gateway keeps no request receipts, so it refuses an idempotency key
+// rather than silently dropping it (a retry could land on another worker
+// and get a second device), and nothing reaches a worker.
+func TestIdempotencyKeyIsRefusedNotDropped(t *testing.T) {
+	h := newHarness(t)
+	a := newFakeWorker("wa", h.clock)
+	a.addDevice("ios", "iPhone 16", "18.2")
+	h.attach(a)
+	err := h.do(context.Background(), agent("alice"), contract.LeaseRequest.Name,
+		contract.LeaseRequestIn{Platform: "ios", IdempotencyKey: "k1"}, nil, nil)
+	code(t, err, contract.CodeUnsupportedInGateway)
+	if got := a.called("lease.request"); len(got) != 0 {
+		t.Fatalf("the worker was asked anyway: %v", got)
+	}
+}

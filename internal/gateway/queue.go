@@ -103,6 +103,13 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 	if in.TimeoutMs < 0 {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "ttlMs and timeoutMs must not be negative")
 	}
+	if in.IdempotencyKey != "" {
+		// The fleet queue keeps no receipts, and a retry may be routed to
+		// another worker: honouring the key would be a promise (never a
+		// second device) the gateway cannot keep, so it says so instead.
+		return contract.Lease{}, contract.Errorf(contract.CodeUnsupportedInGateway, "idempotencyKey: a gateway keeps no lease request receipts yet").
+			WithNext("drop --idempotency-key when leasing through a gateway, or send the request to a worker daemon, which keeps durable receipts")
+	}
 	if in.TTLMs == 0 && g.o.DefaultTTL > 0 {
 		in.TTLMs = g.o.DefaultTTL.Milliseconds()
 	}
