@@ -239,13 +239,10 @@ func (e *Engine) Status() StatusSnapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacityLocked(),
-		Leases: make([]LeaseRecord, 0, len(e.leases)), Queue: make([]QueueEntry, 0, len(e.queue))}
+		Leases: make([]LeaseRecord, 0, len(e.leases)), Queue: e.queueEntriesLocked()}
 	for _, l := range e.leases {
 		s.Leases = append(s.Leases, *l)
 	}
 	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].GrantedAt.Before(s.Leases[j].GrantedAt) })
-	for i, w := range e.queue {
-		s.Queue = append(s.Queue, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
-	}
 	return s
 }

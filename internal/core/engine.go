@@ -13,6 +13,7 @@ import (
 
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/waitq"
 )
 
 // Errors the engine returns; the daemon maps them to contract codes.
@@ -112,11 +113,11 @@ type Engine struct {
 	leases      map[string]*LeaseRecord
 	byRequester map[string]string // requester id -> lease id
 	timers      map[string]ports.Timer
-	queue       []*waiter
-	opLocks     map[string]string // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
-	pending     []events.Event    // facts committed in this section, published as one batch before unlock
-	inSection   bool              // f of section is running: emitLocked batches into pending
-	afterUnlock []func()          // pushes to callers, run after unlock: a slow client must never stall a decision
+	queue       waitq.Queue[*waiter] // pending requests, FIFO (shared with the gateway: internal/waitq)
+	opLocks     map[string]string    // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
+	pending     []events.Event       // facts committed in this section, published as one batch before unlock
+	inSection   bool                 // f of section is running: emitLocked batches into pending
+	afterUnlock []func()             // pushes to callers, run after unlock: a slow client must never stall a decision
 	stopping    bool
 	maintenance bool // a reset (nuke) is running: nothing is granted or started
 
@@ -363,8 +364,14 @@ type QueueEntry struct {
 func (e *Engine) Queue() []QueueEntry {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]QueueEntry, 0, len(e.queue))
-	for i, w := range e.queue {
+	return e.queueEntriesLocked()
+}
+
+// queueEntriesLocked lists the queue oldest first; Position is the place
+// in the FIFO, counting requests whose device work is already running.
+func (e *Engine) queueEntriesLocked() []QueueEntry {
+	out := make([]QueueEntry, 0, e.queue.Len())
+	for i, w := range e.queue.Entries() {
 		out = append(out, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
 	}
 	return out

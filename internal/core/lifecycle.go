@@ -511,7 +511,7 @@ func (e *Engine) Stop(ctx context.Context) {
 			close(e.quit)
 		}
 		e.stopping = true
-		for _, w := range e.queue {
+		for _, w := range e.queue.Entries() {
 			if !w.working {
 				waiters = append(waiters, w)
 			}

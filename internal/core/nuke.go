@@ -37,7 +37,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 				rep.ReleasedLeases = append(rep.ReleasedLeases, id)
 			}
 		}
-		for _, w := range e.queue {
+		for _, w := range e.queue.Entries() {
 			if !w.working {
 				cancelled = append(cancelled, w)
 				rep.CancelledRequests = append(rep.CancelledRequests, w.requester)

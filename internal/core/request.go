@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
@@ -56,13 +57,14 @@ type waiter struct {
 	ttl        time.Duration
 	enqueuedAt time.Time
 	progress   func(Progress)
-	done       chan result // buffered(1); written exactly once
-	phase      string      // "queued" while waiting; device work phase once started
-	working    bool        // device work for this waiter is in flight
-	evicting   bool        // an eviction on this waiter's behalf is in flight
-	abandoned  bool        // the caller went away while work was in flight
-	noWait     bool        // refused rather than queued when nothing can take it now
-	lastPos    int
+	done       chan result   // buffered(1); written exactly once
+	phase      string        // "queued" while waiting; device work phase once started
+	working    bool          // device work for this waiter is in flight
+	evicting   bool          // an eviction on this waiter's behalf is in flight
+	abandoned  bool          // the caller went away while work was in flight
+	noWait     bool          // refused rather than queued when nothing can take it now
+	posMu      sync.Mutex    // orders position pushes (pushPosition)
+	posStamp   uint64        // the newest position decision pushed
 	rq         *requestEntry // its stored request (nil for none)
 	out        *outcome      // the admission of rq it serves
 }
@@ -116,18 +118,18 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		}
 		w.enqueuedAt = e.now()
 		e.bindLocked(w)
-		e.queue = append(e.queue, w)
+		e.queue.Push(w, w.enqueuedAt, 0)
 		e.scheduleLocked()
 		// A noWait request either took capacity just now (a grant, device
 		// work, or an eviction it is committed to, ADR 0010) or is refused;
 		// the planner changed nothing for a request it could not serve.
-		if r.NoWait && !w.working && !w.evicting && inQueue(e.queue, w) {
+		if r.NoWait && !w.working && !w.evicting && e.queue.Contains(w) {
 			e.removeLocked(w)
 			refuse = ErrNoCapacity
 			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity", Data: map[string]any{"ownerId": w.owner}})
 			return
 		}
-		if inQueue(e.queue, w) && !w.working {
+		if e.queue.Contains(w) && !w.working {
 			e.emitLocked(events.Event{Type: "request.queued", RequesterID: w.requester, Platform: spec.Platform,
 				Data: map[string]any{"model": spec.Model, "osVersion": spec.OSVersion, "ownerId": w.owner}})
 		}
@@ -148,7 +150,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		case <-timeout:
 			timedOut := false
 			e.section(func() {
-				if inQueue(e.queue, w) && !w.working {
+				if e.queue.Contains(w) && !w.working {
 					e.removeLocked(w)
 					timedOut = true
 					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: map[string]any{"ownerId": w.owner}})
@@ -168,23 +170,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 }
 
-func inQueue(q []*waiter, w *waiter) bool {
-	for _, x := range q {
-		if x == w {
-			return true
-		}
-	}
-	return false
-}
-
-func (e *Engine) removeLocked(w *waiter) {
-	for i, x := range e.queue {
-		if x == w {
-			e.queue = append(e.queue[:i:i], e.queue[i+1:]...)
-			return
-		}
-	}
-}
+func (e *Engine) removeLocked(w *waiter) { e.queue.Remove(w) }
 
 func (e *Engine) checkRequester(id string) error {
 	e.mu.Lock()
@@ -196,7 +182,7 @@ func (e *Engine) checkRequesterLocked(id string) error {
 	if lid, ok := e.byRequester[id]; ok {
 		return &RequesterLeasedError{LeaseID: lid}
 	}
-	for _, w := range e.queue {
+	for _, w := range e.queue.Entries() {
 		if w.requester == id {
 			return ErrRequesterQueue
 		}
@@ -208,7 +194,7 @@ func (e *Engine) checkRequesterLocked(id string) error {
 // flight completes and leaves its device warm instead of leased.
 func (e *Engine) abandon(w *waiter) {
 	e.section(func() {
-		if !inQueue(e.queue, w) {
+		if !e.queue.Contains(w) {
 			return
 		}
 		if w.working {
@@ -226,7 +212,7 @@ func (e *Engine) Cancel(requester string) error {
 	var found bool
 	var w *waiter
 	e.section(func() {
-		for _, x := range e.queue {
+		for _, x := range e.queue.Entries() {
 			if x.requester == requester {
 				w, found = x, true
 				break
@@ -262,27 +248,25 @@ func (w *waiter) deliver(r result) {
 // notifyPositions pushes a queued progress to every waiting request whose
 // position changed. Called outside the decision section.
 func (e *Engine) notifyPositions() {
-	type push struct {
-		w   *waiter
-		pos int
-	}
-	var pushes []push
 	e.mu.Lock()
-	pos := 0
-	for _, w := range e.queue {
-		if w.working {
-			continue
-		}
-		pos++
-		if w.lastPos != pos {
-			w.lastPos = pos
-			pushes = append(pushes, push{w, pos})
-		}
-	}
+	pushes := e.queue.Renumber(func(w *waiter) bool { return !w.working }, nil)
 	e.mu.Unlock()
 	for _, p := range pushes {
-		p.w.progress(Progress{Phase: "queued", QueuePosition: p.pos})
+		p.Entry.pushPosition(p.Pos, p.Stamp)
 	}
+}
+
+// pushPosition tells the caller its queue position unless a newer decision
+// was already pushed: notifyPositions runs outside the decision section, so
+// two of them may race, and an older position must never land last.
+func (w *waiter) pushPosition(pos int, stamp uint64) {
+	w.posMu.Lock()
+	defer w.posMu.Unlock()
+	if stamp <= w.posStamp {
+		return
+	}
+	w.posStamp = stamp
+	w.progress(Progress{Phase: "queued", QueuePosition: pos})
 }
 
 // ---- the acquisition planner ----
@@ -295,7 +279,7 @@ func (e *Engine) scheduleLocked() {
 	if e.stopping || e.maintenance {
 		return
 	}
-	queue := append([]*waiter(nil), e.queue...)
+	queue := e.queue.Entries()
 	for _, d := range Plan(e.planInputLocked(queue, true)) {
 		e.planLocked(d, queue)
 	}
@@ -376,7 +360,7 @@ func (e *Engine) keepRunningAfterPurgeLocked(id string) bool {
 	if e.runningOverLocked(d.Platform) {
 		return false
 	}
-	in := e.planInputLocked(e.queue, false)
+	in := e.planInputLocked(e.queue.Entries(), false)
 	for i := range in.Devices {
 		if in.Devices[i].ID == id {
 			in.Devices[i].State, in.Devices[i].Usable = StateReady, true
@@ -602,7 +586,7 @@ func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) 
 func (e *Engine) replanLocked(w *waiter) {
 	w.working = false
 	w.phase = "queued"
-	if w.abandoned || !inQueue(e.queue, w) {
+	if w.abandoned || !e.queue.Contains(w) {
 		e.removeLocked(w)
 	}
 	e.scheduleLocked()
@@ -619,7 +603,7 @@ func (w *waiter) push(p Progress) {
 // prepared for, or leaves it warm if that caller went away.
 func (e *Engine) finishWorkLocked(w *waiter, id string) {
 	w.working = false
-	if w.abandoned || !inQueue(e.queue, w) {
+	if w.abandoned || !e.queue.Contains(w) {
 		e.removeLocked(w)
 		e.scheduleLocked()
 		return

@@ -463,7 +463,7 @@ func (e *Engine) RequestStatus(id string) (RequestStatus, error) {
 			st.Record.State = RequestBooting
 		}
 		pos := 0
-		for _, x := range e.queue {
+		for _, x := range e.queue.Entries() {
 			if !x.working {
 				pos++
 			}

@@ -368,17 +368,23 @@ func TestTimingRecordsHowEachLeaseWasServed(t *testing.T) {
 		}
 	}
 	// The grant's event carries the record.
+	// Observers are fed by their own goroutine, so the facts may still be
+	// on their way: wait for every grant (bounded), not for what is there.
 	var grants int
-	for len(ch) > 0 {
-		if ev := <-ch; ev.Type == "lease.granted" {
+	timeout := time.After(5 * time.Second)
+	for grants < len(cases) {
+		select {
+		case ev := <-ch:
+			if ev.Type != "lease.granted" {
+				continue
+			}
 			grants++
 			if tm, ok := ev.Data["timing"].(map[string]any); !ok || tm["path"] == nil || ev.Data["requestId"] == "" {
 				t.Fatalf("lease.granted data %+v", ev.Data)
 			}
+		case <-timeout:
+			t.Fatalf("%d grants seen, want %d", grants, len(cases))
 		}
-	}
-	if grants != len(cases) {
-		t.Fatalf("%d grants seen", grants)
 	}
 }
 
