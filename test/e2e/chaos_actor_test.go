@@ -78,7 +78,7 @@ func (a *actor) run(ctx context.Context) {
 // principal holds: a grant whose answer a daemon kill swallowed shows up
 // here, and a held lease missing here ended while we were away.
 func (a *actor) connect(ctx context.Context) bool {
-	c, err := client.DialRetry(ctx, client.Options{Socket: a.ch.sock, Principal: a.name, Name: "chaos-actor"}, 30*time.Second)
+	c, err := a.ch.dial(ctx, a.name, false)
 	if err != nil {
 		if ctx.Err() == nil {
 			a.ch.violate("%s: cannot reach the daemon for 30s: %v", a.name, err)
@@ -362,6 +362,24 @@ func (ch *chaos) slowReader(ctx context.Context, n int, platform string, stall t
 	}
 	ch.count("slow-reader", outcome)
 	sleepCtx(ctx, stall)
+}
+
+// dial connects as principal (admin with the daemon's secret), retrying
+// for 30s while no daemon listens or a dying one resets the handshake.
+func (ch *chaos) dial(ctx context.Context, principal string, admin bool) (*client.Client, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o := client.Options{Socket: ch.sock, Principal: principal, Name: "chaos"}
+		if admin {
+			o.Credential = ch.adminToken()
+		}
+		c, err := client.DialRetry(ctx, o, time.Until(deadline))
+		retry := client.IsCode(err, contract.CodeConnectionLost) || client.IsCode(err, contract.CodeAdminAuthFailed)
+		if err == nil || !retry || time.Now().After(deadline) || ctx.Err() != nil {
+			return c, err
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
 }
 
 func outcome(err error) string {

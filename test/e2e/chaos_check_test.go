@@ -92,7 +92,7 @@ func (ch *chaos) noteRefusal(requester string, at *attempt) {
 func (ch *chaos) follow(ctx context.Context) {
 	defer ch.bg.Done()
 	for ctx.Err() == nil {
-		c, err := client.DialRetry(ctx, client.Options{Socket: ch.sock, Principal: "chaos-follower", Credential: ch.adminToken()}, 30*time.Second)
+		c, err := ch.dial(ctx, "chaos-follower", true)
 		if err != nil {
 			sleepCtx(ctx, 100*time.Millisecond)
 			continue
@@ -207,7 +207,7 @@ func (ch *chaos) watch(ctx context.Context) {
 	}()
 	for ctx.Err() == nil {
 		if admin == nil {
-			c, err := client.DialRetry(ctx, client.Options{Socket: ch.sock, Principal: "chaos-watch", Credential: ch.adminToken()}, 30*time.Second)
+			c, err := ch.dial(ctx, "chaos-watch", true)
 			if err != nil {
 				continue
 			}

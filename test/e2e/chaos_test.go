@@ -310,7 +310,7 @@ func TestChaosDrill(t *testing.T) {
 	ch.settle(ctx)
 
 	// Reset: the roots must hold nothing afterwards.
-	admin, err := client.DialRetry(ctx, client.Options{Socket: ch.sock, Principal: "chaos-admin", Credential: ch.adminToken()}, 30*time.Second)
+	admin, err := ch.dial(ctx, "chaos-admin", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestChaosDrill(t *testing.T) {
 // settle waits for the daemon to finish everything in flight: no device
 // stays provisioning, reclaiming or quarantined, and the queue drains.
 func (ch *chaos) settle(ctx context.Context) {
-	admin, err := client.DialRetry(ctx, client.Options{Socket: ch.sock, Principal: "chaos-admin", Credential: ch.adminToken()}, 30*time.Second)
+	admin, err := ch.dial(ctx, "chaos-admin", true)
 	if err != nil {
 		ch.t.Fatal(err)
 	}
