@@ -417,10 +417,16 @@ func (ch *chaos) checkEndingsLocked(nukeAt time.Time) {
 func (ch *chaos) checkRefusalsLocked() {
 	for _, rf := range ch.refusals {
 		for _, dev := range rf.at.evictions() {
-			for _, e := range ch.evictions {
-				if e.DeviceID == dev && !e.At.Before(rf.at.sentAt) {
-					ch.violateLocked("%s's refused noWait request (sent %s) evicted device %s (%s at %s)", rf.requester, rf.at.sentAt.Format(time.StampMilli), dev, e.Type, e.At.Format(time.StampMilli))
+			// The first eviction of that device after the request was
+			// sent is the one started for it; later ones serve others.
+			var first *contract.Event
+			for i, e := range ch.evictions {
+				if e.DeviceID == dev && !e.At.Before(rf.at.sentAt) && (first == nil || e.At.Before(first.At)) {
+					first = &ch.evictions[i]
 				}
+			}
+			if first != nil {
+				ch.violateLocked("%s's refused noWait request (sent %s) evicted device %s (%s at %s)", rf.requester, rf.at.sentAt.Format(time.StampMilli), dev, first.Type, first.At.Format(time.StampMilli))
 			}
 		}
 		for _, e := range ch.evictions {
