@@ -28,6 +28,8 @@ type actor struct {
 	letExpire bool
 	// prev is the last request outcome, for diagnosing the next one.
 	prev string
+	// attempts numbers this actor's lease requests, for idempotency keys.
+	attempts int
 }
 
 // attempt is one logical lease request. It is the unit a durable retry
@@ -149,8 +151,57 @@ func (a *actor) acquire(ctx context.Context) {
 		a.requestThenCancel(ctx, at)
 		return
 	}
+	// Every other attempt is durable: a retry after a lost answer sends the
+	// same input under the same key (see retry).
+	a.attempts++
+	at.in.IdempotencyKey = fmt.Sprintf("%s-%d", a.name, a.attempts)
 	l, err := a.request(ctx, at)
 	a.settle(ctx, at, l, err)
+}
+
+// retry repeats an attempt whose answer a lost connection swallowed, twice,
+// with the same input and key. The daemon must answer both with the same
+// lease (and device) or the same refusal: never a second device, never a
+// lease the actor did not already hold, and lease.list (in connect) never
+// shows two. A lease that ends between the two answers (a short TTL) is the
+// one allowed difference: the second names it as UNKNOWN_LEASE.
+func (a *actor) retry(ctx context.Context, at *attempt) {
+	if !a.connect(ctx) {
+		return
+	}
+	l1, err1 := a.request(ctx, at)
+	if a.lost(err1) {
+		return // the daemon died again; connect adopts whatever it granted
+	}
+	l2, err2 := a.request(ctx, at)
+	if a.lost(err2) {
+		return
+	}
+	a.ch.count(at.kind+"-retry", outcome(err1))
+	switch {
+	case err1 == nil && err2 == nil:
+		if l1.LeaseID != l2.LeaseID || l1.Device == nil || l2.Device == nil || l1.Device.ID != l2.Device.ID {
+			a.ch.violate("%s: key %s answered %s and then %s", a.name, at.in.IdempotencyKey, l1.LeaseID, l2.LeaseID)
+		}
+	case err1 == nil:
+		if !client.IsCode(err2, contract.CodeUnknownLease) {
+			a.ch.violate("%s: key %s answered lease %s and then %v", a.name, at.in.IdempotencyKey, l1.LeaseID, err2)
+		}
+	case err2 == nil:
+		a.ch.violate("%s: key %s was refused (%v) and then granted %s", a.name, at.in.IdempotencyKey, err1, l2.LeaseID)
+	case outcome(err1) != outcome(err2):
+		a.ch.violate("%s: key %s was refused %s and then %s", a.name, at.in.IdempotencyKey, outcome(err1), outcome(err2))
+	}
+	if err1 != nil {
+		return
+	}
+	switch {
+	case a.lease == nil:
+		a.ch.noteLease(a.name, l1, time.Now())
+		a.lease, a.letExpire = &l1, at.kind == "expire"
+	case a.lease.LeaseID != l1.LeaseID:
+		a.ch.violate("%s: key %s answered %s while the actor holds %s", a.name, at.in.IdempotencyKey, l1.LeaseID, a.lease.LeaseID)
+	}
 }
 
 // request sends one attempt and waits for its outcome.
@@ -183,13 +234,9 @@ func (a *actor) settle(ctx context.Context, at *attempt, l contract.Lease, err e
 		a.ch.noteLease(a.name, l, time.Now())
 		a.lease, a.letExpire = &l, at.kind == "expire"
 	case a.lost(err):
-		// TODO(durable): once lease.request takes an idempotencyKey, give
-		// every attempt one in acquire (at.in.IdempotencyKey = a fresh id),
-		// and here reconnect (a.connect) and send at.in again unchanged,
-		// twice: both answers must be the same lease (same leaseId, same
-		// device) or the same refusal, lease.list must show at most that
-		// one lease, and no second device may appear. Until then connect
-		// adopts a swallowed grant through lease.list.
+		if at.in.IdempotencyKey != "" {
+			a.retry(ctx, at)
+		}
 	case client.IsCode(err, contract.CodeRequesterLeased):
 		// A grant we never heard about; connect will adopt it.
 		a.c.Close()
