@@ -77,3 +77,27 @@ func TestCancelRightAfterA202FindsTheRequest(t *testing.T) {
 		}
 	}
 }
+
+// A later poll of a finished request reads the daemon's receipt, not a copy
+// the handle kept: once the lease is released, the poll says it has ended
+// instead of answering the old lease as if it still held.
+func TestAPollAfterTheOutcomeReadsTheReceipt(t *testing.T) {
+	r := newFixture(t, 1)
+	var pend httpapi.PendingRequest
+	code, raw := r.send(t, "POST", "/v1/leases", `{"platform":"ios","requesterId":"ci"}`, "Prefer", "respond-async")
+	if code != 202 || json.Unmarshal(raw, &pend) != nil {
+		t.Fatalf("async request: %d %s", code, raw)
+	}
+	var l contract.Lease
+	code, raw = r.send(t, "GET", "/v1/requests/"+pend.RequestID+"?wait=30", "")
+	if code != 200 || json.Unmarshal(raw, &l) != nil || l.LeaseID == "" {
+		t.Fatalf("poll for the grant: %d %s", code, raw)
+	}
+	if code, raw = r.send(t, "DELETE", "/v1/leases/"+l.LeaseID, ""); code != 200 {
+		t.Fatalf("release: %d %s", code, raw)
+	}
+	code, raw = r.send(t, "GET", "/v1/requests/"+pend.RequestID, "")
+	if code == 200 || !strings.Contains(string(raw), string(contract.CodeUnknownLease)) || !strings.Contains(string(raw), l.LeaseID) {
+		t.Fatalf("poll after the release answered %d %s; want UNKNOWN_LEASE naming %s", code, raw, l.LeaseID)
+	}
+}

@@ -427,9 +427,16 @@ func (s *Server) await(w http.ResponseWriter, r *http.Request, p *pending, wait 
 		return
 	}
 	t.mu.Lock()
-	finished, l, err, progress := p.finished, p.lease, p.err, p.progress
+	finished, l, err, progress, daemonID := p.finished, p.lease, p.err, p.progress, p.daemonID
 	t.mu.Unlock()
 	t.endPoll(p, finished)
+	if finished && !initial && daemonID == p.id && s.serveReceipt(w, r) {
+		// A later poll of a finished request answers from the daemon's
+		// stored receipt, the one record of it: a lease released since
+		// reads as ended there. The handle's own copy only serves a
+		// backend that keeps no receipts (a gateway).
+		return
+	}
 	switch {
 	case finished && err != nil:
 		writeError(w, err, nil)
