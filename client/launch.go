@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,10 +32,25 @@ type LaunchOptions struct {
 // Launch starts a detached daemon (its own session, so it outlives the
 // caller and is not killed by the caller's terminal) with append-only logs.
 func Launch(o LaunchOptions) (pid int, err error) {
+	p, err := launch(o)
+	if err != nil {
+		return 0, err
+	}
+	return p.pid, nil
+}
+
+// launched is a daemon process this caller started.
+type launched struct {
+	pid    int
+	exited chan struct{} // closed when the process has exited
+}
+
+func launch(o LaunchOptions) (*launched, error) {
 	exe := o.Exe
 	if exe == "" {
+		var err error
 		if exe, err = os.Executable(); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	args := o.Args
@@ -46,29 +62,30 @@ func Launch(o LaunchOptions) (pid int, err error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer devnull.Close()
 	cmd.Stdin = devnull
 	if o.LogFile != "" {
 		if err := os.MkdirAll(filepath.Dir(o.LogFile), 0o700); err != nil {
-			return 0, err
+			return nil, err
 		}
 		f, err := os.OpenFile(o.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		defer f.Close()
 		cmd.Stdout, cmd.Stderr = f, f
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start daemon: %w", err)
+		return nil, fmt.Errorf("start daemon: %w", err)
 	}
-	pid = cmd.Process.Pid
+	p := &launched{pid: cmd.Process.Pid, exited: make(chan struct{})}
 	// Reap it if it exits early so it does not linger as a zombie while we
-	// are still alive; a daemon that keeps running is reparented on our exit.
-	go func() { _ = cmd.Wait() }()
-	return pid, nil
+	// are still alive (and so we learn at once that it did); a daemon that
+	// keeps running is reparented on our exit.
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	return p, nil
 }
 
 // DialOrLaunch connects to the daemon, starting one when nothing listens.
@@ -79,14 +96,88 @@ func DialOrLaunch(ctx context.Context, o Options, l LaunchOptions) (*Client, err
 	if err == nil || !IsCode(err, contract.CodeDaemonNotRunning) {
 		return c, err
 	}
-	if _, lerr := Launch(l); lerr != nil {
-		return nil, lerr
-	}
+	return LaunchAndDial(ctx, o, l)
+}
+
+// LaunchAndDial starts a daemon and dials it until it answers (within
+// l.Wait, default 20s). It watches the process it started: a daemon that
+// exits during startup (port taken, unreadable database, ...) is reported
+// at once as DAEMON_STARTUP_FAILED with the last lines it wrote to
+// l.LogFile, instead of after the whole wait. A daemon that lost a start
+// race to another one (DAEMON_ALREADY_RUNNING) is not a failure: the
+// winner is dialled instead.
+func LaunchAndDial(ctx context.Context, o Options, l LaunchOptions) (*Client, error) {
 	wait := l.Wait
 	if wait <= 0 {
 		wait = 20 * time.Second
 	}
-	return DialRetry(ctx, o, wait)
+	var offset int64
+	if st, err := os.Stat(l.LogFile); l.LogFile != "" && err == nil {
+		offset = st.Size()
+	}
+	p, err := launch(l)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	delay := 20 * time.Millisecond
+	for {
+		c, err := Dial(ctx, o)
+		if err == nil || !IsCode(err, contract.CodeDaemonNotRunning) {
+			return c, err
+		}
+		select {
+		case <-p.exited:
+			lines := logTail(l.LogFile, offset, 5)
+			reason := "it exited without saying why"
+			if len(lines) > 0 {
+				reason = strings.TrimPrefix(lines[len(lines)-1], "simlock: ")
+			}
+			if strings.Contains(reason, string(contract.CodeDaemonAlreadyRunning)) {
+				return DialRetry(ctx, o, time.Until(deadline))
+			}
+			next := "fix the cause and retry"
+			if l.LogFile != "" {
+				next += "; the daemon's output is in " + l.LogFile
+			}
+			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon exited during startup: %s", reason).
+				WithDetails("log", lines).WithNext(next)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon did not come up within %s: %v", wait, err).
+				WithDetails("log", logTail(l.LogFile, offset, 5)).
+				WithNext("see " + l.LogFile + " and `simlock daemon logs`")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.exited:
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+// logTail returns the last n non-blank lines written to path after offset.
+func logTail(path string, offset int64, n int) []string {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return nil
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b[offset:]), "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
 }
 
 // DialRetry dials until the daemon answers or wait elapses, backing off

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -248,61 +247,11 @@ func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error
 	return c, nil
 }
 
-// launchAndDial starts a daemon and dials it until it answers. It watches
-// the process it started: a daemon that exits during startup (port taken,
-// unreadable database, ...) is reported at once with the reason it wrote
-// to daemon.out, instead of after the whole wait.
+// launchAndDial starts a daemon and dials it until it answers; a daemon
+// that exits during startup is reported at once with its own reason
+// (client.LaunchAndDial).
 func (a *app) launchAndDial(ctx context.Context, o client.Options) (*client.Client, error) {
-	const wait = 20 * time.Second
-	out := filepath.Join(a.home, "daemon.out")
-	var offset int64
-	if st, err := os.Stat(out); err == nil {
-		offset = st.Size()
-	}
-	pid, err := client.Launch(a.launchOptions())
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(wait)
-	delay := 20 * time.Millisecond
-	for {
-		c, err := client.Dial(ctx, o)
-		if err == nil || !client.IsCode(err, contract.CodeDaemonNotRunning) {
-			return c, err
-		}
-		if !processAlive(pid) {
-			lines := newLines(out, offset, 5)
-			reason := "it exited without saying why"
-			if len(lines) > 0 {
-				reason = strings.TrimPrefix(lines[len(lines)-1], "simlock: ")
-			}
-			if strings.Contains(reason, string(contract.CodeDaemonAlreadyRunning)) {
-				// Another starter won the race; its daemon is coming up.
-				return client.DialRetry(ctx, o, time.Until(deadline))
-			}
-			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon exited during startup: %s", reason).
-				WithDetails("log", lines).
-				WithNext("fix the cause and retry; the daemon's output is in " + out)
-		}
-		if time.Now().After(deadline) {
-			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon did not come up within %s: %v", wait, err).
-				WithDetails("log", newLines(out, offset, 5)).
-				WithNext("see " + out + " and `simlock daemon logs`")
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 250*time.Millisecond)
-	}
-}
-
-// processAlive reports whether pid still runs. client.Launch reaps the
-// child it started, so an exited daemon's pid disappears at once.
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return client.LaunchAndDial(ctx, o, a.launchOptions())
 }
 
 func (a *app) launchOptions() client.LaunchOptions {
@@ -338,23 +287,4 @@ func do[In, Out any](cmd *cobra.Command, a *app, op contract.Operation[In, Out],
 	}
 	defer c.Close()
 	return client.Do(cmd.Context(), c, op, in)
-}
-
-// newLines returns up to n final non-empty lines written to path after
-// offset (what the daemon just launched said), for error details.
-func newLines(path string, offset int64, n int) []string {
-	b, err := os.ReadFile(path)
-	if err != nil || int64(len(b)) < offset {
-		return nil
-	}
-	var lines []string
-	for _, l := range strings.Split(string(b[offset:]), "\n") {
-		if strings.TrimSpace(l) != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
 }
