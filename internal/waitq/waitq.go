@@ -1,5 +1,5 @@
 // Package waitq is the platform-agnostic FIFO wait queue that lease
-// requests stand in, shared by the fleet gateway and (in time) the core:
+// requests stand in, shared by the fleet gateway and the core:
 // arrival order, passes that may pass over an entry nobody can serve yet,
 // queue position numbering with change detection for progress pushes, and
 // the per-entry timeout bookkeeping (enqueue time, deadline, the timer to
