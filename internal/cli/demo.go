@@ -127,6 +127,10 @@ func (a *app) runDemo(ctx context.Context, speed string, keep bool) (err error) 
 
 	n.say("agent-A asks for an iPhone 16")
 	la, err := agentA.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 16"}, func(p contract.Progress) {
+		if p.EtaMs <= 0 {
+			n.say("    agent-A: %s %s", p.Phase, p.DeviceID)
+			return
+		}
 		n.say("    agent-A: %s %s (about %s)", p.Phase, p.DeviceID, time.Duration(p.EtaMs)*time.Millisecond)
 	})
 	if err != nil {
