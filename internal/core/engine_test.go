@@ -501,3 +501,58 @@ func TestResourceStrategyUsesTheDriversFootprints(t *testing.T) {
 		t.Fatal("unknown strategy accepted")
 	}
 }
+
+// A cancelled request whose device work is still running no longer counts
+// as its requester's: the requester may ask again at once, and the new
+// request is the one a second cancel withdraws.
+func TestCancelledRequestInFlightFreesItsRequester(t *testing.T) {
+	h := newHarness(t, one(2))
+	h.drv.Gate = make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a"}, nil)
+		first <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q := h.engine.Queue()
+		if len(q) == 1 && q[0].Phase == "booting" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first request never reached its boot: %+v", q)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := h.engine.Cancel("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; !errors.Is(err, core.ErrCancelled) {
+		t.Fatalf("first request: %v", err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a"}, nil)
+		second <- err
+	}()
+	deadline = time.Now().Add(10 * time.Second)
+	for len(h.engine.Queue()) < 2 {
+		select {
+		case err := <-second:
+			t.Fatalf("the requester is still blocked by its cancelled request: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := h.engine.Cancel("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; !errors.Is(err, core.ErrCancelled) {
+		t.Fatalf("second request: %v", err)
+	}
+	close(h.drv.Gate)
+	h.engine.WaitIdle()
+}

@@ -183,7 +183,10 @@ func (e *Engine) checkRequesterLocked(id string) error {
 		return &RequesterLeasedError{LeaseID: lid}
 	}
 	for _, w := range e.queue.Entries() {
-		if w.requester == id {
+		// A cancelled or abandoned request whose device work is still
+		// finishing is no longer the requester's: it only leaves a warm
+		// device behind, so it blocks nothing.
+		if w.requester == id && !w.abandoned {
 			return ErrRequesterQueue
 		}
 	}
@@ -213,7 +216,7 @@ func (e *Engine) Cancel(requester string) error {
 	var w *waiter
 	e.section(func() {
 		for _, x := range e.queue.Entries() {
-			if x.requester == requester {
+			if x.requester == requester && !x.abandoned {
 				w, found = x, true
 				break
 			}
