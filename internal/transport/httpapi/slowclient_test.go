@@ -20,7 +20,7 @@ import (
 type floodBackend struct {
 	worst chan time.Duration // the longest wait of a push that must never wait
 	paced chan time.Duration // the longest wait of an exec output push
-	ended chan struct{} // closed when a flood's call context ends
+	ended chan struct{}      // closed when a flood's call context ends
 }
 
 func (b *floodBackend) Authenticate(context.Context, string) (string, string, bool, error) {
