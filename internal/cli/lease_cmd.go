@@ -312,6 +312,15 @@ terminal it needs --yes.`,
 			if err != nil {
 				return err
 			}
+			if len(out.Released) == 0 && !everyone {
+				// Each CLI process is its own requester by default, so a
+				// lease taken by another `simlock lease` is not this one's.
+				who := requester
+				if who == "" {
+					who = "this process's requester (" + c.Hello().Principal + ")"
+				}
+				fmt.Fprintf(a.env.Stderr, "simlock: no leases of %s; name the lease id, pass the --requester it was taken with, or --everyone (admin)\n", who)
+			}
 			return a.printJSON(out)
 		},
 	}
