@@ -79,4 +79,3 @@ type wrapErr struct{ err error }
 
 func (w *wrapErr) Error() string { return "probe: " + w.err.Error() }
 func (w *wrapErr) Unwrap() error { return w.err }
-
