@@ -61,26 +61,13 @@ const createVersionTable = `CREATE TABLE IF NOT EXISTS schema_version (
 	version INTEGER NOT NULL
 ) STRICT`
 
-// init runs the guard with reads only, then switches to WAL and migrates,
-// each step in its own BEGIN IMMEDIATE so concurrent openers (several
-// daemons starting at once) migrate exactly once.
+// init runs the guard with reads only (a refused file is never written),
+// then switches to WAL and migrates, each step in its own BEGIN IMMEDIATE
+// so concurrent openers (several daemons starting at once) migrate once.
 func (db *DB) init(ctx context.Context, migs []string) error {
-	have, err := schemaVersion(ctx, db.sql)
+	have, err := guard(ctx, db.sql, len(migs))
 	if err != nil {
 		return err
-	}
-	if have > len(migs) {
-		return &SchemaTooNewError{Have: have, Know: len(migs)}
-	}
-	if have == 0 {
-		var n int
-		if err := db.sql.QueryRowContext(ctx,
-			`SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`).Scan(&n); err != nil {
-			return fmt.Errorf("hostreg: %w", err)
-		}
-		if n > 0 {
-			return errors.New("hostreg: database has tables but no simlock schema version; refusing to use it")
-		}
 	}
 	var mode string
 	if err := db.sql.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
@@ -91,12 +78,11 @@ func (db *DB) init(ctx context.Context, migs []string) error {
 	}
 	for v := have; v < len(migs); {
 		if err := db.immediate(ctx, func(q querier) error {
-			cur, err := schemaVersion(ctx, q) // another process may have migrated
+			// Decide again under the write lock: another process may
+			// have migrated (or refused) since the first look.
+			cur, err := guard(ctx, q, len(migs))
 			if err != nil {
 				return err
-			}
-			if cur > len(migs) {
-				return &SchemaTooNewError{Have: cur, Know: len(migs)}
 			}
 			v = cur
 			if cur == len(migs) {
@@ -120,6 +106,45 @@ func (db *DB) init(ctx context.Context, migs []string) error {
 		}
 	}
 	return nil
+}
+
+// guard reads the schema version and refuses a newer schema, or a file
+// holding somebody else's tables (a host directory pointed at the wrong
+// place). Both reads must see one snapshot: between two separate reads a
+// concurrent opener may commit the first migration, and the file would
+// look like "tables but no version". Outside a transaction guard opens
+// its own read transaction for that reason.
+func guard(ctx context.Context, q querier, know int) (int, error) {
+	if sqldb, ok := q.(*sql.DB); ok {
+		conn, err := sqldb.Conn(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("hostreg: %w", err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+			return 0, fmt.Errorf("hostreg: %w", err)
+		}
+		defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // reads only
+		q = conn
+	}
+	have, err := schemaVersion(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	if have > know {
+		return 0, &SchemaTooNewError{Have: have, Know: know}
+	}
+	if have == 0 {
+		var n int
+		if err := q.QueryRowContext(ctx,
+			`SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`).Scan(&n); err != nil {
+			return 0, fmt.Errorf("hostreg: %w", err)
+		}
+		if n > 0 {
+			return 0, errors.New("hostreg: database has tables but no simlock schema version; refusing to use it")
+		}
+	}
+	return have, nil
 }
 
 // schemaVersion reads the version without creating anything; no version
