@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // migrations shape the schema; entry i takes version i to i+1, so the
@@ -69,12 +70,8 @@ func (db *DB) init(ctx context.Context, migs []string) error {
 	if err != nil {
 		return err
 	}
-	var mode string
-	if err := db.sql.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
-		return fmt.Errorf("hostreg: enable WAL: %w", err)
-	}
-	if mode != "wal" {
-		return fmt.Errorf("hostreg: enable WAL: journal mode is %q", mode)
+	if err := db.enableWAL(ctx); err != nil {
+		return err
 	}
 	for v := have; v < len(migs); {
 		if err := db.immediate(ctx, func(q querier) error {
@@ -106,6 +103,38 @@ func (db *DB) init(ctx context.Context, migs []string) error {
 		}
 	}
 	return nil
+}
+
+// enableWAL switches the file to WAL. The switch needs an exclusive lock
+// and SQLite reports a competing reader as SQLITE_BUSY at once, without
+// its busy handler, so several processes opening a fresh registry together
+// retry here within the busy timeout.
+func (db *DB) enableWAL(ctx context.Context) error {
+	deadline := time.Now().Add(busyTimeout)
+	for {
+		var mode string
+		err := db.sql.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
+		if err == nil && mode != "wal" {
+			return fmt.Errorf("hostreg: enable WAL: journal mode is %q", mode)
+		}
+		if err == nil {
+			return nil
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			return fmt.Errorf("hostreg: enable WAL: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hostreg: enable WAL: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// isBusy reports SQLITE_BUSY (any extended form).
+func isBusy(err error) bool {
+	var c interface{ Code() int }
+	return errors.As(err, &c) && c.Code()&0xff == 5
 }
 
 // guard reads the schema version and refuses a newer schema, or a file
