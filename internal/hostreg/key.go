@@ -64,6 +64,9 @@ func AndroidUSBKey(serial string) (Key, error) {
 	if transientRe.MatchString(serial) {
 		return "", fmt.Errorf("%w: %q %s", ErrNotCanonical, serial, errTransport)
 	}
+	if strings.Contains(serial, "._") { // adb-<serial>-<id>._adb-tls-connect._tcp
+		return "", fmt.Errorf("%w: %q is an mDNS service name, a transport", ErrNotCanonical, serial)
+	}
 	if !usbSerialRe.MatchString(serial) {
 		return "", fmt.Errorf("%w: USB serial %q (a host:port serial is a transport, not a device)", ErrNotCanonical, serial)
 	}
