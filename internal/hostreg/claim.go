@@ -197,7 +197,25 @@ func upsert(ctx context.Context, q querier, r row) error {
 	if err != nil {
 		return fmt.Errorf("hostreg: write claim %s: %w", r.Key, err)
 	}
+	return bump(ctx, q)
+}
+
+func bump(ctx context.Context, q querier) error {
+	if _, err := q.ExecContext(ctx, `UPDATE generation SET value = value + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("hostreg: bump generation: %w", err)
+	}
 	return nil
+}
+
+// Generation is a counter every claim change increments. Polling it is
+// one read of one row; a daemon refreshes its view of foreign claims only
+// when it moved.
+func (db *DB) Generation(ctx context.Context) (int64, error) {
+	var g int64
+	if err := db.sql.QueryRowContext(ctx, `SELECT value FROM generation WHERE id = 1`).Scan(&g); err != nil {
+		return 0, fmt.Errorf("hostreg: read generation: %w", err)
+	}
+	return g, nil
 }
 
 // current reads key's row under the caller's transaction. ok is false when
@@ -316,7 +334,7 @@ func (db *DB) Release(ctx context.Context, key Key, owner Owner) error {
 		if _, err := q.ExecContext(ctx, `DELETE FROM claims WHERE device_key = ?`, string(key)); err != nil {
 			return fmt.Errorf("hostreg: release %s: %w", key, err)
 		}
-		return nil
+		return bump(ctx, q)
 	})
 }
 

@@ -13,11 +13,23 @@ func TestClaimReleaseLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	db := openTest(t, dir, liveAB())
 	k := mustKey(t, udid1)
+	gen := func() int64 {
+		t.Helper()
+		g, err := db.Generation(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g0 := gen()
 	if err := db.Claim(ctx, leaseClaim(k, ownerA, "lse_1")); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.MarkReleasing(ctx, k, ownerA); err != nil {
 		t.Fatal(err)
+	}
+	if g := gen(); g != g0+2 {
+		t.Fatalf("generation %d after two changes from %d", g, g0)
 	}
 	st := inspectOne(t, dir, liveAB())
 	if st.Class != ClassReleasing {
@@ -48,10 +60,14 @@ func TestClaimReleaseLifecycle(t *testing.T) {
 	if st := inspectOne(t, dir, liveAB()); st.Class != ClassReleasing || st.Claim.FailedSteps != nil {
 		t.Fatalf("retry: %+v", st)
 	}
+	g1 := gen()
 	if err := db.Release(ctx, k, ownerA); err != nil {
 		t.Fatal(err)
 	}
-	if all, err := Inspect(ctx, dir, liveAB()); err != nil || len(all) != 0 {
+	if gen() != g1+1 {
+		t.Fatal("release did not bump the generation")
+	}
+	if all, err := db.Inspect(ctx); err != nil || len(all) != 0 {
 		t.Fatalf("after release: %v, %v", all, err)
 	}
 	// Releasing a free device is a success: the claim is already gone.
@@ -60,6 +76,13 @@ func TestClaimReleaseLifecycle(t *testing.T) {
 	}
 	if err := db.MarkReleasing(ctx, k, ownerA); !errors.Is(err, ErrNotClaimed) {
 		t.Fatalf("MarkReleasing a free device: %v", err)
+	}
+	// A refused change leaves the generation alone.
+	g2 := gen()
+	db.Claim(ctx, leaseClaim(k, ownerA, "lse_1"))
+	var ce *ConflictError
+	if err := db.Claim(ctx, leaseClaim(k, ownerB, "lse_2")); !errors.As(err, &ce) || gen() != g2+1 {
+		t.Fatalf("refused claim: %v, generation %d from %d", err, gen(), g2)
 	}
 }
 

@@ -34,6 +34,7 @@ const busyTimeout = 5 * time.Second
 
 // DB is an open host registry. It is safe for concurrent use.
 type DB struct {
+	dir    string
 	sql    *sql.DB
 	prober Prober
 	now    func() time.Time
@@ -73,7 +74,7 @@ func open(ctx context.Context, dir string, p Prober, migs []string) (*DB, error)
 	// One connection: our own transactions queue in database/sql (honouring
 	// ctx) and only other processes ever meet busy_timeout.
 	sqldb.SetMaxOpenConns(1)
-	db := &DB{sql: sqldb, prober: p, now: time.Now}
+	db := &DB{dir: dir, sql: sqldb, prober: p, now: time.Now}
 	if err := db.init(ctx, migs); err != nil {
 		sqldb.Close()
 		return nil, err

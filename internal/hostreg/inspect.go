@@ -124,9 +124,9 @@ func readRows(ctx context.Context, path string, immutable bool) ([]readRow, erro
 	return out, nil
 }
 
-// Inspect lists the claims of db's own registry; see the package-level
-// Inspect, which it uses so that the daemon and `device status` classify
-// the same way.
-func (db *DB) Inspect(ctx context.Context, dir string) ([]Status, error) {
-	return Inspect(ctx, dir, db.prober)
+// Inspect lists the claims of db's own registry with db's prober, through
+// the package-level Inspect, so that the daemon and `device status`
+// classify the same way.
+func (db *DB) Inspect(ctx context.Context) ([]Status, error) {
+	return Inspect(ctx, db.dir, db.prober)
 }

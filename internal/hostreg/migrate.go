@@ -31,6 +31,14 @@ CREATE TABLE claims (
 	state          TEXT NOT NULL,              -- claimed | releasing | release-failed
 	failed_steps   TEXT                        -- JSON array of strings; NULL is none
 ) STRICT;
+
+-- Bumped by every change to claims, so other daemons can poll one integer
+-- to learn that capacity or ownership changed (ADR 0020's wake-up).
+CREATE TABLE generation (
+	id    INTEGER PRIMARY KEY CHECK (id = 1),
+	value INTEGER NOT NULL
+) STRICT;
+INSERT INTO generation (id, value) VALUES (1, 0);
 `,
 }
 
