@@ -243,11 +243,9 @@ func (e errUnscannable) Error() string { return "unreadable claim row: " + e.err
 // because the device may still be in the state the dead owner left it in.
 // The same owner (home, pid and start) claiming again replaces its record,
 // so a lease may take over its own transient claim and vice versa.
-// c.State must be StateClaimed; c.ClaimedAt defaults to now.
+// c.State must be StateClaimed (or empty). c.ClaimedAt is the caller's
+// clock reading: the registry reads no clock, so tests stay deterministic.
 func (db *DB) Claim(ctx context.Context, c Claim) error {
-	if c.ClaimedAt.IsZero() {
-		c.ClaimedAt = db.now()
-	}
 	if c.State == "" {
 		c.State = StateClaimed
 	}
@@ -283,9 +281,6 @@ func (db *DB) Claim(ctx context.Context, c Claim) error {
 // crash recovery know the device's platform state, which is why only the
 // same home may adopt; another home must use `device release --stale`.
 func (db *DB) Adopt(ctx context.Context, c Claim) (Claim, error) {
-	if c.ClaimedAt.IsZero() {
-		c.ClaimedAt = db.now()
-	}
 	if c.State == "" {
 		c.State = StateClaimed
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestClaimReleaseLifecycle(t *testing.T) {
@@ -131,7 +132,7 @@ func TestSameOwnerReclaimsAndMayChangeKind(t *testing.T) {
 	dir := t.TempDir()
 	db := openTest(t, dir, liveAB())
 	k := mustKey(t, udid1)
-	tr := Claim{Key: k, Kind: KindTransient, Command: "erase", Owner: ownerA}
+	tr := Claim{Key: k, Kind: KindTransient, Command: "erase", Owner: ownerA, ClaimedAt: time.UnixMilli(1)}
 	if err := db.Claim(ctx, tr); err != nil {
 		t.Fatal(err)
 	}

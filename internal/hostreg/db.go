@@ -37,7 +37,6 @@ type DB struct {
 	dir    string
 	sql    *sql.DB
 	prober Prober
-	now    func() time.Time
 }
 
 // Open opens (creating if needed) the registry in dir, which is created
@@ -74,7 +73,7 @@ func open(ctx context.Context, dir string, p Prober, migs []string) (*DB, error)
 	// One connection: our own transactions queue in database/sql (honouring
 	// ctx) and only other processes ever meet busy_timeout.
 	sqldb.SetMaxOpenConns(1)
-	db := &DB{dir: dir, sql: sqldb, prober: p, now: time.Now}
+	db := &DB{dir: dir, sql: sqldb, prober: p}
 	if err := db.init(ctx, migs); err != nil {
 		sqldb.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -89,26 +90,20 @@ const childEnv = "HOSTREG_TEST_CHILD_DIR"
 
 // TestChildContender is the child half of TestClaimIsAtomicAcrossProcesses:
 // re-executed by the test binary, it contends as ownerB and prints its wins.
+// It says READY once its handle is open and starts when the parent closes
+// its stdin, so both contend at once without either polling.
 func TestChildContender(t *testing.T) {
 	dir := os.Getenv(childEnv)
 	if dir == "" {
 		t.Skip("only run as a child process")
 	}
 	db := openTest(t, dir, liveAB())
-	if err := os.WriteFile(dir+"/ready", nil, 0o600); err != nil {
+	fmt.Println("READY")
+	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
 		t.Fatal(err)
 	}
-	// Start together with the parent: it removes the go file then.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(dir + "/go"); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("parent never started")
-		}
-	}
 	// The reverse order of the parent's, so the two meet in the middle
-	// and each key in between is really contested.
+	// and the keys there are really contested.
 	keys := raceKeys(t)
 	slices.Reverse(keys)
 	won, err := contend(context.Background(), db, ownerB, keys)
@@ -124,45 +119,48 @@ func TestClaimIsAtomicAcrossProcesses(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("in the child")
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	dir := t.TempDir()
 	db := openTest(t, dir, liveAB())
-	if err := os.WriteFile(dir+"/go", nil, 0o600); err != nil {
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestChildContender$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestChildContender$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(dir + "/ready"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("child never got ready:\n%s", out.String())
-		}
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	for sc.Scan() && sc.Text() != "READY" {
+		lines = append(lines, sc.Text())
 	}
-	os.Remove(dir + "/go")
+	stdin.Close() // go
 	won, err := contend(ctx, db, ownerA, raceKeys(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("child: %v\n%s", err, out.String())
+		t.Fatalf("child: %v\n%s\n%s", err, strings.Join(lines, "\n"), stderr.String())
 	}
 	count := map[Key]int{}
 	for _, k := range won {
 		count[k]++
 	}
 	childWins := 0
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		if k, ok := strings.CutPrefix(sc.Text(), "WON "); ok {
+	for _, l := range lines {
+		if k, ok := strings.CutPrefix(l, "WON "); ok {
 			count[Key(k)]++
 			childWins++
 		}
