@@ -131,11 +131,55 @@ type row struct {
 const selectColumns = `device_key, record_version, kind, command, owner_home, owner_pid, owner_start,
 	lease_id, claimed_at, state, failed_steps`
 
+// scanRow reads one row. Values are scanned untyped and converted here, so
+// that a wrongly typed value (errUnscannable: the row is inconsistent) is
+// told apart from a failed read (any other error: fail closed, retry).
 func scanRow(s interface{ Scan(...any) error }) (row, error) {
+	v := make([]any, 11)
+	p := make([]any, len(v))
+	for i := range v {
+		p[i] = &v[i]
+	}
+	if err := s.Scan(p...); err != nil {
+		return row{}, err
+	}
 	var r row
-	err := s.Scan(&r.Key, &r.RecordVersion, &r.Kind, &r.Command, &r.Home, &r.PID, &r.Start,
-		&r.LeaseID, &r.ClaimedAtMs, &r.State, &r.FailedSteps)
-	return r, err
+	var bad []string
+	str := func(i int, dst *string) {
+		switch x := v[i].(type) {
+		case string:
+			*dst = x
+		case []byte:
+			*dst = string(x)
+		default:
+			bad = append(bad, fmt.Sprintf("column %d is %T", i, x))
+		}
+	}
+	num := func(i int, dst *int64) {
+		if x, ok := v[i].(int64); ok {
+			*dst = x
+		} else {
+			bad = append(bad, fmt.Sprintf("column %d is %T", i, v[i]))
+		}
+	}
+	str(0, &r.Key)
+	num(1, &r.RecordVersion)
+	str(2, &r.Kind)
+	str(3, &r.Command)
+	str(4, &r.Home)
+	num(5, &r.PID)
+	str(6, &r.Start)
+	str(7, &r.LeaseID)
+	num(8, &r.ClaimedAtMs)
+	str(9, &r.State)
+	if v[10] != nil {
+		r.FailedSteps.Valid = true
+		str(10, &r.FailedSteps.String)
+	}
+	if len(bad) > 0 {
+		return r, errUnscannable{errors.New(strings.Join(bad, ", "))}
+	}
+	return r, nil
 }
 
 // decode judges a stored row. Any error means the row is inconsistent.
@@ -222,13 +266,18 @@ func (db *DB) Generation(ctx context.Context) (int64, error) {
 // the device is free.
 func current(ctx context.Context, q querier, key Key) (r row, ok bool, err error) {
 	r, err = scanRow(q.QueryRowContext(ctx, `SELECT `+selectColumns+` FROM claims WHERE device_key = ?`, string(key)))
-	if errors.Is(err, sql.ErrNoRows) {
+	var u errUnscannable
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
 		return row{}, false, nil
-	}
-	if err != nil {
-		// A row whose columns do not even scan (a wrong type) is as
-		// inconsistent as one that does not validate.
-		return row{Key: string(key)}, true, errUnscannable{err}
+	case errors.As(err, &u):
+		// Wrongly typed columns: as inconsistent as a row that does not
+		// validate, and held all the same.
+		r.Key = string(key)
+		return r, true, err
+	case err != nil:
+		// Not a verdict on the row: the caller fails without deciding.
+		return row{}, false, fmt.Errorf("hostreg: read claim %s: %w", key, err)
 	}
 	return r, true, nil
 }

@@ -233,3 +233,34 @@ func TestCorruptRowFailsClosed(t *testing.T) {
 		t.Fatalf("inspect: %+v", st)
 	}
 }
+
+// scanner hands fixed values to scanRow, as a driver would.
+type scanner []any
+
+func (s scanner) Scan(dst ...any) error {
+	if len(dst) != len(s) {
+		return errors.New("column count")
+	}
+	for i := range dst {
+		*(dst[i].(*any)) = s[i]
+	}
+	return nil
+}
+
+func TestScanRowTellsBadTypesFromFailedReads(t *testing.T) {
+	good := scanner{"ios:udid:" + udid1, int64(1), "lease", "", "/h", int64(7), "s", "l", int64(5), "claimed", nil}
+	r, err := scanRow(good)
+	if err != nil || r.PID != 7 || r.FailedSteps.Valid {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	bad := append(scanner{}, good...)
+	bad[5] = "seven"
+	var u errUnscannable
+	if _, err := scanRow(bad); !errors.As(err, &u) {
+		t.Fatalf("wrongly typed pid: %v", err)
+	}
+	// A failed read is not a verdict on the row.
+	if _, err := scanRow(scanner{1}); err == nil || errors.As(err, &u) {
+		t.Fatalf("failed read: %v", err)
+	}
+}

@@ -111,10 +111,14 @@ func readRows(ctx context.Context, path string, immutable bool) ([]readRow, erro
 	var out []readRow
 	for rows.Next() {
 		r, err := scanRow(rows)
-		if err != nil {
+		var u errUnscannable
+		if errors.As(err, &u) {
 			// Wrongly typed columns: report the row, do not stop.
-			out = append(out, readRow{row: r, err: errUnscannable{err}})
+			out = append(out, readRow{row: r, err: err})
 			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("hostreg: list claims: %w", err)
 		}
 		out = append(out, readRow{row: r})
 	}
