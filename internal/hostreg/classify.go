@@ -1,0 +1,123 @@
+package hostreg
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Prober answers the two liveness questions classification asks. It is a
+// port so that classification is a pure function in tests; SystemProber is
+// the real one.
+type Prober interface {
+	// ProcessStart reports whether pid exists and, if so, its start
+	// identity (comparable with Owner.Start). alive=false with a nil error
+	// is a proof that no such process runs; any doubt (permission, I/O)
+	// must be an error instead.
+	ProcessStart(ctx context.Context, pid int) (start string, alive bool, err error)
+	// HomeExists reports whether home exists. false with a nil error is a
+	// proof that it is gone (ENOENT or ENOTDIR only); anything else that
+	// stops the check must be an error.
+	HomeExists(ctx context.Context, home string) (bool, error)
+}
+
+// Class is a claim's ownership classification.
+type Class string
+
+const (
+	ClassFree          Class = "free"           // no claim
+	ClassClaimed       Class = "claimed"        // owner not proven gone
+	ClassReleasing     Class = "releasing"      // owner not proven gone, teardown under way
+	ClassReleaseFailed Class = "release-failed" // owner not proven gone, teardown stopped
+	ClassOrphaned      Class = "orphaned"       // owner proven gone
+	ClassInconsistent  Class = "inconsistent"   // record unreadable or contradictory
+)
+
+// Liveness is what the probe proved about a claim's owner.
+type Liveness string
+
+const (
+	LivenessAlive    Liveness = "alive"     // pid runs with the recorded start time
+	LivenessDead     Liveness = "dead"      // no such pid
+	LivenessReused   Liveness = "reused"    // the pid runs, but it is another process
+	LivenessHomeGone Liveness = "home-gone" // the owner's home no longer exists
+	LivenessUnknown  Liveness = "unknown"   // the probe failed: treated as alive
+)
+
+// Status is one claim as inspected.
+type Status struct {
+	Key   Key
+	Class Class
+	// Claim is the record. For an inconsistent one it holds the stored
+	// fields verbatim and unverified, for display only.
+	Claim    Claim
+	Liveness Liveness // empty when inconsistent
+	Detail   string   // why this classification, for people
+}
+
+// Reclaimable reports positive proof that nobody owns the device. Only an
+// orphaned claim is; an inconsistent one never is (fail closed), and
+// neither is a live owner's, however long it has been idle.
+func (s Status) Reclaimable() bool { return s.Class == ClassOrphaned }
+
+// classify judges one stored row. It never writes. Time does not enter
+// into it: inactivity never makes a live owner's claim reclaimable.
+func classify(ctx context.Context, p Prober, r row) Status {
+	c, err := decode(r)
+	if err != nil {
+		return Status{Key: Key(r.Key), Class: ClassInconsistent, Claim: verbatim(r), Detail: err.Error()}
+	}
+	st := Status{Key: c.Key, Claim: c}
+	start, alive, perr := p.ProcessStart(ctx, c.Owner.PID)
+	switch {
+	case perr != nil:
+		st.Liveness, st.Detail = LivenessUnknown, fmt.Sprintf("owner pid %d could not be checked (%v); treated as alive", c.Owner.PID, perr)
+	case !alive:
+		st.Liveness, st.Detail = LivenessDead, fmt.Sprintf("owner pid %d is not running", c.Owner.PID)
+	case start == "":
+		// A live process without a start identity proves nothing.
+		st.Liveness, st.Detail = LivenessUnknown, fmt.Sprintf("owner pid %d has no start time; treated as alive", c.Owner.PID)
+	case start != c.Owner.Start:
+		st.Liveness, st.Detail = LivenessReused, fmt.Sprintf("pid %d now belongs to another process (start %s, recorded %s)", c.Owner.PID, start, c.Owner.Start)
+	default:
+		st.Liveness, st.Detail = LivenessAlive, fmt.Sprintf("owner pid %d is running", c.Owner.PID)
+	}
+	if st.Liveness == LivenessAlive || st.Liveness == LivenessUnknown {
+		exists, herr := p.HomeExists(ctx, c.Owner.Home)
+		switch {
+		case herr != nil:
+			st.Detail += fmt.Sprintf("; owner home could not be checked (%v)", herr)
+		case !exists:
+			st.Liveness, st.Detail = LivenessHomeGone, fmt.Sprintf("owner home %s no longer exists", c.Owner.Home)
+		}
+	}
+	switch st.Liveness {
+	case LivenessDead, LivenessReused, LivenessHomeGone:
+		st.Class = ClassOrphaned
+	default:
+		st.Class = Class(c.State) // the three states are spelt like their classes
+	}
+	return st
+}
+
+// Classify judges c as if it were stored: the same rules Inspect and the
+// conflict errors use.
+func Classify(ctx context.Context, p Prober, c Claim) Status {
+	r, err := encode(c)
+	if err != nil {
+		return Status{Key: c.Key, Class: ClassInconsistent, Claim: c, Detail: err.Error()}
+	}
+	return classify(ctx, p, r)
+}
+
+func verbatim(r row) Claim {
+	c := Claim{
+		Key: Key(r.Key), Kind: Kind(r.Kind), Command: r.Command, LeaseID: r.LeaseID,
+		Owner:     Owner{Home: r.Home, PID: int(r.PID), Start: r.Start},
+		ClaimedAt: time.UnixMilli(r.ClaimedAtMs).UTC(), State: State(r.State),
+	}
+	if r.FailedSteps.Valid {
+		c.FailedSteps = []string{r.FailedSteps.String}
+	}
+	return c
+}
