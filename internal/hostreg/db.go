@@ -15,11 +15,11 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/simlock/simlock/internal/sqlitedb"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -63,7 +63,7 @@ func open(ctx context.Context, dir string, p Prober, migs []string) (*DB, error)
 	if err != nil {
 		return nil, fmt.Errorf("hostreg: %w", err)
 	}
-	if err := createOwnerOnly(abs); err != nil {
+	if err := sqlitedb.CreateOwnerOnly(abs); err != nil {
 		return nil, fmt.Errorf("hostreg: %w", err)
 	}
 	sqldb, err := sql.Open("sqlite", dsn(abs, false))
@@ -84,35 +84,6 @@ func open(ctx context.Context, dir string, p Prober, migs []string) (*DB, error)
 // Close closes the registry.
 func (db *DB) Close() error { return db.sql.Close() }
 
-// createOwnerOnly creates the directory (0700) and the file (0600) when
-// missing, so SQLite never creates them with umask-derived modes; the -wal
-// and -shm files inherit the main file's mode. Existing entries are left
-// alone: a refused database must stay untouched.
-func createOwnerOnly(path string) error {
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o600)
-}
-
 // dsn builds a file: URI so any byte of the path is escaped. journal_mode
 // is absent on purpose: switching to WAL writes the header, which must wait
 // for the schema guard. readOnly opens with mode=ro, so SQLite itself
@@ -127,11 +98,8 @@ func dsn(abs string, readOnly bool) string {
 	return u.String()
 }
 
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// querier is what a *sql.DB, *sql.Conn and *sql.Tx have in common.
+type querier = sqlitedb.Querier
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction: the write lock is
 // taken before the read, so the decision is made on current data. A

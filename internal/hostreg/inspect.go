@@ -97,7 +97,7 @@ func readRows(ctx context.Context, path string, immutable bool) ([]readRow, erro
 	}
 	switch {
 	case have > len(migrations):
-		return nil, &SchemaTooNewError{Have: have, Know: len(migrations)}
+		return nil, &SchemaTooNewError{Label: "hostreg", Noun: "host registry", Have: have, Know: len(migrations)}
 	case have == 0:
 		return nil, nil // created but never migrated: nothing claimed yet
 	case have < len(migrations):

@@ -2,9 +2,9 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
+	"time"
+
+	"github.com/simlock/simlock/internal/sqlitedb"
 )
 
 // migrations shape the schema. Entry i takes the database from version i to
@@ -100,107 +100,22 @@ ALTER TABLE leases ADD COLUMN timing TEXT;       -- JSON; NULL is none
 `,
 }
 
-// SchemaTooNewError refuses a database written by a newer simlock. Migrating
-// down is impossible and writing to a schema we do not understand could
-// corrupt it, so the file is left alone.
-type SchemaTooNewError struct {
-	Have int // the database's schema version
-	Know int // the newest version this binary knows
-}
+// SchemaTooNewError refuses a database written by a newer simlock; the
+// file is left alone (see sqlitedb).
+type SchemaTooNewError = sqlitedb.SchemaTooNewError
 
-func (e *SchemaTooNewError) Error() string {
-	return fmt.Sprintf("store: database schema version %d is newer than this simlock knows (%d); upgrade simlock", e.Have, e.Know)
+func schema(migs []string) sqlitedb.Schema {
+	return sqlitedb.Schema{Label: "store", Noun: "database", Migrations: migs, BusyWait: 5 * time.Second}
 }
-
-const createVersionTable = `CREATE TABLE IF NOT EXISTS schema_version (
-	id      INTEGER PRIMARY KEY CHECK (id = 1),
-	version INTEGER NOT NULL
-) STRICT`
 
 // init checks the schema version using reads only, then switches to WAL and
-// applies pending migrations. The order matters: both the journal mode
-// change and a migration write the file, and a too-new database must not be
-// written at all.
+// applies pending migrations (sqlitedb.Migrate): a too-new database is
+// never written.
 func (db *DB) init(ctx context.Context, migs []string) error {
-	have, err := schemaVersion(ctx, db.sql)
-	if err != nil {
-		return err
-	}
-	if have > len(migs) {
-		return &SchemaTooNewError{Have: have, Know: len(migs)}
-	}
-	if have == 0 {
-		// Refuse to lay our schema over somebody else's tables, e.g. when
-		// SIMLOCK_HOME points at the wrong directory.
-		var n int
-		if err := db.sql.QueryRowContext(ctx,
-			`SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'`).Scan(&n); err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
-		if n > 0 {
-			return errors.New("store: database has tables but no simlock schema version; refusing to use it")
-		}
-	}
-	var mode string
-	if err := db.sql.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
-		return fmt.Errorf("store: enable WAL: %w", err)
-	}
-	if mode != "wal" {
-		return fmt.Errorf("store: enable WAL: journal mode is %q", mode)
-	}
-	for v := have; v < len(migs); {
-		if err := db.immediate(ctx, func(q querier) error {
-			// Re-read under the write lock: another process may have
-			// migrated since the guard above.
-			cur, err := schemaVersion(ctx, q)
-			if err != nil {
-				return err
-			}
-			if cur > len(migs) {
-				return &SchemaTooNewError{Have: cur, Know: len(migs)}
-			}
-			v = cur
-			if cur == len(migs) {
-				return nil
-			}
-			if _, err := q.ExecContext(ctx, createVersionTable); err != nil {
-				return fmt.Errorf("store: create schema_version: %w", err)
-			}
-			if _, err := q.ExecContext(ctx, migs[cur]); err != nil {
-				return fmt.Errorf("store: migration %d: %w", cur+1, err)
-			}
-			if _, err := q.ExecContext(ctx,
-				`INSERT INTO schema_version (id, version) VALUES (1, ?)
-				 ON CONFLICT (id) DO UPDATE SET version = excluded.version`, cur+1); err != nil {
-				return fmt.Errorf("store: record migration %d: %w", cur+1, err)
-			}
-			v = cur + 1
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sqlitedb.Migrate(ctx, db.sql, schema(migs))
 }
 
-// schemaVersion reads the version without creating anything; a database
-// without the version table is version 0.
+// schemaVersion reads the version without creating anything.
 func schemaVersion(ctx context.Context, q querier) (int, error) {
-	var n int
-	if err := q.QueryRowContext(ctx,
-		`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("store: read schema version: %w", err)
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	var v int
-	err := q.QueryRowContext(ctx, `SELECT version FROM schema_version WHERE id = 1`).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: read schema version: %w", err)
-	}
-	return v, nil
+	return sqlitedb.SchemaVersion(ctx, q, "store")
 }

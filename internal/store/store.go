@@ -17,11 +17,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/simlock/simlock/internal/sqlitedb"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -54,7 +54,7 @@ func open(ctx context.Context, path string, migs []string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	if err := createOwnerOnly(abs); err != nil {
+	if err := sqlitedb.CreateOwnerOnly(abs); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	sqldb, err := sql.Open(driverName, dsn(abs))
@@ -79,37 +79,6 @@ func open(ctx context.Context, path string, migs []string) (*DB, error) {
 // Close closes the database.
 func (db *DB) Close() error { return db.sql.Close() }
 
-// createOwnerOnly creates path's directory (0700) and path itself (0600) when
-// they are missing, so SQLite never creates them with umask-derived modes.
-// SQLite gives the -wal and -shm files the main file's mode. The mode is
-// set again after creation because the umask may have cleared bits we asked
-// for. Existing entries are left as they are: the schema guard promises not
-// to touch a database it refuses.
-func createOwnerOnly(path string) error {
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o600)
-}
-
 // dsn builds a file: URI so that any byte in the path ('?', '#', '%') is
 // escaped rather than read as URI syntax. The pragmas ride in the DSN
 // because the driver re-applies them to every new connection, including one
@@ -125,11 +94,7 @@ func dsn(abs string) string {
 }
 
 // querier is what a transaction body may use. *sql.Conn satisfies it.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type querier = sqlitedb.Querier
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction. Taking the write lock
 // up front matters in WAL mode: a deferred transaction that reads and then
