@@ -1,6 +1,8 @@
 module github.com/simlock/simlock
 
-go 1.27.3
+go 1.26.0
+
+toolchain go1.27.3
 
 require (
 	github.com/coder/websocket v1.8.15

@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/version"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -96,6 +98,10 @@ type Daemon struct {
 
 // ErrAlreadyRunning is returned when another daemon owns the home.
 var ErrAlreadyRunning = errors.New("a simlock daemon already owns this home")
+
+// minSafeGo is the oldest Go release without the standard-library
+// vulnerabilities govulncheck reports as reachable (go.mod's toolchain).
+const minSafeGo = "go1.27.3"
 
 // Start claims the home (lock file, then socket) before any device work, so
 // a second daemon fails fast; then it serves the socket while convergence
@@ -262,7 +268,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			Serve: func(ctx context.Context, c net.Conn) { up.ServeConn(ctx, c) }}
 		go conn.Run(sctx)
 	}
-	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID)
+	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID, "go", runtime.Version())
+	if v := runtime.Version(); version.IsValid(v) && version.Compare(v, minSafeGo) < 0 {
+		d.log.Warn("built with a Go release that has known net/http and crypto/tls vulnerabilities; rebuild with GOTOOLCHAIN="+minSafeGo,
+			"go", v, "want", minSafeGo)
+	}
 
 	// The lease-notice relay observes the bus from before convergence:
 	// it only forwards facts, and a lease lost while the registry is being
