@@ -242,7 +242,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load registry: %w", err)
 	}
-	var shutdowns []DeviceRecord
+	var sweep []*deviceOp
 	var recover []*deviceOp
 	var ferr error
 	interrupted := map[string]int{} // platform -> provisions cut off before their handle was stored
@@ -292,17 +292,10 @@ func (e *Engine) Converge(ctx context.Context) error {
 		// Running-capacity convergence: shut down excess warm devices,
 		// least recently used first, and only devices that ease a limit
 		// that is exceeded. Leased devices are never touched.
+		// The planner decides the victims at once; the executor shuts them
+		// down one by one (each takes its op lock as it begins).
 		for _, id := range SweepVictims(e.planInputLocked(nil, false)) {
-			e.opLocks[id] = "converge" // counts as already stopped while it shuts down
-			shutdowns = append(shutdowns, *e.devices[id])
-		}
-	})
-	// The sweep above decided; the executor carries the shutdowns out.
-	var sweep []*deviceOp
-	e.section(func() {
-		for _, d := range shutdowns {
-			delete(e.opLocks, d.ID)
-			sweep = append(sweep, e.shutdownOp(d.ID, "converge", "shutdown-failed", nil))
+			sweep = append(sweep, e.shutdownOp(id, "converge", "shutdown-failed", nil))
 		}
 	})
 	for _, o := range sweep {
