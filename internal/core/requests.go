@@ -151,7 +151,7 @@ func newRequestBook(cfg Config, d Deps) *requestBook {
 	b := &requestBook{store: d.Requests, classify: d.Classify, retention: cfg.RequestRetention,
 		byID: map[string]*requestEntry{}, byKey: map[string]*requestEntry{}}
 	if b.store == nil {
-		b.store = &memRequests{m: map[string]RequestRecord{}}
+		b.store = NewMemoryRequests()
 	}
 	if b.classify == nil {
 		b.classify = func(err error) RequestError { return RequestError{Message: err.Error()} }
@@ -580,14 +580,18 @@ func (e *Engine) pruneRequests() {
 	e.mu.Unlock()
 }
 
-// memRequests keeps receipts in memory when the engine has no store for
-// them (tests of other features).
-type memRequests struct {
+// MemoryRequests is a RequestStore in memory: the engine's own when it is
+// given no store, and a test's that outlives an engine so a restart sees
+// the same receipts.
+type MemoryRequests struct {
 	mu sync.Mutex
 	m  map[string]RequestRecord
 }
 
-func (s *memRequests) LoadRequests(context.Context) ([]RequestRecord, error) {
+// NewMemoryRequests returns an empty in-memory store.
+func NewMemoryRequests() *MemoryRequests { return &MemoryRequests{m: map[string]RequestRecord{}} }
+
+func (s *MemoryRequests) LoadRequests(context.Context) ([]RequestRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]RequestRecord, 0, len(s.m))
@@ -597,14 +601,14 @@ func (s *memRequests) LoadRequests(context.Context) ([]RequestRecord, error) {
 	return out, nil
 }
 
-func (s *memRequests) PutRequest(_ context.Context, r RequestRecord) error {
+func (s *MemoryRequests) PutRequest(_ context.Context, r RequestRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[r.ID] = r
 	return nil
 }
 
-func (s *memRequests) DeleteRequests(_ context.Context, ids []string) error {
+func (s *MemoryRequests) DeleteRequests(_ context.Context, ids []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {

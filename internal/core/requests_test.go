@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,39 +11,6 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
 )
-
-// memRequests is a core.RequestStore that outlives an engine, so a test can
-// restart on the same receipts.
-type memRequests struct {
-	mu sync.Mutex
-	m  map[string]core.RequestRecord
-}
-
-func (s *memRequests) LoadRequests(context.Context) ([]core.RequestRecord, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []core.RequestRecord
-	for _, r := range s.m {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func (s *memRequests) PutRequest(_ context.Context, r core.RequestRecord) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[r.ID] = r
-	return nil
-}
-
-func (s *memRequests) DeleteRequests(_ context.Context, ids []string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, id := range ids {
-		delete(s.m, id)
-	}
-	return nil
-}
 
 // classify stands in for the daemon's error mapping.
 func classify(err error) core.RequestError {
@@ -60,14 +26,14 @@ func classify(err error) core.RequestError {
 
 type durable struct {
 	*harness
-	reqs *memRequests
+	reqs *core.MemoryRequests
 	ids  atomic.Int64 // shared by an engine and its restarted successor
 }
 
 func newDurable(t *testing.T, limits core.Limits) *durable {
 	t.Helper()
 	h := newHarness(t, limits)
-	d := &durable{harness: h, reqs: &memRequests{m: map[string]core.RequestRecord{}}}
+	d := &durable{harness: h, reqs: core.NewMemoryRequests()}
 	d.restart()
 	return d
 }
@@ -296,7 +262,7 @@ func TestReceiptsArePrunedAfterTheRetention(t *testing.T) {
 	if _, err := d.engine.RequestStatus(refused); !errors.Is(err, core.ErrUnknownRequest) {
 		t.Fatalf("not pruned: %v", err)
 	}
-	if _, ok := d.reqs.m[refused]; ok {
+	if d.stored(refused) {
 		t.Fatal("pruned in memory only")
 	}
 	// A granted receipt lives as long as its lease.
@@ -312,11 +278,21 @@ func TestReceiptsArePrunedAfterTheRetention(t *testing.T) {
 	}
 }
 
+// stored reports whether the store (not just the engine) still has id.
+func (d *durable) stored(id string) bool {
+	recs, _ := d.reqs.LoadRequests(context.Background())
+	for _, r := range recs {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *durable) receiptOf(requester string) string {
-	d.reqs.mu.Lock()
-	defer d.reqs.mu.Unlock()
+	recs, _ := d.reqs.LoadRequests(context.Background())
 	var best core.RequestRecord
-	for _, r := range d.reqs.m {
+	for _, r := range recs {
 		if r.RequesterID == requester && r.Seq > best.Seq {
 			best = r
 		}
