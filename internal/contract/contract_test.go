@@ -98,3 +98,38 @@ func FuzzDecodeLeaseRequest(f *testing.F) {
 		}
 	})
 }
+
+// Every operation declares how it relates to host-global device claims, and
+// only with a known policy: an operation added without one fails here.
+func TestEveryOperationDeclaresAClaimPolicy(t *testing.T) {
+	known := map[ClaimPolicy]bool{}
+	for _, p := range ClaimPolicies() {
+		known[p] = true
+	}
+	for _, op := range Registry() {
+		if !known[op.Claim] {
+			t.Errorf("%s declares claim policy %q; want one of %v", op.Name, op.Claim, ClaimPolicies())
+		}
+	}
+	// The operations that hand out or take back devices say so.
+	for name, want := range map[string]ClaimPolicy{LeaseRequest.Name: ClaimAcquire, LeaseRelease.Name: ClaimRelease,
+		DeviceExec.Name: ClaimRequireOwner, LeaseRenew.Name: ClaimRequireOwner, StatusGet.Name: ClaimObserve} {
+		if op, _ := Lookup(name); op.Claim != want {
+			t.Errorf("%s: claim policy %q, want %q", name, op.Claim, want)
+		}
+	}
+}
+
+// docs/protocol.md lists every operation's claim policy, and lists it right.
+func TestProtocolDocListsEveryClaimPolicy(t *testing.T) {
+	b, err := os.ReadFile("../../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range Registry() {
+		row := "| `" + op.Name + "` | `" + string(op.Claim) + "` |"
+		if !strings.Contains(string(b), row) {
+			t.Errorf("docs/protocol.md lacks the claim policy row %s", row)
+		}
+	}
+}

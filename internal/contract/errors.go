@@ -27,6 +27,7 @@ const (
 	CodeProtocolUnsupported    Code = "PROTOCOL_VERSION_UNSUPPORTED"
 	CodeHelloRequired          Code = "HELLO_REQUIRED"
 	CodeNoCapacity             Code = "NO_CAPACITY"
+	CodeCapacityExhausted      Code = "CAPACITY_EXHAUSTED"
 	CodeQueueTimeout           Code = "QUEUE_TIMEOUT"
 	CodeRequestCancelled       Code = "REQUEST_CANCELLED"
 	CodeNoPendingRequest       Code = "NO_PENDING_REQUEST"
@@ -83,6 +84,7 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeProtocolUnsupported:    {KindProtocol, 426, 4, false, "run the same simlock version as the daemon: `simlock daemon stop` then retry"},
 	CodeHelloRequired:          {KindProtocol, 400, 2, false, "send hello first"},
 	CodeNoCapacity:             {KindDomain, 503, 5, true, "retry later, or drop --no-wait to queue for a device"},
+	CodeCapacityExhausted:      {KindDomain, 503, 5, true, "the host runs as many devices as its limit allows (counting other simlock homes and devices booted outside simlock); retry after retryAfterMs, or drop --no-wait to queue"},
 	CodeQueueTimeout:           {KindDomain, 504, 6, true, "retry with a longer --timeout, or check `simlock status` for who holds the devices"},
 	CodeRequestCancelled:       {KindDomain, 409, 7, false, ""},
 	CodeNoPendingRequest:       {KindDomain, 404, 7, false, "nothing is queued for that requester"},
@@ -97,7 +99,7 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeDownloadForbidden:      {KindDomain, 403, 10, false, "the daemon's downloads.policy is never; install the runtime by hand"},
 	CodeInsufficientDisk:       {KindDomain, 507, 11, true, "free disk space and retry"},
 	CodeDeviceFailed:           {KindDomain, 502, 12, true, "retry; `simlock daemon logs` shows the driver's error"},
-	CodeDeviceInUse:            {KindDomain, 409, 9, true, "wait for the device to be released"},
+	CodeDeviceInUse:            {KindDomain, 409, 9, true, "see details.recovery.command, or `simlock device status` for who owns the device"},
 	CodeUnknownDevice:          {KindDomain, 404, 8, false, "list devices with `simlock list`"},
 	CodeUnknownToken:           {KindDomain, 404, 8, false, "list tokens with `simlock token list`"},
 	CodeDaemonStartupFailed:    {KindDomain, 503, 13, true, "see `simlock daemon logs`, fix the cause and start the daemon again"},

@@ -22,11 +22,43 @@ const (
 	AuthAdminToChange Authorization = "adminToChange"
 )
 
+// ClaimPolicy says how an operation relates to host-global device claims
+// (the host registry every simlock home on a machine shares). Every
+// operation declares one; there is no default, so a new operation cannot
+// slip past the claim rules unnoticed (TestEveryOperationDeclaresAClaimPolicy).
+type ClaimPolicy string
+
+const (
+	// ClaimNone: the operation touches no device.
+	ClaimNone ClaimPolicy = "none"
+	// ClaimObserve: it may report ownership but never changes it.
+	ClaimObserve ClaimPolicy = "observe"
+	// ClaimRequireOwner: it acts on a device the caller's lease holds. The
+	// lease proves the claim, so it does no host-registry I/O per call.
+	ClaimRequireOwner ClaimPolicy = "require-owner"
+	// ClaimTransientExclusive: a device mutation outside any lease; it
+	// claims the device for the command's duration and refuses a device
+	// another owner holds.
+	ClaimTransientExclusive ClaimPolicy = "transient-exclusive"
+	// ClaimAcquire: it takes a device for a lease; the claim is taken
+	// before any platform mutation.
+	ClaimAcquire ClaimPolicy = "acquire"
+	// ClaimRelease: it gives devices back; a claim is cleared only once
+	// the device's teardown reached a safe state.
+	ClaimRelease ClaimPolicy = "release"
+)
+
+// ClaimPolicies lists every policy, for validation and docs.
+func ClaimPolicies() []ClaimPolicy {
+	return []ClaimPolicy{ClaimNone, ClaimObserve, ClaimRequireOwner, ClaimTransientExclusive, ClaimAcquire, ClaimRelease}
+}
+
 // Op describes one operation independent of its Go types.
 type Op struct {
-	Name string
-	Role Role
-	Auth Authorization
+	Name  string
+	Role  Role
+	Claim ClaimPolicy
+	Auth  Authorization
 	// Unparked operations answer during startup convergence.
 	Unparked bool
 	Doc      string
@@ -36,8 +68,8 @@ type Op struct {
 // Operation is an Op carrying its input and output types.
 type Operation[In, Out any] struct{ Op }
 
-func define[In, Out any](name string, role Role, doc string, opts ...func(*Op)) Operation[In, Out] {
-	op := Op{Name: name, Role: role, Doc: doc,
+func define[In, Out any](name string, role Role, claim ClaimPolicy, doc string, opts ...func(*Op)) Operation[In, Out] {
+	op := Op{Name: name, Role: role, Claim: claim, Doc: doc,
 		In: reflect.TypeFor[In](), Out: reflect.TypeFor[Out]()}
 	for _, o := range opts {
 		o(&op)
@@ -49,33 +81,33 @@ func ownsLease(o *Op) { o.Auth = AuthOwnsLease }
 func unparked(o *Op)  { o.Unparked = true }
 
 var (
-	Hello              = define[HelloIn, HelloOut]("hello", RoleAgent, "Negotiate the protocol range and the session's role.", unparked)
-	StatusGet          = define[StatusGetIn, StatusGetOut]("status.get", RoleAgent, "Daemon health, devices, leases, capacity and queue.", unparked)
-	ListGet            = define[ListGetIn, ListGetOut]("list.get", RoleAdmin, "Every managed device with its state.")
-	CatalogGet         = define[CatalogGetIn, CatalogGetOut]("catalog.get", RoleAgent, "Models and OS runtimes each platform can serve.")
-	ConfigGet          = define[ConfigGetIn, ConfigGetOut]("config.get", RoleAdmin, "The daemon's effective configuration.")
-	LeaseRequest       = define[LeaseRequestIn, Lease]("lease.request", RoleAgent, "Ask for an exclusive, TTL-bounded lease on a ready device; waits in the FIFO queue unless noWait.")
-	LeaseRenew         = define[LeaseRenewIn, Lease]("lease.renew", RoleAgent, "Extend a lease by its stored TTL (or a new one).", ownsLease)
-	LeaseRelease       = define[LeaseReleaseIn, LeaseReleaseOut]("lease.release", RoleAgent, "Give a lease back; the device is reclaimed in the background.", ownsLease)
-	LeaseReleaseAll    = define[LeaseReleaseAllIn, LeaseReleaseAllOut]("lease.releaseAll", RoleAgent, "Release the leases of one requester (the caller's own by default); everyone releases every lease and needs admin.")
-	LeaseCancel        = define[LeaseCancelIn, LeaseCancelOut]("lease.cancel", RoleAgent, "Withdraw a queued lease request.")
-	LeaseGet           = define[LeaseGetIn, Lease]("lease.get", RoleAgent, "One lease by id.", ownsLease)
-	LeaseRequestStatus = define[LeaseRequestStatusIn, LeaseRequestReceipt]("lease.requestStatus", RoleAgent, "One lease request's receipt by request id: its state, and its lease or refusal; readable after a disconnect or a restart.")
-	LeaseList          = define[LeaseListIn, LeaseListOut]("lease.list", RoleAgent, "Leases the caller owns (all leases, for admin).")
-	EventsSubscribe    = define[EventsSubscribeIn, EventsSubscribeOut]("events.subscribe", RoleAgent, "Buffered business events, optionally followed live; an agent sees the facts about its own leases and requests, an admin every fact.")
-	TokenCreate        = define[TokenCreateIn, TokenCreateOut]("token.create", RoleAdmin, "Mint an API token; the secret is returned once.")
-	TokenList          = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, "Tokens without their secrets.")
-	TokenRevoke        = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, "Revoke a token.")
-	DaemonStop         = define[DaemonStopIn, DaemonStopOut]("daemon.stop", RoleAdmin, "Stop the daemon gracefully.", unparked)
-	CleanupRun         = define[CleanupRunIn, CleanupRunOut]("cleanup.run", RoleAdmin, "Run the idle-device cleanup rules once (or preview them with dryRun).")
-	DoctorRun          = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
-	NukeRun            = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, "Reset: release every lease, cancel pending requests, destroy every managed device.")
-	DeviceExec         = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
-	WorkerList         = define[WorkerListIn, WorkerListOut]("worker.list", RoleAdmin, "The workers a gateway knows, with their connection state, capacity and drain flag.")
-	WorkerDrain        = define[WorkerIn, WorkerOut]("worker.drain", RoleAdmin, "Stop dispatching new leases to a worker; its existing leases stay. Survives restarts.")
-	WorkerUndrain      = define[WorkerIn, WorkerOut]("worker.undrain", RoleAdmin, "End a worker's drain.")
-	WorkerRemove       = define[WorkerIn, WorkerOut]("worker.remove", RoleAdmin, "Forget a disconnected worker (refused while it is connected).")
-	Passthrough        = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
+	Hello              = define[HelloIn, HelloOut]("hello", RoleAgent, ClaimNone, "Negotiate the protocol range and the session's role.", unparked)
+	StatusGet          = define[StatusGetIn, StatusGetOut]("status.get", RoleAgent, ClaimObserve, "Daemon health, devices, leases, capacity and queue.", unparked)
+	ListGet            = define[ListGetIn, ListGetOut]("list.get", RoleAdmin, ClaimObserve, "Every managed device with its state.")
+	CatalogGet         = define[CatalogGetIn, CatalogGetOut]("catalog.get", RoleAgent, ClaimNone, "Models and OS runtimes each platform can serve.")
+	ConfigGet          = define[ConfigGetIn, ConfigGetOut]("config.get", RoleAdmin, ClaimNone, "The daemon's effective configuration.")
+	LeaseRequest       = define[LeaseRequestIn, Lease]("lease.request", RoleAgent, ClaimAcquire, "Ask for an exclusive, TTL-bounded lease on a ready device; waits in the FIFO queue unless noWait.")
+	LeaseRenew         = define[LeaseRenewIn, Lease]("lease.renew", RoleAgent, ClaimRequireOwner, "Extend a lease by its stored TTL (or a new one).", ownsLease)
+	LeaseRelease       = define[LeaseReleaseIn, LeaseReleaseOut]("lease.release", RoleAgent, ClaimRelease, "Give a lease back; the device is reclaimed in the background.", ownsLease)
+	LeaseReleaseAll    = define[LeaseReleaseAllIn, LeaseReleaseAllOut]("lease.releaseAll", RoleAgent, ClaimRelease, "Release the leases of one requester (the caller's own by default); everyone releases every lease and needs admin.")
+	LeaseCancel        = define[LeaseCancelIn, LeaseCancelOut]("lease.cancel", RoleAgent, ClaimNone, "Withdraw a queued lease request.")
+	LeaseGet           = define[LeaseGetIn, Lease]("lease.get", RoleAgent, ClaimObserve, "One lease by id.", ownsLease)
+	LeaseRequestStatus = define[LeaseRequestStatusIn, LeaseRequestReceipt]("lease.requestStatus", RoleAgent, ClaimObserve, "One lease request's receipt by request id: its state, and its lease or refusal; readable after a disconnect or a restart.")
+	LeaseList          = define[LeaseListIn, LeaseListOut]("lease.list", RoleAgent, ClaimObserve, "Leases the caller owns (all leases, for admin).")
+	EventsSubscribe    = define[EventsSubscribeIn, EventsSubscribeOut]("events.subscribe", RoleAgent, ClaimObserve, "Buffered business events, optionally followed live; an agent sees the facts about its own leases and requests, an admin every fact.")
+	TokenCreate        = define[TokenCreateIn, TokenCreateOut]("token.create", RoleAdmin, ClaimNone, "Mint an API token; the secret is returned once.")
+	TokenList          = define[TokenListIn, TokenListOut]("token.list", RoleAdmin, ClaimNone, "Tokens without their secrets.")
+	TokenRevoke        = define[TokenRevokeIn, TokenRevokeOut]("token.revoke", RoleAdmin, ClaimNone, "Revoke a token.")
+	DaemonStop         = define[DaemonStopIn, DaemonStopOut]("daemon.stop", RoleAdmin, ClaimRelease, "Stop the daemon gracefully.", unparked)
+	CleanupRun         = define[CleanupRunIn, CleanupRunOut]("cleanup.run", RoleAdmin, ClaimTransientExclusive, "Run the idle-device cleanup rules once (or preview them with dryRun).")
+	DoctorRun          = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, ClaimTransientExclusive, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
+	NukeRun            = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, ClaimRelease, "Reset: release every lease, cancel pending requests, destroy every managed device.")
+	DeviceExec         = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, ClaimRequireOwner, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
+	WorkerList         = define[WorkerListIn, WorkerListOut]("worker.list", RoleAdmin, ClaimNone, "The workers a gateway knows, with their connection state, capacity and drain flag.")
+	WorkerDrain        = define[WorkerIn, WorkerOut]("worker.drain", RoleAdmin, ClaimNone, "Stop dispatching new leases to a worker; its existing leases stay. Survives restarts.")
+	WorkerUndrain      = define[WorkerIn, WorkerOut]("worker.undrain", RoleAdmin, ClaimNone, "End a worker's drain.")
+	WorkerRemove       = define[WorkerIn, WorkerOut]("worker.remove", RoleAdmin, ClaimNone, "Forget a disconnected worker (refused while it is connected).")
+	Passthrough        = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, ClaimRequireOwner, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
 )
 
 // GatewayOnly names the operations only a gateway answers; a worker daemon

@@ -1,0 +1,48 @@
+package cli
+
+import "github.com/simlock/simlock/internal/contract"
+
+// commandClaimPolicies declares, for every runnable command, how it relates
+// to host-global device claims (contract.ClaimPolicy). There is no default:
+// TestEveryCommandDeclaresAClaimPolicy fails when a command is added without
+// an entry, or an entry outlives its command. A command that only talks to
+// the daemon inherits the rules of the operations it calls; its entry says
+// what a person running it should expect.
+func commandClaimPolicies() map[string]contract.ClaimPolicy {
+	return map[string]contract.ClaimPolicy{
+		"simlock catalog":        contract.ClaimNone,
+		"simlock cleanup":        contract.ClaimTransientExclusive,
+		"simlock config show":    contract.ClaimNone,
+		"simlock daemon logs":    contract.ClaimNone,
+		"simlock daemon run":     contract.ClaimNone,
+		"simlock daemon start":   contract.ClaimNone,
+		"simlock daemon status":  contract.ClaimObserve,
+		"simlock daemon stop":    contract.ClaimRelease,
+		"simlock demo":           contract.ClaimAcquire,
+		"simlock doctor":         contract.ClaimTransientExclusive,
+		"simlock events":         contract.ClaimObserve,
+		"simlock exec":           contract.ClaimRequireOwner,
+		"simlock lease":          contract.ClaimAcquire,
+		"simlock lease cancel":   contract.ClaimNone,
+		"simlock lease get":      contract.ClaimObserve,
+		"simlock lease list":     contract.ClaimObserve,
+		"simlock lease renew":    contract.ClaimRequireOwner,
+		"simlock list":           contract.ClaimObserve,
+		"simlock mcp":            contract.ClaimAcquire,
+		"simlock nuke":           contract.ClaimRelease,
+		"simlock release":        contract.ClaimRelease,
+		"simlock simctl":         contract.ClaimRequireOwner,
+		"simlock adb":            contract.ClaimRequireOwner,
+		"simlock simsdk install": contract.ClaimNone,
+		"simlock simsdk ps":      contract.ClaimNone,
+		"simlock simsdk reset":   contract.ClaimNone,
+		"simlock status":         contract.ClaimObserve,
+		"simlock token create":   contract.ClaimNone,
+		"simlock token list":     contract.ClaimNone,
+		"simlock token revoke":   contract.ClaimNone,
+		"simlock worker drain":   contract.ClaimNone,
+		"simlock worker list":    contract.ClaimNone,
+		"simlock worker remove":  contract.ClaimNone,
+		"simlock worker undrain": contract.ClaimNone,
+	}
+}
