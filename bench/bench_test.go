@@ -35,7 +35,7 @@ func startDaemon(b *testing.B, maxRunning int) (*daemon.Daemon, *client.Client) 
 	cfg := config.Default()
 	cfg.Capacity.Strategy = "fixed"
 	cfg.Capacity.Fixed = config.Fixed{MaxRunning: maxRunning, MaxManaged: maxRunning}
-	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "bench", Drivers: []core.Driver{fakedrv.New("ios")}})
+	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "bench", HostDir: filepath.Join(home, "hostreg"), Drivers: []core.Driver{fakedrv.New("ios")}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkIdleDaemonRSS(b *testing.B) {
 	home, _ := os.MkdirTemp("", "slr-")
 	defer os.RemoveAll(home)
 	sdk := filepath.Join(home, "sdk")
-	env := append(os.Environ(), "SIMLOCK_HOME="+home+"/h", "SIMLOCK_SIMSDK_HOME="+home+"/s", "PATH="+sdk+":"+os.Getenv("PATH"))
+	env := append(os.Environ(), "SIMLOCK_HOME="+home+"/h", "SIMLOCK_HOST_DIR="+home+"/hostreg", "SIMLOCK_SIMSDK_HOME="+home+"/s", "PATH="+sdk+":"+os.Getenv("PATH"))
 	install := exec.Command(bin, "simsdk", "install", sdk)
 	install.Env = env
 	if out, err := install.CombinedOutput(); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/simsdk"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // The test binary doubles as simlock: a daemon the CLI auto-starts is
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SIMLOCK_CLI_TEST_MAIN") == "1" {
 		os.Exit(Run(context.Background(), append([]string{"simlock"}, os.Args[1:]...), OSEnv()))
 	}
-	os.Exit(m.Run())
+	os.Exit(testhost.RunIsolated(m))
 }
 
 type run struct {

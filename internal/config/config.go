@@ -145,6 +145,27 @@ type Capacity struct {
 	// Strategy is "resource" (derive limits from CPU and RAM) or "fixed".
 	Strategy string `json:"strategy"`
 	Fixed    Fixed  `json:"fixed"`
+	// Host caps running devices on the whole machine, across every simlock
+	// home and counting devices booted outside simlock.
+	Host HostCapacity `json:"host"`
+}
+
+// HostCapacity is the machine-wide running-device limit, shared through the
+// host registry by every daemon of the OS user.
+type HostCapacity struct {
+	// MaxRunning caps running devices on the host; 0 means this daemon's
+	// own running limit, so two daemons together never boot more than one
+	// alone would.
+	MaxRunning int `json:"maxRunning,omitempty"`
+	// Platforms caps one platform's running devices on the host.
+	Platforms map[string]HostPlatform `json:"platforms,omitempty"`
+	// PollIntervalMs is how often the daemon checks the host registry for
+	// other daemons' changes (default 1000).
+	PollIntervalMs int64 `json:"pollIntervalMs,omitempty"`
+}
+
+type HostPlatform struct {
+	MaxRunning int `json:"maxRunning,omitempty"`
 }
 
 type Fixed struct {
@@ -286,6 +307,14 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("capacity.strategy: %q is not resource or fixed", c.Capacity.Strategy))
 	}
+	if h := c.Capacity.Host; h.MaxRunning < 0 || h.PollIntervalMs < 0 {
+		errs = append(errs, errors.New("capacity.host: maxRunning and pollIntervalMs must not be negative"))
+	}
+	for p, hp := range c.Capacity.Host.Platforms {
+		if hp.MaxRunning < 0 {
+			errs = append(errs, fmt.Errorf("capacity.host.platforms.%s.maxRunning must not be negative", p))
+		}
+	}
 	if c.Capacity.Strategy == "fixed" && (c.Capacity.Fixed.MaxRunning <= 0 || c.Capacity.Fixed.MaxManaged < c.Capacity.Fixed.MaxRunning) {
 		errs = append(errs, errors.New("capacity.fixed: maxRunning must be positive and maxManaged at least maxRunning"))
 	}
@@ -384,6 +413,20 @@ func Home(getenv func(string) string) string {
 		return filepath.Join(h, ".simlock")
 	}
 	return ".simlock"
+}
+
+// HostDir resolves $SIMLOCK_HOST_DIR, the host registry's directory shared
+// by every simlock home of the OS user, defaulting to ~/.simlock-host. It is
+// not a config key: `simlock device status` must find it with no home and
+// no daemon.
+func HostDir(getenv func(string) string) string {
+	if h := getenv("SIMLOCK_HOST_DIR"); h != "" {
+		return h
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".simlock-host")
+	}
+	return ".simlock-host"
 }
 
 // DriverRoot is the root for platform, from config or the default.

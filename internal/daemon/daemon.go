@@ -27,6 +27,7 @@ import (
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/httpapi"
@@ -45,6 +46,10 @@ type Options struct {
 	FS      ports.Filesystem
 	Logger  *slog.Logger
 	Getenv  func(string) string
+	// HostDir is the host registry's directory; "" means config.HostDir.
+	HostDir string
+	// Prober proves claim owners alive or dead; nil is the real system.
+	Prober hostreg.Prober
 	// Drivers, when set, replace the drivers built from config (tests).
 	Drivers []core.Driver
 }
@@ -61,10 +66,14 @@ type Daemon struct {
 	runner     ports.ProcessRunner
 	log        *slog.Logger
 
-	lock     *os.File
-	ln       net.Listener
-	srv      *socket.Server
-	db       *store.DB
+	lock *os.File
+	ln   net.Listener
+	srv  *socket.Server
+	db   *store.DB
+	// host is the registry shared with every simlock daemon of the OS user
+	// (worker mode); self is this daemon as a claim owner there.
+	host     *hostreg.DB
+	self     hostreg.Owner
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
@@ -206,6 +215,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return fail(err)
 		}
 		return d, nil
+	}
+	// A worker shares the host registry with every other simlock daemon of
+	// the user: claims, host capacity and Android ports are decided there.
+	if err := d.openHost(ctx, o); err != nil {
+		return fail(err)
 	}
 	drivers := o.Drivers
 	if drivers == nil {
@@ -498,6 +512,9 @@ func (d *Daemon) shutdown() {
 func (d *Daemon) closeResources() {
 	if d.db != nil {
 		d.db.Close()
+	}
+	if d.host != nil {
+		d.host.Close()
 	}
 	if d.lock != nil {
 		_ = unix.Flock(int(d.lock.Fd()), unix.LOCK_UN)

@@ -62,7 +62,7 @@ func newWorld(t *testing.T, config string) *world {
 			t.Fatal(err)
 		}
 	}
-	w.env = append(os.Environ(), "PATH="+w.sdk+":"+os.Getenv("PATH"), "SIMLOCK_HOME="+w.home,
+	w.env = append(os.Environ(), "PATH="+w.sdk+":"+os.Getenv("PATH"), "SIMLOCK_HOME="+w.home, "SIMLOCK_HOST_DIR="+filepath.Join(root, "hostreg"),
 		"SIMLOCK_SIMSDK_HOME="+w.simHome, "SIMLOCK_SIMSDK_SPEED=0", "SIMLOCK_ADMIN_TOKEN=", "SIMLOCK_PRINCIPAL=")
 	w.mustRun("simsdk", "install", w.sdk)
 	t.Cleanup(func() {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s := &Stack{T: t, Clock: fake.NewClock(Epoch()), Driver: fakedrv.New("ios"), Runner: fake.NewRunner(), Home: home, Config: cfg}
 	s.Runner.Always(fake.Step{Match: "fakectl --root /fake/ios fail*", Do: echo, ExitCode: 3})
 	s.Runner.Always(fake.Step{Match: "fakectl *", Do: echo})
-	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "test",
+	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "test", HostDir: filepath.Join(home, "hostreg"),
 		Clock: s.Clock, Runner: s.Runner, Stats: &fake.Stats{CPUs: 8, TotalRAM: 16 << 30, FreeRAM: 8 << 30, FreeDisk: 100 << 30},
 		Drivers: []core.Driver{s.Driver}})
 	if err != nil {
