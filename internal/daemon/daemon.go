@@ -74,6 +74,9 @@ type Daemon struct {
 	// (worker mode); self is this daemon as a claim owner there.
 	host     *hostreg.DB
 	self     hostreg.Owner
+	roots    map[string]string // platform → absolute device root
+	hostSubs []hostSub
+	hostKick chan struct{}
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
@@ -313,6 +316,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		// observe or act on a half-restored registry.
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
+		go d.watchHost(sctx)
 		d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.

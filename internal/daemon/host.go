@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/hostreg"
 )
 
@@ -34,5 +36,104 @@ func (d *Daemon) openHost(ctx context.Context, o Options) error {
 	if d.self, err = hostreg.Self(home); err != nil {
 		return fmt.Errorf("host registry: %w", err)
 	}
+	if d.roots, err = deviceRoots(o); err != nil {
+		return err
+	}
+	d.hostKick = make(chan struct{}, 1)
 	return nil
+}
+
+// hostSub receives every claim on the host, classified, each time the
+// registry's generation moves (and once at start). It runs on the watcher's
+// goroutine and must not block for long.
+type hostSub func(claims []hostreg.Status)
+
+// onHostChange subscribes to the host watcher; call it before watchHost.
+func (d *Daemon) onHostChange(f hostSub) { d.hostSubs = append(d.hostSubs, f) }
+
+// kickHost makes the watcher read the registry now instead of at its next
+// tick: after this daemon changed a claim, or when a subscriber wants a
+// fresh view.
+func (d *Daemon) kickHost() {
+	select {
+	case d.hostKick <- struct{}{}:
+	default:
+	}
+}
+
+// watchHost polls the host registry's generation, a single-row read, every
+// capacity.host.pollIntervalMs, and reads every claim only when it moved.
+// Other daemons' claims and releases reach this daemon only this way: the
+// lease hot path never reads the registry.
+func (d *Daemon) watchHost(ctx context.Context) {
+	every := time.Duration(d.cfg.Capacity.Host.PollIntervalMs) * time.Millisecond
+	if every <= 0 {
+		every = time.Second
+	}
+	last := int64(-1)
+	for {
+		gen, err := d.host.Generation(ctx)
+		switch {
+		case err != nil:
+			// A busy or unreadable registry changes nothing: the last view
+			// stands until a read succeeds (never "free" by default).
+			if ctx.Err() == nil {
+				d.log.Warn("read the host registry's generation", "err", err)
+			}
+		case gen != last:
+			claims, err := d.host.Inspect(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("read the host registry's claims", "err", err)
+				}
+				break
+			}
+			last = gen
+			for _, f := range d.hostSubs {
+				f(claims)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.hostKick:
+		case <-d.clock.After(every):
+		}
+	}
+}
+
+// deviceKey is a device's canonical key in the host registry: an iOS
+// simulator by its UDID, an Android emulator by its AVD name and the AVD
+// root it lives in. A device without one cannot be claimed.
+func (d *Daemon) deviceKey(platform, handle string, attrs map[string]string) (hostreg.Key, error) {
+	switch platform {
+	case "ios":
+		udid := attrs[core.AttrUDID]
+		if udid == "" {
+			udid = handle
+		}
+		return hostreg.IOSSimulatorKey(udid)
+	case "android":
+		root, ok := d.roots[platform]
+		if !ok {
+			return "", fmt.Errorf("no android device root is configured")
+		}
+		return hostreg.AndroidAVDKey(root, handle)
+	default:
+		return "", fmt.Errorf("platform %q has no host-registry key", platform)
+	}
+}
+
+// deviceRoots resolves each platform's absolute device root from the
+// configuration, as the drivers do.
+func deviceRoots(o Options) (map[string]string, error) {
+	roots := map[string]string{}
+	for _, p := range []string{"ios", "android"} {
+		r, err := filepath.Abs(o.Config.DriverRoot(o.Home, p))
+		if err != nil {
+			return nil, err
+		}
+		roots[p] = filepath.Clean(r)
+	}
+	return roots, nil
 }
