@@ -102,30 +102,31 @@ async function start() {
   $("signout").addEventListener("click", () => signOut(""));
   $("cleanup-dry").addEventListener("click", onCleanupDryRun);
   const code = new URLSearchParams(location.hash.slice(1)).get("code");
+  let msg = "";
   if (code) {
     // Forget the code's URL at once: the history keeps only "/".
     history.replaceState(null, "", location.pathname);
-    await exchange(code);
+    msg = await exchange(code);
   }
   state.token = sessionStorage.getItem(TOKEN) || "";
   state.role = sessionStorage.getItem(ROLE) || "";
   if (state.token) enter();
-  else showLogin("");
+  else showLogin(msg);
   setInterval(tick, 1000);
   setInterval(() => state.token && scheduleRefresh(), 15000);
 }
 
+// exchange trades a one-time code for a console session; it returns why
+// not, or "".
 async function exchange(code) {
   const res = await fetch("/v1/console/session", {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code }),
   });
   const data = await res.json().catch(() => ({}));
-  if (!res.ok) {
-    showLogin((data.error && data.error.message) || "the sign-in link did not work");
-    return;
-  }
+  if (!res.ok) return (data.error && data.error.message) || "the sign-in link did not work";
   sessionStorage.setItem(TOKEN, data.token);
   sessionStorage.setItem(ROLE, data.role);
+  return "";
 }
 
 async function onLogin(ev) {
@@ -244,9 +245,11 @@ function renderCapacity(c) {
   if (c.ramBudgetBytes > 0) {
     rows.push(bar("RAM", c.ramUsedBytes, c.ramBudgetBytes, `${fmtBytes(c.ramUsedBytes)} / ${fmtBytes(c.ramBudgetBytes)}`));
   }
+  // A platform without limits of its own (0) draws from the shared ones.
+  const share = (used, own, shared) => own > 0 ? [used, own, undefined] : [used, shared, `${used} (shared)`];
   for (const [p, pc] of Object.entries(c.platforms || {}).sort()) {
-    rows.push(bar(`${p} running`, pc.running, pc.maxRunning));
-    rows.push(bar(`${p} managed`, pc.managed, pc.maxManaged));
+    rows.push(bar(`${p} running`, ...share(pc.running, pc.maxRunning, c.maxRunning)));
+    rows.push(bar(`${p} managed`, ...share(pc.managed, pc.maxManaged, c.maxManaged)));
   }
   $("capacity").replaceChildren(...rows);
 }
@@ -272,7 +275,7 @@ function renderWorkers(gateway) {
   if (!gateway) return;
   const rows = (state.workers || []).map((w) => {
     const cap = Object.entries(w.capacity || {}).sort()
-      .map(([p, c]) => `${p} ${c.running}/${c.maxRunning}`).join(", ");
+      .map(([p, c]) => `${p} ${c.running}` + (c.maxRunning ? `/${c.maxRunning}` : "") + " running").join(", ");
     let op = null;
     if (isOperator()) {
       op = w.drained
