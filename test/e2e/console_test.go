@@ -180,6 +180,7 @@ func parseCountdown(t *testing.T, s string) time.Duration {
 // code in the address bar, it shows a new lease within 2 s of its grant,
 // counts its expiry down, releases it on request and shows the queue.
 func TestConsoleShowsLeasesLiveAndReleasesThem(t *testing.T) {
+	browserPath(t) // skip (or fail) before starting daemons
 	w := consoleWorld(t)
 	b := newTab(t)
 	link := w.consoleLink()
@@ -259,11 +260,19 @@ func TestConsoleShowsLeasesLiveAndReleasesThem(t *testing.T) {
 	b.waitFor("a ready device", `!!document.querySelector('[data-device][data-state="ready"]')`, 30*time.Second)
 	b.waitFor("the release in the event feed", `!!document.querySelector('#events [data-type="lease.released"]')`, 10*time.Second)
 	b.screenshot("console-idle.png")
+
+	// The cleanup dry run is confirmed, changes nothing and says so.
+	b.confirm("#cleanup-dry")
+	b.waitFor("the dry run's answer", `document.getElementById("cleanup-result").textContent !== ""`, 30*time.Second)
+	if st := w.status(); len(st.Devices) != 1 || st.Devices[0].State != "ready" {
+		t.Fatalf("a dry run changed the devices: %+v", st.Devices)
+	}
 }
 
 // An agent token pasted into the login form sees its own leases and no
 // operator action; what the daemon sends is shown as text, never markup.
 func TestConsoleAgentSeesNoOperatorActions(t *testing.T) {
+	browserPath(t) // skip (or fail) before starting daemons
 	w := consoleWorld(t)
 	var st struct{ Daemon struct{ HTTP string } }
 	w.json(&st, "status", "--json")
@@ -311,6 +320,7 @@ func TestConsoleAgentSeesNoOperatorActions(t *testing.T) {
 // Against a gateway the console lists the workers; draining one from the
 // console is confirmed, done, and shown.
 func TestConsoleGatewayShowsADrainedWorker(t *testing.T) {
+	browserPath(t) // skip (or fail) before starting daemons
 	gw, _, _ := fleet(t, 2)
 	var l lease
 	gw.json(&l, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "agent-a")
