@@ -121,6 +121,7 @@ func (s *Server) buildMux(uplink http.Handler) http.Handler {
 	for _, rt := range s.routes {
 		mux.Handle(rt.pattern(), s.wrap(rt, s.handlerFor(rt)))
 	}
+	s.mountConsole(mux)
 	// Anything else gets the contract's error shape too (after auth, so an
 	// unauthenticated caller learns nothing about the route space).
 	fallback := route{method: "", path: "/", summary: "no route"}

@@ -105,6 +105,7 @@ type Server struct {
 
 	notices  *noticeBuffer
 	requests *requestTable
+	console  *consoleTable
 
 	maxConns     int
 	authDeadline time.Duration
@@ -123,7 +124,7 @@ func New(o Options) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{b: o.Backend, log: o.Logger, clock: o.Clock, version: o.Version, ctx: ctx, cancel: cancel,
-		notices: newNoticeBuffer(), maxConns: o.MaxConns, authDeadline: authDeadline, writeStall: writeStall, gateway: o.Uplink != nil}
+		notices: newNoticeBuffer(), console: newConsoleTable(), maxConns: o.MaxConns, authDeadline: authDeadline, writeStall: writeStall, gateway: o.Uplink != nil}
 	s.requests = newRequestTable(s)
 	s.routes = routeTable()
 	s.handler = s.buildMux(o.Uplink)
@@ -257,6 +258,9 @@ func (s *Server) authenticate(r *http.Request) (contract.Session, *contract.Erro
 	secret = strings.TrimSpace(secret)
 	if !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return contract.Session{}, contract.Errorf(contract.CodeUnauthenticated, "the Authorization header must be \"Bearer <token>\"")
+	}
+	if sess, ok, cerr := s.consoleAuthenticate(r.Context(), secret); ok {
+		return sess, cerr
 	}
 	role, principal, ok, err := s.b.Authenticate(r.Context(), secret)
 	if err != nil {
