@@ -13,6 +13,7 @@ func commandClaimPolicies() map[string]contract.ClaimPolicy {
 		"simlock catalog":        contract.ClaimNone,
 		"simlock cleanup":        contract.ClaimTransientExclusive,
 		"simlock config show":    contract.ClaimNone,
+		"simlock console":        contract.ClaimNone,
 		"simlock daemon logs":    contract.ClaimNone,
 		"simlock daemon run":     contract.ClaimNone,
 		"simlock daemon start":   contract.ClaimNone,
