@@ -1,7 +1,12 @@
 // Package bench measures simlock's speed and memory. Figures live here, in
-// Go benchmarks, never in timed test assertions. Run:
+// Go benchmarks, never in timed test assertions (README.md says how to run
+// and compare them).
 //
-//	go test -run '^$' -bench . -benchtime 200x ./bench/
+// The Real benchmarks (real_test.go) are the figures simlock is judged by:
+// the real binary, the real drivers, the simulated SDK, each figure beside
+// its floor. The FakeDriver benchmarks in this file run an in-process daemon
+// with an instant fake driver: they isolate simlock's own overhead (socket,
+// dispatcher, core, SQLite) and say nothing about what a user waits for.
 package bench
 
 import (
@@ -64,9 +69,11 @@ func waitReady(b *testing.B, c *client.Client, id string) {
 	}
 }
 
-// BenchmarkWarmGrant: request to grant over the socket when a matching
-// device is already ready (the warm-pool hit every agent hopes for).
-func BenchmarkWarmGrant(b *testing.B) {
+// BenchmarkFakeDriverWarmGrant: request to grant over the socket when a
+// matching device is already ready. Overhead only: the fake driver resolves
+// a spec without starting a process, which the real drivers did not always
+// do; BenchmarkRealWarmGrant is the user's figure.
+func BenchmarkFakeDriverWarmGrant(b *testing.B) {
 	_, c := startDaemon(b, 1)
 	ctx := context.Background()
 	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios"}, nil)
@@ -89,9 +96,11 @@ func BenchmarkWarmGrant(b *testing.B) {
 	}
 }
 
-// BenchmarkLeaseReleaseCycle: full request+release cycles per second over
-// the socket with the purge in the background and eight warm devices.
-func BenchmarkLeaseReleaseCycle(b *testing.B) {
+// BenchmarkFakeDriverLeaseReleaseCycle: full request+release cycles per
+// second over the socket with the purge in the background and eight warm
+// devices. Overhead only (an instant fake driver and purge);
+// BenchmarkRealCycles is the user's figure.
+func BenchmarkFakeDriverLeaseReleaseCycle(b *testing.B) {
 	_, c := startDaemon(b, 8)
 	ctx := context.Background()
 	b.ResetTimer()

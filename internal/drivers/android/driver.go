@@ -25,6 +25,7 @@ import (
 
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/devroot"
+	"github.com/simlock/simlock/internal/drivers/listcache"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -148,6 +149,10 @@ type Driver struct {
 	allocMu   sync.Mutex // serializes name and console port allocation
 	installMu sync.Mutex // one system image install at a time
 
+	// installed is the installed system images ResolveSpec reads
+	// (resolve.go, ADR 0026).
+	installed *listcache.Cache[installedList]
+
 	cacheMu    sync.Mutex
 	profiles   []deviceProfile
 	profilesAt time.Time
@@ -230,6 +235,7 @@ func New(opts Options) (*Driver, error) {
 		d.newID = randomID
 	}
 	d.log = ports.Module(d.log, "driver.android")
+	d.installed = d.newInstalledCache()
 	// A root that has content but no marker belongs to someone else (a
 	// user's ~/.android/avd, say): adopting it would let simlock delete
 	// their AVDs, so Claim refuses it. Markers written before they carried

@@ -1,14 +1,17 @@
 package android
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/listcache"
 )
 
 // defaultModel is the profile an empty model request gets when the SDK
@@ -30,11 +33,20 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 		return core.Spec{}, core.NewSpecError(core.ErrUnsupportedPlatform,
 			fmt.Sprintf("the android driver cannot serve platform %q", req.Platform), "platform", req.Platform)
 	}
-	profiles, err := d.deviceProfiles(ctx, false)
+	arrived := d.installed.Now()
+	profiles, cached, err := d.cachedProfiles(ctx)
 	if err != nil {
 		return core.Spec{}, err
 	}
 	prof, ok := pickProfile(profiles, req.Model)
+	if !ok && cached {
+		// A profile the cached list lacks may have come with a
+		// cmdline-tools update: look again before refusing.
+		if profiles, err = d.deviceProfiles(ctx, true); err != nil {
+			return core.Spec{}, err
+		}
+		prof, ok = pickProfile(profiles, req.Model)
+	}
 	if !ok {
 		return core.Spec{}, core.NewSpecError(core.ErrUnknownModel,
 			fmt.Sprintf("no Android device profile %q (see `avdmanager list device`)", req.Model),
@@ -48,11 +60,19 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 				"min", releaseAPI[0].release, "max", releaseAPI[len(releaseAPI)-1].release)
 		}
 	}
-	images, err := d.installedImages(ctx)
+	list, cached, err := d.installed.Get(ctx)
 	if err != nil {
 		return core.Spec{}, err
 	}
-	if img, ok := pickImage(images, prof, api, d.abi); ok {
+	img, ok := pickImage(list.images, prof, api, d.abi)
+	if !ok && cached {
+		// The image may have been installed since the list was read.
+		if list, err = d.installed.Fetch(ctx, arrived); err != nil {
+			return core.Spec{}, err
+		}
+		img, ok = pickImage(list.images, prof, api, d.abi)
+	}
+	if ok {
 		return d.specFor(prof, img), nil
 	}
 
@@ -62,7 +82,7 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 			fmt.Sprintf("system image %s is not installed", want),
 			"model", prof.ID, "osVersion", req.OSVersion, "package", want, "abi", d.abi)
 	}
-	img, err := d.install(ctx, want, req.RequesterID, func(imgs []systemImage) (systemImage, bool) {
+	img, err = d.install(ctx, want, req.RequesterID, func(imgs []systemImage) (systemImage, bool) {
 		return pickImage(imgs, prof, api, d.abi)
 	})
 	if err != nil {
@@ -91,13 +111,10 @@ func (d *Driver) specFor(prof deviceProfile, img systemImage) core.Spec {
 // cmdline-tools update, and avdmanager is a JVM start per call, so the list
 // is cached for a while; fresh forces a re-read.
 func (d *Driver) deviceProfiles(ctx context.Context, fresh bool) ([]deviceProfile, error) {
-	d.cacheMu.Lock()
-	if !fresh && d.profiles != nil && d.clock.Now().Sub(d.profilesAt) < defaultProfileCacheTTL {
-		p := d.profiles
-		d.cacheMu.Unlock()
-		return p, nil
+	if !fresh {
+		p, _, err := d.cachedProfiles(ctx)
+		return p, err
 	}
-	d.cacheMu.Unlock()
 	res, err := d.runner.Run(ctx, d.command(d.tools.AVDManager, "list", "device"))
 	if err != nil {
 		return nil, fmt.Errorf("android driver: list device profiles: %w", err)
@@ -110,6 +127,20 @@ func (d *Driver) deviceProfiles(ctx context.Context, fresh bool) ([]deviceProfil
 	d.profiles, d.profilesAt = profs, d.clock.Now()
 	d.cacheMu.Unlock()
 	return profs, nil
+}
+
+// cachedProfiles is deviceProfiles from the cache when it is fresh; cached
+// says no read started for this call.
+func (d *Driver) cachedProfiles(ctx context.Context) ([]deviceProfile, bool, error) {
+	d.cacheMu.Lock()
+	if d.profiles != nil && d.clock.Now().Sub(d.profilesAt) < defaultProfileCacheTTL {
+		p := d.profiles
+		d.cacheMu.Unlock()
+		return p, true, nil
+	}
+	d.cacheMu.Unlock()
+	p, err := d.deviceProfiles(ctx, true)
+	return p, false, err
 }
 
 func pickProfile(profs []deviceProfile, model string) (deviceProfile, bool) {
@@ -154,13 +185,43 @@ func profileIDs(profs []deviceProfile) []string {
 	return ids
 }
 
-// installedImages lists the installed system images.
+// installedTTL bounds how long the installed-image list serves
+// resolutions before it is re-read. It only limits how late an image
+// installed or removed outside simlock changes a request the old list could
+// serve: a request it cannot serve re-reads at once (ADR 0026).
+const installedTTL = 2 * time.Minute
+
+// installedList is one `sdkmanager --list_installed` read. complete is
+// false when the output lacked its "Installed packages:" section (a
+// warning or a half-written answer), which is answered but never kept.
+type installedList struct {
+	images   []systemImage
+	complete bool
+}
+
+func (d *Driver) newInstalledCache() *listcache.Cache[installedList] {
+	return listcache.New(listcache.Options[installedList]{
+		TTL:   installedTTL,
+		Clock: d.clock,
+		Read: func(ctx context.Context) (installedList, error) {
+			res, err := d.sdkmanager(ctx, "--list_installed")
+			if err != nil {
+				return installedList{}, fmt.Errorf("android driver: list installed SDK packages: %w", err)
+			}
+			return installedList{
+				images:   imagesIn(parseSDKList(res.Stdout).Installed),
+				complete: bytes.Contains(res.Stdout, []byte("Installed packages:")),
+			}, nil
+		},
+		Keep: func(l installedList) bool { return l.complete },
+	})
+}
+
+// installedImages lists the installed system images from a read that
+// started now: the install path's proof, never a cached answer.
 func (d *Driver) installedImages(ctx context.Context) ([]systemImage, error) {
-	res, err := d.sdkmanager(ctx, "--list_installed")
-	if err != nil {
-		return nil, fmt.Errorf("android driver: list installed SDK packages: %w", err)
-	}
-	return imagesIn(parseSDKList(res.Stdout).Installed), nil
+	l, err := d.installed.Fetch(ctx, d.installed.Now())
+	return l.images, err
 }
 
 func imagesIn(pkgs []sdkPackage) []systemImage {
@@ -298,7 +359,11 @@ func (d *Driver) install(ctx context.Context, pkg, requester string, found func(
 	}
 
 	d.log.Info("installing system image", "package", pkg, "requester", requester)
-	if _, err := d.sdkmanager(ctx, "--install", pkg); err != nil {
+	_, err = d.sdkmanager(ctx, "--install", pkg)
+	// Whatever the installer did, even failing half way, the cached list
+	// may no longer describe the SDK.
+	d.installed.Invalidate()
+	if err != nil {
 		return fail(err.Error(), fmt.Errorf("android driver: sdkmanager --install %s: %w", pkg, err))
 	}
 	imgs, err := d.installedImages(ctx)

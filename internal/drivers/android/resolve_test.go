@@ -288,3 +288,156 @@ func TestPickImagePrefersGoogleAPIsAtEqualVersion(t *testing.T) {
 		t.Errorf("arm64: %+v", got)
 	}
 }
+
+// The installed-image cache (ADR 0026): a warm grant's resolution starts no
+// process, a request the cached list cannot serve re-reads once before it
+// is refused, and an install drops the cached list at once.
+func TestResolveSpecCachesInstalledImages(t *testing.T) {
+	ctx := context.Background()
+	api33 := "system-images;android-33;google_apis;x86_64"
+	sdkCalls := func(h *harness) int {
+		n := 0
+		for _, c := range h.run.Calls {
+			if strings.HasPrefix(c, "sdkmanager") {
+				n++
+			}
+		}
+		return n
+	}
+	newH := func(t *testing.T, tweak ...func(*Options)) *harness {
+		h := newHarness(t, tweak...)
+		h.run.Always(fake.Step{Match: "avdmanager list device", Stdout: deviceListFull})
+		return h
+	}
+
+	t.Run("a second resolve starts no process", func(t *testing.T) {
+		h := newH(t)
+		h.run.Expect(fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)})
+		for range 3 {
+			if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(h.run.Calls) != 2 {
+			t.Fatalf("three resolutions ran %q", h.run.Calls)
+		}
+		h.clk.Advance(installedTTL)
+		h.run.Expect(fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)})
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err != nil {
+			t.Fatal(err)
+		}
+		if sdkCalls(h) != 2 {
+			t.Fatalf("after the bound: %q", h.run.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a miss re-reads once, and an image installed meanwhile is found", func(t *testing.T) {
+		h := newH(t)
+		h.run.Expect(
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)},
+			// android-33 was installed outside simlock after the first read.
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: withImage(installedLinux(t), api33)},
+		)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			s, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6", OSVersion: "13"})
+			if err != nil || s.RuntimeID != api33 {
+				t.Fatalf("just-installed image: %+v %v", s, err)
+			}
+		}
+		if sdkCalls(h) != 2 {
+			t.Fatalf("reads %q", h.run.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a miss that stays a miss is refused after one re-read", func(t *testing.T) {
+		h := newH(t)
+		h.run.Expect(
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)},
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)},
+		)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6", OSVersion: "13"})
+		if !errors.Is(err, core.ErrRuntimeMissing) {
+			t.Fatalf("err = %v", err)
+		}
+		if sdkCalls(h) != 2 {
+			t.Fatalf("reads %q", h.run.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a failed or partial read is not kept", func(t *testing.T) {
+		h := newH(t)
+		h.run.Expect(
+			fake.Step{Match: "sdkmanager --list_installed", ExitCode: 1, Stderr: "Error: java.lang.NoClassDefFoundError"},
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: "Warning: Could not create settings\n"},
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)},
+		)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err == nil {
+			t.Fatal("a failed read resolved")
+		}
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); !errors.Is(err, core.ErrRuntimeMissing) {
+			t.Fatalf("partial read: %v", err)
+		}
+		for range 2 {
+			if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if sdkCalls(h) != 3 {
+			t.Fatalf("reads %q", h.run.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("an install invalidates at once", func(t *testing.T) {
+		h := newH(t, func(o *Options) { o.DiskGuard = &fakeGuard{free: 10 << 30} })
+		after := withImage(installedLinux(t), api33)
+		h.run.Expect(
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)},
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)}, // the miss's re-read
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)}, // under the install lock
+			fake.Step{Match: "sdkmanager --install " + api33},
+			fake.Step{Match: "sdkmanager --list_installed", Stdout: after}, // the proof, kept
+		)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err != nil {
+			t.Fatal(err)
+		}
+		req := core.SpecRequest{Model: "pixel_6", OSVersion: "13", AllowDownload: true}
+		if _, err := h.d.ResolveSpec(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		req.AllowDownload = false
+		if s, err := h.d.ResolveSpec(ctx, req); err != nil || s.RuntimeID != api33 {
+			t.Fatalf("after the install: %+v %v", s, err)
+		}
+		if sdkCalls(h) != 5 {
+			t.Fatalf("calls %q", h.run.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("an unknown profile re-reads the profiles once", func(t *testing.T) {
+		h := newHarness(t)
+		withPixel10 := deviceListFull + "---------\nid: 70 or \"pixel_10\"\n    Name: Pixel 10\n    OEM : Google\n"
+		h.run.Expect(
+			fake.Step{Match: "avdmanager list device", Stdout: deviceListFull},
+			fake.Step{Match: "avdmanager list device", Stdout: withPixel10},
+		)
+		h.run.Always(fake.Step{Match: "sdkmanager --list_installed", Stdout: installedLinux(t)})
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_6"}); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "pixel_10"}); err != nil || s.ModelID != "pixel_10" {
+			t.Fatalf("new profile: %+v %v", s, err)
+		}
+		h.assertDone()
+	})
+}

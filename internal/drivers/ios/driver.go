@@ -18,6 +18,7 @@ import (
 
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/devroot"
+	"github.com/simlock/simlock/internal/drivers/listcache"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -113,6 +114,10 @@ type Driver struct {
 	// installMu serialises runtime installs: two requests for the same
 	// missing runtime must not start two multi-GB downloads.
 	installMu sync.Mutex
+
+	// listing is the device types and runtimes ResolveSpec reads
+	// (resolve.go, ADR 0026).
+	listing *listcache.Cache[*List]
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -161,6 +166,7 @@ func New(opts Options) (*Driver, error) {
 	if d.onDiag == nil {
 		d.onDiag = func(core.Diagnostic) {}
 	}
+	d.listing = d.newListingCache()
 	r, err := devroot.Claim(d.fs, d.clock, d.log, d.root, Platform)
 	if err != nil {
 		return nil, err
@@ -205,6 +211,8 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	defer cancel()
 	out, err := d.simctl(cctx, "create", name, spec.ModelID, spec.RuntimeID)
 	if err != nil {
+		// The runtime or device type may have gone since it was listed.
+		d.listing.Invalidate()
 		return core.Provisioned{}, err
 	}
 	udid, err := ParseCreateOutput(string(out))

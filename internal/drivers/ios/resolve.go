@@ -7,8 +7,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/listcache"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -38,21 +40,54 @@ func (r resolution) spec() core.Spec {
 	}
 }
 
+// listingTTL bounds how long a listing serves resolutions before one is
+// re-read. It only limits how late a change made outside simlock is seen by
+// a request the old listing could serve (a newer default runtime): a
+// request the listing cannot serve re-reads at once (ADR 0026).
+const listingTTL = 2 * time.Minute
+
+// newListingCache caches `simctl list -j` for ResolveSpec. A listing without
+// any device type is answered but never kept: CoreSimulator lists its
+// device types even on a fresh Xcode, so an empty list is a read that went
+// wrong.
+func (d *Driver) newListingCache() *listcache.Cache[*List] {
+	return listcache.New(listcache.Options[*List]{
+		TTL:   listingTTL,
+		Clock: d.clock,
+		Read: func(ctx context.Context) (*List, error) {
+			lctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl list")
+			defer cancel()
+			return d.listAll(lctx)
+		},
+		Keep: func(l *List) bool { return len(l.DeviceTypes) > 0 },
+	})
+}
+
 // ResolveSpec picks a device type and an installed runtime for req. It
 // installs a missing runtime only when req.AllowDownload is set, and never
 // for an OS outside the model's range, which no download could fix.
+//
+// It resolves from the cached listing, so a warm grant starts no process;
+// a request the cached listing cannot serve is resolved again against a
+// listing read after the request arrived before it is refused, so a runtime
+// installed a moment ago is never refused.
 func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Spec, error) {
 	if req.Platform != "" && !strings.EqualFold(req.Platform, Platform) {
 		return core.Spec{}, core.NewSpecError(core.ErrUnsupportedPlatform,
 			fmt.Sprintf("ios driver cannot serve platform %q", req.Platform), "platform", req.Platform)
 	}
-	lctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl list")
-	l, err := d.listAll(lctx)
-	cancel()
+	arrived := d.listing.Now()
+	l, cached, err := d.listing.Get(ctx)
 	if err != nil {
 		return core.Spec{}, err
 	}
 	res, err := resolve(l, req.Model, req.OSVersion)
+	if err != nil && cached {
+		if l, err = d.listing.Fetch(ctx, arrived); err != nil {
+			return core.Spec{}, err
+		}
+		res, err = resolve(l, req.Model, req.OSVersion)
+	}
 	if err == nil {
 		return res.spec(), nil
 	}
@@ -70,9 +105,7 @@ func (d *Driver) installRuntime(ctx context.Context, req core.SpecRequest, want 
 	defer d.installMu.Unlock()
 
 	// A concurrent request may have installed it while this one waited.
-	lctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl list")
-	l, err := d.listAll(lctx)
-	cancel()
+	l, err := d.listing.Fetch(ctx, d.listing.Now())
 	if err != nil {
 		return core.Spec{}, err
 	}
@@ -115,6 +148,9 @@ func (d *Driver) installRuntime(ctx context.Context, req core.SpecRequest, want 
 
 	dctx, dcancel := d.withTimeout(ctx, d.timeouts.Download, "xcodebuild -downloadPlatform iOS")
 	res, err := d.runner.Run(dctx, ports.Command{Name: d.xcodebuild, Args: args})
+	// Whatever the installer did, even failing half way, the cached
+	// listing may no longer describe the machine.
+	d.listing.Invalidate()
 	if err != nil {
 		// Classify before cancelling: afterwards every context reads as cancelled.
 		cause := d.commandError(dctx, "xcodebuild -downloadPlatform", res, err)
@@ -126,9 +162,7 @@ func (d *Driver) installRuntime(ctx context.Context, req core.SpecRequest, want 
 
 	// The installer exiting 0 only means it claims success; the listing is
 	// the proof.
-	lctx, cancel = d.withTimeout(ctx, d.timeouts.Command, "simctl list")
-	l, err = d.listAll(lctx)
-	cancel()
+	l, err = d.listing.Fetch(ctx, d.listing.Now())
 	if err != nil {
 		return fail(err)
 	}

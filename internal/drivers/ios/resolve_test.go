@@ -1,11 +1,14 @@
 package ios
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/ports/fake"
 )
 
 func parseFixture(t *testing.T, name string) *List {
@@ -227,4 +230,180 @@ func TestCatalog(t *testing.T) {
 	if slices.Contains(names, "Apple TV") || slices.Contains(names, "Apple Vision Pro") || !slices.Contains(names, "iPod touch (7th generation)") {
 		t.Fatalf("models %v", names)
 	}
+}
+
+// The listing cache (ADR 0026): a warm grant's resolution starts no process,
+// a request the cached listing cannot serve re-reads once before it is
+// refused, and an install or a failed create drops the cached listing.
+func TestResolveSpecCachesTheListing(t *testing.T) {
+	ctx := context.Background()
+	xc16 := string(readFixture(t, xcode16JSON))
+	xc15 := string(readFixture(t, "list-json-xcode15.0.json"))
+	lists := func(h *harness) int {
+		n := 0
+		for _, c := range h.runner.Calls {
+			if c == h.sim("list -j") {
+				n++
+			}
+		}
+		return n
+	}
+
+	t.Run("a second resolve starts no process", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(fake.Step{Match: h.sim("list -j"), Stdout: xc16})
+		for i := range 3 {
+			s, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "iPhone 16"})
+			if err != nil || s.OSVersion != "18.0" {
+				t.Fatalf("resolve %d: %+v %v", i, s, err)
+			}
+		}
+		if len(h.runner.Calls) != 1 {
+			t.Fatalf("three resolutions ran %q", h.runner.Calls)
+		}
+		// Past the bound the listing is read again, once.
+		h.clock.Advance(listingTTL)
+		h.expect(fake.Step{Match: h.sim("list -j"), Stdout: xc16})
+		for range 2 {
+			if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "iPhone 16"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if lists(h) != 2 {
+			t.Fatalf("after the bound: %q", h.runner.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a miss re-reads once, and a runtime installed meanwhile is found", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(
+			fake.Step{Match: h.sim("list -j"), Stdout: xc16},
+			// iOS 17.0 was installed outside simlock after the first read.
+			fake.Step{Match: h.sim("list -j"), Stdout: xc15},
+		)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "iPhone 15", OSVersion: "17.0"})
+		if err != nil || s.RuntimeID != "com.apple.CoreSimulator.SimRuntime.iOS-17-0" {
+			t.Fatalf("just-installed runtime: %+v %v", s, err)
+		}
+		// The newer listing is the one kept.
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "iPhone 15", OSVersion: "17.0"}); err != nil {
+			t.Fatal(err)
+		}
+		if lists(h) != 2 {
+			t.Fatalf("reads %q", h.runner.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a miss that stays a miss is refused after one re-read", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(fake.Step{Match: h.sim("list -j"), Stdout: xc16}, fake.Step{Match: h.sim("list -j"), Stdout: xc16})
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "iPhone 99"})
+		specErr(t, err, core.ErrUnknownModel)
+		if lists(h) != 2 {
+			t.Fatalf("reads %q", h.runner.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a failed read is not kept", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(
+			fake.Step{Match: h.sim("list -j"), ExitCode: 1, Stderr: "An error was encountered processing the command (domain=com.apple.CoreSimulator.SimError, code=405):\n"},
+			fake.Step{Match: h.sim("list -j"), Stdout: `{"devicetypes": [], "runtimes": [], "devices": {}, "pairs": {}}`},
+			fake.Step{Match: h.sim("list -j"), Stdout: xc16},
+		)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err == nil {
+			t.Fatal("a failed listing resolved")
+		}
+		// A listing without device types is a partial read: answered, not kept.
+		_, err := h.d.ResolveSpec(ctx, core.SpecRequest{})
+		specErr(t, err, core.ErrUnknownModel)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if lists(h) != 3 {
+			t.Fatalf("reads %q", h.runner.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("an install invalidates at once", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(
+			fake.Step{Match: h.sim("list -j"), Stdout: xc16},
+			fake.Step{Match: h.sim("list -j"), Stdout: xc16}, // the miss's re-read
+			fake.Step{Match: h.sim("list -j"), Stdout: xc16}, // under the install lock
+			fake.Step{Match: "xcodebuild -downloadPlatform iOS -buildVersion 17.0"},
+			fake.Step{Match: h.sim("list -j"), Stdout: xc15}, // the proof, kept
+		)
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		req := core.SpecRequest{Model: "iPhone 15", OSVersion: "17.0", AllowDownload: true}
+		if _, err := h.d.ResolveSpec(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		req.AllowDownload = false
+		if s, err := h.d.ResolveSpec(ctx, req); err != nil || s.OSVersion != "17.0" {
+			t.Fatalf("after the install: %+v %v", s, err)
+		}
+		if len(h.runner.Calls) != 5 {
+			t.Fatalf("calls %q", h.runner.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a failed create invalidates", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(
+			fake.Step{Match: h.sim("list -j"), Stdout: xc16},
+			fake.Step{Match: h.sim("create simlock-*"), ExitCode: 148,
+				Stderr: string(readFixture(t, "errors/create-unsupported-combination-code403-xcode16.3.txt"))},
+			fake.Step{Match: h.sim("list -j"), Stdout: xc16},
+		)
+		s, err := h.d.ResolveSpec(ctx, core.SpecRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.d.Provision(ctx, s); err == nil {
+			t.Fatal("create succeeded")
+		}
+		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if lists(h) != 2 {
+			t.Fatalf("calls %q", h.runner.Calls)
+		}
+		h.assertDone()
+	})
+
+	t.Run("a burst starts one read", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(fake.Step{Match: h.sim("list -j"), Stdout: xc16})
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{Model: "iPhone 16"}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(h.runner.Calls) != 1 {
+			t.Fatalf("a burst of 16 ran %q", h.runner.Calls)
+		}
+	})
 }
