@@ -31,13 +31,15 @@ import (
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/simsdk"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // binDir holds the binary built for this test run; TestMain removes it.
 var binDir = filepath.Join(os.TempDir(), fmt.Sprintf("simlock-bench-%d", os.Getpid()))
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// Every daemon these benchmarks start uses a host registry of its own.
+	code := testhost.RunIsolated(m)
 	os.RemoveAll(binDir)
 	os.Exit(code)
 }
@@ -116,7 +118,7 @@ func newWorld(b *testing.B, o worldOptions) *world {
 	if err := os.WriteFile(filepath.Join(w.home, "config.json"), []byte(cfg), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	w.env = append(os.Environ(), "PATH="+path, "SIMLOCK_HOME="+w.home,
+	w.env = append(os.Environ(), "PATH="+path, "SIMLOCK_HOME="+w.home, "SIMLOCK_HOST_DIR="+filepath.Join(root, "hostreg"),
 		"SIMLOCK_SIMSDK_HOME="+filepath.Join(root, "sim"), "SIMLOCK_SIMSDK_SPEED=0",
 		"SIMLOCK_ADMIN_TOKEN=", "SIMLOCK_PRINCIPAL=")
 	w.run("simsdk", "install", sdk)
