@@ -1,10 +1,18 @@
 package simsdk
 
 import (
+	"context"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/android"
+	"github.com/simlock/simlock/internal/hostreg"
 )
 
 // freeConsole finds an even port in [from, to] whose pair is bindable now,
@@ -127,5 +135,159 @@ func TestADBServerDiscoveryAndSeparateServers(t *testing.T) {
 	a.env["ADB_LOCAL_TRANSPORT_MAX_PORT"] = "5553"
 	if out := devicesOf(t, a, "5337"); strings.Contains(out, userSerial) {
 		t.Errorf("server with ADB_LOCAL_TRANSPORT_MAX_PORT=5553 scanned %s:\n%s", userSerial, out)
+	}
+}
+
+// testProber answers liveness from a table: a pid not in it is dead.
+type testProber struct {
+	mu    sync.Mutex
+	alive map[int]bool
+}
+
+func (p *testProber) ProcessStart(_ context.Context, pid int) (string, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.alive == nil || p.alive[pid] {
+		return "s" + strconv.Itoa(pid), true, nil
+	}
+	return "", false, nil
+}
+
+func (p *testProber) HomeExists(context.Context, string) (bool, error) { return true, nil }
+
+func openTestHost(t *testing.T, p hostreg.Prober) *hostreg.DB {
+	t.Helper()
+	if p == nil {
+		p = &testProber{}
+	}
+	db, err := hostreg.OpenWithProber(context.Background(), t.TempDir(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func testHostPorts(t *testing.T, db *hostreg.DB, home string, pid int) *android.HostPorts {
+	return &android.HostPorts{DB: db, Owner: hostreg.Owner{Home: home, PID: pid, Start: "s" + strconv.Itoa(pid)}}
+}
+
+// driverFor builds the real Android driver for one home against the
+// simulated SDK, with its ports from hp.
+func driverFor(t *testing.T, a *androidHarness, root string, hp *android.HostPorts) *android.Driver {
+	t.Helper()
+	var env []string
+	for _, kv := range a.childEnv() {
+		if !strings.HasPrefix(kv, "ANDROID_") {
+			env = append(env, kv)
+		}
+	}
+	link := func(tool string) string { return filepath.Join(toolLinks, tool) }
+	d, err := android.New(android.Options{
+		Root: root, Ports: hp, Runner: envRunner{env: env},
+		Tools:        android.Tools{ADB: link("adb"), Emulator: link("emulator"), AVDManager: link("avdmanager"), SDKManager: link("sdkmanager")},
+		PollInterval: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second, BootTimeout: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return d
+}
+
+func bootOne(t *testing.T, d *android.Driver) (core.DeviceRef, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: android.Platform, Model: "pixel_7", OSVersion: "15"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := core.DeviceRef{ID: "dev-" + p.Handle, Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
+	if err := d.MakeReady(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	return dev, p.Attrs[core.AttrSerial], p.Attrs[core.AttrEnvPrefix+"ANDROID_ADB_SERVER_PORT"]
+}
+
+// Two homes' drivers on one host registry and one simulated host: distinct
+// console ports and adb servers, each server holding only its own
+// emulator; the host count of external emulators sees neither, and a
+// restarted daemon takes its AVD's port back.
+func TestTwoDriversShareAHostWithoutSharingPorts(t *testing.T) {
+	t.Parallel()
+	a := newAndroid(t, EnvSpeed, "0.05")
+	prober := &testProber{alive: map[int]bool{1: true, 2: true}}
+	db := openTestHost(t, prober)
+	base := freeConsole(t, 47500, 47900)
+	hpA, hpB := testHostPorts(t, db, "/homes/a", 1), testHostPorts(t, db, "/homes/b", 2)
+	hpA.ConsoleBase, hpB.ConsoleBase = base, base
+	rootA, rootB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	dA := driverFor(t, a, rootA, hpA)
+	dB := driverFor(t, a, rootB, hpB)
+	devA, serialA, portA := bootOne(t, dA)
+	_, serialB, portB := bootOne(t, dB)
+	if serialA == serialB || portA == portB || portA == "5037" || portB == "5037" {
+		t.Fatalf("home a %s on %s, home b %s on %s", serialA, portA, serialB, portB)
+	}
+	for _, c := range []struct{ port, own, other string }{{portA, serialA, serialB}, {portB, serialB, serialA}} {
+		out := devicesOf(t, a, c.port)
+		if !strings.Contains(out, c.own+"\tdevice") || strings.Contains(out, c.other) {
+			t.Errorf("server %s (own %s):\n%s", c.port, c.own, out)
+		}
+	}
+	ctx := context.Background()
+	// A user's emulator, on the first free console port from 5554 as the
+	// emulator picks it, counts as external; simlock's own never do (they
+	// are outside the range). Other test packages may run some too, so
+	// only the lower bound is certain.
+	a.createAVD("users", hostImage(36, "google_apis"), "pixel_6")
+	userEnv := a.env[envADBServerPort]
+	a.env[envADBServerPort] = "5037"
+	user := a.startEmulator(append([]string{"-avd", "users"}, driverFlags...)...)
+	a.env[envADBServerPort] = userEnv
+	a.waitFor("the user's emulator to bind its port", func() bool {
+		n, err := dA.ExternalRunning(ctx)
+		return err == nil && n >= 1
+	})
+	user.signal(15)
+	user.wait(waitLimit)
+
+	// Home a's daemon dies (its emulator with it) and a new one starts:
+	// the AVD keeps its console port and the home its adb server.
+	if err := dA.Shutdown(ctx, devA); err != nil {
+		t.Fatal(err)
+	}
+	prober.mu.Lock()
+	delete(prober.alive, 1)
+	prober.alive[3] = true
+	prober.mu.Unlock()
+	hpA2 := testHostPorts(t, db, "/homes/a", 3)
+	hpA2.ConsoleBase = base
+	if got, err := hpA2.ADBServerPort(ctx); err != nil || strconv.Itoa(got) != portA {
+		t.Fatalf("restarted home's adb server port %d (%v), want %s", got, err, portA)
+	}
+	dA2 := driverFor(t, a, rootA, hpA2)
+	if err := dA2.MakeReady(ctx, devA); err != nil {
+		t.Fatal(err)
+	}
+	if out := devicesOf(t, a, portA); !strings.Contains(out, serialA+"\tdevice") {
+		t.Errorf("after restart, server %s:\n%s", portA, out)
+	}
+	// Destroy gives the console port back.
+	if err := dA2.Destroy(ctx, devA); err != nil {
+		t.Fatal(err)
+	}
+	leases, err := db.Ports(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		if l.Lease.Purpose == hostreg.PortConsole && l.Lease.Owner.Home == "/homes/a" {
+			t.Errorf("home a's console lease survived Destroy: %+v", l)
+		}
 	}
 }
