@@ -53,7 +53,7 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 // from the host registry as this daemon (ADR 0025), so two homes on one
 // host never share one. openHost has run by the time drivers are built.
 func (d *Daemon) androidPorts() android.PortAllocator {
-	return &android.HostPorts{DB: d.host, Owner: d.self, Now: d.clock.Now}
+	return &android.HostPorts{DB: d.host, Owner: d.self, Clock: d.clock}
 }
 
 // toolsPresent reports whether the platform's tools are on PATH. A driver

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // PortAllocator hands out the TCP ports an Android driver needs, shared
@@ -89,8 +90,9 @@ func loopbackFree(port, n int) bool {
 type HostPorts struct {
 	DB    *hostreg.DB
 	Owner hostreg.Owner
-	// Now stamps the leases (the registry reads no clock).
-	Now func() time.Time
+	// Clock stamps the leases (the registry reads no clock); default the
+	// system clock.
+	Clock ports.Clock
 	// ConsoleBase is the first console port tried (default 5700).
 	ConsoleBase int
 	// Free is the bind proof; default loopbackFree.
@@ -108,10 +110,10 @@ func (h *HostPorts) free(n int) func(int) bool {
 }
 
 func (h *HostPorts) now() time.Time {
-	if h.Now == nil {
-		return time.Now().UTC()
+	if h.Clock == nil {
+		return ports.SystemClock{}.Now().UTC()
 	}
-	return h.Now().UTC()
+	return h.Clock.Now().UTC()
 }
 
 // ADBServerPort implements PortAllocator.

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/ports/fake"
 )
 
 // liveProber says every owner is alive with its home.
@@ -23,7 +23,7 @@ func (liveProber) HomeExists(context.Context, string) (bool, error) { return tru
 func hostPorts(t *testing.T, db *hostreg.DB, home string, pid int, free func(int, int) bool) *HostPorts {
 	t.Helper()
 	return &HostPorts{DB: db, Owner: hostreg.Owner{Home: home, PID: pid, Start: "s" + strconv.Itoa(pid)},
-		Now: func() time.Time { return testStart }, Free: free}
+		Clock: fake.NewClock(testStart), Free: free}
 }
 
 func TestTwoHomesGetDistinctADBServerAndConsolePorts(t *testing.T) {
