@@ -261,6 +261,15 @@ func TestTwoDriversShareAHostWithoutSharingPorts(t *testing.T) {
 	if err := dA.Shutdown(ctx, devA); err != nil {
 		t.Fatal(err)
 	}
+	// While its daemon lives, the stopped AVD's ports stay bound, so
+	// programs that do not read the registry see them taken too.
+	if ls, ok := bindPair(base); ok {
+		closeAll(ls)
+		t.Error("a stopped AVD's console pair is not held")
+	}
+	if err := dA.Close(ctx); err != nil { // the daemon's end lets go of them
+		t.Fatal(err)
+	}
 	prober.mu.Lock()
 	delete(prober.alive, 1)
 	prober.alive[3] = true

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -148,8 +149,9 @@ type Driver struct {
 	running sync.WaitGroup
 
 	mu     sync.Mutex
-	procs  map[string]*emulatorProc // by AVD name
-	held   map[string]int           // console port leases taken, by AVD name
+	procs  map[string]*emulatorProc  // by AVD name
+	held   map[string]int            // console port leases taken, by AVD name
+	holds  map[string][]net.Listener // console pairs bound while their emulator is down
 	closed bool
 
 	allocMu   sync.Mutex // serializes name and console port allocation
@@ -192,6 +194,7 @@ func New(opts Options) (*Driver, error) {
 		newID:     opts.NewID,
 		procs:     map[string]*emulatorProc{},
 		held:      map[string]int{},
+		holds:     map[string][]net.Listener{},
 	}
 	if d.runner == nil {
 		d.runner = ports.ExecRunner{}
@@ -314,6 +317,10 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.closed = true
 	for _, p := range d.procs {
 		p.markStopping()
+	}
+	for name, ls := range d.holds {
+		closeListeners(ls)
+		delete(d.holds, name)
 	}
 	d.mu.Unlock()
 	d.cancel()

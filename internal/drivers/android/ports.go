@@ -206,6 +206,7 @@ func (d *Driver) consolePort(ctx context.Context, name string, recorded int) (in
 	d.mu.Lock()
 	d.held[name] = port
 	d.mu.Unlock()
+	d.hold(name, port)
 	return port, nil
 }
 
@@ -214,6 +215,7 @@ func (d *Driver) releaseConsole(ctx context.Context, name string, port int) {
 	if d.ports == nil || port == 0 {
 		return
 	}
+	d.unhold(name)
 	if err := d.ports.ReleaseConsole(ctx, name, port); err != nil {
 		d.log.Warn("release console port", "avd", name, "port", port, "err", err)
 		return
@@ -223,14 +225,96 @@ func (d *Driver) releaseConsole(ctx context.Context, name string, port int) {
 	d.mu.Unlock()
 }
 
-// proveConsoleFree binds port and the adb port after it just before an
-// emulator is launched on them, so a program that took one since the
-// lease fails the boot with a clear reason instead of the emulator's.
+// hold keeps name's console pair bound while its emulator is not running,
+// so that the lease is visible to every program on the host, not only to
+// simlock homes reading the registry: a bind proof elsewhere fails on it.
+// A pair that cannot be bound (its emulator runs, or another program has
+// it) is not held; the boot's proof finds out which.
+func (d *Driver) hold(name string, port int) {
+	if d.ports == nil || port == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.holds[name] != nil {
+		return
+	}
+	if p := d.procs[name]; p != nil && p.alive() {
+		return
+	}
+	if ls, ok := listenPair(port); ok {
+		d.holds[name] = ls
+	}
+}
+
+// holdExited is hold for the supervisor of name's emulator, whose process
+// has exited but which has not yet said so.
+func (d *Driver) holdExited(name string, port int) {
+	if d.ports == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.holds[name] != nil {
+		return
+	}
+	if ls, ok := listenPair(port); ok {
+		d.holds[name] = ls
+	}
+}
+
+// unhold closes name's held pair.
+func (d *Driver) unhold(name string) {
+	d.mu.Lock()
+	ls := d.holds[name]
+	delete(d.holds, name)
+	d.mu.Unlock()
+	closeListeners(ls)
+}
+
+// proveConsoleFree lets go of the held pair and binds it once more just
+// before an emulator is launched on it, so a program that took one since
+// the lease fails the boot with a clear reason instead of the emulator's.
 func (d *Driver) proveConsoleFree(name string, port int) error {
-	if d.ports == nil || loopbackFree(port, 2) {
+	if d.ports == nil {
+		return nil
+	}
+	d.unhold(name)
+	if loopbackFree(port, 2) {
 		return nil
 	}
 	return fmt.Errorf("android driver: cannot boot %s: console port %d or adb port %d is in use by another program", name, port, port+1)
+}
+
+// listenPair binds port and port+1 on the loopback interface. Connections
+// are accepted and closed at once, so nothing that probes a held port
+// hangs.
+func listenPair(port int) ([]net.Listener, bool) {
+	var ls []net.Listener
+	for p := port; p < port+2; p++ {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			closeListeners(ls)
+			return nil, false
+		}
+		ls = append(ls, l)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_ = c.Close()
+			}
+		}()
+	}
+	return ls, true
+}
+
+func closeListeners(ls []net.Listener) {
+	for _, l := range ls {
+		_ = l.Close()
+	}
 }
 
 // startServer makes sure the private adb server runs before an emulator
