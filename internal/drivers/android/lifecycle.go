@@ -590,7 +590,13 @@ func (d *Driver) Shutdown(ctx context.Context, dev core.DeviceRef) error {
 	if err != nil {
 		return err
 	}
-	return d.shutdown(ctx, name, serialFor(port))
+	if err := d.shutdown(ctx, name, serialFor(port)); err != nil {
+		return err
+	}
+	// An emulator an earlier daemon left running gave its ports up only
+	// now; a supervised one's are held again already.
+	d.hold(name, port)
+	return nil
 }
 
 func (d *Driver) shutdown(ctx context.Context, name, serial string) error {
