@@ -280,6 +280,14 @@ func TestTwoDriversShareAHostWithoutSharingPorts(t *testing.T) {
 		t.Fatalf("restarted home's adb server port %d (%v), want %s", got, err, portA)
 	}
 	dA2 := driverFor(t, a, rootA, hpA2)
+	// Its first look at the root takes the AVD's port back and holds it.
+	if _, err := dA2.ListManaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ls, ok := bindPair(base); ok {
+		closeAll(ls)
+		t.Error("the restarted driver does not hold its AVD's console pair")
+	}
 	if err := dA2.MakeReady(ctx, devA); err != nil {
 		t.Fatal(err)
 	}
