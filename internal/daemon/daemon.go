@@ -226,7 +226,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	drivers := o.Drivers
 	if drivers == nil {
-		if drivers, err = buildDrivers(o, d.diagnostic); err != nil {
+		if drivers, err = buildDrivers(o, d.diagnostic, d.androidPorts()); err != nil {
 			return fail(err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // buildDrivers constructs the enabled drivers. A platform whose tools are
 // missing is skipped with a warning rather than failing the daemon: a Mac
 // without the Android SDK still serves iOS.
-func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic)) ([]core.Driver, error) {
+func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), androidPorts android.PortAllocator) ([]core.Driver, error) {
 	guard := &diskGuard{stats: o.Stats}
 	var out []core.Driver
 	if o.Config.Drivers.IOS.On() && toolsPresent(o, "ios", "xcrun") {
@@ -39,13 +39,21 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic)) (
 			return nil, err
 		}
 		drv, err := android.New(android.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
-			Logger: ports.Module(o.Logger, "driver.android"), OnDiagnostic: diag("android"), DiskGuard: guard})
+			Logger: ports.Module(o.Logger, "driver.android"), OnDiagnostic: diag("android"), DiskGuard: guard,
+			Ports: androidPorts})
 		if err != nil {
 			return nil, fmt.Errorf("android driver: %w", err)
 		}
 		out = append(out, drv)
 	}
 	return out, nil
+}
+
+// androidPorts leases the Android driver's adb server and console ports
+// from the host registry as this daemon (ADR 0025), so two homes on one
+// host never share one. openHost has run by the time drivers are built.
+func (d *Daemon) androidPorts() android.PortAllocator {
+	return &android.HostPorts{DB: d.host, Owner: d.self, Clock: d.clock}
 }
 
 // toolsPresent reports whether the platform's tools are on PATH. A driver

@@ -39,6 +39,21 @@ CREATE TABLE generation (
 ) STRICT;
 INSERT INTO generation (id, value) VALUES (1, 0);
 `,
+	// 2: port leases (ports.go). One row per leased port; a console lease
+	// covers its port and the adb port after it. Like claims, no CHECKs:
+	// the decoder judges a row, and one it cannot read holds its port.
+	`
+CREATE TABLE ports (
+	port           INTEGER PRIMARY KEY NOT NULL,
+	record_version INTEGER NOT NULL,
+	purpose        TEXT NOT NULL,              -- adb-server | console
+	owner_home     TEXT NOT NULL,
+	owner_pid      INTEGER NOT NULL,
+	owner_start    TEXT NOT NULL,
+	serves         TEXT NOT NULL,              -- console: the AVD; adb-server: the home
+	allocated_at   INTEGER NOT NULL            -- unix ms UTC
+) STRICT;
+`,
 }
 
 // SchemaTooNewError refuses a registry written by a newer simlock: writing

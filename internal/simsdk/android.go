@@ -61,9 +61,11 @@ const (
 const (
 	defaultADBServerPort = 5037
 	// An adb server finds emulators two ways: an emulator announces itself
-	// to the server on ANDROID_ADB_SERVER_PORT when it starts, and every
-	// server probes the adb ports 5555–5585, i.e. consoles 5554–5584. So an
-	// emulator in that range is visible to every adb server on the host.
+	// to the server on ANDROID_ADB_SERVER_PORT when it starts (if that
+	// server runs), and a server probes the adb ports 5555–5585, i.e.
+	// consoles 5554–5584, unless it was started with ADB_EMU=0 (see
+	// android_adb.go). So an emulator in that range is visible to every
+	// adb server on the host that scans.
 	adbScanConsoleLow  = 5554
 	adbScanConsoleHigh = 5584
 	// The emulator's default console port and how many it tries.
@@ -171,8 +173,9 @@ func (s *sdk) adbServerPort(flag string) (int, error) {
 	return p, nil
 }
 
-// inADBScanRange reports whether every adb server finds the emulator on
-// consolePort by probing, whatever server it announced itself to.
+// inADBScanRange reports whether a scanning adb server (default ceiling)
+// finds the emulator on consolePort, whatever server it announced itself
+// to.
 func inADBScanRange(consolePort int) bool {
 	return consolePort >= adbScanConsoleLow && consolePort <= adbScanConsoleHigh && consolePort%2 == 0
 }

@@ -2,6 +2,7 @@ package simsdk
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,17 +26,138 @@ import (
 // are modelled.
 //
 // The simulated adb server is per port (-P, else ANDROID_ADB_SERVER_PORT,
-// else 5037). A server sees the emulators that announced themselves to it
-// (the server port they were started with) plus, like a real server's port
-// probing, every emulator whose console port is in 5554–5584.
+// else 5037); two servers hold separate device lists. A server holds the
+// emulators that announced themselves to it while it ran (an emulator
+// announces itself once, when it starts, to the server named by its
+// ANDROID_ADB_SERVER_PORT), and whatever its discovery finds. Discovery
+// follows the environment of the adb client that started the server, as
+// in AOSP adb: the emulator scan covers adb ports 5555 up to
+// ADB_LOCAL_TRANSPORT_MAX_PORT (default 5585) unless ADB_EMU=0; USB
+// devices are attached unless ADB_USB=0; mDNS devices unless ADB_MDNS=0 or
+// ADB_MDNS_AUTO_CONNECT leaves out adb-tls-connect. The simulated host's
+// USB and mDNS devices are listed in <home>/android/host-devices.json
+// (SetAndroidHostDevices).
 
 // adbServerState is what one simulated adb server remembers.
 type adbServerState struct {
 	Running bool `json:"running"`
-	// Transports numbers the emulators the server has seen, as adb's
+	// Transports numbers the devices the server has seen, as adb's
 	// transport_id does; keyed by serial and start time.
 	NextTransport int            `json:"nextTransport,omitempty"`
 	Transports    map[string]int `json:"transports,omitempty"`
+	// Announced are the emulators that announced themselves to this
+	// server while it ran, by transport key.
+	Announced map[string]bool `json:"announced,omitempty"`
+	// Discovery, fixed when the server started.
+	NoEmuScan bool `json:"noEmuScan,omitempty"`
+	ScanMax   int  `json:"scanMax,omitempty"` // highest adb port scanned
+	NoUSB     bool `json:"noUSB,omitempty"`
+	NoMDNS    bool `json:"noMDNS,omitempty"`
+}
+
+const defaultScanMaxADBPort = 5585
+
+// discovery sets the server's scanners from the starting client's
+// environment.
+func (s *sdk) discovery(srv *adbServerState) {
+	srv.NoEmuScan = s.env("ADB_EMU") == "0"
+	srv.ScanMax = defaultScanMaxADBPort
+	if v := s.env("ADB_LOCAL_TRANSPORT_MAX_PORT"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535 {
+			srv.ScanMax = n
+		}
+	}
+	srv.NoUSB = s.env("ADB_USB") == "0"
+	srv.NoMDNS = s.env("ADB_MDNS") == "0"
+	if v, set := s.lookupEnv("ADB_MDNS_AUTO_CONNECT"); set && !slices.Contains(strings.Split(v, ","), "adb-tls-connect") && v != "all" {
+		srv.NoMDNS = true
+	}
+}
+
+// lookupEnv tells an empty variable from an unset one, which the tools'
+// env function cannot: an empty value counts as set when the process
+// environment has the variable.
+func (s *sdk) lookupEnv(k string) (string, bool) {
+	if v := s.env(k); v != "" {
+		return v, true
+	}
+	if v, ok := os.LookupEnv(k); ok {
+		return v, true
+	}
+	return "", false
+}
+
+// hostDevices are the simulated host's physical devices: phones on USB and
+// devices advertising adb over mDNS.
+type hostDevices struct {
+	USB  []string `json:"usb,omitempty"`  // serials
+	MDNS []string `json:"mdns,omitempty"` // service instance names, e.g. adb-SERIAL-abc123._adb-tls-connect._tcp
+}
+
+func hostDevicesPath(home string) string {
+	return filepath.Join(home, "android", "host-devices.json")
+}
+
+// SetAndroidHostDevices configures the simulated host's USB phones and mDNS
+// devices: every adb server whose discovery is on lists them.
+func SetAndroidHostDevices(home string, usb, mdns []string) error {
+	b, err := json.Marshal(hostDevices{USB: usb, MDNS: mdns})
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(hostDevicesPath(home), b)
+}
+
+// hostDevice is a listed physical device.
+type hostDevice struct {
+	serial    string
+	transport string // usb | mdns
+}
+
+// visibleHostDevices are the physical devices srv's discovery attaches.
+func (s *sdk) visibleHostDevices(srv *adbServerState) []hostDevice {
+	var hd hostDevices
+	if err := readJSON(hostDevicesPath(s.home), &hd); err != nil || srv == nil {
+		return nil
+	}
+	var out []hostDevice
+	if !srv.NoUSB {
+		for _, d := range hd.USB {
+			out = append(out, hostDevice{serial: d, transport: "usb"})
+		}
+	}
+	if !srv.NoMDNS {
+		for _, d := range hd.MDNS {
+			out = append(out, hostDevice{serial: d, transport: "mdns"})
+		}
+	}
+	return out
+}
+
+func (s *sdk) serverState(port int) *adbServerState {
+	st, err := loadHomeState(s.home)
+	if err != nil {
+		return nil
+	}
+	return st.ADBServers[serverKey(port)]
+}
+
+// announce is an emulator telling the server on port that it started; a
+// server that is not running never hears of it.
+func (s *sdk) announce(port int, r *emuRun) (bool, error) {
+	heard := false
+	err := updateHomeState(s.home, func(st *homeState) (bool, error) {
+		srv := st.ADBServers[serverKey(port)]
+		if srv == nil || !srv.Running {
+			return false, nil
+		}
+		if srv.Announced == nil {
+			srv.Announced = map[string]bool{}
+		}
+		srv.Announced[transportKey(r)], heard = true, true
+		return true, nil
+	})
+	return heard, err
 }
 
 type adbOpts struct {
@@ -239,6 +361,7 @@ func (s *sdk) ensureADBServer(port int) error {
 			st.ADBServers[serverKey(port)] = srv
 		}
 		srv.Running, started = true, true
+		s.discovery(srv)
 		return true, nil
 	})
 	if err == nil && started {
@@ -257,6 +380,7 @@ func (s *sdk) adbKillServer(port int) error {
 		}
 		srv.Running = false
 		srv.Transports = nil
+		srv.Announced = nil // a new server hears only emulators started after it
 		return true, nil
 	})
 }
@@ -267,9 +391,14 @@ func (s *sdk) visibleEmulators(port int) ([]*emuRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	srv := s.serverState(port)
+	if srv == nil || !srv.Running {
+		return nil, nil
+	}
 	var out []*emuRun
 	for _, r := range all {
-		if r.ADBServerPort == port || inADBScanRange(r.ConsolePort) {
+		scanned := !srv.NoEmuScan && inADBScanRange(r.ConsolePort) && r.ConsolePort+1 <= srv.ScanMax
+		if srv.Announced[transportKey(r)] || scanned {
 			out = append(out, r)
 		}
 	}
@@ -282,7 +411,14 @@ func transportKey(r *emuRun) string {
 
 // transportIDs numbers the listed emulators, oldest first, remembering the
 // numbers so a device keeps its id for as long as it stays connected.
-func (s *sdk) transportIDs(port int, runs []*emuRun) (map[string]int, error) {
+func (s *sdk) transportIDs(port int, runs []*emuRun, phys []hostDevice) (map[string]int, error) {
+	keys := make([]string, 0, len(runs)+len(phys))
+	for i := len(runs) - 1; i >= 0; i-- {
+		keys = append(keys, transportKey(runs[i]))
+	}
+	for _, d := range phys {
+		keys = append(keys, "host:"+d.serial)
+	}
 	ids := map[string]int{}
 	err := updateHomeState(s.home, func(st *homeState) (bool, error) {
 		srv := st.ADBServers[serverKey(port)]
@@ -291,8 +427,7 @@ func (s *sdk) transportIDs(port int, runs []*emuRun) (map[string]int, error) {
 		}
 		live := map[string]bool{}
 		changed := false
-		for i := len(runs) - 1; i >= 0; i-- {
-			k := transportKey(runs[i])
+		for _, k := range keys {
 			live[k] = true
 			if _, ok := srv.Transports[k]; !ok {
 				if srv.Transports == nil {
@@ -329,9 +464,10 @@ func (s *sdk) adbDevices(o adbOpts, args []string) error {
 	if err != nil {
 		return err
 	}
+	phys := s.visibleHostDevices(s.serverState(o.port))
 	var ids map[string]int
 	if long {
-		if ids, err = s.transportIDs(o.port, runs); err != nil {
+		if ids, err = s.transportIDs(o.port, runs, phys); err != nil {
 			return err
 		}
 	}
@@ -350,6 +486,17 @@ func (s *sdk) adbDevices(o adbOpts, args []string) error {
 			fmt.Fprintf(&b, " product:%s model:%s device:%s", product, product, device)
 		}
 		fmt.Fprintf(&b, " transport_id:%d\n", ids[transportKey(r)])
+	}
+	for _, d := range phys {
+		if !long {
+			b.WriteString(d.serial + "\tdevice\n")
+			continue
+		}
+		where := "usb:1-1 "
+		if d.transport == "mdns" {
+			where = ""
+		}
+		fmt.Fprintf(&b, "%-22s device %sproduct:husky model:Pixel_8_Pro device:husky transport_id:%d\n", d.serial, where, ids["host:"+d.serial])
 	}
 	b.WriteString("\n")
 	_, err = io.WriteString(s.stdout, b.String())
@@ -371,7 +518,18 @@ func (s *sdk) pickDevice(o adbOpts) (*emuRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	phys := s.visibleHostDevices(s.serverState(o.port))
+	// A physical device is listed, never driven: the simulation has no
+	// device behind it.
+	physical := func(serial string) error {
+		return adbError(fmt.Sprintf("adb: %s is a simulated physical device; the simlock simulated SDK only lists it\n", serial))
+	}
 	if o.onlyUSB {
+		for _, d := range phys {
+			if d.transport == "usb" {
+				return nil, physical(d.serial)
+			}
+		}
 		return nil, adbError(adbNoDevices)
 	}
 	switch {
@@ -381,9 +539,14 @@ func (s *sdk) pickDevice(o adbOpts) (*emuRun, error) {
 				return r, nil
 			}
 		}
+		for _, d := range phys {
+			if d.serial == o.serial {
+				return nil, physical(d.serial)
+			}
+		}
 		return nil, adbError(fmt.Sprintf("adb: device '%s' not found\n", o.serial))
 	case o.transportID != "":
-		ids, err := s.transportIDs(o.port, runs)
+		ids, err := s.transportIDs(o.port, runs, phys)
 		if err != nil {
 			return nil, err
 		}
@@ -394,13 +557,15 @@ func (s *sdk) pickDevice(o adbOpts) (*emuRun, error) {
 		}
 		return nil, adbError(fmt.Sprintf("adb: no device with transport id '%s'\n", o.transportID))
 	}
-	switch len(runs) {
-	case 0:
+	switch {
+	case len(runs)+len(phys) == 0:
 		return nil, adbError(adbNoDevices)
-	case 1:
-		return runs[0], nil
+	case len(runs)+len(phys) > 1:
+		return nil, adbError(adbMoreThanOne)
+	case len(phys) == 1:
+		return nil, physical(phys[0].serial)
 	}
-	return nil, adbError(adbMoreThanOne)
+	return runs[0], nil
 }
 
 // adbOnDevice runs fn against the target device; online requires adbd to

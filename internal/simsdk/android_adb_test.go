@@ -92,6 +92,12 @@ func fakeRun(t *testing.T, a *androidHarness, avdName string) *emuRun {
 	if err := writeRun(dir, r); err != nil {
 		t.Fatal(err)
 	}
+	// As a launched emulator does, it announces itself to the running
+	// server.
+	a.ok("adb", "start-server")
+	if heard, err := s.announce(5137, r); err != nil || !heard {
+		t.Fatal("announce", heard, err)
+	}
 	return r
 }
 

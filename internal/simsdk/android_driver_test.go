@@ -41,6 +41,10 @@ func TestAndroidDriverAgainstTheSimulatedSDK(t *testing.T) {
 		}
 	}
 	link := func(tool string) string { return filepath.Join(toolLinks, tool) }
+	// Ports come from a host registry of the test's own, from a console
+	// port nothing else on the machine holds now.
+	hp := testHostPorts(t, openTestHost(t, nil), "/homes/one", 1)
+	hp.ConsoleBase = freeConsole(t, 47000, 47400)
 	var logs syncBuffer
 	var diagMu sync.Mutex
 	var diags []string
@@ -52,6 +56,7 @@ func TestAndroidDriverAgainstTheSimulatedSDK(t *testing.T) {
 			diagMu.Unlock()
 		},
 		Root:          root,
+		Ports:         hp,
 		Runner:        envRunner{env: env},
 		Tools:         android.Tools{ADB: link("adb"), Emulator: link("emulator"), AVDManager: link("avdmanager"), SDKManager: link("sdkmanager")},
 		PollInterval:  20 * time.Millisecond,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -275,23 +276,35 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 			ports = append(ports, emulatorBasePort+2*i)
 		}
 	}
+	// Like the real emulator, a port pair is usable only when both the
+	// console port and the adb port after it can be bound on the loopback
+	// interface, whoever holds them; with -port there is one try, and the
+	// failure reads the same (the emulator's own message).
 	var portLock *heldLock
+	var listeners []net.Listener
 	port := 0
 	for _, p := range ports {
+		ls, ok := bindPair(p)
+		if !ok {
+			continue
+		}
 		l, ok, err := tryLock(procLockPath(s.runDir(p)))
 		if err != nil {
+			closeAll(ls)
 			return s.androidReport("emulator", err)
 		}
 		if ok {
-			portLock, port = l, p
+			portLock, port, listeners = l, p, ls
 			break
 		}
+		closeAll(ls)
 	}
 	if portLock == nil {
 		s.emuLog("ERROR", "It seems too many emulator instances are running on this machine. Aborting.")
 		return 1
 	}
 	defer portLock.release()
+	defer closeAll(listeners)
 	dir := s.runDir(port)
 
 	readOnly := o.flags["read-only"]
@@ -329,8 +342,17 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	if err := writeJSONAtomic(procEntryPath(s.home, "android", run.serial()), entry); err != nil {
 		return s.androidReport("emulator", err)
 	}
-	s.emuLog("INFO", "Simulated device %s (AVD %s, %s) registered with the adb server on port %d",
-		run.serial(), a.Name, img.Path, adbPort)
+	if heard, err := s.announce(adbPort, run); err != nil {
+		return s.androidReport("emulator", err)
+	} else if heard {
+		s.emuLog("INFO", "Simulated device %s (AVD %s, %s) registered with the adb server on port %d",
+			run.serial(), a.Name, img.Path, adbPort)
+	} else {
+		// The real emulator gives up quietly when no server answers; the
+		// line says so for whoever reads a simulated run.
+		s.emuLog("INFO", "Simulated device %s (AVD %s, %s): no adb server on port %d to register with",
+			run.serial(), a.Name, img.Path, adbPort)
+	}
 
 	exit := s.emulatorLoop(ctx, plan, dir, sigs)
 
@@ -536,4 +558,35 @@ func (s *sdk) emulatorLoop(ctx context.Context, plan bootPlan, dir string, sigs 
 	o := deviceOpts{platform: "android", id: run.serial(), name: run.AVD, dir: dir, boot: -1, crash: plan.crashAfter}
 	logf := func(format string, a ...any) { s.emuLog("INFO", format, a...) }
 	return deviceLoop(ctx, o, deviceHooks{logf: logf, poll: poll, sigs: sigs})
+}
+
+// bindPair listens on the console port and the adb port after it, on the
+// loopback interface, as a running emulator does. Connections are accepted
+// and closed: the simulated console and adbd are reached through files.
+func bindPair(console int) ([]net.Listener, bool) {
+	var ls []net.Listener
+	for _, p := range []int{console, console + 1} {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			closeAll(ls)
+			return nil, false
+		}
+		ls = append(ls, l)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_ = c.Close()
+			}
+		}()
+	}
+	return ls, true
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		_ = l.Close()
+	}
 }

@@ -73,8 +73,8 @@ func TestEmulatorEndToEnd(t *testing.T) {
 	a := newAndroid(t, EnvSpeed, "0.05") // adbd at 0.5 s, booted at 1.5 s, restore 185 ms
 	a.createAVD("Pixel_9", hostImage(36, "google_apis"), "pixel_9")
 	a.ok("adb", "start-server")
-	const serial = "emulator-5700"
-	emu := a.startEmulator(emulatorArgs("Pixel_9", "5700", "-no-snapshot-load")...)
+	const serial = "emulator-45700"
+	emu := a.startEmulator(emulatorArgs("Pixel_9", "45700", "-no-snapshot-load")...)
 
 	a.waitFor("the emulator to register", func() bool { return a.deviceState(serial) != "" })
 	if st := a.deviceState(serial); st != "offline" {
@@ -160,16 +160,16 @@ func TestEmulatorKilledHardIsGoneFromADB(t *testing.T) {
 	t.Parallel()
 	a := newAndroid(t)
 	a.createAVD("hard", hostImage(35, "google_apis"), "pixel_7")
-	const serial = "emulator-5702"
-	emu := a.startEmulator(emulatorArgs("hard", "5702")...)
+	const serial = "emulator-45702"
+	emu := a.startEmulator(emulatorArgs("hard", "45702")...)
 	a.waitState(serial, "device")
 
 	// The AVD is locked by its emulator, and so is the console port.
-	if r := a.run("emulator", emulatorArgs("hard", "5704")...); r.code != 1 || !strings.Contains(r.stdout, "Running multiple emulators with the same AVD") {
+	if r := a.run("emulator", emulatorArgs("hard", "45704")...); r.code != 1 || !strings.Contains(r.stdout, "Running multiple emulators with the same AVD") {
 		t.Errorf("second instance: %+v", r)
 	}
 	a.createAVD("other", hostImage(35, "google_apis"), "pixel_7")
-	if r := a.run("emulator", emulatorArgs("other", "5702")...); r.code != 1 || !strings.Contains(r.stdout, "too many emulator instances") {
+	if r := a.run("emulator", emulatorArgs("other", "45702")...); r.code != 1 || !strings.Contains(r.stdout, "too many emulator instances") {
 		t.Errorf("busy port: %+v", r)
 	}
 	if r := a.runIn("", "avdmanager", "delete", "avd", "-n", "hard"); r.code != 1 {
@@ -183,7 +183,7 @@ func TestEmulatorKilledHardIsGoneFromADB(t *testing.T) {
 	}
 	noProcs(t, a.home)
 	// It starts again on the same port.
-	again := a.startEmulator(emulatorArgs("hard", "5702")...)
+	again := a.startEmulator(emulatorArgs("hard", "45702")...)
 	a.waitState(serial, "device")
 	again.signal(unix.SIGTERM)
 	if code := again.wait(waitLimit); code != 0 {
@@ -192,7 +192,7 @@ func TestEmulatorKilledHardIsGoneFromADB(t *testing.T) {
 	a.waitState(serial, "")
 
 	// Reset ends running emulators too.
-	third := a.startEmulator(emulatorArgs("hard", "5702")...)
+	third := a.startEmulator(emulatorArgs("hard", "45702")...)
 	a.waitState(serial, "device")
 	if err := Reset(a.home); err != nil {
 		t.Fatal(err)
@@ -205,6 +205,13 @@ func TestEmulatorInTheScanRangeIsSeenByEveryServer(t *testing.T) {
 	// -delay-adb keeps it offline for the whole (scaled: 3 s) boot.
 	a := newAndroid(t, EnvSpeed, "0.1")
 	a.createAVD("scanned", hostImage(35, "google_apis"), "pixel_6")
+	// The capture names 5554, which an emulator of another test package
+	// (or of the machine's user) may hold: ports are really bound.
+	if ls, ok := bindPair(5554); !ok {
+		t.Skip("console port 5554 or 5555 is in use on this machine")
+	} else {
+		closeAll(ls)
+	}
 	emu := a.startEmulator(emulatorArgs("scanned", "5554", "-delay-adb")...)
 	a.waitState("emulator-5554", "offline")
 	// Announced to 5137, but 5554 is among the ports every server probes,
@@ -226,12 +233,12 @@ func TestEmulatorSnapshotsWipeAndReadOnly(t *testing.T) {
 	t.Parallel()
 	a := newAndroid(t)
 	a.createAVD("disk", hostImage(36, "google_apis_playstore"), "pixel_8")
-	const serial, mark = "emulator-5710", "/data/local/tmp/simlock-mark"
+	const serial, mark = "emulator-45710", "/data/local/tmp/simlock-mark"
 	cfgPath := filepath.Join(a.avdHome, "disk.avd", "config.ini")
 
 	// Without snapshot flags the emulator saves its quickboot state when
 	// told to exit.
-	emu := a.startEmulator("-avd", "disk", "-port", "5710", "-no-window")
+	emu := a.startEmulator("-avd", "disk", "-port", "45710", "-no-window")
 	a.waitBooted(serial)
 	a.ok("adb", "-s", serial, "shell", "echo kept > "+mark)
 	a.ok("adb", "-s", serial, "emu", "kill")
@@ -249,20 +256,20 @@ func TestEmulatorSnapshotsWipeAndReadOnly(t *testing.T) {
 	}
 
 	// A read-only instance boots the same disk but keeps nothing.
-	ro := a.startEmulator("-avd", "disk", "-port", "5712", "-read-only", "-no-window")
-	a.waitBooted("emulator-5712")
-	if out := a.ok("adb", "-s", "emulator-5712", "shell", "cat", mark); out != "kept\n" {
+	ro := a.startEmulator("-avd", "disk", "-port", "45712", "-read-only", "-no-window")
+	a.waitBooted("emulator-45712")
+	if out := a.ok("adb", "-s", "emulator-45712", "shell", "cat", mark); out != "kept\n" {
 		t.Errorf("read-only instance sees %q", out)
 	}
-	a.ok("adb", "-s", "emulator-5712", "shell", "echo scribble > "+mark)
-	if out := a.ok("adb", "-s", "emulator-5712", "emu", "avd", "snapshot", "save", "x"); !strings.HasPrefix(out, "KO: ") {
+	a.ok("adb", "-s", "emulator-45712", "shell", "echo scribble > "+mark)
+	if out := a.ok("adb", "-s", "emulator-45712", "emu", "avd", "snapshot", "save", "x"); !strings.HasPrefix(out, "KO: ") {
 		t.Errorf("read-only snapshot save: %q", out)
 	}
-	a.ok("adb", "-s", "emulator-5712", "emu", "kill")
+	a.ok("adb", "-s", "emulator-45712", "emu", "kill")
 	ro.wait(waitLimit)
 
 	// A quickboot restore.
-	emu = a.startEmulator("-avd", "disk", "-port", "5710", "-no-window", "-no-snapshot-save")
+	emu = a.startEmulator("-avd", "disk", "-port", "45710", "-no-window", "-no-snapshot-save")
 	a.waitBooted(serial)
 	if out := a.ok("adb", "-s", serial, "shell", "cat", mark); out != "kept\n" {
 		t.Errorf("after quickboot: %q", out)
@@ -275,7 +282,7 @@ func TestEmulatorSnapshotsWipeAndReadOnly(t *testing.T) {
 	emu.wait(waitLimit)
 
 	// -wipe-data erases the data partition (and the quickboot state).
-	emu = a.startEmulator(append(emulatorArgs("disk", "5710"), "-wipe-data", "-no-snapshot-load")...)
+	emu = a.startEmulator(append(emulatorArgs("disk", "45710"), "-wipe-data", "-no-snapshot-load")...)
 	a.waitBooted(serial)
 	if r := a.shell(serial, "cat "+mark); r.code != 1 || !strings.Contains(r.stderr, "No such file or directory") {
 		t.Errorf("mark survived -wipe-data: %+v", r)
@@ -284,7 +291,7 @@ func TestEmulatorSnapshotsWipeAndReadOnly(t *testing.T) {
 	emu.wait(waitLimit)
 
 	// -snapshot NAME boots from a named snapshot.
-	emu = a.startEmulator(emulatorArgs("disk", "5710", "-snapshot", "named")...)
+	emu = a.startEmulator(emulatorArgs("disk", "45710", "-snapshot", "named")...)
 	a.waitBooted(serial)
 	if out := a.ok("adb", "-s", serial, "shell", "cat", mark); out != "kept\n" {
 		t.Errorf("after -snapshot named: %q", out)
@@ -297,18 +304,18 @@ func TestAndroidFaults(t *testing.T) {
 	t.Parallel()
 	a := newAndroid(t)
 	a.createAVD("faulty", hostImage(35, "google_apis"), "pixel_6")
-	const serial = "emulator-5720"
+	const serial = "emulator-45720"
 
 	// boot-fail: the emulator never comes online and exits with an error.
 	a.env[EnvFaults] = "boot-fail@1"
-	emu := a.startEmulator(emulatorArgs("faulty", "5720")...)
+	emu := a.startEmulator(emulatorArgs("faulty", "45720")...)
 	if code := emu.wait(waitLimit); code != 1 || !strings.Contains(emu.out.String(), "(simlock simulated fault boot-fail)") {
 		t.Errorf("boot-fail: exit %d\n%s", code, emu.out.String())
 	}
 
 	// boot-hang: adbd answers but the boot never completes.
 	a.env[EnvFaults] = "boot-hang@1"
-	emu = a.startEmulator(emulatorArgs("faulty", "5720")...)
+	emu = a.startEmulator(emulatorArgs("faulty", "45720")...)
 	a.waitState(serial, "device")
 	time.Sleep(50 * time.Millisecond)
 	if out := a.ok("adb", "-s", serial, "shell", "getprop", "sys.boot_completed"); out != "\n" {
@@ -334,7 +341,7 @@ func TestAndroidFaults(t *testing.T) {
 	// crash-after: the process dies on its own, MS after it started.
 	a.env[EnvFaults] = "crash-after=300@1"
 	start := time.Now()
-	emu = a.startEmulator(emulatorArgs("faulty", "5720")...)
+	emu = a.startEmulator(emulatorArgs("faulty", "45720")...)
 	a.waitState(serial, "device")
 	if code := emu.wait(waitLimit); code != 134 || time.Since(start) < 300*time.Millisecond {
 		t.Errorf("crash-after: exit %d after %v", code, time.Since(start))

@@ -119,6 +119,12 @@ type emuProc struct {
 // as the driver runs it; the test's cleanup kills it if it still runs.
 func (a *androidHarness) startEmulator(args ...string) *emuProc {
 	a.t.Helper()
+	// An emulator announces itself only to a server that is running when
+	// it starts, so the harness's server is started first, as the driver
+	// does.
+	if r := a.adb("start-server"); r.code != 0 {
+		a.t.Fatalf("adb start-server: %+v", r)
+	}
 	p := &emuProc{t: a.t, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(toolLinks, "emulator"), args...)
 	p.cmd.Env = a.childEnv()

@@ -59,10 +59,15 @@
 //     avd snapshot list|save|load|delete NAME), install, uninstall, push,
 //     pull, root, unroot.
 //
-// Each adb server port is its own server. An emulator announces itself to
-// the server of the ANDROID_ADB_SERVER_PORT it was started with, and, as
-// real servers probe ports 5555–5585, an emulator whose console port is in
-// 5554–5584 is seen by every server. Until adbd answers (a third of the
+// Each adb server port is its own server. An emulator really binds its
+// console port and the adb port after it on 127.0.0.1 (a launch whose
+// ports are taken fails as the real one does), and announces itself to the
+// server of the ANDROID_ADB_SERVER_PORT it was started with if that server
+// runs. A server scans consoles 5554–5584 and attaches the simulated
+// host's USB and mDNS devices (SetAndroidHostDevices) unless the client
+// that started it set ADB_EMU=0, ADB_USB=0 or ADB_MDNS=0 (or a low
+// ADB_LOCAL_TRANSPORT_MAX_PORT, an auto-connect list without
+// adb-tls-connect), as AOSP adb does. Until adbd answers (a third of the
 // boot) the emulator is "offline"; sys.boot_completed becomes 1, and
 // init.svc.bootanim "stopped" (unset under -no-boot-anim), when the boot
 // completes.

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -98,7 +99,12 @@ type Options struct {
 	// ConsolePortBase is the first console port handed out (default 5700).
 	// It must be even and must not fall in 5554–5585.
 	ConsolePortBase int
-	Tools           Tools
+	// Ports, when set, leases the adb server port and every console port
+	// from the host (ADR 0025), so several homes on one host never share
+	// one; ADBServerPort is then ignored. Without it the fixed defaults
+	// above are used.
+	Ports PortAllocator
+	Tools Tools
 
 	// GOARCH selects the system image ABI (x86_64 for amd64, arm64-v8a for
 	// arm64); default runtime.GOARCH. Tests set it to be host-independent.
@@ -129,6 +135,7 @@ type Driver struct {
 	guard     DiskGuard
 	adbPort   int
 	portBase  int
+	ports     PortAllocator
 	tools     Tools
 	abi       string
 	bootLimit time.Duration
@@ -143,7 +150,9 @@ type Driver struct {
 	running sync.WaitGroup
 
 	mu     sync.Mutex
-	procs  map[string]*emulatorProc // by AVD name
+	procs  map[string]*emulatorProc  // by AVD name
+	held   map[string]int            // console port leases taken, by AVD name
+	holds  map[string][]net.Listener // console pairs bound while their emulator is down
 	closed bool
 
 	allocMu   sync.Mutex // serializes name and console port allocation
@@ -182,12 +191,15 @@ func New(opts Options) (*Driver, error) {
 		guard:     opts.DiskGuard,
 		adbPort:   opts.ADBServerPort,
 		portBase:  opts.ConsolePortBase,
+		ports:     opts.Ports,
 		tools:     opts.Tools,
 		bootLimit: opts.BootTimeout,
 		poll:      opts.PollInterval,
 		grace:     opts.ShutdownGrace,
 		newID:     opts.NewID,
 		procs:     map[string]*emulatorProc{},
+		held:      map[string]int{},
+		holds:     map[string][]net.Listener{},
 	}
 	if d.runner == nil {
 		d.runner = ports.ExecRunner{}
@@ -203,6 +215,17 @@ func New(opts Options) (*Driver, error) {
 	}
 	if d.diag == nil {
 		d.diag = func(core.Diagnostic) {}
+	}
+	if d.ports != nil {
+		// New runs once, at daemon start; the bound covers the registry's
+		// busy timeout with room to spare.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		port, err := d.ports.ADBServerPort(ctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		d.adbPort = port
 	}
 	if d.adbPort == 0 {
 		d.adbPort = DefaultADBServerPort
@@ -301,6 +324,10 @@ func (d *Driver) Close(ctx context.Context) error {
 	for _, p := range d.procs {
 		p.markStopping()
 	}
+	for name, ls := range d.holds {
+		closeListeners(ls)
+		delete(d.holds, name)
+	}
 	d.mu.Unlock()
 	d.cancel()
 	done := make(chan struct{})
@@ -320,6 +347,7 @@ func (d *Driver) env() []string {
 		"ANDROID_AVD_HOME=" + d.root,
 		"ANDROID_ADB_SERVER_PORT=" + strconv.Itoa(d.adbPort),
 	}
+	env = append(env, serverScopeEnv...)
 	if d.sdkRoot != "" {
 		env = append(env, "ANDROID_SDK_ROOT="+d.sdkRoot, "ANDROID_HOME="+d.sdkRoot)
 	}

@@ -37,6 +37,14 @@ func (d *Driver) ListManaged(ctx context.Context) ([]core.Observed, error) {
 		if err != nil {
 			d.log.Warn("unreadable AVD state", "avd", name, "err", err)
 		}
+		if d.ports != nil && st.ConsolePort != 0 {
+			// A restarted daemon takes its AVDs' ports back (and holds
+			// them) at its first look, not only when a device is next
+			// used; later looks are answered from memory.
+			if _, err := d.consolePort(ctx, name, st.ConsolePort); err != nil {
+				d.log.Warn("take back the AVD's console port", "avd", name, "port", st.ConsolePort, "err", err)
+			}
+		}
 		obs := core.Observed{Handle: name, Name: name}
 		p := d.proc(name)
 		serial := ""

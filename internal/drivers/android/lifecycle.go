@@ -46,7 +46,7 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if err != nil {
 		return core.Provisioned{}, err
 	}
-	port, err := d.freePort(members)
+	port, err := d.newConsolePort(ctx, name, members)
 	if err != nil {
 		return core.Provisioned{}, err
 	}
@@ -60,6 +60,7 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if err != nil {
 		reason := avdmanagerError(append(append([]byte{}, res.Stdout...), res.Stderr...))
 		d.removeAVDFiles(name)
+		d.releaseConsole(ctx, name, port)
 		if reason != "" {
 			return core.Provisioned{}, fmt.Errorf("android driver: create AVD %s: %s: %w", name, reason, err)
 		}
@@ -69,10 +70,12 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 		// The AVD went somewhere other than the root: an avdmanager that
 		// ignores ANDROID_AVD_HOME would otherwise scatter devices simlock
 		// cannot find again.
+		d.releaseConsole(ctx, name, port)
 		return core.Provisioned{}, fmt.Errorf("android driver: avdmanager reported success but %s.ini/%s.avd are not in %s (is ANDROID_AVD_HOME honoured?)", name, name, d.root)
 	}
 	if err := d.saveState(name, avdState{ConsolePort: port, Pristine: true}); err != nil {
 		d.deleteAVD(ctx, name)
+		d.releaseConsole(ctx, name, port)
 		return core.Provisioned{}, fmt.Errorf("android driver: record AVD %s: %w", name, err)
 	}
 	data, _ := json.Marshal(provisionedData{ConsolePort: port})
@@ -145,6 +148,16 @@ func (d *Driver) freePort(members []string) (int, error) {
 	return 0, errors.New("android driver: no free emulator console port")
 }
 
+// newConsolePort is a console port for a new AVD: leased from the host
+// when the driver has an allocator, else the lowest free one in the root.
+// Called with allocMu held.
+func (d *Driver) newConsolePort(ctx context.Context, name string, members []string) (int, error) {
+	if d.ports == nil {
+		return d.freePort(members)
+	}
+	return d.consolePort(ctx, name, 0)
+}
+
 // detectSimulated asks adb whether it is the simulated SDK, once.
 func (d *Driver) detectSimulated(ctx context.Context) bool {
 	d.cacheMu.Lock()
@@ -169,7 +182,7 @@ func (d *Driver) detectSimulated(ctx context.Context) bool {
 // device resolves a DeviceRef to its AVD and console port. The port comes
 // from the registry's copy of Provisioned.Data, then from the root's state
 // file; an adopted AVD that has neither gets one now.
-func (d *Driver) device(dev core.DeviceRef) (string, int, avdState, error) {
+func (d *Driver) device(ctx context.Context, dev core.DeviceRef) (string, int, avdState, error) {
 	name := dev.Handle
 	if !d.isMember(name) {
 		return "", 0, avdState{}, fmt.Errorf("android driver: AVD %q is not in %s: %w", name, d.root, core.ErrDeviceNotFound)
@@ -192,7 +205,7 @@ func (d *Driver) device(dev core.DeviceRef) (string, int, avdState, error) {
 		d.allocMu.Lock()
 		members, err := d.members()
 		if err == nil {
-			port, err = d.freePort(members)
+			port, err = d.newConsolePort(ctx, name, members)
 		}
 		if err == nil {
 			st.ConsolePort = port
@@ -202,10 +215,15 @@ func (d *Driver) device(dev core.DeviceRef) (string, int, avdState, error) {
 		if err != nil {
 			return "", 0, avdState{}, err
 		}
-	} else if st.ConsolePort != port {
-		st.ConsolePort = port
-		if err := d.saveState(name, st); err != nil {
+	} else {
+		if _, err := d.consolePort(ctx, name, port); err != nil {
 			return "", 0, avdState{}, err
+		}
+		if st.ConsolePort != port {
+			st.ConsolePort = port
+			if err := d.saveState(name, st); err != nil {
+				return "", 0, avdState{}, err
+			}
 		}
 	}
 	return name, port, st, nil
@@ -218,7 +236,7 @@ func (d *Driver) device(dev core.DeviceRef) (string, int, avdState, error) {
 // from it finds the holder's apps and data where it left them. The first
 // boot of a fresh AVD becomes the baseline.
 func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
-	name, port, st, err := d.device(dev)
+	name, port, st, err := d.device(ctx, dev)
 	if err != nil {
 		return err
 	}
@@ -260,6 +278,12 @@ func (d *Driver) boot(ctx context.Context, dev core.DeviceRef, name string, port
 			s.Baseline = nil
 		}
 	}); err != nil {
+		return err
+	}
+	if err := d.proveConsoleFree(name, port); err != nil {
+		return err
+	}
+	if err := d.startServer(ctx); err != nil {
 		return err
 	}
 	p, err := d.launch(name, port, mode)
@@ -520,7 +544,7 @@ func (d *Driver) waitReady(ctx context.Context, serial string, p *emulatorProc) 
 // still matches (seconds), otherwise wipe the data partition with a cold
 // boot and capture a new baseline (tens of seconds).
 func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
-	name, port, st, err := d.device(dev)
+	name, port, st, err := d.device(ctx, dev)
 	if err != nil {
 		return err
 	}
@@ -562,11 +586,17 @@ func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
 // Shutdown implements core.Driver. For an emulator simlock supervises, the
 // proof of exit is its process ending, not its leaving `adb devices`.
 func (d *Driver) Shutdown(ctx context.Context, dev core.DeviceRef) error {
-	name, port, _, err := d.device(dev)
+	name, port, _, err := d.device(ctx, dev)
 	if err != nil {
 		return err
 	}
-	return d.shutdown(ctx, name, serialFor(port))
+	if err := d.shutdown(ctx, name, serialFor(port)); err != nil {
+		return err
+	}
+	// An emulator an earlier daemon left running gave its ports up only
+	// now; a supervised one's are held again already.
+	d.hold(name, port)
+	return nil
 }
 
 func (d *Driver) shutdown(ctx context.Context, name, serial string) error {
@@ -633,15 +663,25 @@ func (d *Driver) Destroy(ctx context.Context, dev core.DeviceRef) error {
 	if !validAVDName(name) {
 		return fmt.Errorf("android driver: invalid AVD name %q: %w", name, core.ErrDeviceNotFound)
 	}
+	port := 0
 	if d.isMember(name) {
-		if err := d.Shutdown(ctx, dev); err != nil {
+		_, p, _, err := d.device(ctx, dev)
+		if err != nil && !errors.Is(err, errPortLost) {
 			return err
+		}
+		port = p
+		if err == nil {
+			if err := d.Shutdown(ctx, dev); err != nil {
+				return err
+			}
 		}
 		d.deleteAVD(ctx, name)
 	}
 	if d.isMember(name) {
 		return fmt.Errorf("android driver: AVD %s is still in %s after delete", name, d.root)
 	}
+	// The port goes back last, once nothing can listen on it for this AVD.
+	d.releaseConsole(ctx, name, port)
 	if err := d.fs.Remove(d.statePath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

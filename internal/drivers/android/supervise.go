@@ -171,6 +171,12 @@ func (d *Driver) launch(name string, port int, mode bootMode) (*emulatorProc, er
 			d.log.Warn("emulator exited on its own", "avd", name, "err", err,
 				"output", string(bytes.TrimSpace(tail(output.Bytes(), 400))))
 		}
+		// Its ports are the AVD's until it is deleted: hold them again,
+		// before done closes, so a Destroy waiting on done lets go of
+		// them after this.
+		if d.isMember(name) {
+			d.holdExited(name, port)
+		}
 		close(p.done)
 	}()
 	return p, nil
