@@ -69,7 +69,7 @@ type deviceOp struct {
 	// it changed anything, so running it again later is safe.
 	settle func(o *deviceOp, err error) error
 
-	began   time.Time    // when execOp started it: the one measurement of its duration
+	began   time.Time    // when it took the device's op lock: the one measurement of its duration
 	rec     DeviceRecord // the device as of the intent commit
 	drv     Driver
 	tries   int  // settlement attempts the store refused
@@ -109,6 +109,7 @@ func (e *Engine) beginOpLocked(o *deviceOp) error {
 		return fmt.Errorf("no driver for platform %q", cur.Platform)
 	}
 	e.opLocks[o.id] = o.lock
+	o.began = e.now()
 	o.rec = *cur
 	if cur.Intent.Op != o.kind || o.mark != nil {
 		d, err := e.updateLocked(o.id, func(d *DeviceRecord) {
@@ -155,7 +156,6 @@ func (e *Engine) runOp(ctx context.Context, o *deviceOp) (begun bool, err error)
 }
 
 func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
-	o.began = e.now()
 	info := o.info()
 	err := e.hooks.BeforeOp(ctx, info)
 	if err == nil {

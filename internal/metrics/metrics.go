@@ -80,7 +80,7 @@ func New(o Options) *Metrics {
 	}
 	m.events = counter("events_total", "Business events published, by type.", "type")
 	m.grants = counter("lease_grants_total", "Leases granted, by platform and admission path.", "platform", "path")
-	m.refusals = counter("lease_refusals_total", "Lease requests that ended without a lease after joining the queue, by error code.", "platform", "code")
+	m.refusals = counter("lease_refusals_total", "Lease requests that ended without a lease, by error code.", "platform", "code")
 	m.queueWait = histogram("queue_wait_seconds", "Time a granted request waited in the queue before anything was done for it.", waitBuckets, "platform")
 	m.timeToReady = histogram("time_to_ready_seconds", "Time from a lease request's arrival to its grant, by admission path (warm, boot, provision, evict-then-provision, download).", readyBuckets, "platform", "path")
 	m.reclaim = histogram("reclaim_duration_seconds", "Duration of the purge after a release, by platform and outcome (ready, shutdown, failed).", reclaimBuckets, "platform", "outcome")
@@ -144,7 +144,7 @@ func (m *Metrics) Observe(e events.Event) {
 		if ms, ok := number(t["queueWaitMs"]); ok {
 			m.queueWait.WithLabelValues(p).Observe(ms / 1000)
 		}
-	case "request.refused", "request.timed-out", "request.failed", "request.cancelled":
+	case "request.refused", "request.timed-out", "request.failed", "request.cancelled", "request.rejected":
 		code, _ := e.Data["code"].(string)
 		if code == "" {
 			code = refusalCodes[e.Type]
@@ -183,6 +183,7 @@ var refusalCodes = map[string]string{
 	"request.timed-out": string(contract.CodeQueueTimeout),
 	"request.failed":    string(contract.CodeDeviceFailed),
 	"request.cancelled": string(contract.CodeRequestCancelled),
+	"request.rejected":  "UNKNOWN",
 }
 
 // number reads a numeric event datum, whether it came straight from the

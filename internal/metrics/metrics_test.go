@@ -73,7 +73,8 @@ func TestEventsMapOntoTheirMetrics(t *testing.T) {
 		{Type: "lease.granted", Platform: "android", Data: map[string]any{"timing": map[string]any{"path": "boot", "totalMs": json.Number("12000"), "queueWaitMs": json.Number("0")}}},
 		{Type: "request.refused", Platform: "ios", Data: map[string]any{"code": "NO_CAPACITY"}},
 		{Type: "request.timed-out", Platform: "ios"}, // no data.code: the type names it
-		{Type: "request.failed", Platform: "android", Data: map[string]any{"code": "RUNTIME_NOT_INSTALLED"}},
+		{Type: "request.failed", Platform: "android", Data: map[string]any{"code": "DEVICE_FAILED"}},
+		{Type: "request.rejected", Platform: "android", Data: map[string]any{"code": "RUNTIME_NOT_INSTALLED"}},
 		{Type: "device.reclaimed", Platform: "ios", Data: map[string]any{"disposition": "ready", "durationMs": int64(800)}},
 		{Type: "device.reclaimed", Platform: "ios", Data: map[string]any{"disposition": "shutdown", "durationMs": int64(1500)}},
 		{Type: "device.purge-failed", Platform: "android", Reason: "boom", Data: map[string]any{"durationMs": int64(3000)}},
@@ -99,6 +100,7 @@ func TestEventsMapOntoTheirMetrics(t *testing.T) {
 		{"simlock_lease_refusals_total", map[string]string{"platform": "ios", "code": "NO_CAPACITY"}, 1},
 		{"simlock_lease_refusals_total", map[string]string{"platform": "ios", "code": "QUEUE_TIMEOUT"}, 1},
 		{"simlock_lease_refusals_total", map[string]string{"platform": "android", "code": "RUNTIME_NOT_INSTALLED"}, 1},
+		{"simlock_lease_refusals_total", map[string]string{"platform": "android", "code": "DEVICE_FAILED"}, 1},
 		{"simlock_quarantines_total", map[string]string{"platform": "android", "reason": "purge-failed"}, 1},
 		{"simlock_device_crashes_total", map[string]string{"platform": "ios"}, 1},
 		{"simlock_crash_recoveries_total", map[string]string{"platform": "ios", "outcome": "recovered"}, 1},

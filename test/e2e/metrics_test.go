@@ -232,3 +232,59 @@ func auditLines(t *testing.T, w *world, event string) []map[string]any {
 	}
 	return out
 }
+
+// A gateway's /metrics shows each worker's uplink and drain state and
+// counts the fleet's grants, which it republishes from its workers.
+func TestGatewayMetricsShowUplinksDrainAndFleetGrants(t *testing.T) {
+	gw, workers, base := fleet(t, 2)
+	var l lease
+	gw.json(&l, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "fleet-agent")
+	ids := gw.workers()
+	gw.mustRun("worker", "drain", ids[0].ID)
+	var tok struct{ Token string }
+	gw.json(&tok, "token", "create", "--role", "agent", "--name", "scraper", "--json")
+	value := func(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	next:
+		for _, m := range fams[name].GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue next
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue(), true
+			}
+			return m.GetGauge().GetValue(), true
+		}
+		return 0, false
+	}
+	eventually(t, "the gateway's metrics to show the grant", 10e9, func() bool {
+		v, _ := value(scrape(t, base+"/metrics", tok.Token), "simlock_lease_grants_total", map[string]string{"platform": "ios"})
+		return v == 1
+	})
+	fams := scrape(t, base+"/metrics", tok.Token)
+	for _, w := range ids {
+		if v, ok := value(fams, "simlock_worker_uplink", map[string]string{"worker": w.ID, "state": "connected"}); !ok || v != 1 {
+			t.Errorf("worker %s uplink: %v %v", w.ID, v, ok)
+		}
+	}
+	if v, _ := value(fams, "simlock_worker_drained", map[string]string{"worker": ids[0].ID}); v != 1 {
+		t.Errorf("drained worker %s shows %v", ids[0].ID, v)
+	}
+	if v, ok := value(fams, "simlock_worker_drained", map[string]string{"worker": ids[1].ID}); !ok || v != 0 {
+		t.Errorf("undrained worker %s shows %v %v", ids[1].ID, v, ok)
+	}
+	if v, _ := value(fams, "simlock_build_info", map[string]string{"mode": "gateway"}); v != 1 {
+		t.Error("build_info does not say gateway")
+	}
+	// A worker that goes away shows disconnected.
+	workers[1].mustRun("daemon", "stop")
+	eventually(t, "the stopped worker to show disconnected", 20e9, func() bool {
+		v, _ := value(scrape(t, base+"/metrics", tok.Token), "simlock_worker_uplink", map[string]string{"worker": ids[1].ID, "state": "disconnected"})
+		return v == 1
+	})
+}
