@@ -29,7 +29,9 @@ func (db *DB) AppendEvents(ctx context.Context, evs []events.Event) error {
 			if len(e.Data) > 0 {
 				b, err := json.Marshal(e.Data)
 				if err != nil {
-					return fmt.Errorf("store: event %d data: %w", e.Seq, err)
+					// One odd payload must not cost the batch its other
+					// facts: keep the envelope and say why the data is not.
+					b, _ = json.Marshal(map[string]any{"unencodable": err.Error()})
 				}
 				data = string(b)
 			}

@@ -85,3 +85,17 @@ func TestPruneEventsBoundsByCountAndAgeButKeepsTheNewest(t *testing.T) {
 		t.Errorf("left %d facts; want only the newest", len(got))
 	}
 }
+
+func TestAppendEventsKeepsAFactWhoseDataCannotBeEncoded(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	evs := journalFacts(1, 2, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	evs[0].Data = map[string]any{"bad": func() {}}
+	if err := db.AppendEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.EventsBetween(ctx, 1, 2)
+	if len(got) != 2 || got[0].Data["unencodable"] == nil || got[1].Data["ttlMs"] == nil {
+		t.Fatalf("journaled %+v", got)
+	}
+}
