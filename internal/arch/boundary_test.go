@@ -98,6 +98,17 @@ func TestGatewayNeverSeesADriver(t *testing.T) {
 
 // The wait queue is shared by the core and the gateway, so it may know
 // neither (nor anything else in the module): only the standard library.
+// TestMetricsSeeOnlyFactsAndTheContract keeps the metrics package a
+// consumer of the bus and of status snapshots: it never reaches into the
+// engine or a driver to measure something a second time.
+func TestMetricsSeeOnlyFactsAndTheContract(t *testing.T) {
+	for p := range deps(t, "internal/metrics") {
+		if strings.HasPrefix(p, module+"/") && p != module+"/internal/metrics" && p != module+"/internal/contract" && p != module+"/internal/core/events" {
+			t.Errorf("internal/metrics depends on %s; it may use only contract and core/events", p)
+		}
+	}
+}
+
 func TestWaitQueueImportsOnlyTheStandardLibrary(t *testing.T) {
 	for p, std := range deps(t, "internal/waitq") {
 		if !std && p != module+"/internal/waitq" {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -197,12 +198,17 @@ func (a *app) catalogCmd() *cobra.Command {
 
 func (a *app) eventsCmd() *cobra.Command {
 	var follow bool
-	var since uint64
+	var since string
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Recent business events (lease granted, device reclaimed, ...); --follow streams new ones",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := eventsSince(since, time.Now())
+			if err != nil {
+				return err
+			}
+			in.Follow = follow
 			c, err := a.connect(cmd.Context(), false)
 			if err != nil {
 				return err
@@ -242,7 +248,7 @@ func (a *app) eventsCmd() *cobra.Command {
 				}
 				f()
 			}
-			out, err := c.EventStream(cmd.Context(), contract.EventsSubscribeIn{Since: since, Follow: follow},
+			out, err := c.EventStream(cmd.Context(), in,
 				func(e contract.Event) { later(func() { show(e) }) },
 				func(g contract.EventsGap) { later(func() { showGap(g) }) })
 			if err != nil {
@@ -273,7 +279,7 @@ func (a *app) eventsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream new events until interrupted")
-	cmd.Flags().Uint64Var(&since, "since", 0, "only events after this sequence number")
+	cmd.Flags().StringVar(&since, "since", "", "only events after this sequence number, or since a time: a duration back (90s, 1h, 7d) or RFC 3339; reaches across restarts through the events journal")
 	a.addJSON(cmd)
 	return cmd
 }
@@ -314,4 +320,19 @@ func servedText(t *contract.LeaseTiming) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// eventsSince reads --since: a bare number is a sequence number, anything
+// else a time (checked here, so a typo never reaches the daemon).
+func eventsSince(s string, now time.Time) (contract.EventsSubscribeIn, error) {
+	if s == "" {
+		return contract.EventsSubscribeIn{}, nil
+	}
+	if seq, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return contract.EventsSubscribeIn{Since: seq}, nil
+	}
+	if _, err := contract.ParseSinceTime(s, now); err != nil {
+		return contract.EventsSubscribeIn{}, err
+	}
+	return contract.EventsSubscribeIn{SinceTime: s}, nil
 }

@@ -36,6 +36,8 @@ type Config struct {
 	Requests     Requests     `json:"requests"`
 	HTTP         HTTP         `json:"http"`
 	Gateway      Gateway      `json:"gateway"`
+	Metrics      Metrics      `json:"metrics"`
+	Events       Events       `json:"events"`
 
 	// explicit records the top-level keys and the http.enabled flag the
 	// file actually set, for gateway-mode checks.
@@ -69,6 +71,28 @@ type HTTP struct {
 	// Listen is host:port, loopback by default: simlock terminates no TLS,
 	// so anything wider belongs behind the operator's own proxy.
 	Listen string `json:"listen,omitempty"`
+}
+
+// Metrics configures the Prometheus endpoint (docs/user-guide.md, metrics).
+// /metrics is always served on the HTTP API, behind a token.
+type Metrics struct {
+	// Listen, when set, also serves GET /metrics without a token on its
+	// own listener, which must be a loopback address (default "": off).
+	Listen string `json:"listen,omitempty"`
+}
+
+// Events configures the durable events journal (docs/events.md).
+type Events struct {
+	Retention EventsRetention `json:"retention"`
+}
+
+// EventsRetention bounds the journal; older facts are pruned in the
+// background.
+type EventsRetention struct {
+	// Count keeps at most this many events (default 10000).
+	Count int `json:"count"`
+	// MaxAgeMs drops events older than this (default 7 days).
+	MaxAgeMs int64 `json:"maxAgeMs"`
 }
 
 // Requests configures lease request receipts (docs/user-guide.md, durable requests).
@@ -225,6 +249,7 @@ func Default() Config {
 		Exec:         Exec{TimeoutMs: 10 * 60_000},
 		Requests:     Requests{RetentionMs: 24 * 3_600_000},
 		HTTP:         HTTP{Listen: "127.0.0.1:7420"},
+		Events:       Events{Retention: EventsRetention{Count: 10_000, MaxAgeMs: 7 * 24 * 3_600_000}},
 	}
 }
 
@@ -350,6 +375,14 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("http.listen: %w", err))
 		}
 	}
+	if c.Metrics.Listen != "" {
+		if err := checkLoopback(c.Metrics.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("metrics.listen: %w", err))
+		}
+	}
+	if c.Events.Retention.Count <= 0 || c.Events.Retention.MaxAgeMs < 60_000 {
+		errs = append(errs, errors.New("events.retention: count must be positive and maxAgeMs at least 60000 (a minute)"))
+	}
 	if c.Queue.MaxPerPrincipal <= 0 {
 		errs = append(errs, errors.New("queue.maxPerPrincipal must be positive"))
 	}
@@ -374,6 +407,22 @@ func checkListen(addr string) error {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("%q: the port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// checkLoopback accepts host:port whose host is a loopback address or
+// localhost: an endpoint served without a token must not face the network.
+func checkLoopback(addr string) error {
+	if err := checkListen(addr); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address (127.0.0.1, [::1] or localhost); it is served without a token", addr)
 	}
 	return nil
 }
@@ -445,7 +494,8 @@ func (c Config) DriverRoot(home, platform string) string {
 }
 
 // gatewayKeys are the only top-level keys a gateway reads.
-var gatewayKeys = map[string]bool{"mode": true, "http": true, "log": true, "lease": true, "eventBuffer": true, "gateway": true}
+var gatewayKeys = map[string]bool{"mode": true, "http": true, "log": true, "lease": true, "eventBuffer": true, "gateway": true,
+	"metrics": true, "events": true}
 
 // IgnoredInGateway lists the keys the file set that a gateway does not read
 // (they configure devices, which a gateway has none of), for a warning.

@@ -85,3 +85,25 @@ func TestRequestRetentionDefaultAndBounds(t *testing.T) {
 		t.Fatalf("%+v %v", c.Requests, err)
 	}
 }
+
+func TestMetricsListenMustBeLoopbackAndRetentionBounded(t *testing.T) {
+	c := Default()
+	if c.Metrics.Listen != "" || c.Events.Retention.Count != 10000 || c.Events.Retention.MaxAgeMs != 7*24*3_600_000 {
+		t.Fatalf("defaults: metrics %+v events %+v", c.Metrics, c.Events)
+	}
+	for _, ok := range []string{"127.0.0.1:9464", "[::1]:9464", "localhost:0"} {
+		if _, err := Parse([]byte(`{"metrics":{"listen":"` + ok + `"}}`)); err != nil {
+			t.Errorf("metrics.listen %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"0.0.0.0:9464", "10.1.2.3:9464", ":9464", "127.0.0.1"} {
+		if _, err := Parse([]byte(`{"metrics":{"listen":"` + bad + `"}}`)); err == nil || !strings.Contains(err.Error(), "metrics.listen") {
+			t.Errorf("metrics.listen %s: %v; want a metrics.listen error", bad, err)
+		}
+	}
+	for _, bad := range []string{`{"count":0}`, `{"maxAgeMs":1000}`} {
+		if _, err := Parse([]byte(`{"events":{"retention":` + bad + `}}`)); err == nil || !strings.Contains(err.Error(), "events.retention") {
+			t.Errorf("events.retention %s: %v", bad, err)
+		}
+	}
+}

@@ -371,8 +371,16 @@ type ConfigGetOut struct {
 }
 
 type EventsSubscribeIn struct {
-	// Since returns only events with a sequence number above it.
+	// Since returns only events with a sequence number above it. Sequence
+	// numbers continue across daemon restarts, so a since from an earlier
+	// run replays what the durable journal still holds after it; 0 (the
+	// default) reads this run's buffer only.
 	Since uint64 `json:"since,omitempty"`
+	// SinceTime returns only events at or after a moment: a duration back
+	// from now ("90s", "1h", "7d") or an RFC 3339 instant, read from the
+	// durable journal and then the buffer, so it reaches across restarts.
+	// It cannot be combined with since.
+	SinceTime string `json:"sinceTime,omitempty"`
 	// Follow keeps the subscription open; new events arrive as "event"
 	// notifications tied to the request.
 	Follow bool `json:"follow,omitempty"`

@@ -180,3 +180,24 @@ func TestEveryContractJSONKeyIsCamelCase(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSinceTimeReadsDurationsDaysAndInstants(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"1h":                        now.Add(-time.Hour),
+		"90s":                       now.Add(-90 * time.Second),
+		"7d":                        now.Add(-7 * 24 * time.Hour),
+		"2026-11-30T08:00:00Z":      time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+		"2026-11-30T09:00:00+01:00": time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+	} {
+		got, err := ParseSinceTime(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("ParseSinceTime(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "yesterday", "-1h", "1.5d", "2026-11-30"} {
+		if _, err := ParseSinceTime(bad, now); err == nil || AsError(err).Code != CodeBadRequest {
+			t.Errorf("ParseSinceTime(%q) = %v; want BAD_REQUEST", bad, err)
+		}
+	}
+}

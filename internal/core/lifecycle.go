@@ -78,8 +78,13 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 			return
 		}
 		e.armExpiryLocked(l)
+		data := map[string]any{"expiresAt": l.ExpiresAt.Format(time.RFC3339Nano), "ownerId": l.OwnerID, "ttlMs": l.TTL.Milliseconds()}
+		if l.TTL != cur.TTL {
+			// A width change is worth an audit line; a plain renewal is not.
+			data["previousTtlMs"] = cur.TTL.Milliseconds()
+		}
 		e.emitLocked(events.Event{Type: "lease.renewed", LeaseID: id, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform,
-			Data: map[string]any{"expiresAt": l.ExpiresAt.Format(time.RFC3339Nano), "ownerId": l.OwnerID}})
+			Data: data})
 		out = l
 	})
 	return out, err
@@ -193,7 +198,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 					return uerr
 				}
 				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: o.rec.Platform,
-					Data: map[string]any{"disposition": string(StateShutdown)}})
+					Data: map[string]any{"disposition": string(StateShutdown), "durationMs": o.elapsed(e.now())}})
 				e.scheduleLocked()
 				return nil
 			}
@@ -202,11 +207,12 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 					return qerr
 				}
 				e.log.Warn("purge failed", "device", id, "err", err)
-				e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error()})
+				e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error(),
+					Data: map[string]any{"durationMs": o.elapsed(e.now())}})
 				e.scheduleLocked()
 				return nil
 			}
-			return e.disposeLocked(id, "device.reclaimed", "reclaim")
+			return e.disposeLocked(id, "device.reclaimed", "reclaim", map[string]any{"durationMs": o.elapsed(e.now())})
 		}}
 }
 

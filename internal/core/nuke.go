@@ -48,7 +48,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 		for _, w := range cancelled {
 			e.removeLocked(w)
 			e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: w.requester, Platform: w.spec.Platform,
-				Reason: "reset", Data: map[string]any{"ownerId": w.owner}})
+				Reason: "reset", Data: e.refusalData(w.owner, ErrCancelled)})
 		}
 		for id, t := range e.qtimers {
 			t.Stop()

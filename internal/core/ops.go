@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // OpKind names a device operation run by the executor below. It is also
@@ -68,11 +69,16 @@ type deviceOp struct {
 	// it changed anything, so running it again later is safe.
 	settle func(o *deviceOp, err error) error
 
+	began   time.Time    // when it took the device's op lock: the one measurement of its duration
 	rec     DeviceRecord // the device as of the intent commit
 	drv     Driver
 	tries   int  // settlement attempts the store refused
 	settled bool // the settlement landed
 }
+
+// elapsed is how long the operation has run at now, in milliseconds (for a
+// fact's durationMs).
+func (o *deviceOp) elapsed(now time.Time) int64 { return now.Sub(o.began).Milliseconds() }
 
 func (o *deviceOp) info() OpInfo {
 	return OpInfo{Kind: o.kind, Lock: o.lock, DeviceID: o.id, Platform: o.rec.Platform, Handle: o.rec.Handle}
@@ -103,6 +109,7 @@ func (e *Engine) beginOpLocked(o *deviceOp) error {
 		return fmt.Errorf("no driver for platform %q", cur.Platform)
 	}
 	e.opLocks[o.id] = o.lock
+	o.began = e.now()
 	o.rec = *cur
 	if cur.Intent.Op != o.kind || o.mark != nil {
 		d, err := e.updateLocked(o.id, func(d *DeviceRecord) {

@@ -150,7 +150,7 @@ func (e *Engine) retryOp(d DeviceRecord) *deviceOp {
 				Data: map[string]any{"disposition": string(StateDeleted), "op": string(o.kind)}})
 			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: o.rec.Platform, Reason: "quarantine-retry"})
 		default:
-			return e.disposeLocked(id, "device.quarantine-recovered", lock)
+			return e.disposeLocked(id, "device.quarantine-recovered", lock, nil)
 		}
 		e.scheduleLocked()
 		return nil
@@ -191,7 +191,7 @@ func (e *Engine) abandonOp(d DeviceRecord) *deviceOp {
 // (as a follow-up operation under lock) otherwise. fact is emitted with the
 // disposition. The planner runs again either way, so a waiter for exactly
 // this device is granted the moment it settles.
-func (e *Engine) disposeLocked(id, fact, lock string) error {
+func (e *Engine) disposeLocked(id, fact, lock string, extra map[string]any) error {
 	d, ok := e.devices[id]
 	if !ok {
 		return nil
@@ -199,7 +199,7 @@ func (e *Engine) disposeLocked(id, fact, lock string) error {
 	p := d.Platform
 	if e.runningOverLocked(p) {
 		o := e.shutdownOp(id, lock, "shutdown-failed", func(d DeviceRecord) {
-			e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: map[string]any{"disposition": string(StateShutdown)}})
+			e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: withData(extra, "disposition", string(StateShutdown))})
 		})
 		if err := e.startOpLocked(o); err == nil {
 			return nil
@@ -209,7 +209,17 @@ func (e *Engine) disposeLocked(id, fact, lock string) error {
 	if _, err := e.updateLocked(id, func(r *DeviceRecord) { r.State = StateReady }); err != nil {
 		return err
 	}
-	e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: map[string]any{"disposition": string(StateReady)}})
+	e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: withData(extra, "disposition", string(StateReady))})
 	e.scheduleLocked()
 	return nil
+}
+
+// withData is a copy of extra with key set, for a fact's data.
+func withData(extra map[string]any, key string, v any) map[string]any {
+	out := make(map[string]any, len(extra)+1)
+	for k, x := range extra {
+		out[k] = x
+	}
+	out[key] = v
+	return out
 }

@@ -126,7 +126,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		if r.NoWait && !w.working && !w.evicting && e.queue.Contains(w) {
 			e.removeLocked(w)
 			refuse = ErrNoCapacity
-			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity", Data: map[string]any{"ownerId": w.owner}})
+			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity", Data: e.refusalData(w.owner, ErrNoCapacity)})
 			return
 		}
 		if e.queue.Contains(w) && !w.working {
@@ -153,7 +153,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 				if e.queue.Contains(w) && !w.working {
 					e.removeLocked(w)
 					timedOut = true
-					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: map[string]any{"ownerId": w.owner}})
+					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.refusalData(w.owner, ErrQueueTimeout)})
 				}
 			})
 			if timedOut {
@@ -171,6 +171,17 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 }
 
 func (e *Engine) removeLocked(w *waiter) { e.queue.Remove(w) }
+
+// refusalData is a request event's data: its owner, and the refusal's code
+// in the daemon's vocabulary (Deps.Classify) so observers such as metrics
+// can count refusals by code without knowing the engine's errors.
+func (e *Engine) refusalData(owner string, err error) map[string]any {
+	d := map[string]any{"ownerId": owner}
+	if c := e.reqs.classify(err).Code; c != "" {
+		d["code"] = c
+	}
+	return d
+}
 
 func (e *Engine) checkRequester(id string) error {
 	e.mu.Lock()
@@ -229,7 +240,7 @@ func (e *Engine) Cancel(requester string) error {
 		} else {
 			e.removeLocked(w)
 		}
-		e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
+		e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: e.refusalData(w.owner, ErrCancelled)})
 	})
 	if !found {
 		return ErrNoPending
@@ -625,7 +636,7 @@ func (e *Engine) failWorkLocked(w *waiter, err error) {
 func (e *Engine) dropWaiterLocked(w *waiter, err error) {
 	w.working = false
 	e.removeLocked(w)
-	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error(), Data: map[string]any{"ownerId": w.owner}})
+	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error(), Data: e.refusalData(w.owner, err)})
 	w.deliver(result{err: err})
 }
 

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/simlock/simlock/internal/core/events"
 )
 
 // Durable lease requests (ADR 0017). Every lease request is stored before it
@@ -331,6 +333,13 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 	if err != nil {
 		re := b.classify(err)
 		rec.Error = &re
+		if !rq.timing.wasAdmitted() && !errors.Is(err, context.Canceled) {
+			// Refused before it reached the queue (its spec, its TTL, a
+			// lease its requester already holds): no request.* fact has
+			// told anyone, and the refusal counts all the same.
+			e.emitLocked(events.Event{Type: "request.rejected", RequesterID: rec.RequesterID, Platform: rec.Platform, Reason: re.Message,
+				Data: map[string]any{"ownerId": rec.OwnerID, "code": re.Code}})
+		}
 	}
 	if err == nil && rq.committed == g.Lease.ID {
 		// Stored with the grant, in one transaction.

@@ -58,6 +58,13 @@ func (t *timing) admit(at time.Time) {
 	t.admitted = at
 }
 
+// wasAdmitted reports whether the request joined the queue.
+func (t *timing) wasAdmitted() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.admitted.IsZero()
+}
+
 func (t *timing) begin(phase string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

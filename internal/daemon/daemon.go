@@ -83,6 +83,8 @@ type Daemon struct {
 	engine   *core.Engine
 	bus      *events.Bus
 	disp     *dispatch.Dispatcher
+	journal  dispatch.Journal // the events journal (the home database)
+	rec      *recorder        // metrics, audit lines, journal writes (metrics.go)
 
 	adminHash [32]byte
 	// progressFor maps a requester with a lease request in flight to its
@@ -213,6 +215,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return fail(err)
 	}
 	d.bus = events.New(o.Config.EventBuffer.Size, o.Clock.Now)
+	if err := d.startRecorder(ctx, o); err != nil {
+		return fail(err)
+	}
 	if o.Config.Mode == "gateway" {
 		if err := d.startGateway(o, ln, hln); err != nil {
 			return fail(err)
@@ -265,7 +270,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// requests park on the same readiness gate.
 	if hln != nil {
 		d.http = httpapi.New(httpapi.Options{Backend: httpAdapter{socketAdapter{d}},
-			Logger: ports.Module(o.Logger, "http"), Clock: o.Clock, Version: o.Version})
+			Logger: ports.Module(o.Logger, "http"), Clock: o.Clock, Version: o.Version, Metrics: d.MetricsHandler()})
 		d.httpDone = make(chan struct{})
 		go func() {
 			defer close(d.httpDone)
@@ -514,6 +519,7 @@ func (d *Daemon) shutdown() {
 }
 
 func (d *Daemon) closeResources() {
+	d.stopRecorder() // journals what is queued, so before the store closes
 	if d.db != nil {
 		d.db.Close()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/ports"
 )
@@ -26,7 +27,7 @@ var (
 // reaching another agent's device. The command is confined to the lease
 // for its whole life: the driver pins it to the leased device, and it is
 // killed the moment the lease ends.
-func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contract.DeviceExecIn) (contract.DeviceExecOut, error) {
+func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contract.DeviceExecIn) (out contract.DeviceExecOut, err error) {
 	l, ok := d.engine.Lease(in.LeaseID)
 	if !ok {
 		return contract.DeviceExecOut{}, core.ErrUnknownLease
@@ -87,6 +88,9 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 		}
 	}()
 
+	start := d.clock.Now()
+	defer func() { d.publishExec(l, in.Tool, start, out, err) }()
+
 	stdout := &pushWriter{ctx: ectx, call: call, stream: "stdout"}
 	stderr := &pushWriter{ctx: ectx, call: call, stream: "stderr"}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -107,6 +111,30 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 	default:
 		return contract.DeviceExecOut{}, err
 	}
+}
+
+// publishExec records one command that ran (device.exec-finished): how it
+// ended, and how long it took. It is the only measurement of an exec, for
+// metrics and the journal alike.
+func (d *Daemon) publishExec(l core.LeaseRecord, tool string, start time.Time, out contract.DeviceExecOut, err error) {
+	data := map[string]any{"tool": tool, "ownerId": l.OwnerID, "durationMs": d.clock.Now().Sub(start).Milliseconds()}
+	outcome := "exited"
+	var ce *contract.Error
+	switch {
+	case err == nil:
+		data["exitCode"] = out.ExitCode
+	case errors.As(err, &ce) && ce.Code == contract.CodeExecTimeout:
+		outcome = "timeout"
+	case errors.As(err, &ce) && ce.Code == contract.CodeLeaseEnded:
+		outcome = "lease-ended"
+	case errors.Is(err, context.Canceled):
+		outcome = "cancelled"
+	default:
+		outcome = "error"
+	}
+	data["outcome"] = outcome
+	d.bus.Publish(events.Event{Type: "device.exec-finished", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID,
+		Platform: l.Platform, Data: data})
 }
 
 func leaseEnded(id string) error {

@@ -30,7 +30,7 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 		DrainFile: filepath.Join(o.Home, "workers.json"), FS: o.FS, Routing: o.Config.Gateway.Routing,
 		DisconnectedRetention: ms(o.Config.Gateway.DisconnectedRetentionMs), ExecTimeout: ms(o.Config.Gateway.ExecTimeoutMs),
 		DefaultTTL: ms(o.Config.Lease.DefaultTTLMs), MaxTTL: ms(o.Config.Lease.MaxTTLMs),
-		DaemonInfo: d.daemonInfo,
+		DaemonInfo: d.daemonInfo, Journal: d.journal,
 	})
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 		},
 	}
 	d.http = httpapi.New(httpapi.Options{Backend: httpAdapter{socketAdapter{d}}, Logger: ports.Module(o.Logger, "http"),
-		Clock: o.Clock, Version: o.Version, Uplink: acceptor})
+		Clock: o.Clock, Version: o.Version, Uplink: acceptor, Metrics: d.MetricsHandler()})
 	d.httpDone = make(chan struct{})
 	go func() {
 		defer close(d.httpDone)

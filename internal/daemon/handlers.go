@@ -414,7 +414,7 @@ func (d *Daemon) catalogGet(ctx context.Context, _ *dispatch.Call, in contract.C
 }
 
 func (d *Daemon) eventsSubscribe(ctx context.Context, call *dispatch.Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {
-	return dispatch.ServeEvents(ctx, call, d.bus, in, d.stopped, nil), nil
+	return dispatch.ServeEvents(ctx, call, d.bus, d.journal, d.clock.Now(), in, d.stopped, nil)
 }
 
 // Token secrets are random and shown once; only their SHA-256 is stored.

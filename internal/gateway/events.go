@@ -12,7 +12,7 @@ import (
 // eventsSubscribe serves the gateway's bus: the fleet's republished facts
 // and the gateway's own.
 func (g *Gateway) eventsSubscribe(ctx context.Context, call *dispatch.Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {
-	return dispatch.ServeEvents(ctx, call, g.bus, in, g.ctx.Done(), g.spawn), nil
+	return dispatch.ServeEvents(ctx, call, g.bus, g.o.Journal, g.clock.Now(), in, g.ctx.Done(), g.spawn)
 }
 
 // onWorkerPush routes one push of a worker's followed events.subscribe:

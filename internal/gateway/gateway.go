@@ -53,6 +53,9 @@ type Options struct {
 	// Bus receives the gateway's own facts and the workers' republished
 	// ones. Nil builds a private bus of 1000 events.
 	Bus *events.Bus
+	// Journal replays events.subscribe history the ring no longer holds
+	// (nil: the ring only).
+	Journal dispatch.Journal
 	// DrainFile is workers.json, the one persisted piece of gateway state.
 	// Empty keeps the drained set in memory only.
 	DrainFile string

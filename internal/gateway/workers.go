@@ -366,9 +366,10 @@ func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 // eventIn rewrites a worker's event for the gateway's bus: gateway lease
 // ids, client-side names, and the worker's id in the payload.
 func (g *Gateway) eventIn(id string, e contract.Event) (events.Event, bool) {
-	if _, ours := g.own(e.RequesterID); ours && e.Type == "request.refused" {
-		// A noWait refusal of a forwarded request is a stale view, not a
-		// fact about the client's request, which is still queued here.
+	if _, ours := g.own(e.RequesterID); ours && (e.Type == "request.refused" || e.Type == "request.rejected") {
+		// A noWait refusal (or a rejection) of a forwarded request is a
+		// worker's answer to the gateway, not a fact about the client's
+		// request, whose outcome the gateway's own queue reports.
 		return events.Event{}, false
 	}
 	data := map[string]any{}

@@ -98,6 +98,23 @@ CREATE INDEX lease_requests_updated ON lease_requests (updated_at);
 ALTER TABLE leases ADD COLUMN request_id TEXT;   -- the request it was granted to; NULL is none
 ALTER TABLE leases ADD COLUMN timing TEXT;       -- JSON; NULL is none
 `,
+	// 5: the events journal: business facts kept across restarts, bounded
+	// by count and age (events.retention), under their bus sequence number.
+	`
+CREATE TABLE events (
+	seq          INTEGER PRIMARY KEY NOT NULL CHECK (seq > 0),
+	type         TEXT NOT NULL,
+	at           INTEGER NOT NULL,                 -- unix ms UTC
+	device_id    TEXT NOT NULL DEFAULT '',
+	lease_id     TEXT NOT NULL DEFAULT '',
+	requester_id TEXT NOT NULL DEFAULT '',
+	platform     TEXT NOT NULL DEFAULT '',
+	reason       TEXT NOT NULL DEFAULT '',
+	data         TEXT                               -- JSON object; NULL is none
+) STRICT;
+
+CREATE INDEX events_at ON events (at);
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock; the

@@ -18,6 +18,10 @@ type incarnation struct {
 	startedAt time.Time
 	events    map[uint64]contract.Event
 	killed    bool
+	// base is the seq this run continued from (the journal's newest at its
+	// start): its own facts are base+1 on. Learned from the first read.
+	base      uint64
+	baseKnown bool
 }
 
 // leaseRec is everything the drill learned about one lease, from any
@@ -119,11 +123,44 @@ func (ch *chaos) followOne(ctx context.Context, c *client.Client) {
 	}
 	sub, cancelSub := context.WithCancel(ctx)
 	defer cancelSub()
-	out, err := c.Events(sub, contract.EventsSubscribeIn{Follow: true}, func(e contract.Event) { add(e) })
+	// The default read is this run's facts from its first one on, and the
+	// follower continues right after it (pushes come in seq order, maybe
+	// before the reply), so the first fact of the first session, or its
+	// first gap, tells where this run's numbering began.
+	var backlogDone bool
+	var early []contract.Event
+	out, err := c.Events(sub, contract.EventsSubscribeIn{Follow: true}, func(e contract.Event) {
+		ch.mu.Lock()
+		if !backlogDone {
+			early = append(early, e)
+			ch.mu.Unlock()
+			return
+		}
+		if !inc.baseKnown {
+			inc.base, inc.baseKnown = e.Seq-1, true
+		}
+		ch.mu.Unlock()
+		add(e)
+	})
 	if err != nil {
 		return
 	}
+	ch.mu.Lock()
+	if !inc.baseKnown {
+		switch {
+		case out.Gap != nil:
+			inc.base, inc.baseKnown = out.Gap.FromSeq-1, true
+		case len(out.Events) > 0:
+			inc.base, inc.baseKnown = out.Events[0].Seq-1, true
+		case len(early) > 0:
+			inc.base, inc.baseKnown = early[0].Seq-1, true
+		}
+	}
+	backlogDone = true
+	held := early
+	ch.mu.Unlock()
 	add(out.Events...)
+	add(held...)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -171,6 +208,7 @@ func (inc *incarnation) prefix() (contiguous, max uint64) {
 			max = s
 		}
 	}
+	contiguous = inc.base
 	for inc.events[contiguous+1].Type != "" {
 		contiguous++
 	}
@@ -304,7 +342,7 @@ func (ch *chaos) analyse(nukeAt time.Time) (grants int, lost uint64) {
 	for i, inc := range incs {
 		contiguous, max := inc.prefix()
 		missing := uint64(0)
-		for s := uint64(1); s <= max; s++ {
+		for s := inc.base + 1; s <= max; s++ {
 			if inc.events[s].Type == "" {
 				missing++
 			}

@@ -64,6 +64,7 @@ type Bus struct {
 
 	mu        sync.Mutex
 	seq       uint64  // the newest fact's sequence number
+	base      uint64  // facts up to base are from earlier runs (ContinueFrom); the ring never held them
 	ring      []Event // fact n lives in ring[(n-1)%len(ring)]
 	followers map[*Follower]struct{}
 	observers map[*Observer]struct{}
@@ -76,6 +77,27 @@ func New(size int, now func() time.Time) *Bus {
 	}
 	return &Bus{now: now, ring: make([]Event, size),
 		followers: map[*Follower]struct{}{}, observers: map[*Observer]struct{}{}}
+}
+
+// ContinueFrom makes the bus number its facts after seq, so a daemon whose
+// journal already holds facts up to seq from earlier runs keeps sequence
+// numbers unique across restarts. Those earlier facts were never in this
+// ring: a reader that wants them reads the journal (see Base). It has
+// effect only before the first Publish.
+func (b *Bus) ContinueFrom(seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seq == b.base {
+		b.seq, b.base = seq, seq
+	}
+}
+
+// Base is the sequence number the bus continued from (0 for a bus that
+// did not): every fact at or below it belongs to an earlier run.
+func (b *Bus) Base() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.base
 }
 
 // Publish stamps e with the next sequence number (and the time, when e has
@@ -119,18 +141,20 @@ func (b *Bus) PublishBatch(evs []Event) []Event {
 // oldestLocked is the sequence number of the oldest buffered fact (seq+1
 // when nothing is buffered).
 func (b *Bus) oldestLocked() uint64 {
-	if n := uint64(len(b.ring)); b.seq > n {
+	if n := uint64(len(b.ring)); b.seq-b.base > n {
 		return b.seq - n + 1
 	}
-	return 1
+	return b.base + 1
 }
 
 // sinceLocked normalizes a caller's since: a value above the newest fact
-// comes from an earlier daemon run (sequence numbers start again at 1 on
-// each start), so everything this run has buffered is newer than it.
+// comes from another daemon run (without a journal sequence numbers start
+// again at 1 on each start), so everything this run has buffered is newer
+// than it. A since below Base yields a gap down to it, which a reader with
+// the journal fills from there.
 func (b *Bus) sinceLocked(since uint64) uint64 {
 	if since > b.seq {
-		return 0
+		return b.base
 	}
 	return since
 }

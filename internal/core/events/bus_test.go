@@ -242,3 +242,37 @@ func BenchmarkPublish(b *testing.B) {
 		}
 	})
 }
+
+// A bus that continues from a journal numbers after it; the earlier run's
+// facts were never in its ring, so reading from before them is a gap down
+// to them, while reading from Base is this run's facts and no gap.
+func TestContinueFromNumbersAfterTheJournal(t *testing.T) {
+	b := New(3, func() time.Time { return time.Unix(0, 0) })
+	b.ContinueFrom(41)
+	if b.Base() != 41 || b.LastSeq() != 41 {
+		t.Fatalf("base %d last %d", b.Base(), b.LastSeq())
+	}
+	if e := b.Publish(Event{Type: "x"}); e.Seq != 42 {
+		t.Fatalf("first fact got seq %d; want 42", e.Seq)
+	}
+	b.ContinueFrom(7) // too late: facts were published
+	if e := b.Publish(Event{Type: "y"}); e.Seq != 43 || b.Base() != 41 {
+		t.Fatalf("after a late ContinueFrom: seq %d base %d", e.Seq, b.Base())
+	}
+	if evs, gap := b.Since(41); gap != nil || len(evs) != 2 {
+		t.Fatalf("Since(Base) = %v, %v", evs, gap)
+	}
+	if _, gap := b.Since(30); gap == nil || *gap != (Gap{FromSeq: 31, ToSeq: 41}) {
+		t.Fatalf("Since(30) gap %+v; want 31..41", gap)
+	}
+	// A since from the future (another run) reads this run's facts.
+	if evs, gap := b.Since(1000); gap != nil || len(evs) != 2 {
+		t.Fatalf("Since(1000) = %v, %v", evs, gap)
+	}
+	for i := 0; i < 5; i++ {
+		b.Publish(Event{Type: "z"}) // 44..48; the ring keeps 46..48
+	}
+	if _, gap := b.Since(41); gap == nil || *gap != (Gap{FromSeq: 42, ToSeq: 45}) {
+		t.Fatalf("overflow gap %+v; want 42..45", gap)
+	}
+}

@@ -34,7 +34,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, rt route) {
 			writeError(w, contract.Errorf(contract.CodeBadRequest, "Last-Event-ID %q is not an event seq", id), nil)
 			return
 		}
-		in.Since = seq
+		// A reconnect resumes where it left off, whatever the URL's
+		// sinceTime first asked for.
+		in.Since, in.SinceTime = seq, ""
 	}
 	in.Follow = true
 	params, _ = json.Marshal(in)

@@ -53,7 +53,7 @@ func newBusBackend(t *testing.T, ring int) *busBackend {
 		disp: dispatch.New(dispatch.Options{}), stop: make(chan struct{})}
 	t.Cleanup(func() { close(b.stop) })
 	dispatch.Handle(b.disp, contract.EventsSubscribe, func(ctx context.Context, call *dispatch.Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {
-		return dispatch.ServeEvents(ctx, call, b.bus, in, b.stop, nil), nil
+		return dispatch.ServeEvents(ctx, call, b.bus, nil, time.Time{}, in, b.stop, nil)
 	})
 	return b
 }

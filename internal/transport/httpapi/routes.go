@@ -122,6 +122,10 @@ func (s *Server) buildMux(uplink http.Handler) http.Handler {
 		mux.Handle(rt.pattern(), s.wrap(rt, s.handlerFor(rt)))
 	}
 	s.mountConsole(mux)
+	if s.metrics != nil {
+		// Any valid token may scrape: the figures are what status shows.
+		mux.Handle("GET /metrics", s.wrap(route{method: "GET", path: "/metrics", summary: "Prometheus metrics"}, s.metrics.ServeHTTP))
+	}
 	// Anything else gets the contract's error shape too (after auth, so an
 	// unauthenticated caller learns nothing about the route space).
 	fallback := route{method: "", path: "/", summary: "no route"}

@@ -53,6 +53,9 @@ type Options struct {
 	// Uplink, when set (gateway mode), serves GET /v1/uplink. It checks
 	// its own join token: a worker token opens an uplink and nothing else.
 	Uplink http.Handler
+	// Metrics, when set, serves GET /metrics (Prometheus text format)
+	// behind a token like every route but healthz.
+	Metrics http.Handler
 	// MaxConns caps the connections the listener holds open at once (0:
 	// the connlimit default, a share of the fd limit; negative: no cap).
 	MaxConns int
@@ -94,6 +97,7 @@ type Server struct {
 	routes  []route
 	handler http.Handler
 	openapi func() []byte
+	metrics http.Handler
 
 	// ctx spans the server's life: background dispatches (pending lease
 	// requests, the notice follower) and every request context derive
@@ -127,6 +131,7 @@ func New(o Options) *Server {
 		notices: newNoticeBuffer(), console: newConsoleTable(), maxConns: o.MaxConns, authDeadline: authDeadline, writeStall: writeStall, gateway: o.Uplink != nil}
 	s.requests = newRequestTable(s)
 	s.routes = routeTable()
+	s.metrics = o.Metrics
 	s.handler = s.buildMux(o.Uplink)
 	s.openapi = sync.OnceValue(func() []byte {
 		b, _ := json.MarshalIndent(openAPIDocument(s.routes, s.version, s.gateway), "", "  ")
