@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // settleTimeout bounds how long device.release and daemon.stop's clean pass
@@ -132,4 +137,59 @@ func deviceReleaseError(err error) *contract.Error {
 			WithNext("retry once the device's operation settled, or `simlock device status` to see it")
 	}
 	return nil
+}
+
+// ReconcileDevice shuts down the device key names the way ownerHome's own
+// daemon would, for `device release --stale` and `--force` when that daemon
+// is gone or cannot cooperate: the owner's configuration gives its device
+// roots, and the platform driver built over them runs its ordinary
+// shutdown (iOS: simctl on the owner's device set; Android: the emulator's
+// recorded console port through the owner root's private adb server). The
+// cleanup is owner-scoped: a key outside the owner's roots is refused.
+// A device its root no longer holds is reported as gone (notFound): it
+// cannot be running from there.
+func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (notFound bool, err error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg, err := config.Load(config.PathsFor(ownerHome).Config)
+	if err != nil {
+		return false, fmt.Errorf("read the owner's configuration: %w", err)
+	}
+	o := Options{Home: ownerHome, Config: cfg, Getenv: getenv, Clock: ports.SystemClock{}, Runner: ports.ExecRunner{},
+		Stats: ports.HostStats{}, FS: ports.OSFilesystem{}, Logger: slog.New(slog.DiscardHandler)}
+	roots, err := deviceRoots(o)
+	if err != nil {
+		return false, err
+	}
+	var ref core.DeviceRef
+	platform := key.Platform()
+	switch {
+	case strings.HasPrefix(string(key), "ios:udid:"):
+		ref.Handle = strings.TrimPrefix(string(key), "ios:udid:")
+	case strings.HasPrefix(string(key), "android:avd:"):
+		name, root, _ := strings.Cut(strings.TrimPrefix(string(key), "android:avd:"), ":")
+		if root != roots["android"] {
+			return false, fmt.Errorf("%s is not in the owner's Android root %s: not the owner's to clean up", key, roots["android"])
+		}
+		ref.Handle = name
+	default:
+		return false, fmt.Errorf("no platform cleanup for %s", key)
+	}
+	ref.ID = string(key)
+	drivers, err := buildDrivers(o, func(string) func(core.Diagnostic) { return func(core.Diagnostic) {} })
+	if err != nil {
+		return false, err
+	}
+	for _, drv := range drivers {
+		if drv.Platform() != platform {
+			continue
+		}
+		err := drv.Shutdown(ctx, ref)
+		if errors.Is(err, core.ErrDeviceNotFound) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, fmt.Errorf("the %s tools are not available here, so the device could not be shut down", platform)
 }
