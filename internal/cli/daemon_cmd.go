@@ -300,6 +300,9 @@ func (a *app) stopDaemonGraded(ctx context.Context, timeout, grace time.Duration
 					warn("device %s was not shut down: %s", id, why)
 				}
 			}
+			for _, k := range res.ClaimsOrphaned {
+				warn("%s is still claimed by this home after the clean stop: its teardown is not proven; `simlock device release --stale %s` reconciles it", k, k)
+			}
 		}
 		if !clean && len(res.ClaimsOrphaned) > 0 {
 			warn("%d device(s) were left running; their claims stay orphaned until this home's daemon starts again (it adopts them) or `simlock device release --stale`", len(res.ClaimsOrphaned))

@@ -42,11 +42,12 @@ func (w *world) claimOf(key hostreg.Key) (hostreg.Status, bool) {
 
 // ensureClaim makes sure the daemon's lease shows as its claim: a daemon
 // with host claims wired in wrote it already; otherwise the test writes the
-// record the daemon would have written (owner: its home, pid, start).
-func (w *world) ensureClaim(key hostreg.Key, daemonPID int, leaseID string) {
+// record the daemon would have written (owner: its home, pid, start) and
+// reports wrote: that daemon will not clear it by its own teardown.
+func (w *world) ensureClaim(key hostreg.Key, daemonPID int, leaseID string) (wrote bool) {
 	w.t.Helper()
 	if _, ok := w.claimOf(key); ok {
-		return
+		return false
 	}
 	ctx := context.Background()
 	start, alive, err := hostreg.SystemProber{}.ProcessStart(ctx, daemonPID)
@@ -63,6 +64,7 @@ func (w *world) ensureClaim(key hostreg.Key, daemonPID int, leaseID string) {
 		Owner: hostreg.Owner{Home: home, PID: daemonPID, Start: start}, ClaimedAt: time.Now().UTC()}); err != nil {
 		w.t.Fatal(err)
 	}
+	return true
 }
 
 // simState is the simulated SDK's state for udid in set ("" if absent).
@@ -89,6 +91,12 @@ func (w *world) simState(set, udid string) string {
 }
 
 func (w *world) leaseIOS() (lease, hostreg.Key, int) {
+	l, key, pid, _ := w.leaseIOSClaimed()
+	return l, key, pid
+}
+
+// leaseIOSClaimed is leaseIOS, also saying whether the test wrote the claim.
+func (w *world) leaseIOSClaimed() (lease, hostreg.Key, int, bool) {
 	w.t.Helper()
 	var l lease
 	w.json(&l, "lease", "--platform", "ios", "--detach", "--ttl", "10m")
@@ -97,8 +105,8 @@ func (w *world) leaseIOS() (lease, hostreg.Key, int) {
 		w.t.Fatal(err)
 	}
 	pid := w.status().Daemon.PID
-	w.ensureClaim(key, pid, l.LeaseID)
-	return l, key, pid
+	wrote := w.ensureClaim(key, pid, l.LeaseID)
+	return l, key, pid, wrote
 }
 
 func (w *world) daemonRunning() bool {
@@ -268,5 +276,113 @@ func TestDaemonStopCleanReportsWhatItCouldProve(t *testing.T) {
 	w.json(&so, "daemon", "stop", "--json")
 	if so.Mode != "graceful" || so.CleanupConfidence != "verified" || so.Pending == nil {
 		t.Fatalf("idle graceful stop: %+v", so)
+	}
+}
+
+// The Android side of --stale: after kill -9 of the owner, the emulator it
+// left running is stopped through the owner root's private adb server (its
+// recorded console port) before the claim is cleared.
+func TestStaleReleaseStopsAnOrphanedEmulator(t *testing.T) {
+	w := newWorld(t, androidConfig)
+	var l lease
+	w.json(&l, "lease", "--platform", "android", "--model", "pixel_6", "--detach")
+	pid := w.status().Daemon.PID
+	root, _ := filepath.Abs(filepath.Join(w.home, "devices", "android"))
+	inis, _ := filepath.Glob(filepath.Join(root, "*.ini"))
+	if len(inis) != 1 {
+		t.Fatalf("AVDs in %s: %v", root, inis)
+	}
+	key, err := hostreg.AndroidAVDKey(root, strings.TrimSuffix(filepath.Base(inis[0]), ".ini"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.ensureClaim(key, pid, l.LeaseID)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the killed daemon to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	if w.emulators() == 0 {
+		t.Skip("the simulated emulator did not outlive its daemon; nothing to reconcile")
+	}
+	var ro releaseOut
+	w.json(&ro, "device", "release", "--stale", string(key), "--json")
+	if len(ro.Released) != 1 || !ro.Released[0].Cleared || !ro.Released[0].DeviceShutDown {
+		t.Fatalf("release --stale: %+v", ro)
+	}
+	if n := w.emulators(); n != 0 {
+		t.Fatalf("%d emulator processes survived --stale", n)
+	}
+	if _, held := w.claimOf(key); held {
+		t.Fatal("the claim survived --stale")
+	}
+}
+
+func (w *world) emulators() int {
+	var procs []struct{ ID string }
+	w.json(&procs, "simsdk", "ps", "--json")
+	return len(procs)
+}
+
+// The recovery command a refusal prints works when copied into a shell:
+// for a live owner it names the owner's home, and running it releases the
+// device through that owner.
+func TestRecoveryCommandWorksWhenCopied(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	_, key, _, wrote := w.leaseIOSClaimed()
+	if wrote {
+		t.Skip("needs the claims branch") // the owner must clear its own claim on release
+	}
+	r := w.run("device", "release", "--stale", string(key), "--json")
+	var e struct {
+		Error struct {
+			Details struct {
+				Recovery struct{ Command string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || !strings.HasPrefix(e.Error.Details.Recovery.Command, "simlock ") {
+		t.Fatalf("refusal %q: %v", r.stderr, err)
+	}
+	sh := exec.Command("sh", "-c", e.Error.Details.Recovery.Command)
+	sh.Env = append(w.env, "PATH="+filepath.Dir(bin)+":"+w.sdk+":"+os.Getenv("PATH"))
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", e.Error.Details.Recovery.Command, err, out)
+	}
+	if len(w.status().Leases) != 0 {
+		t.Fatal("the owner still holds the lease after the recovery command")
+	}
+	if _, held := w.claimOf(key); held {
+		t.Fatal("the claim survived the recovery command")
+	}
+}
+
+// A daemon that cannot answer is stopped by signals: the result is forced,
+// pending is null (unknowable), its claims are orphaned, never released by
+// its death; with --clean each claim is reconciled as --stale does.
+func TestForcedStopNeverClaimsUnknownCleanup(t *testing.T) {
+	for _, clean := range []bool{false, true} {
+		w := newWorld(t, oneRunning)
+		l, key, pid := w.leaseIOS()
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"daemon", "stop", "--json", "--timeout", "1s", "--grace", "1s"}
+		if clean {
+			args = append(args, "--clean")
+		}
+		var so stopOut
+		w.json(&so, args...)
+		if !so.Stopped || so.Mode != "forced" || so.Pending != nil || len(so.Warnings) == 0 {
+			t.Fatalf("clean=%v: %+v", clean, so)
+		}
+		_, held := w.claimOf(key)
+		switch {
+		case !clean && (so.CleanupConfidence != "unknown" || len(so.ClaimsReleased) != 0 || len(so.ClaimsOrphaned) != 1 || !held):
+			t.Fatalf("forced stop: %+v (claim held %v)", so, held)
+		case clean && (so.CleanupConfidence != "partial" || len(so.ClaimsReleased) != 1 || held):
+			t.Fatalf("forced stop --clean: %+v (claim held %v)", so, held)
+		case clean && w.simState(l.Device.DeviceSet, l.Device.UDID) != "Shutdown":
+			t.Fatal("--clean after a forced stop left the device running")
+		}
 	}
 }
