@@ -202,3 +202,51 @@ func TestDeviceReleaseStaleNeedsProofAndCleanup(t *testing.T) {
 		t.Fatalf("plain release of an orphan: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// Every recovery command the registry prints parses, word for word, as a
+// `device release` of that key with the right flags: copied into a shell it
+// runs the command it names.
+func TestRecoveryCommandsParseAsDeviceRelease(t *testing.T) {
+	key := hostreg.Key("android:avd:pixel_1:/Users/me/wt/a/.simlock/devices/android")
+	owner := hostreg.Owner{Home: "/Users/me/wt/a/.simlock", PID: 4242, Start: "s"}
+	for _, tc := range []struct {
+		class       hostreg.Class
+		flag, home  string
+		wantCommand string
+	}{
+		{hostreg.ClassClaimed, "", owner.Home, "simlock --home /Users/me/wt/a/.simlock device release " + string(key)},
+		{hostreg.ClassReleaseFailed, "", owner.Home, ""},
+		{hostreg.ClassOrphaned, "stale", "", "simlock device release --stale " + string(key)},
+		{hostreg.ClassInconsistent, "force", "", "simlock device release --force " + string(key)},
+	} {
+		st := hostreg.Status{Key: key, Class: tc.class, Claim: hostreg.Claim{Key: key, Owner: owner}}
+		line := hostreg.RecoveryCommand(st)
+		if tc.wantCommand != "" && line != tc.wantCommand {
+			t.Errorf("%s: %q, want %q", tc.class, line, tc.wantCommand)
+		}
+		words := strings.Fields(line)
+		if len(words) == 0 || words[0] != "simlock" {
+			t.Fatalf("%s: %q", tc.class, line)
+		}
+		a := &app{env: OSEnv()}
+		root := a.rootCmd()
+		cmd, rest, err := root.Find(words[1:])
+		if err != nil || cmd.CommandPath() != "simlock device release" {
+			t.Fatalf("%s: %q finds %v (%v)", tc.class, line, cmd.CommandPath(), err)
+		}
+		if err := cmd.ParseFlags(rest); err != nil {
+			t.Fatalf("%s: %q: %v", tc.class, line, err)
+		}
+		if args := cmd.Flags().Args(); len(args) != 1 || args[0] != string(key) {
+			t.Errorf("%s: positional %v", tc.class, args)
+		}
+		for _, f := range []string{"stale", "force"} {
+			if got := cmd.Flags().Lookup(f).Changed; got != (f == tc.flag) {
+				t.Errorf("%s: --%s set=%v", tc.class, f, got)
+			}
+		}
+		if h := cmd.Flags().Lookup("home"); h.Changed != (tc.home != "") || h.Changed && h.Value.String() != tc.home {
+			t.Errorf("%s: --home %q changed=%v", tc.class, h.Value.String(), h.Changed)
+		}
+	}
+}
