@@ -72,6 +72,9 @@ type (
 	LeaseNotice            = contract.LeaseNotice
 	DeviceExecIn           = contract.DeviceExecIn
 	DeviceExecOut          = contract.DeviceExecOut
+	DeviceReleaseIn        = contract.DeviceReleaseIn
+	DeviceReleaseOut       = contract.DeviceReleaseOut
+	DaemonCleanReport      = contract.DaemonCleanReport
 	ExecOutput             = contract.ExecOutput
 	WorkerRef              = contract.WorkerRef
 	WorkerView             = contract.WorkerView
@@ -105,6 +108,7 @@ var (
 	DoctorRun          = contract.DoctorRun
 	NukeRun            = contract.NukeRun
 	DeviceExec         = contract.DeviceExec
+	DeviceRelease      = contract.DeviceRelease
 	WorkerList         = contract.WorkerList
 	WorkerDrain        = contract.WorkerDrain
 	WorkerUndrain      = contract.WorkerUndrain
@@ -113,4 +117,4 @@ var (
 )
 
 // allOperations lists every re-exported operation (a test checks none is missing).
-var allOperations = []contract.Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op, LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op, LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op, TokenRevoke.Op, DaemonStop.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op, Passthrough.Op}
+var allOperations = []contract.Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op, LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op, LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op, TokenRevoke.Op, DaemonStop.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, DeviceRelease.Op, WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op, Passthrough.Op}

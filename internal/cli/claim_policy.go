@@ -20,6 +20,8 @@ func commandClaimPolicies() map[string]contract.ClaimPolicy {
 		"simlock daemon status":  contract.ClaimObserve,
 		"simlock daemon stop":    contract.ClaimRelease,
 		"simlock demo":           contract.ClaimAcquire,
+		"simlock device release": contract.ClaimRelease,
+		"simlock device status":  contract.ClaimObserve,
 		"simlock doctor":         contract.ClaimTransientExclusive,
 		"simlock events":         contract.ClaimObserve,
 		"simlock exec":           contract.ClaimRequireOwner,

@@ -22,6 +22,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/daemon"
+	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -144,16 +145,20 @@ func (a *app) daemonStatusCmd() *cobra.Command {
 
 func (a *app) daemonStopCmd() *cobra.Command {
 	var timeout, grace time.Duration
+	var clean bool
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the daemon: gracefully, then SIGTERM, then SIGKILL, within a bounded time",
 		Long: "Asks the daemon to stop gracefully (in-flight purges settle first) and waits up to --timeout. " +
 			"A daemon that does not answer or does not stop in time gets SIGTERM, then after --grace SIGKILL; " +
 			"signals go only to the pid in daemon.pid, and only once it is verified to be the simlock daemon " +
-			"that holds this home's lock.",
+			"that holds this home's lock. --clean also releases every lease and shuts down every running device " +
+			"of the home first; if the daemon had to be killed, each of its host claims is reconciled as " +
+			"`device release --stale` does. The result grades what was proven (cleanupConfidence) and lists the " +
+			"home's claims released and left orphaned.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := a.stopDaemon(cmd.Context(), timeout, grace)
+			res, err := a.stopDaemonGraded(cmd.Context(), timeout, grace, clean)
 			if a.jsonOut && res.Mode != "" {
 				a.printJSON(res)
 			}
@@ -162,25 +167,154 @@ func (a *app) daemonStopCmd() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 150*time.Second, "how long to wait for a graceful stop before signalling")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long to wait after SIGTERM before SIGKILL")
+	cmd.Flags().BoolVar(&clean, "clean", false, "also release every lease and shut down every running device of this home")
 	a.addJSON(cmd)
 	return cmd
 }
 
 // stopResult is what `daemon stop --json` prints.
 type stopResult struct {
+	// Stopped: no daemon holds the home any more (proven by its lock).
+	Stopped bool `json:"stopped"`
 	// Mode is graceful (the daemon stopped on request), forced (a signal
 	// ended it) or notRunning.
 	Mode string `json:"mode"`
+	// CleanupConfidence grades what the stop proved: verified (the daemon
+	// finalized its state and every cleanup asked for is proven), partial
+	// (some cleanup is proven, some is not), unknown (the daemon was
+	// killed: what it left is not known).
+	CleanupConfidence string `json:"cleanupConfidence"`
+	// ClaimsReleased are this home's device claims cleared because the
+	// device's teardown completed (never because a pid died).
+	ClaimsReleased []string `json:"claimsReleased"`
+	// ClaimsOrphaned are this home's claims left behind by a daemon that is
+	// now gone: proven stale, cleanup still pending (the home's next daemon
+	// adopts them, or `simlock device release --stale`).
+	ClaimsOrphaned []string `json:"claimsOrphaned"`
+	// Pending is the cleanup known to be outstanding (device keys), [] when
+	// known to be none, and null when it cannot be known (forced stop).
+	Pending  []string `json:"pending"`
+	Warnings []string `json:"warnings"`
 	// Signal is the last signal sent: SIGTERM or SIGKILL.
 	Signal string   `json:"signal,omitempty"`
 	PID    int      `json:"pid,omitempty"`
 	Steps  []string `json:"steps"`
+	// Clean is the daemon's own report of its clean pass, when it ran one.
+	Clean *contract.DaemonCleanReport `json:"clean,omitempty"`
+}
+
+// homeClaims is the home's claims in the host registry, by key. ok is
+// false when the registry could not be read: nothing is then claimed about
+// them.
+func (a *app) homeClaims(ctx context.Context) (map[hostreg.Key]hostreg.Status, bool) {
+	sts, err := hostreg.Inspect(ctx, a.hostDir(), hostreg.SystemProber{})
+	if err != nil {
+		return nil, false
+	}
+	out := map[hostreg.Key]hostreg.Status{}
+	for _, st := range sts {
+		if filepath.Clean(st.Claim.Owner.Home) == a.home {
+			out[st.Key] = st
+		}
+	}
+	return out, true
+}
+
+// stopDaemonGraded stops the daemon and grades the result by comparing the
+// home's host claims before and after: a claim that is gone was released by
+// a teardown; one still there belongs to a dead daemon (orphaned). After a
+// forced stop nothing the daemon had in memory is known (pending null),
+// and with --clean each orphaned claim is reconciled as --stale does.
+func (a *app) stopDaemonGraded(ctx context.Context, timeout, grace time.Duration, clean bool) (stopResult, error) {
+	before, readBefore := a.homeClaims(ctx)
+	res, err := a.stopDaemon(ctx, timeout, grace, clean)
+	res.ClaimsReleased, res.ClaimsOrphaned, res.Warnings = []string{}, []string{}, []string{}
+	if res.Mode == "" || err != nil {
+		return res, err
+	}
+	res.Stopped = true
+	after, readAfter := a.homeClaims(ctx)
+	warn := func(format string, v ...any) {
+		msg := fmt.Sprintf(format, v...)
+		res.Warnings = append(res.Warnings, msg)
+		if !a.jsonOut {
+			a.printf("warning: %s\n", msg)
+		}
+	}
+	if !readBefore || !readAfter {
+		warn("the host registry could not be read, so nothing is known about this home's device claims")
+		res.CleanupConfidence = "unknown"
+		return res, nil
+	}
+	for k := range before {
+		if _, still := after[k]; !still {
+			res.ClaimsReleased = append(res.ClaimsReleased, string(k))
+		}
+	}
+	if res.Mode == "forced" && clean && len(after) > 0 {
+		db, err := hostreg.Open(ctx, a.hostDir())
+		if err != nil {
+			warn("open the host registry to reconcile: %v", err)
+		} else {
+			for k, st := range after {
+				r, err := a.releaseStale(ctx, db, st)
+				if err != nil || !r.Cleared {
+					warn("%s: not reconciled: %v", k, err)
+					continue
+				}
+				res.ClaimsReleased = append(res.ClaimsReleased, string(k))
+				delete(after, k)
+				res.Warnings = append(res.Warnings, r.Warnings...)
+			}
+			db.Close()
+		}
+	}
+	for k := range after {
+		res.ClaimsOrphaned = append(res.ClaimsOrphaned, string(k))
+	}
+	slices.Sort(res.ClaimsReleased)
+	slices.Sort(res.ClaimsOrphaned)
+	switch {
+	case res.Mode == "notRunning":
+		res.Pending = []string{}
+		res.CleanupConfidence = "verified"
+		if len(after) > 0 {
+			res.Pending = slices.Clone(res.ClaimsOrphaned)
+			res.CleanupConfidence = "partial"
+			warn("no daemon runs for this home, but %d of its device claims remain: `simlock --home %s device status`", len(after), a.home)
+		}
+	case res.Mode == "forced":
+		res.Pending = nil // what the killed daemon had in flight is unknowable
+		res.CleanupConfidence = "unknown"
+		warn("the daemon was killed before it could finalize its state: leases and in-flight device work are not known to be cleaned up")
+		if clean && len(res.ClaimsOrphaned) == 0 {
+			res.CleanupConfidence = "partial" // every claim is reconciled; the rest stays unknown
+		}
+	default: // graceful: the daemon finalized everything it held
+		res.Pending = slices.Clone(res.ClaimsOrphaned)
+		res.CleanupConfidence = "verified"
+		if clean && (len(res.ClaimsOrphaned) > 0 || (res.Clean != nil && len(res.Clean.Failed) > 0)) {
+			res.CleanupConfidence = "partial"
+			if res.Clean != nil {
+				for id, why := range res.Clean.Failed {
+					warn("device %s was not shut down: %s", id, why)
+				}
+			}
+			for _, k := range res.ClaimsOrphaned {
+				warn("%s is still claimed by this home after the clean stop: its teardown is not proven; `simlock device release --stale %s` reconciles it", k, k)
+			}
+		}
+		if !clean && len(res.ClaimsOrphaned) > 0 {
+			warn("%d device(s) were left running; their claims stay orphaned until this home's daemon starts again (it adopts them) or `simlock device release --stale`", len(res.ClaimsOrphaned))
+		}
+	}
+	return res, nil
 }
 
 // stopDaemon escalates: a graceful daemon.stop (bounded), then SIGTERM,
 // then SIGKILL of the verified daemon pid. Each step is reported as it
 // happens; the home lock being free is the proof that the daemon is gone.
-func (a *app) stopDaemon(ctx context.Context, timeout, grace time.Duration) (stopResult, error) {
+func (a *app) stopDaemon(ctx context.Context, timeout, grace time.Duration, clean bool) (stopResult, error) {
 	p := a.paths()
 	res := stopResult{Steps: []string{}}
 	step := func(format string, args ...any) {
@@ -203,9 +337,15 @@ func (a *app) stopDaemon(ctx context.Context, timeout, grace time.Duration) (sto
 		return res, err // a refused handshake is an answer: never signal past it
 	}
 	if c != nil {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = client.Do(sctx, c, contract.DaemonStop, contract.DaemonStopIn{})
+		callTimeout := 10 * time.Second
+		if clean {
+			callTimeout = timeout // the clean pass runs before the answer
+		}
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		var out contract.DaemonStopOut
+		out, err = client.Do(sctx, c, contract.DaemonStop, contract.DaemonStopIn{Clean: clean})
 		cancel()
+		res.Clean = out.Clean
 		if client.IsCode(err, contract.CodeForbidden) || client.IsCode(err, contract.CodeAdminAuthFailed) {
 			c.Close()
 			return res, err // a refusal is an answer: never signal past it

@@ -102,6 +102,7 @@ var (
 	CleanupRun         = define[CleanupRunIn, CleanupRunOut]("cleanup.run", RoleAdmin, ClaimTransientExclusive, "Run the idle-device cleanup rules once (or preview them with dryRun).")
 	DoctorRun          = define[DoctorRunIn, DoctorRunOut]("doctor.run", RoleAgent, ClaimTransientExclusive, "Compare the registry with the devices in simlock's roots; fix and purgeOrphans repair (admin).", func(o *Op) { o.Auth = AuthAdminToChange })
 	NukeRun            = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, ClaimRelease, "Reset: release every lease, cancel pending requests, destroy every managed device.")
+	DeviceRelease      = define[DeviceReleaseIn, DeviceReleaseOut]("device.release", RoleAdmin, ClaimRelease, "Give back one device of this daemon by its host-registry key: end the lease holding it through the ordinary release, or shut it down if it is idle and running; its claim is cleared by the teardown.")
 	DeviceExec         = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, ClaimRequireOwner, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
 	WorkerList         = define[WorkerListIn, WorkerListOut]("worker.list", RoleAdmin, ClaimNone, "The workers a gateway knows, with their connection state, capacity and drain flag.")
 	WorkerDrain        = define[WorkerIn, WorkerOut]("worker.drain", RoleAdmin, ClaimNone, "Stop dispatching new leases to a worker; its existing leases stay. Survives restarts.")
@@ -119,7 +120,7 @@ func GatewayOnly() []string {
 // WorkerOnly names the operations a gateway refuses with
 // UNSUPPORTED_IN_GATEWAY_MODE: they act on one machine's devices.
 func WorkerOnly() []string {
-	return []string{NukeRun.Name, CleanupRun.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name}
+	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name}
 }
 
 // Registry lists every operation, in a stable order.
@@ -127,7 +128,7 @@ func Registry() []Op {
 	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
 		LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
-		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op,
+		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, DeviceRelease.Op,
 		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops

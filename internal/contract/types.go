@@ -459,10 +459,48 @@ type TokenRevokeOut struct {
 	Revoked bool `json:"revoked"`
 }
 
-type DaemonStopIn struct{}
+type DaemonStopIn struct {
+	// Clean also releases every lease and shuts down every running device
+	// of this home before the daemon exits, so its claims are cleared by
+	// the ordinary teardown; the answer comes once that is done.
+	Clean bool `json:"clean,omitempty"`
+}
 
 type DaemonStopOut struct {
 	Stopping bool `json:"stopping"`
+	// Clean reports the clean pass; nil without clean.
+	Clean *DaemonCleanReport `json:"clean,omitempty"`
+}
+
+// DaemonCleanReport is what daemon.stop's clean pass did, device by device.
+type DaemonCleanReport struct {
+	// ReleasedLeases are the leases released through the ordinary path.
+	ReleasedLeases []string `json:"releasedLeases"`
+	// ShutDown are the device ids shut down (or found already stopped).
+	ShutDown []string `json:"shutDown"`
+	// Failed maps a device id to why it could not be shut down: its claim
+	// stays, and the CLI reports it as not proven.
+	Failed map[string]string `json:"failed,omitempty"`
+}
+
+type DeviceReleaseIn struct {
+	// DeviceKey is the host registry's canonical key (see
+	// `simlock device status`).
+	DeviceKey string `json:"deviceKey"`
+}
+
+type DeviceReleaseOut struct {
+	DeviceKey string `json:"deviceKey"`
+	DeviceID  string `json:"deviceId,omitempty"`
+	// Action is what the daemon did last: "shut-down" (the device was
+	// shut down: its claim is cleared), "already-stopped" (it was not
+	// running), "lease-released" (the lease ended, but the device is still
+	// being reclaimed or was not left running: its teardown clears the
+	// claim when it settles).
+	Action string `json:"action"`
+	// LeaseID is the lease that held the device and was released first
+	// through the ordinary release; empty when it was idle.
+	LeaseID string `json:"leaseId,omitempty"`
 }
 
 type PassthroughIn struct {

@@ -35,6 +35,9 @@ func toContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeUnknownLease, "%s", err.Error()).WithDetails("requestId", ge.RequestID, "leaseId", ge.LeaseID).
 			WithNext("the request's lease has ended; use a new idempotency key for a new lease")
 	}
+	if ce := deviceReleaseError(err); ce != nil {
+		return ce
+	}
 	var rl *core.RequesterLeasedError
 	if errors.As(err, &rl) {
 		return requesterLeased(rl, true)

@@ -52,9 +52,13 @@ func (d *Daemon) registerCommon(disp *dispatch.Dispatcher) {
 		}
 		return contract.TokenRevokeOut{Revoked: true}, nil
 	})
-	dispatch.Handle(disp, contract.DaemonStop, func(_ context.Context, call *dispatch.Call, _ contract.DaemonStopIn) (contract.DaemonStopOut, error) {
+	dispatch.Handle(disp, contract.DaemonStop, func(ctx context.Context, call *dispatch.Call, in contract.DaemonStopIn) (contract.DaemonStopOut, error) {
+		out := contract.DaemonStopOut{Stopping: true}
+		if in.Clean {
+			out.Clean = d.cleanBeforeStop(ctx)
+		}
 		call.After(func() { go d.requestStop() })
-		return contract.DaemonStopOut{Stopping: true}, nil
+		return out, nil
 	})
 }
 
@@ -116,6 +120,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.EventsSubscribe, d.eventsSubscribe)
 	dispatch.Handle(disp, contract.Passthrough, d.passthrough)
 	dispatch.Handle(disp, contract.DeviceExec, d.deviceExec)
+	dispatch.Handle(disp, contract.DeviceRelease, d.deviceRelease)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
 		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
 		if err != nil {

@@ -272,6 +272,7 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 	unsupported(d, contract.DoctorRun)
 	unsupported(d, contract.Passthrough)
 	unsupported(d, contract.LeaseRequestStatus)
+	unsupported(d, contract.DeviceRelease)
 }
 
 // unsupported registers op as refused for good on a gateway: it acts on one

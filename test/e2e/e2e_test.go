@@ -414,7 +414,7 @@ func TestHeldLeaseIsReleasedOnSignal(t *testing.T) {
 
 func TestDemoFinishesAndTellsTheStory(t *testing.T) {
 	r := exec.Command(bin, "demo", "--speed", "0")
-	r.Env = append(os.Environ(), "SIMLOCK_HOME=")
+	r.Env = append(os.Environ(), "SIMLOCK_HOME=", "SIMLOCK_HOST_DIR="+t.TempDir()) // never the user's own host registry
 	out, err := r.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
