@@ -347,6 +347,9 @@ func (e *Engine) generalPoolMayUseLocked(d *DeviceRecord) bool {
 	if e.opLocks[d.ID] != "" {
 		return false
 	}
+	if _, held := e.foreign[d.ID]; held {
+		return false
+	}
 	return d.State == StateReady || d.State == StateShutdown
 }
 
@@ -525,6 +528,17 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 		}
 		return &provisionError{fmt.Errorf("record the new device: %w", cerr)}
 	}
+	// The device exists and has a name now: claim it before the first
+	// mutation that is not its creation. Refused, it is destroyed again,
+	// and the provision fails as if it never happened.
+	info := o.info()
+	info.Attrs = ref.Attrs
+	if herr := e.hooks.Created(ctx, info); herr != nil {
+		if derr := drv.Destroy(ctx, ref); derr != nil {
+			e.log.Error("destroying a device its claim refused failed", "device", id, "handle", ref.Handle, "err", derr)
+		}
+		return &provisionError{fmt.Errorf("claim the new device: %w", herr)}
+	}
 	w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
 	w.begin(PhaseBoot, e.now())
 	defer func() { w.end(PhaseBoot, e.now()) }()
@@ -564,6 +578,10 @@ func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) 
 			e.scheduleLocked()
 		case fresh:
 			e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
+		case errors.Is(err, ErrHeldElsewhere):
+			// Another owner on the host has the device: say so now, rather
+			// than trying the next device, which the same owner may hold.
+			e.failWorkLocked(w, err)
 		default:
 			e.replanLocked(w)
 		}

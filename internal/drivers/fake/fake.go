@@ -8,8 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/ports"
@@ -57,6 +60,17 @@ func New(platform string) *Driver {
 }
 
 func (d *Driver) Platform() string { return d.platform }
+
+// udidSpace names the fake's UDIDs, so they never collide with another
+// generator's name-based UUIDs.
+var udidSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://simlock.dev/fake-driver"))
+
+// UDID is the UUID the fake reports for handle: stable, so a restarted
+// test finds the same one, and shaped like a real simulator's UDID, which
+// the host registry keys iOS devices by.
+func UDID(handle string) string {
+	return strings.ToUpper(uuid.NewSHA1(udidSpace, []byte(handle)).String())
+}
 
 // Calls returns the verbs called so far, as "verb handle".
 func (d *Driver) Calls() []string {
@@ -126,7 +140,7 @@ func (d *Driver) Provision(_ context.Context, s core.Spec) (core.Provisioned, er
 	h := fmt.Sprintf("%s-%d", d.platform, d.seq)
 	d.devices[h] = &device{spec: s}
 	data, _ := json.Marshal(map[string]string{"fake": h})
-	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: h}, Simulated: true, Data: data, RAMBytes: d.ProvisionedRAM}, nil
+	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: UDID(h)}, Simulated: true, Data: data, RAMBytes: d.ProvisionedRAM}, nil
 }
 
 func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {
