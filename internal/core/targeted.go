@@ -1,6 +1,11 @@
 package core
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
 
 // targetSpec is the spec of the one device a targeted request names: the
 // device's own, so nothing is resolved through the driver.
@@ -45,4 +50,75 @@ func (e *Engine) serveTargetedLocked(queue []*waiter) {
 			}
 		}
 	}
+}
+
+// Describer is an optional driver ability: describe one device of the
+// driver's root that this daemon has no record of (another home sharing
+// the root made it), so the daemon can take it into its registry.
+type Describer interface {
+	Describe(ctx context.Context, handle string) (Described, error)
+}
+
+// Described is a device as its driver reads it from the root.
+type Described struct {
+	Spec Spec
+	Provisioned
+	Run RunState
+}
+
+// FindDevice returns the device whose platform and handle these are.
+func (e *Engine) FindDevice(platform, handle string) (DeviceRecord, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range e.devices {
+		if d.Platform == platform && d.Handle == handle {
+			return *d, true
+		}
+	}
+	return DeviceRecord{}, false
+}
+
+// AdoptDevice takes a shut-down device of the driver's root into the
+// registry, as a shut-down idle device of this daemon's pool. The caller
+// claims it on the host first: the device was some other home's. A device
+// that runs is refused, since nothing proves who runs it.
+func (e *Engine) AdoptDevice(ctx context.Context, platform, handle string) (DeviceRecord, error) {
+	drv, ok := e.drivers[platform]
+	if !ok {
+		return DeviceRecord{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", platform), "platforms", e.Platforms())
+	}
+	desc, ok := drv.(Describer)
+	if !ok {
+		return DeviceRecord{}, fmt.Errorf("%w: the %s driver cannot take in a device it did not make", ErrBadRequest, platform)
+	}
+	dd, err := desc.Describe(ctx, handle)
+	if err != nil {
+		return DeviceRecord{}, err
+	}
+	if dd.Run != RunStopped {
+		return DeviceRecord{}, fmt.Errorf("%w: device %s is %s outside this daemon; shut it down first", ErrBadRequest, handle, dd.Run)
+	}
+	var rec DeviceRecord
+	e.section(func() {
+		for _, d := range e.devices {
+			if d.Platform == platform && d.Handle == handle {
+				rec = *d
+				return
+			}
+		}
+		if e.stopping {
+			err = ErrStopping
+			return
+		}
+		now := e.now()
+		rec = DeviceRecord{ID: "dev_" + e.newID(), Platform: platform, Spec: dd.Spec, State: StateShutdown, StateSince: now, CreatedAt: now,
+			Handle: dd.Handle, Name: dd.Name, Attrs: dd.Attrs, Simulated: dd.Simulated, Data: dd.Data}
+		if err = e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
+			return
+		}
+		e.emitLocked(events.Event{Type: "device.adopted", DeviceID: rec.ID, Platform: platform,
+			Data: map[string]any{"model": rec.Spec.Model, "osVersion": rec.Spec.OSVersion}})
+		e.scheduleLocked()
+	})
+	return rec, err
 }

@@ -392,3 +392,27 @@ func (c *claims) foreignFrom(devices []core.DeviceRecord, statuses []hostreg.Sta
 	}
 	return out
 }
+
+// claimAdopted claims key for taking a device of the shared root into this
+// daemon's registry, so no other home takes it meanwhile.
+func (c *claims) claimAdopted(ctx context.Context, key hostreg.Key) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.takeLocked(ctx, key, "", "adopt")
+	return err
+}
+
+// release drops this daemon's claim on key (a device it took in shut down).
+func (c *claims) release(ctx context.Context, key hostreg.Key) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.held[key]; !ok {
+		return nil
+	}
+	if err := c.store.Release(ctx, key, c.self); err != nil {
+		return err
+	}
+	delete(c.held, key)
+	c.kick()
+	return nil
+}
