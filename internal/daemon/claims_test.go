@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -346,5 +347,54 @@ func TestDeviceInUseIsMappedThroughWrapping(t *testing.T) {
 	}
 	if r := classifyRefusal(err); r.Code != string(contract.CodeDeviceInUse) || r.Retryable {
 		t.Fatalf("the stored refusal %+v", r)
+	}
+}
+
+// Another home claims a device of this daemon that is shut down (so holds
+// no claim of its own): once the watcher has seen it, the device is out
+// of the pool, and a request for its spec is served by a new device
+// instead of booting the held one.
+func TestAForeignClaimSeenByTheWatcherKeepsADeviceOutOfThePool(t *testing.T) {
+	f := startDaemon(t, nil) // one running device at most
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	la, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "Phone"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.Do(ctx, a, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: la.LeaseID})
+	f.d.engine.WaitIdle()
+	lb, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "Tablet", RequesterID: "b"}, nil)
+	if err != nil { // the Phone is evicted: shut down, no claim
+		t.Fatal(err)
+	}
+	client.Do(ctx, a, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: lb.LeaseID})
+	f.d.engine.WaitIdle()
+	phone := keyOf(t, f, la.Device.ID)
+	if _, ok := claimOf(t, f.d, phone); ok {
+		t.Fatal("the shut-down Phone still has a claim")
+	}
+	foreign := hostreg.Owner{Home: t.TempDir(), PID: os.Getpid(), Start: f.d.self.Start}
+	if err := f.d.host.Claim(ctx, hostreg.Claim{Key: phone, Kind: hostreg.KindTransient, Command: "boot", Owner: foreign, ClaimedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	f.d.kickHost()
+	eventually(t, "the watcher to see the foreign claim", func() bool {
+		_, held := f.d.engine.ForeignHolder(la.Device.ID)
+		return held
+	})
+	before := len(f.drv.Calls())
+	lc, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "Phone", RequesterID: "c"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Device.ID == la.Device.ID {
+		t.Fatal("a device another home holds was booted and granted")
+	}
+	held, _ := f.d.engine.Device(la.Device.ID)
+	for _, c := range f.drv.Calls()[before:] {
+		if strings.HasSuffix(c, " "+held.Handle) {
+			t.Fatalf("the driver touched the held device: %v", f.drv.Calls()[before:])
+		}
 	}
 }

@@ -331,6 +331,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			d.log.Error("read the host registry after convergence; claims are taken on first use", "err", err)
 		} else {
 			d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
+			d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
 		}
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
