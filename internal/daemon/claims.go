@@ -11,6 +11,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // claimStore is the part of the host registry the claim hooks write; tests
@@ -27,6 +28,13 @@ type claimStore interface {
 // device runs for this daemon's pool without a lease (ADR 0022).
 const claimIdle = "pool"
 
+// leaseWriteDelay is how long the lease writer lets grants and releases
+// pile up before writing them. A lease that ends within it costs no write
+// at all, and a burst of short leases costs one write per device, not one
+// per grant: the writes share the disk with the home store, whose commits
+// are on the grant's path.
+const leaseWriteDelay = 250 * time.Millisecond
+
 // claimWriteTimeout bounds one registry write made by a hook that has no
 // context of its own (AfterOp) or by the lease writer.
 const claimWriteTimeout = 30 * time.Second
@@ -40,6 +48,7 @@ type claims struct {
 	store claimStore
 	self  hostreg.Owner
 	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 	key   func(platform, handle string, attrs map[string]string) (hostreg.Key, error)
 	kick  func()
 	log   *slog.Logger
@@ -64,9 +73,9 @@ type heldClaim struct {
 
 var _ core.OpHooks = (*claims)(nil)
 
-func newClaims(store claimStore, self hostreg.Owner, now func() time.Time,
+func newClaims(store claimStore, self hostreg.Owner, clock ports.Clock,
 	key func(platform, handle string, attrs map[string]string) (hostreg.Key, error), kick func(), log *slog.Logger) *claims {
-	return &claims{store: store, self: self, now: now, key: key, kick: kick, log: log,
+	return &claims{store: store, self: self, now: clock.Now, after: clock.After, key: key, kick: kick, log: log,
 		held: map[hostreg.Key]*heldClaim{}, leases: map[string]string{}, lwake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -231,9 +240,10 @@ func (c *claims) followLeases(ctx context.Context, bus *events.Bus) {
 	}()
 }
 
-// writeLeases writes the noted lease ids to the claim records, coalescing
-// whatever piled up since the last pass: a device granted and released in
-// between costs one write, or none. It returns when ctx ends.
+// writeLeases writes the noted lease ids to the claim records, a moment
+// after the first of them (leaseWriteDelay), coalescing whatever piled up
+// meanwhile: only each device's latest lease is written, and none when it
+// is what the record already says. It returns when ctx ends.
 func (c *claims) writeLeases(ctx context.Context) {
 	defer close(c.done)
 	for {
@@ -241,6 +251,11 @@ func (c *claims) writeLeases(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-c.lwake:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.after(leaseWriteDelay):
 		}
 		c.lmu.Lock()
 		batch := c.leases

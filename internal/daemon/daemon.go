@@ -241,7 +241,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return fail(err)
 	}
 	stats := o.Stats
-	d.claims = newClaims(d.host, d.self, o.Clock.Now, d.deviceKey, d.kickHost, ports.Module(o.Logger, "claims"))
+	d.claims = newClaims(d.host, d.self, o.Clock, d.deviceKey, d.kickHost, ports.Module(o.Logger, "claims"))
 	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims,
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
