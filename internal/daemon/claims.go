@@ -359,6 +359,22 @@ func (c *claims) reconcile(ctx context.Context, devices []core.DeviceRecord, lea
 			c.log.Warn("a device this home runs is claimed by another owner", "key", k, "device", d.ID, "err", err)
 		}
 	}
+	// A device convergence forgot without a teardown (it vanished from its
+	// root) leaves nothing to own: its claim goes.
+	known := map[string]bool{}
+	for _, d := range devices {
+		known[d.ID] = true
+	}
+	for k, h := range c.held {
+		if h.device == "" || known[h.device] || h.state != hostreg.StateClaimed {
+			continue
+		}
+		if err := c.store.Release(ctx, k, c.self); err != nil {
+			c.log.Warn("clear the claim of a device that vanished", "key", k, "err", err)
+			continue
+		}
+		delete(c.held, k)
+	}
 	c.kick()
 	for _, l := range leases {
 		c.leasesNoteLocked(l.DeviceID, l.ID)
