@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/simlock/simlock/internal/core/events"
 )
@@ -24,7 +25,8 @@ func (e *Engine) targetSpec(id, platform string) (Spec, error) {
 
 // serveTargetedLocked serves the waiters that named one device, in queue
 // order: a warm device is granted, a shut-down one booted when a start
-// fits the limits; anything else (leased, busy, held elsewhere on the
+// fits the limits (after evicting an idle warm device if that makes it
+// fit); anything else (leased, busy, held elsewhere on the
 // host, over a limit) leaves the waiter queued until the device frees.
 // The planner never serves these waiters (planInputLocked shows them in
 // flight), so they take nothing but their device.
@@ -45,11 +47,36 @@ func (e *Engine) serveTargetedLocked(queue []*waiter) {
 		case StateReady:
 			e.grantLocked(w, d.ID)
 		case StateShutdown:
-			if len(newLedger(e.planInputLocked(nil, false)).blocks(d.Platform, e.footprintLocked(d.Spec), false)) == 0 {
+			in := e.planInputLocked(nil, false)
+			if len(newLedger(in).blocks(d.Platform, e.footprintLocked(d.Spec), false)) == 0 {
 				e.startBootLocked(w, d.ID)
+			} else if victim := targetVictim(in, d, e.footprintLocked(d.Spec)); victim != "" {
+				e.startEvictLocked(w, victim, false)
 			}
 		}
 	}
+}
+
+// targetVictim picks the least recently used idle warm device whose
+// shutdown lets target boot, or "" when none does: a targeted request
+// evicts like any other, but only for its own device.
+func targetVictim(in PlanInput, target *DeviceRecord, ram uint64) string {
+	var cands []int
+	for i, d := range in.Devices {
+		if d.ID != target.ID && d.Usable && d.State == StateReady {
+			cands = append(cands, i)
+		}
+	}
+	sort.Slice(cands, func(a, b int) bool { return in.Devices[cands[a]].LastUse.Before(in.Devices[cands[b]].LastUse) })
+	for _, i := range cands {
+		trial := in
+		trial.Devices = append([]PlanDevice(nil), in.Devices...)
+		trial.Devices[i].State = StateShutdown
+		if len(newLedger(trial).blocks(target.Platform, ram, false)) == 0 {
+			return in.Devices[i].ID
+		}
+	}
+	return ""
 }
 
 // Describer is an optional driver ability: describe one device of the

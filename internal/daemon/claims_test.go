@@ -403,3 +403,60 @@ func TestAForeignClaimSeenByTheWatcherKeepsADeviceOutOfThePool(t *testing.T) {
 		}
 	}
 }
+
+// lease.request device: served by the named device (by its host key, or
+// by id, evicting a warm device to boot it), and refused with
+// DEVICE_IN_USE, before the driver hears of it, when another owner holds
+// that device.
+func TestALeaseForOneDevice(t *testing.T) {
+	f := startDaemon(t, nil) // one running device at most
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	l1, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "Phone"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.Do(ctx, a, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l1.LeaseID})
+	f.d.engine.WaitIdle()
+	l2, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "Tablet", RequesterID: "two"}, nil)
+	if err != nil { // the Phone is evicted: shut down, no claim
+		t.Fatal(err)
+	}
+	client.Do(ctx, a, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l2.LeaseID})
+	f.d.engine.WaitIdle()
+	k2 := keyOf(t, f, l2.Device.ID)
+	got, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Device: string(k2), RequesterID: "by-key"}, nil)
+	if err != nil || got.Device.ID != l2.Device.ID {
+		t.Fatalf("by key: %+v %v", got.Device, err)
+	}
+	client.Do(ctx, a, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: got.LeaseID})
+	f.d.engine.WaitIdle()
+
+	// Another home claims the shut-down Phone: asking for it is
+	// DEVICE_IN_USE, and nothing runs on any device.
+	k1 := keyOf(t, f, l1.Device.ID)
+	foreign := hostreg.Owner{Home: t.TempDir(), PID: os.Getpid(), Start: f.d.self.Start}
+	if err := f.d.host.Claim(ctx, hostreg.Claim{Key: k1, Kind: hostreg.KindTransient, Command: "boot", Owner: foreign, ClaimedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.drv.Calls())
+	_, err = a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Device: l1.Device.ID, RequesterID: "by-id"}, nil)
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeDeviceInUse || ce.Details["deviceKey"] != string(k1) {
+		t.Fatalf("a device another home holds: %v", err)
+	}
+	if calls := f.drv.Calls()[before:]; len(calls) > 0 {
+		t.Fatalf("the driver ran %v for a refused request", calls)
+	}
+	// Once the other home lets go, the Phone is served: the warm Tablet is
+	// evicted for it, since only one device may run.
+	if err := f.d.host.Release(ctx, k1, foreign); err != nil {
+		t.Fatal(err)
+	}
+	got, err = a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Device: l1.Device.ID, RequesterID: "by-id"}, nil)
+	if err != nil || got.Device.ID != l1.Device.ID {
+		t.Fatalf("by id after the release: %+v %v", got.Device, err)
+	}
+	if d, _ := f.d.engine.Device(l2.Device.ID); d.State != core.StateShutdown {
+		t.Fatalf("the Tablet is %s, want evicted", d.State)
+	}
+}
