@@ -414,7 +414,9 @@ func TestHeldLeaseIsReleasedOnSignal(t *testing.T) {
 
 func TestDemoFinishesAndTellsTheStory(t *testing.T) {
 	r := exec.Command(bin, "demo", "--speed", "0")
-	r.Env = append(os.Environ(), "SIMLOCK_HOME=")
+	// Its own host registry: the demo's daemon must neither read nor write
+	// the developer's (nor fail on one a newer simlock migrated).
+	r.Env = append(os.Environ(), "SIMLOCK_HOME=", "SIMLOCK_HOST_DIR="+t.TempDir())
 	out, err := r.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
