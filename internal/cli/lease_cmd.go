@@ -88,6 +88,7 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 	f.BoolVar(&detach, "detach", false, "print the lease and exit without holding it")
 	f.StringVar(&in.RequesterID, "requester", "", "requester id (default: this process's principal)")
 	f.BoolVar(&in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
+	f.StringVar(&in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see `simlock device status`)")
 	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
 	a.addJSON(cmd) // the grant is always JSON; --json makes errors JSON too
 	cmd.AddCommand(a.leaseRenewCmd(), a.leaseCancelCmd(), a.leaseListCmd(), a.leaseGetCmd())

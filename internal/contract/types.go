@@ -157,6 +157,12 @@ type LeaseRequestIn struct {
 	// outcome, or waits for it, and never a second device. A different body
 	// under the same key is IDEMPOTENCY_KEY_MISMATCH.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Device asks for one device only: a device id of this daemon, a UDID
+	// or AVD name, or a host-registry key (ios:udid:..., android:avd:...).
+	// Another owner on the host holding it is DEVICE_IN_USE at once; a
+	// device in this daemon's device root that it has no record of is
+	// claimed and taken into its registry first.
+	Device string `json:"device,omitempty"`
 }
 
 // Lease request states.

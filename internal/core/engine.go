@@ -130,6 +130,7 @@ type Engine struct {
 	pressure    bool       // last disk pressure reading, for edge-triggering
 	warmSpecs   []warmSpec // resolved warm-pool targets
 
+	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -26,6 +27,9 @@ type OpInfo struct {
 	DeviceID string
 	Platform string
 	Handle   string
+	// Attrs are the device's driver attributes (its UDID, ...), from which
+	// the daemon derives the host-wide key of the device.
+	Attrs map[string]string
 }
 
 // OpHooks is the one place to attach behaviour to every device operation:
@@ -41,13 +45,24 @@ type OpHooks interface {
 	// is still locked: for one device, AfterOp of one operation always
 	// happens before BeforeOp of the next.
 	AfterOp(op OpInfo, err error)
+	// Created runs inside a provision, once the new device's handle is
+	// recorded and before it boots: a device has no identity to claim
+	// before it exists. An error destroys the new device and fails the
+	// provision.
+	Created(ctx context.Context, op OpInfo) error
 }
+
+// ErrHeldElsewhere is wrapped by a hook's refusal when another owner on the
+// host holds the device: such a refusal fails the waiting request at once
+// rather than sending it to another device it might also find held.
+var ErrHeldElsewhere = errors.New("device held by another owner on this host")
 
 // NoOpHooks is the default OpHooks: it allows everything and records nothing.
 type NoOpHooks struct{}
 
 func (NoOpHooks) BeforeOp(context.Context, OpInfo) error { return nil }
 func (NoOpHooks) AfterOp(OpInfo, error)                  {}
+func (NoOpHooks) Created(context.Context, OpInfo) error  { return nil }
 
 // deviceOp is one operation on one device: the executor takes the device's
 // op lock and persists the intent (beginOpLocked), runs the driver call
@@ -81,7 +96,7 @@ type deviceOp struct {
 func (o *deviceOp) elapsed(now time.Time) int64 { return now.Sub(o.began).Milliseconds() }
 
 func (o *deviceOp) info() OpInfo {
-	return OpInfo{Kind: o.kind, Lock: o.lock, DeviceID: o.id, Platform: o.rec.Platform, Handle: o.rec.Handle}
+	return OpInfo{Kind: o.kind, Lock: o.lock, DeviceID: o.id, Platform: o.rec.Platform, Handle: o.rec.Handle, Attrs: o.rec.Attrs}
 }
 
 // errBusy refuses an operation on a device another one holds.
@@ -163,7 +178,7 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 	}
 	// AfterOp runs while the device is still locked, so for one device the
 	// end of one operation is always seen before the start of the next.
-	info.Handle = o.rec.Handle // a provision learns its handle on the way
+	info.Handle, info.Attrs = o.rec.Handle, o.rec.Attrs // a provision learns them on the way
 	e.hooks.AfterOp(info, err)
 	e.section(func() { e.settleOpLocked(o, err) })
 	e.notifyPositions()

@@ -527,10 +527,11 @@ func TestReleaseDuringCrashRecoveryWaitsForItAndEmitsNoRecovered(t *testing.T) {
 }
 
 type recordingHooks struct {
-	mu     sync.Mutex
-	before []string
-	after  []string
-	veto   core.OpKind
+	mu      sync.Mutex
+	before  []string
+	after   []string
+	created []string
+	veto    core.OpKind
 }
 
 func (r *recordingHooks) BeforeOp(_ context.Context, op core.OpInfo) error {
@@ -547,6 +548,13 @@ func (r *recordingHooks) AfterOp(op core.OpInfo, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.after = append(r.after, string(op.Kind))
+}
+
+func (r *recordingHooks) Created(_ context.Context, op core.OpInfo) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.created = append(r.created, string(op.Kind)+" "+op.Handle)
+	return nil
 }
 
 // The seam: every device operation passes the hooks, around its driver
@@ -569,6 +577,9 @@ func TestOpHooksSeeEveryOperationAndMayRefuse(t *testing.T) {
 	defer hooks.mu.Unlock()
 	if strings.Join(hooks.before, ",") != "provision provision,reclaim reclaim" || strings.Join(hooks.after, ",") != "provision,reclaim" {
 		t.Fatalf("hooks saw before=%v after=%v", hooks.before, hooks.after)
+	}
+	if strings.Join(hooks.created, ",") != "provision "+g.Device.Handle {
+		t.Fatalf("the provision's claim point saw %v", hooks.created)
 	}
 	if anyCall(h.drv.Calls(), "reclaim") {
 		t.Fatal("the driver ran a vetoed operation")

@@ -25,6 +25,9 @@ type Request struct {
 	// Downloaded reports, after spec resolution, whether the driver had to
 	// install the OS runtime (nil: never); it marks the admission path.
 	Downloaded func() bool
+	// DeviceID, when set, is the one device that may serve the request
+	// (targeted.go); Spec.Platform must be its platform.
+	DeviceID string
 
 	rq *requestEntry // the stored request this admission serves
 }
@@ -66,6 +69,7 @@ type waiter struct {
 	posMu      sync.Mutex    // orders position pushes (pushPosition)
 	posStamp   uint64        // the newest position decision pushed
 	rq         *requestEntry // its stored request (nil for none)
+	device     string        // the one device that may serve it ("" any)
 	out        *outcome      // the admission of rq it serves
 }
 
@@ -95,13 +99,19 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		return Grant{}, err
 	}
 	r.Spec.RequesterID = r.RequesterID
-	spec, err := drv.ResolveSpec(ctx, r.Spec)
+	var spec Spec
+	var err error
+	if r.DeviceID != "" {
+		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
+	} else {
+		spec, err = drv.ResolveSpec(ctx, r.Spec)
+	}
 	if err != nil {
 		return Grant{}, err
 	}
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
-		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq}
+		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID}
 	var refuse error
 	e.section(func() {
 		if e.stopping {
@@ -293,6 +303,7 @@ func (e *Engine) scheduleLocked() {
 	if e.stopping || e.maintenance {
 		return
 	}
+	e.serveTargetedLocked(e.queue.Entries())
 	queue := e.queue.Entries()
 	for _, d := range Plan(e.planInputLocked(queue, true)) {
 		e.planLocked(d, queue)
@@ -336,7 +347,10 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
 	for _, w := range queue {
 		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
-			NoWait: w.noWait, Working: w.working, Evicting: w.evicting})
+			// A targeted waiter is served by serveTargetedLocked alone: to
+			// the planner it is always in flight, so no other device is
+			// granted, booted or made for it.
+			NoWait: w.noWait, Working: w.working || w.device != "", Evicting: w.evicting})
 	}
 	if warm {
 		for _, ws := range e.warmSpecs {
@@ -356,6 +370,9 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 // on.
 func (e *Engine) generalPoolMayUseLocked(d *DeviceRecord) bool {
 	if e.opLocks[d.ID] != "" {
+		return false
+	}
+	if _, held := e.foreign[d.ID]; held {
 		return false
 	}
 	return d.State == StateReady || d.State == StateShutdown
@@ -536,6 +553,17 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 		}
 		return &provisionError{fmt.Errorf("record the new device: %w", cerr)}
 	}
+	// The device exists and has a name now: claim it before the first
+	// mutation that is not its creation. Refused, it is destroyed again,
+	// and the provision fails as if it never happened.
+	info := o.info()
+	info.Attrs = ref.Attrs
+	if herr := e.hooks.Created(ctx, info); herr != nil {
+		if derr := drv.Destroy(ctx, ref); derr != nil {
+			e.log.Error("destroying a device its claim refused failed", "device", id, "handle", ref.Handle, "err", derr)
+		}
+		return &provisionError{fmt.Errorf("claim the new device: %w", herr)}
+	}
 	w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
 	w.begin(PhaseBoot, e.now())
 	defer func() { w.end(PhaseBoot, e.now()) }()
@@ -573,8 +601,12 @@ func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) 
 		switch {
 		case w == nil:
 			e.scheduleLocked()
-		case fresh:
+		case fresh, w.device != "":
 			e.failWorkLocked(w, &DeviceFailedError{Phase: "boot", Err: err})
+		case errors.Is(err, ErrHeldElsewhere):
+			// Another owner on the host has the device: say so now, rather
+			// than trying the next device, which the same owner may hold.
+			e.failWorkLocked(w, err)
 		default:
 			e.replanLocked(w)
 		}

@@ -174,8 +174,9 @@ func fingerprint(r Request) string {
 		Platform, Model, OSVersion string
 		AllowDownload, NoWait      bool
 		TTL, Timeout               int64
+		Device                     string `json:",omitempty"` // omitted when unset: older receipts keep their fingerprint
 	}{r.Spec.Platform, r.Spec.Model, r.Spec.OSVersion, r.Spec.AllowDownload, r.NoWait,
-		r.TTL.Milliseconds(), r.Timeout.Milliseconds()})
+		r.TTL.Milliseconds(), r.Timeout.Milliseconds(), r.DeviceID})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

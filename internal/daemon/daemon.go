@@ -77,6 +77,7 @@ type Daemon struct {
 	roots    map[string]string // platform → absolute device root
 	hostSubs []hostSub
 	hostKick chan struct{}
+	claims   *claims          // the op hooks: this home's claims in the host registry
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
@@ -245,8 +246,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return fail(err)
 	}
 	stats := o.Stats
+	d.claims = newClaims(d.host, d.self, o.Clock, d.deviceKey, d.kickHost, ports.Module(o.Logger, "claims"))
 	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
-		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"),
+		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims,
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
 
@@ -300,6 +302,15 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// it only forwards facts, and a lease lost while the registry is being
 	// restored (or the moment the gate opens) is still owed to its owner.
 	d.startPushes(sctx)
+	// The lease writer follows the bus from before convergence too, so a
+	// restored or early lease reaches its claim record.
+	d.claims.followLeases(sctx, d.bus)
+	go d.claims.writeLeases(sctx)
+	// Other owners' claims keep this home's devices out of its pool; the
+	// watcher refreshes the engine's in-memory copy when they change.
+	d.onHostChange(func(st []hostreg.Status) {
+		d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
+	})
 
 	// 5. Converge in the background behind the readiness gate.
 	cctx, cancelConverge := context.WithCancel(context.Background())
@@ -319,6 +330,14 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 		// The health monitor and the reaper start only now: nothing may
 		// observe or act on a half-restored registry.
+		// Claims next: this home's previous daemon's are taken back and every
+		// device it runs is claimed before anything else acts on them.
+		if st, err := d.host.Inspect(sctx); err != nil {
+			d.log.Error("read the host registry after convergence; claims are taken on first use", "err", err)
+		} else {
+			d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
+			d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
+		}
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
 		go d.watchHost(sctx)
@@ -506,6 +525,9 @@ func (d *Daemon) shutdown() {
 	}
 	cancel()
 	d.cancel()
+	if d.claims != nil {
+		<-d.claims.done // the lease writer is done with the host registry
+	}
 	d.srv.CloseAll()
 	if d.httpDone != nil {
 		<-d.httpDone // no HTTP handler may touch the store once it closes

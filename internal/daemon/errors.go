@@ -6,6 +6,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -18,6 +19,10 @@ func toContractError(err error) *contract.Error {
 	}
 	if ce := contract.AsError(err); ce != nil {
 		return ce
+	}
+	var held *hostreg.ConflictError
+	if errors.As(err, &held) {
+		return deviceInUse(held)
 	}
 	var re *core.RequestError
 	if errors.As(err, &re) {
@@ -105,4 +110,25 @@ func requesterLeased(rl *core.RequesterLeasedError, visible bool) *contract.Erro
 	return contract.Errorf(contract.CodeRequesterLeased, "this requester already holds lease %s", rl.LeaseID).
 		WithDetails("leaseId", rl.LeaseID).
 		WithNext("release " + rl.LeaseID + " first (`simlock release " + rl.LeaseID + "`), or use a different --requester")
+}
+
+// deviceInUse maps a host-registry conflict: another owner holds the
+// device. It is not retryable: waiting does not end a live owner's claim;
+// the recovery command (through that owner, or --stale/--force when the
+// owner is proven gone or the record unreadable) does.
+func deviceInUse(c *hostreg.ConflictError) *contract.Error {
+	ce := contract.Errorf(contract.CodeDeviceInUse, "device %s is in use by home %s (%s): %s", c.DeviceKey, c.Owner.Home, c.Classification, c.Recovery)
+	ce.Retryable = false
+	ce.WithDetails(
+		"reason", c.Reason,
+		"classification", string(c.Classification),
+		"deviceKey", string(c.DeviceKey),
+		"owner", map[string]any{"home": c.Owner.Home, "leaseId": c.Owner.LeaseID,
+			"daemonPid": c.Owner.DaemonPID, "daemonStartTime": c.Owner.DaemonStartTime},
+		"recovery", map[string]any{"command": c.Recovery},
+	)
+	if c.Recovery != "" {
+		ce.WithNext(c.Recovery)
+	}
+	return ce
 }

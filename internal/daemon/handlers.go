@@ -199,7 +199,7 @@ func (d *Daemon) leaseReleaseAll(_ context.Context, call *dispatch.Call, in cont
 }
 
 func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
-	if in.Platform == "" {
+	if in.Platform == "" && in.Device == "" {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
 			WithNext("pass --platform ios (or another platform listed by `simlock catalog`)")
 	}
@@ -232,11 +232,21 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 	case "on-request":
 		allow = in.AllowDownload
 	}
+	if in.Device != "" {
+		// Resolved before the request is stored or queued: a device another
+		// owner holds is refused here, before any platform command.
+		id, plat, err := d.resolveTarget(ctx, in.Platform, in.Device)
+		if err != nil {
+			return contract.Lease{}, err
+		}
+		in.Device, in.Platform = id, plat
+	}
 	r := core.Request{
-		Spec:    core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow},
-		TTL:     time.Duration(in.TTLMs) * time.Millisecond,
-		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
-		NoWait:  in.NoWait, RequesterID: req, OwnerID: owner, IdempotencyKey: in.IdempotencyKey,
+		DeviceID: in.Device,
+		Spec:     core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow},
+		TTL:      time.Duration(in.TTLMs) * time.Millisecond,
+		Timeout:  time.Duration(in.TimeoutMs) * time.Millisecond,
+		NoWait:   in.NoWait, RequesterID: req, OwnerID: owner, IdempotencyKey: in.IdempotencyKey,
 	}
 	// A component install the driver reports for this requester marks the
 	// lease's admission path as download.

@@ -110,6 +110,9 @@
 //	                             10 s), snapshot restore 3.7 s, avdmanager
 //	                             create 2 s, package download 60 s
 //	SIMLOCK_SIMSDK_FAULTS        injected faults, see below
+//	SIMLOCK_SIMSDK_COMMAND_LOG   a file each tool invocation appends one
+//	                             line to ("tool arg..."), for tests that
+//	                             prove which commands a process ran
 //	SIMLOCK_SIMSDK_IOS_RUNTIMES  which runtimes count as preinstalled: a comma
 //	                             list of identifiers, names or versions, or
 //	                             "none" for a fresh Xcode without runtimes

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,10 @@ const (
 	// preinstalled: a comma list of runtime identifiers, names ("iOS 17.5")
 	// or versions ("17.5"); "none" means a fresh Xcode with no runtimes.
 	EnvIOSRuntimes = "SIMLOCK_SIMSDK_IOS_RUNTIMES"
+	// EnvCommandLog names a file every tool invocation appends one line
+	// to: the tool and its arguments. Tests read it to prove which
+	// platform commands a process ran (or did not run).
+	EnvCommandLog = "SIMLOCK_SIMSDK_COMMAND_LOG"
 )
 
 // Home is the directory holding the simulated SDK's state:
@@ -144,6 +149,11 @@ func Main(ctx context.Context, tool string, args []string, stdin io.Reader, stdo
 		stdin = eofReader{}
 	}
 	name := filepath.Base(tool)
+	if env != nil {
+		if p := env(EnvCommandLog); p != "" {
+			logCommand(p, name, args)
+		}
+	}
 	s, err := newSDK(env, stdin, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: simlock simulated SDK: %v\n", name, err)
@@ -159,6 +169,18 @@ func Main(ctx context.Context, tool string, args []string, stdin io.Reader, stdo
 	}
 	fmt.Fprintf(stderr, "simlock simulated SDK: unknown tool %q (known: %v)\n", name, Tools)
 	return 127
+}
+
+// logCommand appends "tool args..." to path. One write of one line to a
+// file opened for appending, so concurrent tools never interleave a line;
+// a log that cannot be written is no reason to fail the tool.
+func logCommand(path, tool string, args []string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(strings.Join(append([]string{tool}, args...), " ") + "\n")
 }
 
 type eofReader struct{}

@@ -8,8 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/ports"
@@ -33,6 +36,8 @@ type Driver struct {
 	seq     int
 	calls   []string
 
+	udidSpace uuid.UUID // see UDID
+
 	// Models the driver knows; empty means any model resolves.
 	Models []string
 	// DefaultOS is the OS a request without one resolves to.
@@ -53,10 +58,18 @@ type Driver struct {
 
 // New returns a fake driver for platform.
 func New(platform string) *Driver {
-	return &Driver{platform: platform, devices: map[string]*device{}, DefaultOS: "1.0", Fail: map[string]int{}}
+	return &Driver{platform: platform, devices: map[string]*device{}, DefaultOS: "1.0", Fail: map[string]int{}, udidSpace: uuid.New()}
 }
 
 func (d *Driver) Platform() string { return d.platform }
+
+// UDID is the UUID the fake reports for handle: shaped like a real
+// simulator's UDID, which the host registry keys iOS devices by, and drawn
+// from this driver's own name space, so two fakes in one test process
+// (every daemon test shares a host registry) never report the same one.
+func (d *Driver) UDID(handle string) string {
+	return strings.ToUpper(uuid.NewSHA1(d.udidSpace, []byte(handle)).String())
+}
 
 // Calls returns the verbs called so far, as "verb handle".
 func (d *Driver) Calls() []string {
@@ -126,7 +139,7 @@ func (d *Driver) Provision(_ context.Context, s core.Spec) (core.Provisioned, er
 	h := fmt.Sprintf("%s-%d", d.platform, d.seq)
 	d.devices[h] = &device{spec: s}
 	data, _ := json.Marshal(map[string]string{"fake": h})
-	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: h}, Simulated: true, Data: data, RAMBytes: d.ProvisionedRAM}, nil
+	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: d.UDID(h)}, Simulated: true, Data: data, RAMBytes: d.ProvisionedRAM}, nil
 }
 
 func (d *Driver) MakeReady(ctx context.Context, r core.DeviceRef) error {

@@ -1,0 +1,151 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// targetSpec is the spec of the one device a targeted request names: the
+// device's own, so nothing is resolved through the driver.
+func (e *Engine) targetSpec(id, platform string) (Spec, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.devices[id]
+	if !ok {
+		return Spec{}, fmt.Errorf("%w: %s", ErrUnknownDevice, id)
+	}
+	if platform != "" && d.Platform != platform {
+		return Spec{}, fmt.Errorf("%w: device %s is %s, not %s", ErrBadRequest, id, d.Platform, platform)
+	}
+	return d.Spec, nil
+}
+
+// serveTargetedLocked serves the waiters that named one device, in queue
+// order: a warm device is granted, a shut-down one booted when a start
+// fits the limits (after evicting an idle warm device if that makes it
+// fit); anything else (leased, busy, held elsewhere on the
+// host, over a limit) leaves the waiter queued until the device frees.
+// The planner never serves these waiters (planInputLocked shows them in
+// flight), so they take nothing but their device.
+func (e *Engine) serveTargetedLocked(queue []*waiter) {
+	for _, w := range queue {
+		if w.device == "" || w.working || w.evicting {
+			continue
+		}
+		d, ok := e.devices[w.device]
+		if !ok {
+			e.dropWaiterLocked(w, fmt.Errorf("%w: %s is gone", ErrUnknownDevice, w.device))
+			continue
+		}
+		if !e.generalPoolMayUseLocked(d) {
+			continue
+		}
+		switch d.State {
+		case StateReady:
+			e.grantLocked(w, d.ID)
+		case StateShutdown:
+			in := e.planInputLocked(nil, false)
+			if len(newLedger(in).blocks(d.Platform, e.footprintLocked(d.Spec), false)) == 0 {
+				e.startBootLocked(w, d.ID)
+			} else if victim := targetVictim(in, d, e.footprintLocked(d.Spec)); victim != "" {
+				e.startEvictLocked(w, victim, false)
+			}
+		}
+	}
+}
+
+// targetVictim picks the least recently used idle warm device whose
+// shutdown lets target boot, or "" when none does: a targeted request
+// evicts like any other, but only for its own device.
+func targetVictim(in PlanInput, target *DeviceRecord, ram uint64) string {
+	var cands []int
+	for i, d := range in.Devices {
+		if d.ID != target.ID && d.Usable && d.State == StateReady {
+			cands = append(cands, i)
+		}
+	}
+	sort.Slice(cands, func(a, b int) bool { return in.Devices[cands[a]].LastUse.Before(in.Devices[cands[b]].LastUse) })
+	for _, i := range cands {
+		trial := in
+		trial.Devices = append([]PlanDevice(nil), in.Devices...)
+		trial.Devices[i].State = StateShutdown
+		if len(newLedger(trial).blocks(target.Platform, ram, false)) == 0 {
+			return in.Devices[i].ID
+		}
+	}
+	return ""
+}
+
+// Describer is an optional driver ability: describe one device of the
+// driver's root that this daemon has no record of (another home sharing
+// the root made it), so the daemon can take it into its registry.
+type Describer interface {
+	Describe(ctx context.Context, handle string) (Described, error)
+}
+
+// Described is a device as its driver reads it from the root.
+type Described struct {
+	Spec Spec
+	Provisioned
+	Run RunState
+}
+
+// FindDevice returns the device whose platform and handle these are.
+func (e *Engine) FindDevice(platform, handle string) (DeviceRecord, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range e.devices {
+		if d.Platform == platform && d.Handle == handle {
+			return *d, true
+		}
+	}
+	return DeviceRecord{}, false
+}
+
+// AdoptDevice takes a shut-down device of the driver's root into the
+// registry, as a shut-down idle device of this daemon's pool. The caller
+// claims it on the host first: the device was some other home's. A device
+// that runs is refused, since nothing proves who runs it.
+func (e *Engine) AdoptDevice(ctx context.Context, platform, handle string) (DeviceRecord, error) {
+	drv, ok := e.drivers[platform]
+	if !ok {
+		return DeviceRecord{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", platform), "platforms", e.Platforms())
+	}
+	desc, ok := drv.(Describer)
+	if !ok {
+		return DeviceRecord{}, fmt.Errorf("%w: the %s driver cannot take in a device it did not make", ErrBadRequest, platform)
+	}
+	dd, err := desc.Describe(ctx, handle)
+	if err != nil {
+		return DeviceRecord{}, err
+	}
+	if dd.Run != RunStopped {
+		return DeviceRecord{}, fmt.Errorf("%w: device %s is %s outside this daemon; shut it down first", ErrBadRequest, handle, dd.Run)
+	}
+	var rec DeviceRecord
+	e.section(func() {
+		for _, d := range e.devices {
+			if d.Platform == platform && d.Handle == handle {
+				rec = *d
+				return
+			}
+		}
+		if e.stopping {
+			err = ErrStopping
+			return
+		}
+		now := e.now()
+		rec = DeviceRecord{ID: "dev_" + e.newID(), Platform: platform, Spec: dd.Spec, State: StateShutdown, StateSince: now, CreatedAt: now,
+			Handle: dd.Handle, Name: dd.Name, Attrs: dd.Attrs, Simulated: dd.Simulated, Data: dd.Data}
+		if err = e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
+			return
+		}
+		e.emitLocked(events.Event{Type: "device.adopted", DeviceID: rec.ID, Platform: platform,
+			Data: map[string]any{"model": rec.Spec.Model, "osVersion": rec.Spec.OSVersion}})
+		e.scheduleLocked()
+	})
+	return rec, err
+}
