@@ -173,6 +173,8 @@ type CapacityReport struct {
 	Platforms map[string]UsageReport
 	// DeviceRAM is the footprint each running or reserved device is charged.
 	DeviceRAM map[string]uint64
+	// Host is the host-wide view: every simlock home and external devices.
+	Host HostReport
 }
 
 // UsageReport is one scope's usage. RAMBytes counts running devices and
@@ -191,7 +193,7 @@ func (e *Engine) Capacity() CapacityReport {
 
 func (e *Engine) capacityLocked() CapacityReport {
 	r := CapacityReport{Strategy: e.strategy.Name(), Limits: e.strategy.Limits(),
-		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}}
+		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}, Host: e.hostReportLocked()}
 	for p := range e.drivers {
 		r.Platforms[p] = UsageReport{}
 	}

@@ -132,6 +132,7 @@ type Engine struct {
 
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
+	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
