@@ -77,6 +77,7 @@ type Daemon struct {
 	roots    map[string]string // platform → absolute device root
 	hostSubs []hostSub
 	hostKick chan struct{}
+	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
@@ -244,6 +245,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"),
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
+	d.setupHostUsage(drivers)
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
 		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
@@ -317,6 +319,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
 		go d.watchHost(sctx)
+		go d.probeExternal(sctx)
 		d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.

@@ -19,6 +19,9 @@ func toContractError(err error) *contract.Error {
 	if ce := contract.AsError(err); ce != nil {
 		return ce
 	}
+	if ce := capacityExhausted(err); ce != nil {
+		return ce
+	}
 	var re *core.RequestError
 	if errors.As(err, &re) {
 		// A stored refusal replayed: the code the first caller got.
