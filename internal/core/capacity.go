@@ -161,8 +161,12 @@ func (e *Engine) footprintLocked(s Spec) uint64 {
 // runningOverLocked reports whether running devices exceed a limit that
 // applies to platform, or the RAM budget (used after a reclaim to decide
 // keep-or-shutdown). An empty platform checks the global limits only.
+// A host limit other homes or external devices share counts as over once
+// it is reached: their waiters are invisible here, and a device kept warm
+// would hold the slot they wait for (ADR 0023).
 func (e *Engine) runningOverLocked(platform string) bool {
-	return len(newLedger(e.planInputLocked(nil, false)).over(platform)) > 0
+	g := newLedger(e.planInputLocked(nil, false))
+	return len(g.over(platform)) > 0 || g.atSharedHostLimit(platform)
 }
 
 // CapacityReport is the accounting as status shows it.

@@ -124,3 +124,28 @@ func TestHostLimitEvictsOwnIdleDevice(t *testing.T) {
 		t.Fatalf("host view after the eviction %+v", got)
 	}
 }
+
+// At a host limit another home shares, a released device is shut down
+// rather than kept warm: the other home's waiter cannot be seen from here
+// and would otherwise wait for this engine's idle shutdown. Alone on the
+// host, the same release keeps the device warm.
+func TestReleaseAtASharedHostLimitShutsTheDeviceDown(t *testing.T) {
+	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
+	g := leaseOn(t, h, "a", "ios", "Phone")
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	if st := state(h, g.Device.ID); st != core.StateReady {
+		t.Fatalf("released alone on the host: %s, want ready", st)
+	}
+	g = leaseOn(t, h, "b", "ios", "Phone")
+	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"android": 1}})
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	if st := state(h, g.Device.ID); st != core.StateShutdown {
+		t.Fatalf("released at a shared host limit: %s, want shutdown", st)
+	}
+}

@@ -207,6 +207,16 @@ func (g *ledger) over(platform string) []string {
 	return out
 }
 
+// atSharedHostLimit reports whether a host limit that applies to platform
+// is reached while devices that are not this engine's take part in it.
+func (g *ledger) atSharedHostLimit(platform string) bool {
+	if g.hostMax > 0 && g.hostAll > 0 && g.runAll+g.hostAll >= g.hostMax {
+		return true
+	}
+	h := g.hostPl[platform]
+	return platform != "" && h > 0 && g.host[platform] > 0 && g.running[platform]+g.host[platform] >= h
+}
+
 func (g *ledger) start(platform string, ram uint64, newDevice bool) {
 	g.running[platform]++
 	g.runAll++
