@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sort"
 	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
@@ -78,7 +79,7 @@ type HostCapacityError struct {
 }
 
 func (e *HostCapacityError) Error() string {
-	return fmt.Sprintf("%s: %d of %d running (%s limit %s, %d outside simlock)", ErrHostCapacity, e.Booted, e.Max, e.Platform, e.Limit, e.External)
+	return fmt.Sprintf("%s: %d of %d running under %s (%d outside simlock) for a %s device", ErrHostCapacity, e.Booted, e.Max, e.Limit, e.External, e.Platform)
 }
 
 func (e *HostCapacityError) Unwrap() error { return ErrHostCapacity }
@@ -92,8 +93,52 @@ func (e *Engine) SetHostUsage(u HostUsage) {
 	e.section(func() {
 		e.host = u
 		e.scheduleLocked()
+		e.shedOverHostLocked()
 	})
 	e.notifyPositions()
+}
+
+// shedOverHostLocked shuts down this engine's idle warm devices while the
+// host is over one of its limits (a simulator booted by hand, another home
+// that booted meanwhile): a warm device is spare capacity, and the host's
+// limit is the machine's. Leased devices are never touched.
+func (e *Engine) shedOverHostLocked() {
+	if e.stopping || e.maintenance {
+		return
+	}
+	for _, id := range HostVictims(e.planInputLocked(nil, false)) {
+		p := e.devices[id].Platform
+		o := e.shutdownOp(id, "host", "shutdown-failed", func(DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: id, Platform: p, Reason: "host-limit"})
+		})
+		if err := e.startOpLocked(o); err != nil {
+			e.log.Warn("shut down a warm device over the host limit", "device", id, "err", err)
+		}
+	}
+}
+
+// HostVictims are the ready devices to shut down, least recently used
+// first, until no host limit is exceeded; only what eases an exceeded host
+// limit is chosen (a platform's host limit: that platform's devices).
+func HostVictims(in PlanInput) []string { return sweep(in, overHost) }
+
+// overHost lists the host limits exceeded, global first.
+func overHost(g *ledger) []string {
+	var out []string
+	if g.hostMax > 0 && g.runAll+g.hostAll > g.hostMax {
+		out = append(out, LimitHost)
+	}
+	ps := make([]string, 0, len(g.hostPl))
+	for p := range g.hostPl {
+		ps = append(ps, p)
+	}
+	sort.Strings(ps)
+	for _, p := range ps {
+		if h := g.hostPl[p]; h > 0 && g.running[p]+g.host[p] > h {
+			out = append(out, hostPlatformLimit(p))
+		}
+	}
+	return out
 }
 
 // hostLocked is the host usage with its default limit resolved.

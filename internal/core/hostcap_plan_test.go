@@ -72,3 +72,18 @@ func TestSweepOverHostLimit(t *testing.T) {
 		t.Fatalf("sweep chose %v, want [i1]", got)
 	}
 }
+
+// Shedding over the host limit picks only what eases the limit exceeded: a
+// platform's host limit costs only that platform's warm devices.
+func TestHostVictims(t *testing.T) {
+	in := PlanInput{Limits: Limits{MaxRunning: 8}, Host: HostUsage{MaxRunning: 8, Platforms: map[string]int{"android": 1}, External: map[string]int{"android": 1}},
+		Devices: []PlanDevice{dev("i1", "ios", "Phone", StateReady, 2*gib, 9), dev("a1", "android", "Pixel", StateReady, 4*gib, 1),
+			dev("a2", "android", "Pixel", StateLeased, 4*gib, 5)}}
+	if got := HostVictims(in); len(got) != 1 || got[0] != "a1" {
+		t.Fatalf("victims %v, want [a1]", got)
+	}
+	in.Host = HostUsage{MaxRunning: 3}
+	if got := HostVictims(in); len(got) != 0 {
+		t.Fatalf("victims %v with the host at (not over) its limit", got)
+	}
+}

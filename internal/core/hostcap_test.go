@@ -149,3 +149,27 @@ func TestReleaseAtASharedHostLimitShutsTheDeviceDown(t *testing.T) {
 		t.Fatalf("released at a shared host limit: %s, want shutdown", st)
 	}
 }
+
+// A simulator booted by hand puts the host over its limit: the engine's
+// idle warm device is shut down to give the room back; its leased one is
+// never touched.
+func TestHostOverItsLimitShedsIdleWarmDevices(t *testing.T) {
+	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
+	tablet := warm(t, h, "t", "ios", "Tablet")
+	phone := leaseOn(t, h, "p", "ios", "Phone")
+	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, External: map[string]int{"ios": 1}})
+	h.engine.WaitIdle()
+	if st := state(h, tablet.Device.ID); st != core.StateShutdown {
+		t.Fatalf("idle warm tablet over the host limit is %s, want shutdown", st)
+	}
+	if st := state(h, phone.Device.ID); st != core.StateLeased {
+		t.Fatalf("leased phone is %s, want leased", st)
+	}
+	// Over again (two external now), with nothing idle left: nothing else happens.
+	before := countCalls(h.drv.Calls(), "shutdown")
+	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, External: map[string]int{"ios": 2}})
+	h.engine.WaitIdle()
+	if n := countCalls(h.drv.Calls(), "shutdown") - before; n != 0 || state(h, phone.Device.ID) != core.StateLeased {
+		t.Fatalf("%d shutdowns with only a leased device left", n)
+	}
+}

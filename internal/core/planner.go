@@ -564,7 +564,11 @@ func (p *planner) planWarm() []Decision {
 // down, least recently used first, until no running limit is exceeded.
 // A device is chosen only when it eases a limit that is exceeded: iOS over
 // its own limit never costs the Android device its warmth.
-func SweepVictims(in PlanInput) []string {
+func SweepVictims(in PlanInput) []string { return sweep(in, overAll) }
+
+// sweep shuts down ready devices, least recently used first, while exceeded
+// names a limit one of them eases.
+func sweep(in PlanInput, exceeded func(*ledger) []string) []string {
 	g := newLedger(in)
 	var cands []PlanDevice
 	for _, d := range in.Devices {
@@ -580,11 +584,11 @@ func SweepVictims(in PlanInput) []string {
 	})
 	var out []string
 	for {
-		exceeded := overAll(g)
-		if len(exceeded) == 0 {
+		over := exceeded(g)
+		if len(over) == 0 {
 			return out
 		}
-		i := nextVictim(cands, exceeded, false)
+		i := nextVictim(cands, over, false)
 		if i < 0 {
 			return out
 		}
