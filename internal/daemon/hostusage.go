@@ -61,14 +61,20 @@ func (d *Daemon) setupHostUsage(drivers []core.Driver) {
 }
 
 // otherHomesRunning counts, by platform, the claims held by homes other
-// than ours. A claim is held on a device that runs or is being changed;
-// every class counts, an orphan's included (its device may still run until
-// someone recovers it) and an inconsistent one (under "" when its key is
-// unreadable): an unknown device is never free room.
+// than ours. A claim is held on a device that runs or is being changed, so
+// nearly every claim counts: a live owner's, an inconsistent one (under ""
+// when its key is unreadable: an unknown device is never free room), and
+// an orphan whose daemon died (simulators and emulators outlive the daemon
+// that booted them). The one exception is an orphan whose home is gone:
+// the device sets and AVDs a home manages live under it, so its devices
+// went with it, and counting them would shrink the host for good.
 func otherHomesRunning(claims []hostreg.Status, self string) map[string]int {
 	out := map[string]int{}
 	for _, st := range claims {
 		if st.Claim.Owner.Home == self {
+			continue
+		}
+		if st.Class == hostreg.ClassOrphaned && st.Liveness == hostreg.LivenessHomeGone {
 			continue
 		}
 		out[st.Key.Platform()]++
