@@ -36,14 +36,14 @@ func (w *world) host() hostView {
 	return *st.Capacity.Host
 }
 
-// hostDir is the world's host registry directory (see newWorld).
-func (w *world) hostDir() string { return filepath.Join(filepath.Dir(w.home), "hostreg") }
+// registryDir is the world's host registry directory (see newWorld).
+func (w *world) registryDir() string { return filepath.Join(filepath.Dir(w.home), "hostreg") }
 
 // shareHost makes b a second home on a's machine: the same host registry
 // and the same simulated SDK state (one default device set, one set of
 // device processes), each home keeping its own private device sets.
 func shareHost(a, b *world) {
-	b.env = append(b.env, "SIMLOCK_HOST_DIR="+a.hostDir(), "SIMLOCK_SIMSDK_HOME="+a.simHome)
+	b.env = append(b.env, "SIMLOCK_HOST_DIR="+a.registryDir(), "SIMLOCK_SIMSDK_HOME="+a.simHome)
 	b.simHome = a.simHome
 }
 
