@@ -20,6 +20,9 @@ import (
 
 // hostUsage is what this daemon last learned about the rest of the host.
 type hostUsage struct {
+	// pushMu orders pushes: the watcher and the external probe both push,
+	// and an older view must never land after a newer one.
+	pushMu   sync.Mutex
 	mu       sync.Mutex
 	others   map[string]int // claims of other homes, by key platform
 	external map[string]int // last good external count, by platform
@@ -86,6 +89,8 @@ func otherHomesRunning(claims []hostreg.Status, self string) map[string]int {
 // waiter is woken when another daemon freed room.
 func (d *Daemon) pushHostUsage() {
 	u := d.hostUse
+	u.pushMu.Lock()
+	defer u.pushMu.Unlock()
 	hc := d.cfg.Capacity.Host
 	hu := core.HostUsage{MaxRunning: hc.MaxRunning, Platforms: map[string]int{}}
 	for p, pl := range hc.Platforms {

@@ -48,7 +48,7 @@ type hostFixture struct {
 	ext *countingDriver
 }
 
-func startHostDaemon(t *testing.T) *hostFixture {
+func startHostDaemon(t *testing.T, setup ...func(*countingDriver)) *hostFixture {
 	t.Helper()
 	home, err := os.MkdirTemp("", "sld-")
 	if err != nil {
@@ -60,6 +60,9 @@ func startHostDaemon(t *testing.T) *hostFixture {
 	cfg.Capacity.Fixed = config.Fixed{MaxRunning: 4, MaxManaged: 8}
 	cfg.Capacity.Host = config.HostCapacity{MaxRunning: 2, PollIntervalMs: 10}
 	ext := &countingDriver{Driver: fakedrv.New("ios")}
+	for _, f := range setup {
+		f(ext)
+	}
 	d, err := Start(context.Background(), Options{Home: home, Config: cfg, Version: "test", Drivers: []core.Driver{ext},
 		HostDir: hostDir, Prober: aliveProber{}})
 	if err != nil {
@@ -180,4 +183,17 @@ func TestExternalDevicesCountAndAFailedProbeKeepsTheLastCount(t *testing.T) {
 	if _, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", RequesterID: "two", NoWait: true}, nil); err != nil {
 		t.Fatalf("room for one: %v", err)
 	}
+}
+
+// Until the first count succeeds, external devices read 0 and status says
+// they are not counted, with the probe's error; the first success counts.
+func TestExternalDevicesUnknownUntilTheFirstCount(t *testing.T) {
+	f := startHostDaemon(t, func(c *countingDriver) { c.err = errors.New("xcrun: not found") })
+	c := f.dial("alice", f.adminToken())
+	waitFor(t, "the probe error in status", func() bool { return f.host(c).Platforms["ios"].ExternalError != "" })
+	if h := f.host(c); h.ExternalDevices != 0 || h.Platforms["ios"].ExternalKnown {
+		t.Fatalf("before any successful count: %+v", h)
+	}
+	f.ext.set(1, nil)
+	waitFor(t, "the first count", func() bool { p := f.host(c).Platforms["ios"]; return p.ExternalKnown && p.ExternalDevices == 1 })
 }
