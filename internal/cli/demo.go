@@ -64,8 +64,12 @@ func (a *app) runDemo(ctx context.Context, speed string, keep bool) (err error) 
 	if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
+	// The demo's devices are simulated and its own: a host registry of its
+	// own keeps the machine's other simlock homes (and their host limit)
+	// out of the story, and the demo's devices out of theirs.
 	env := append(os.Environ(), "PATH="+sdk+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"SIMLOCK_HOME="+home, "SIMLOCK_SIMSDK_HOME="+simHome, "SIMLOCK_SIMSDK_SPEED="+speed)
+		"SIMLOCK_HOME="+home, "SIMLOCK_SIMSDK_HOME="+simHome, "SIMLOCK_SIMSDK_SPEED="+speed,
+		"SIMLOCK_HOST_DIR="+filepath.Join(tmp, "host"))
 
 	fmt.Fprintln(a.env.Stdout, "simlock demo: two agents, one simulated iPhone, room for one running device")
 	fmt.Fprintln(a.env.Stdout, "  home "+home)

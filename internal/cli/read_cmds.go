@@ -35,6 +35,9 @@ func (a *app) statusCmd() *cobra.Command {
 				pc := cp.Platforms[p]
 				a.printf("  %-8s %d running, %d managed, %s RAM%s\n", p, pc.Running, pc.Managed, gibs(pc.RAMUsedBytes), limitNote(pc))
 			}
+			if cp.Host != nil {
+				a.printf("host     %s\n", hostLine(*cp.Host))
+			}
 			a.printf("\n")
 			a.printDevices(st.Devices, st.Capacity.DeviceRAMBytes)
 			a.printf("\n")
@@ -58,6 +61,32 @@ func ramNote(c contract.Capacity) string {
 		return fmt.Sprintf(", %s RAM", gibs(c.RAMUsedBytes))
 	}
 	return fmt.Sprintf(", %s/%s RAM budget", gibs(c.RAMUsedBytes), gibs(c.RAMBudgetBytes))
+}
+
+// hostLine is the host-wide view on one line: every simlock home and the
+// devices booted outside simlock, against capacity.host.
+func hostLine(h contract.HostCapacity) string {
+	limit := "no limit"
+	if h.MaxRunning > 0 {
+		limit = fmt.Sprint(h.MaxRunning)
+	}
+	s := fmt.Sprintf("%d/%s running (%d ours, %d other homes, %d external)", h.Booted, limit, h.Ours, h.OtherHomes, h.ExternalDevices)
+	var notes []string
+	for _, p := range sortedKeys(h.Platforms) {
+		hp := h.Platforms[p]
+		if hp.MaxRunning > 0 {
+			notes = append(notes, fmt.Sprintf("%s %d/%d", p, hp.Booted, hp.MaxRunning))
+		}
+		if hp.ExternalError != "" {
+			notes = append(notes, p+" external count failing, last count kept")
+		} else if !hp.ExternalKnown {
+			notes = append(notes, p+" external not counted")
+		}
+	}
+	if len(notes) > 0 {
+		s += "; " + strings.Join(notes, ", ")
+	}
+	return s
 }
 
 func gibs(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }

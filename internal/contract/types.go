@@ -308,6 +308,43 @@ type Capacity struct {
 	// DeviceRAMBytes is the footprint each running or reserved device is
 	// charged, by device id.
 	DeviceRAMBytes map[string]uint64 `json:"deviceRamBytes,omitempty"`
+	// Host is the machine-wide view a worker plans against: its own
+	// devices, other simlock homes' and devices booted outside simlock
+	// (absent for a gateway).
+	Host *HostCapacity `json:"host,omitempty"`
+}
+
+// HostCapacity is capacity.host as the planner counts it.
+type HostCapacity struct {
+	// MaxRunning is the host-wide running limit in force (capacity.host.maxRunning,
+	// or this daemon's own maxRunning when that is 0; 0 here: none).
+	MaxRunning int `json:"maxRunning"`
+	// Booted is every running device on the host: ours + otherHomes + externalDevices.
+	Booted int `json:"booted"`
+	// Ours counts this daemon's running devices and boots in flight.
+	Ours int `json:"ours"`
+	// OtherHomes counts devices other simlock homes hold a host claim on.
+	OtherHomes int `json:"otherHomes"`
+	// ExternalDevices counts devices running outside simlock.
+	ExternalDevices int                             `json:"externalDevices"`
+	Platforms       map[string]HostPlatformCapacity `json:"platforms"`
+}
+
+// HostPlatformCapacity is one platform's share of the host view.
+type HostPlatformCapacity struct {
+	// MaxRunning is capacity.host.platforms.<p>.maxRunning (0: none).
+	MaxRunning      int `json:"maxRunning"`
+	Booted          int `json:"booted"`
+	Ours            int `json:"ours"`
+	OtherHomes      int `json:"otherHomes"`
+	ExternalDevices int `json:"externalDevices"`
+	// ExternalKnown is false until the platform's driver first counted its
+	// external devices (externalDevices reads 0 until then), and for a
+	// driver that cannot count them.
+	ExternalKnown bool `json:"externalKnown"`
+	// ExternalError is the last count's failure; externalDevices keeps the
+	// last good count.
+	ExternalError string `json:"externalError,omitempty"`
 }
 
 type QueueEntry struct {

@@ -161,8 +161,12 @@ func (e *Engine) footprintLocked(s Spec) uint64 {
 // runningOverLocked reports whether running devices exceed a limit that
 // applies to platform, or the RAM budget (used after a reclaim to decide
 // keep-or-shutdown). An empty platform checks the global limits only.
+// A host limit other homes or external devices share counts as over once
+// it is reached: their waiters are invisible here, and a device kept warm
+// would hold the slot they wait for (ADR 0023).
 func (e *Engine) runningOverLocked(platform string) bool {
-	return len(newLedger(e.planInputLocked(nil, false)).over(platform)) > 0
+	g := newLedger(e.planInputLocked(nil, false))
+	return len(g.over(platform)) > 0 || g.atSharedHostLimit(platform)
 }
 
 // CapacityReport is the accounting as status shows it.
@@ -173,6 +177,8 @@ type CapacityReport struct {
 	Platforms map[string]UsageReport
 	// DeviceRAM is the footprint each running or reserved device is charged.
 	DeviceRAM map[string]uint64
+	// Host is the host-wide view: every simlock home and external devices.
+	Host HostReport
 }
 
 // UsageReport is one scope's usage. RAMBytes counts running devices and
@@ -191,7 +197,7 @@ func (e *Engine) Capacity() CapacityReport {
 
 func (e *Engine) capacityLocked() CapacityReport {
 	r := CapacityReport{Strategy: e.strategy.Name(), Limits: e.strategy.Limits(),
-		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}}
+		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}, Host: e.hostReportLocked()}
 	for p := range e.drivers {
 		r.Platforms[p] = UsageReport{}
 	}

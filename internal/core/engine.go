@@ -133,6 +133,7 @@ type Engine struct {
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
+	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
 }
 
 // New builds an engine. Call Converge before serving requests.

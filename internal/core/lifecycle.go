@@ -188,6 +188,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 		run: func(ctx context.Context, o *deviceOp) error {
 			var err error
 			stopped, err = e.purge(ctx, o.drv, o.rec)
+			o.down = err == nil && stopped
 			return err
 		},
 		settle: func(o *deviceOp, err error) error {

@@ -30,6 +30,10 @@ type OpInfo struct {
 	// Attrs are the device's driver attributes (its UDID, ...), from which
 	// the daemon derives the host-wide key of the device.
 	Attrs map[string]string
+	// LeftDown, in AfterOp, says an operation that is not a teardown left
+	// the device shut down all the same: a purge that erased the device
+	// and, the planner having no use for it running, did not boot it.
+	LeftDown bool
 }
 
 // OpHooks is the one place to attach behaviour to every device operation:
@@ -85,6 +89,10 @@ type deviceOp struct {
 	settle func(o *deviceOp, err error) error
 
 	began   time.Time    // when it took the device's op lock: the one measurement of its duration
+	// down is set by run when the operation left the device shut down
+	// (OpInfo.LeftDown).
+	down bool
+
 	rec     DeviceRecord // the device as of the intent commit
 	drv     Driver
 	tries   int  // settlement attempts the store refused
@@ -179,6 +187,7 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 	// AfterOp runs while the device is still locked, so for one device the
 	// end of one operation is always seen before the start of the next.
 	info.Handle, info.Attrs = o.rec.Handle, o.rec.Attrs // a provision learns them on the way
+	info.LeftDown = o.down
 	e.hooks.AfterOp(info, err)
 	e.section(func() { e.settleOpLocked(o, err) })
 	e.notifyPositions()

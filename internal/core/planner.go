@@ -67,6 +67,9 @@ type PlanInput struct {
 	Devices []PlanDevice
 	Queue   []PlanWaiter
 	Warm    []PlanWarm
+	// Host is what the rest of the host runs, with its limit resolved
+	// (HostUsage.MaxRunning 0 means no host-wide limit here).
+	Host HostUsage
 }
 
 // DecisionKind is what the engine is told to do.
@@ -107,10 +110,28 @@ type ledger struct {
 	runAll  int
 	manAll  int
 	ram     uint64
+	// host counts, by platform, the running devices that are not this
+	// engine's (other homes' and external ones): fixed for one plan, since
+	// nothing this engine decides changes them. ext is the external share.
+	host    map[string]int
+	hostAll int
+	extAll  int
+	hostMax int
+	hostPl  map[string]int
 }
 
 func newLedger(in PlanInput) *ledger {
-	g := &ledger{lim: in.Limits, running: map[string]int{}, managed: map[string]int{}}
+	g := &ledger{lim: in.Limits, running: map[string]int{}, managed: map[string]int{}, host: map[string]int{}}
+	g.hostMax, g.hostPl = in.Host.MaxRunning, in.Host.Platforms
+	for p, n := range in.Host.Others {
+		g.host[p] += n
+		g.hostAll += n
+	}
+	for p, n := range in.Host.External {
+		g.host[p] += n
+		g.hostAll += n
+		g.extAll += n
+	}
 	for _, d := range in.Devices {
 		if d.State == StateDeleted {
 			continue
@@ -140,6 +161,15 @@ func (g *ledger) blocks(platform string, ram uint64, newDevice bool) []string {
 	if g.lim.RAMBudget > 0 && g.ram+ram > g.lim.RAMBudget {
 		out = append(out, LimitRAM)
 	}
+	// The host's limits come after this daemon's own, so a request both
+	// bind is reported against its own (NO_CAPACITY): the host's figures
+	// only matter once this daemon alone could serve it.
+	if g.hostMax > 0 && g.runAll+g.hostAll+1 > g.hostMax {
+		out = append(out, LimitHost)
+	}
+	if h := g.hostPl[platform]; h > 0 && g.running[platform]+g.host[platform]+1 > h {
+		out = append(out, hostPlatformLimit(platform))
+	}
 	if newDevice {
 		if pl.MaxManaged > 0 && g.managed[platform]+1 > pl.MaxManaged {
 			out = append(out, platformLimit(platform, LimitManaged))
@@ -166,7 +196,25 @@ func (g *ledger) over(platform string) []string {
 	if g.lim.RAMBudget > 0 && g.ram > g.lim.RAMBudget {
 		out = append(out, LimitRAM)
 	}
+	if g.hostMax > 0 && g.runAll+g.hostAll > g.hostMax {
+		out = append(out, LimitHost)
+	}
+	if platform != "" {
+		if h := g.hostPl[platform]; h > 0 && g.running[platform]+g.host[platform] > h {
+			out = append(out, hostPlatformLimit(platform))
+		}
+	}
 	return out
+}
+
+// atSharedHostLimit reports whether a host limit that applies to platform
+// is reached while devices that are not this engine's take part in it.
+func (g *ledger) atSharedHostLimit(platform string) bool {
+	if g.hostMax > 0 && g.hostAll > 0 && g.runAll+g.hostAll >= g.hostMax {
+		return true
+	}
+	h := g.hostPl[platform]
+	return platform != "" && h > 0 && g.host[platform] > 0 && g.running[platform]+g.host[platform] >= h
 }
 
 func (g *ledger) start(platform string, ram uint64, newDevice bool) {
@@ -193,6 +241,7 @@ func (g *ledger) forget(platform string) {
 func (g *ledger) clone() *ledger {
 	c := *g
 	c.running, c.managed = map[string]int{}, map[string]int{}
+	// host and hostPl are never written during a plan: shared.
 	for k, v := range g.running {
 		c.running[k] = v
 	}
@@ -207,7 +256,9 @@ func (g *ledger) clone() *ledger {
 func helps(v PlanDevice, binding []string, forget bool) bool {
 	for _, l := range binding {
 		switch l {
-		case LimitRunning:
+		case LimitRunning, LimitHost:
+			// Only this engine's own idle devices are candidates, and
+			// stopping one eases the host's total as much as its own.
 			if !forget || isRunningState(v.State) {
 				return true
 			}
@@ -219,7 +270,7 @@ func helps(v PlanDevice, binding []string, forget bool) bool {
 			if forget {
 				return true
 			}
-		case platformLimit(v.Platform, LimitRunning):
+		case platformLimit(v.Platform, LimitRunning), hostPlatformLimit(v.Platform):
 			if !forget || isRunningState(v.State) {
 				return true
 			}
@@ -457,7 +508,7 @@ func (p *planner) victims(w PlanWaiter, binding []string, ram uint64, newDevice 
 func nextVictim(cands []PlanDevice, exceeded []string, forget bool) int {
 	var platformOnly []string
 	for _, l := range exceeded {
-		if len(l) > len(limitPlatform) && l[:len(limitPlatform)] == limitPlatform {
+		if (len(l) > len(limitPlatform) && l[:len(limitPlatform)] == limitPlatform) || (isHostLimit(l) && l != LimitHost) {
 			platformOnly = append(platformOnly, l)
 		}
 	}
@@ -513,7 +564,11 @@ func (p *planner) planWarm() []Decision {
 // down, least recently used first, until no running limit is exceeded.
 // A device is chosen only when it eases a limit that is exceeded: iOS over
 // its own limit never costs the Android device its warmth.
-func SweepVictims(in PlanInput) []string {
+func SweepVictims(in PlanInput) []string { return sweep(in, overAll) }
+
+// sweep shuts down ready devices, least recently used first, while exceeded
+// names a limit one of them eases.
+func sweep(in PlanInput, exceeded func(*ledger) []string) []string {
 	g := newLedger(in)
 	var cands []PlanDevice
 	for _, d := range in.Devices {
@@ -529,11 +584,11 @@ func SweepVictims(in PlanInput) []string {
 	})
 	var out []string
 	for {
-		exceeded := overAll(g)
-		if len(exceeded) == 0 {
+		over := exceeded(g)
+		if len(over) == 0 {
 			return out
 		}
-		i := nextVictim(cands, exceeded, false)
+		i := nextVictim(cands, over, false)
 		if i < 0 {
 			return out
 		}
@@ -555,6 +610,16 @@ func overAll(g *ledger) []string {
 	for _, p := range ps {
 		if pl := g.lim.Platforms[p]; pl.MaxRunning > 0 && g.running[p] > pl.MaxRunning {
 			out = append(out, platformLimit(p, LimitRunning))
+		}
+	}
+	hps := make([]string, 0, len(g.hostPl))
+	for p := range g.hostPl {
+		hps = append(hps, p)
+	}
+	sort.Strings(hps)
+	for _, p := range hps {
+		if h := g.hostPl[p]; h > 0 && g.running[p]+g.host[p] > h {
+			out = append(out, hostPlatformLimit(p))
 		}
 	}
 	return out

@@ -66,6 +66,7 @@ type waiter struct {
 	evicting   bool          // an eviction on this waiter's behalf is in flight
 	abandoned  bool          // the caller went away while work was in flight
 	noWait     bool          // refused rather than queued when nothing can take it now
+	waitLimit  string        // the limit that bound it at its last wait decision
 	posMu      sync.Mutex    // orders position pushes (pushPosition)
 	posStamp   uint64        // the newest position decision pushed
 	rq         *requestEntry // its stored request (nil for none)
@@ -134,9 +135,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		// work, or an eviction it is committed to, ADR 0010) or is refused;
 		// the planner changed nothing for a request it could not serve.
 		if r.NoWait && !w.working && !w.evicting && e.queue.Contains(w) {
+			refuse = e.refusalLocked(w)
 			e.removeLocked(w)
-			refuse = ErrNoCapacity
-			e.emitLocked(events.Event{Type: "request.refused", RequesterID: w.requester, Platform: spec.Platform, Reason: "no-capacity", Data: e.refusalData(w.owner, ErrNoCapacity)})
+			e.refusedEventLocked(w, refuse)
 			return
 		}
 		if e.queue.Contains(w) && !w.working {
@@ -328,6 +329,10 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 		e.startBootLocked(w, d.DeviceID)
 	case DecideProvision:
 		e.startProvisionLocked(w, spec)
+	case DecideWait:
+		if w != nil {
+			w.waitLimit = d.Limit
+		}
 	case DecideEvict:
 		e.log.Debug("evicting to unblock a limit", "device", d.DeviceID, "limit", d.Limit, "destroy", d.Destroy, "then", string(d.Then), "requester", w.requester)
 		e.startEvictLocked(w, d.DeviceID, d.Destroy)
@@ -339,6 +344,7 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 // given, the queue and the warm-pool shortfall.
 func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in := PlanInput{Limits: e.strategy.Limits()}
+	in.Host = e.hostLocked(in.Limits)
 	for _, d := range e.devices {
 		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
 			Usable: e.generalPoolMayUseLocked(d), Reserved: e.holdsReservationLocked(d),

@@ -122,10 +122,16 @@ func (c *claims) Created(ctx context.Context, op core.OpInfo) error {
 
 // AfterOp settles the claim: a teardown that succeeded clears it (the
 // last step of the teardown), one that failed keeps it with the failed
-// step; anything else keeps it, a failed boot included, until a later
-// shutdown or destroy settles the device.
+// step. A purge that left the device shut down (OpInfo.LeftDown) counts
+// as a teardown that succeeded. Anything else keeps it, a failed boot
+// included, until a later shutdown or destroy settles the device.
 func (c *claims) AfterOp(op core.OpInfo, opErr error) {
-	if op.Handle == "" || !releasing(op.Kind) {
+	if op.Handle == "" {
+		return
+	}
+	// A purge that erased the device and left it shut down ended like a
+	// shutdown: the device no longer runs, so its claim goes too.
+	if !releasing(op.Kind) && !(op.LeftDown && opErr == nil) {
 		return
 	}
 	key, err := c.key(op.Platform, op.Handle, op.Attrs)

@@ -460,3 +460,33 @@ func TestALeaseForOneDevice(t *testing.T) {
 		t.Fatalf("the Tablet is %s, want evicted", d.State)
 	}
 }
+
+// A purge that erased the device and left it shut down ends like a
+// shutdown: the claim goes, so other homes stop counting a device that no
+// longer runs. One that failed keeps it.
+func TestAPurgeThatLeftTheDeviceDownClearsTheClaim(t *testing.T) {
+	f := startDaemon(t, nil)
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	la, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "Phone"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := f.d.engine.Device(la.Device.ID)
+	key := keyOf(t, f, dev.ID)
+	op := core.OpInfo{Kind: core.OpKindReclaim, Lock: "reclaim", DeviceID: dev.ID, Platform: dev.Platform, Handle: dev.Handle, Attrs: dev.Attrs, LeftDown: true}
+	f.d.claims.AfterOp(op, errors.New("erase failed"))
+	if _, ok := claimOf(t, f.d, key); !ok {
+		t.Fatal("a failed purge dropped the claim")
+	}
+	op.LeftDown = false
+	f.d.claims.AfterOp(op, nil)
+	if _, ok := claimOf(t, f.d, key); !ok {
+		t.Fatal("a purge that left the device running dropped the claim")
+	}
+	op.LeftDown = true
+	f.d.claims.AfterOp(op, nil)
+	if st, ok := claimOf(t, f.d, key); ok {
+		t.Fatalf("a purge that left the device shut down kept its claim: %+v", st)
+	}
+}

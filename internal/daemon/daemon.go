@@ -78,6 +78,7 @@ type Daemon struct {
 	hostSubs []hostSub
 	hostKick chan struct{}
 	claims   *claims          // the op hooks: this home's claims in the host registry
+	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
@@ -251,6 +252,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims,
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
+	d.setupHostUsage(drivers)
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
 		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
@@ -341,6 +343,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
 		go d.watchHost(sctx)
+		go d.probeExternal(sctx)
 		d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.

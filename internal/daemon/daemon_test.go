@@ -32,6 +32,10 @@ func startDaemon(t *testing.T, mutate func(*config.Config)) *fixture {
 	cfg := config.Default()
 	cfg.Capacity.Strategy = "fixed"
 	cfg.Capacity.Fixed = config.Fixed{MaxRunning: 1, MaxManaged: 2}
+	// A roomy host: claims another home holds (planted by a test, or left
+	// by an earlier test's daemon) must not bind the host limit, which
+	// defaults to this daemon's own maxRunning of 1, unless a test says so.
+	cfg.Capacity.Host.MaxRunning = 8
 	if mutate != nil {
 		mutate(&cfg)
 	}

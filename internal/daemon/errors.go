@@ -24,6 +24,9 @@ func toContractError(err error) *contract.Error {
 	if errors.As(err, &held) {
 		return deviceInUse(held)
 	}
+	if ce := capacityExhausted(err); ce != nil {
+		return ce
+	}
 	var re *core.RequestError
 	if errors.As(err, &re) {
 		// A stored refusal replayed: the code the first caller got.

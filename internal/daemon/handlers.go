@@ -388,6 +388,9 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	if len(c.DeviceRAM) > 0 {
 		out.Capacity.DeviceRAMBytes = c.DeviceRAM
 	}
+	if d.hostUse != nil {
+		out.Capacity.Host = d.hostCapacityOut(c.Host)
+	}
 	for p, u := range c.Platforms {
 		pl := c.Limits.Platforms[p]
 		out.Capacity.Platforms[p] = contract.PlatformCapacity{MaxRunning: pl.MaxRunning, MaxManaged: pl.MaxManaged,

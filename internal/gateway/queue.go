@@ -479,8 +479,9 @@ func (g *Gateway) attemptDone(p *pending, wid string, lk *link, l contract.Lease
 		} else {
 			g.finishLocked(p, outcome{lease: g.leaseOut(wid, label, l)})
 		}
-	case ce != nil && ce.Code == contract.CodeNoCapacity && p.state == stTrying:
+	case ce != nil && (ce.Code == contract.CodeNoCapacity || ce.Code == contract.CodeCapacityExhausted) && p.state == stTrying:
 		// The view was stale: refresh it; the request waits, no worse off.
+		// A worker whose host is full (CAPACITY_EXHAUSTED) is no different.
 		w := g.workers[wid]
 		switch {
 		case p.cancelled:

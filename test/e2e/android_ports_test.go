@@ -119,8 +119,10 @@ func (w *world) leaseAndroid() (androidGrant, error) {
 // home's, not a user's emulator in the range adb scans, not a USB phone or
 // an mDNS device.
 func TestTwoHomesGetTheirOwnAndroidPortsAndAdbServers(t *testing.T) {
-	a := newWorld(t, androidConfig)
-	b := a.sharingHost(t, androidConfig)
+	// Room on the host for both homes' emulators and the user's own.
+	const cfg = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2},"host":{"maxRunning":4}},"exec":{"timeoutMs":1500}}`
+	a := newWorld(t, cfg)
+	b := a.sharingHost(t, cfg)
 	const phone, wireless = "R5CT30ABCDE", "adb-R5CT30ABCDE-xYz12a._adb-tls-connect._tcp"
 	if err := simsdk.SetAndroidHostDevices(a.simHome, []string{phone}, []string{wireless}); err != nil {
 		t.Fatal(err)
