@@ -88,7 +88,7 @@ type deviceOp struct {
 	// it changed anything, so running it again later is safe.
 	settle func(o *deviceOp, err error) error
 
-	began   time.Time    // when it took the device's op lock: the one measurement of its duration
+	began time.Time // when it took the device's op lock: the one measurement of its duration
 	// down is set by run when the operation left the device shut down
 	// (OpInfo.LeftDown).
 	down bool
