@@ -42,7 +42,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"GET", "/v1/config", f.agent, 403, contract.CodeForbidden},
 		{"GET", "/v1/tokens", f.agent, 403, contract.CodeForbidden},
 		{"POST", "/v1/daemon/stop", f.agent, 403, contract.CodeForbidden},
-		{"GET", "/v1/openapi.json", "", 401, contract.CodeUnauthenticated},
+		{"GET", "/v1/openapi.json", "", 200, ""}, // public, so generators can fetch it
 		{"GET", "/v1/openapi.json", f.agent, 200, ""},
 		{"GET", "/v1/no-such-route", "", 401, contract.CodeUnauthenticated},
 		{"GET", "/v1/no-such-route", f.agent, 404, contract.CodeUnknownOperation},
