@@ -341,3 +341,15 @@ func TestOpenAPIIsServedAsGenerated(t *testing.T) {
 		t.Fatalf("openapi: %d, %d bytes, generated %d", resp.StatusCode, len(b), len(httpapi.OpenAPIBytes(f.s)))
 	}
 }
+
+// TestOpenAPIIsServedWithoutAToken: generators fetch the document before
+// anyone has a token.
+func TestOpenAPIIsServedWithoutAToken(t *testing.T) {
+	f := newFixture(t, 1)
+	resp := f.req("GET", "/v1/openapi.json", "", "")
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !bytes.Equal(b, httpapi.OpenAPIBytes(f.s)) {
+		t.Fatalf("openapi without a token: %d, %.200s", resp.StatusCode, b)
+	}
+}
