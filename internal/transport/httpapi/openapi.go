@@ -369,7 +369,9 @@ func (g *schemaGen) object(t reflect.Type, strict bool) map[string]any {
 		p = clone(p)
 		p["description"] = g.fieldDoc(t, f, name)
 		props[name] = p
-		if !strings.Contains(opts, "omitempty") && f.Type.Kind() != reflect.Pointer {
+		// A field without omitempty is always sent, a pointer too (the
+		// encoder writes it even when nil, and no such field ever is).
+		if !strings.Contains(opts, "omitempty") {
 			required = append(required, name)
 		}
 	}
@@ -398,6 +400,15 @@ func (g *schemaGen) fieldDoc(t reflect.Type, f reflect.StructField, jsonName str
 		return d
 	}
 	if d, ok := fallbackDocs[jsonName]; ok {
+		return d
+	}
+	// An undocumented field of a documented struct type reads as that
+	// type's doc.
+	ft := f.Type
+	for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map {
+		ft = ft.Elem()
+	}
+	if d := g.docs[ft.Name()]; d != "" && ft.Kind() == reflect.Struct {
 		return d
 	}
 	return splitCamel(f.Name) + "."
