@@ -253,6 +253,18 @@ var fallbackDocs = map[string]string{
 	"chunk":             "A piece of output.",
 	"stream":            "stdout or stderr.",
 	"shutDown":          "The devices shut down.",
+	"simulated":         "Whether the device was made by a simulated SDK (simlock simsdk) rather than the real tools.",
+	"allowDownload":     "Let the daemon download a missing runtime or system image (subject to downloads.policy).",
+	"noWait":            "Refuse at once (NO_CAPACITY, CAPACITY_EXHAUSTED) instead of queueing when no device can be served now.",
+	"idempotencyKey":    "The request's idempotency key, when it was given one.",
+	"queueWaitMs":       "Milliseconds spent waiting in the queue.",
+	"totalMs":           "Milliseconds from the request's arrival to the grant.",
+	"downloadMs":        "Milliseconds spent downloading a runtime or system image.",
+	"evictMs":           "Milliseconds spent evicting an idle device to make room.",
+	"provisionMs":       "Milliseconds spent creating the device.",
+	"readinessMs":       "Milliseconds spent waiting for the booted device to become ready.",
+	"etaMs":             "The estimated milliseconds until the grant, when known.",
+	"queuePosition":     "1-based position in the queue while the request waits.",
 }
 
 // schemaGen turns Go types into JSON Schemas, registering each named
@@ -265,10 +277,21 @@ type schemaGen struct {
 	owner   map[string]string // component -> the Go type and direction it describes
 	docs    map[string]string
 	enums   map[string]map[string]any
+	// opDocs describes an undocumented input or output type by its
+	// operation.
+	opDocs map[reflect.Type]string
 }
 
 func newSchemaGen() *schemaGen {
-	return &schemaGen{schemas: map[string]any{}, owner: map[string]string{}, docs: goDocs(), enums: enumSchemas()}
+	g := &schemaGen{schemas: map[string]any{}, owner: map[string]string{}, docs: goDocs(), enums: enumSchemas(),
+		opDocs: map[reflect.Type]string{}}
+	for _, op := range contract.Registry() {
+		g.opDocs[op.In] = "The input of " + op.Name + ": " + op.Doc
+		if _, taken := g.opDocs[op.Out]; !taken {
+			g.opDocs[op.Out] = "The output of " + op.Name + "."
+		}
+	}
+	return g
 }
 
 var (
@@ -383,6 +406,8 @@ func (g *schemaGen) object(t reflect.Type, strict bool) map[string]any {
 		s["required"] = required
 	}
 	if d := g.docs[t.Name()]; d != "" {
+		s["description"] = d
+	} else if d := g.opDocs[t]; d != "" {
 		s["description"] = d
 	} else {
 		s["description"] = splitCamel(t.Name()) + "."
