@@ -71,8 +71,8 @@ func routeTable() []route {
 	return []route{
 		{method: "GET", path: "/v1/healthz", kind: kindHealth, public: true, id: "healthz",
 			summary: "Liveness and version; the only route that needs no token."},
-		{method: "GET", path: "/v1/openapi.json", kind: kindOpenAPI, id: "openapi",
-			summary: "This document, generated from the contract."},
+		{method: "GET", path: "/v1/openapi.json", kind: kindOpenAPI, public: true, id: "openapi",
+			summary: "This document, generated from the contract; public, like healthz."},
 		{method: "POST", path: "/v1/hello", op: opRef(contract.Hello), kind: kindHello},
 		{method: "GET", path: "/v1/status", op: opRef(contract.StatusGet)},
 		{method: "GET", path: "/v1/catalog", op: opRef(contract.CatalogGet)},

@@ -42,7 +42,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"GET", "/v1/config", f.agent, 403, contract.CodeForbidden},
 		{"GET", "/v1/tokens", f.agent, 403, contract.CodeForbidden},
 		{"POST", "/v1/daemon/stop", f.agent, 403, contract.CodeForbidden},
-		{"GET", "/v1/openapi.json", "", 401, contract.CodeUnauthenticated},
+		{"GET", "/v1/openapi.json", "", 200, ""}, // public, so generators can fetch it
 		{"GET", "/v1/openapi.json", f.agent, 200, ""},
 		{"GET", "/v1/no-such-route", "", 401, contract.CodeUnauthenticated},
 		{"GET", "/v1/no-such-route", f.agent, 404, contract.CodeUnknownOperation},
@@ -339,5 +339,17 @@ func TestOpenAPIIsServedAsGenerated(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || !bytes.Equal(b, httpapi.OpenAPIBytes(f.s)) {
 		t.Fatalf("openapi: %d, %d bytes, generated %d", resp.StatusCode, len(b), len(httpapi.OpenAPIBytes(f.s)))
+	}
+}
+
+// TestOpenAPIIsServedWithoutAToken: generators fetch the document before
+// anyone has a token.
+func TestOpenAPIIsServedWithoutAToken(t *testing.T) {
+	f := newFixture(t, 1)
+	resp := f.req("GET", "/v1/openapi.json", "", "")
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !bytes.Equal(b, httpapi.OpenAPIBytes(f.s)) {
+		t.Fatalf("openapi without a token: %d, %.200s", resp.StatusCode, b)
 	}
 }
