@@ -37,6 +37,9 @@ type Env struct {
 	// StdinTerminal reports whether a person can answer a prompt on Stdin;
 	// nil detects it from Stdin itself (tests set it).
 	StdinTerminal func() bool
+	// StderrTerminal reports whether Stderr is a terminal a person watches
+	// (progress lines); nil detects it from Stderr itself.
+	StderrTerminal func() bool
 }
 
 // OSEnv is the real process environment.
@@ -77,8 +80,6 @@ type app struct {
 	token      string
 	url        string
 	jsonOut    bool
-	// progressOpen is true while a terminal progress line awaits its newline.
-	progressOpen bool
 }
 
 // exitError carries a specific exit code with an already-printed message.

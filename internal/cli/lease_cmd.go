@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -56,9 +55,9 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 				return err
 			}
 			defer c.Close()
-			progress := a.progressPrinter()
-			l, err := c.LeaseRequest(ctx, in, progress)
-			a.endProgress()
+			pl := a.newProgressLine()
+			l, err := c.LeaseRequest(ctx, in, pl.update)
+			pl.stop()
 			if err != nil {
 				if ctx.Err() != nil {
 					// Interrupted while queued: withdraw the request.
@@ -72,10 +71,17 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 			if err := a.printJSON(line); err != nil {
 				return err
 			}
+			if pl.tty {
+				fmt.Fprintln(a.env.Stderr, grantSummary(l, time.Now()))
+			}
 			if detach {
 				return nil
 			}
-			return a.hold(ctx, c, l)
+			err = a.hold(ctx, c, l)
+			if err == nil && pl.tty {
+				fmt.Fprintf(a.env.Stderr, "simlock: released %s\n", l.LeaseID)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -150,42 +156,6 @@ func (a *app) hold(ctx context.Context, c *client.Client, l contract.Lease) erro
 			}
 			// Any other failure is retried on the next tick.
 		}
-	}
-}
-
-// progressPrinter shows lease progress on stderr: a one-line bar on a
-// terminal, JSON lines otherwise.
-func (a *app) progressPrinter() func(contract.Progress) {
-	tty := false
-	if f, ok := a.env.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		tty = true
-	}
-	start := time.Now()
-	return func(p contract.Progress) {
-		if !tty {
-			b, _ := json.Marshal(map[string]any{"progress": p})
-			fmt.Fprintln(a.env.Stderr, string(b))
-			return
-		}
-		msg := p.Phase
-		if p.QueuePosition > 0 {
-			msg = fmt.Sprintf("queued at position %d", p.QueuePosition)
-		}
-		bar := ""
-		if p.EtaMs > 0 {
-			frac := float64(time.Since(start).Milliseconds()) / float64(p.EtaMs)
-			n := int(min(frac, 1) * 20)
-			bar = "[" + strings.Repeat("=", n) + strings.Repeat(" ", 20-n) + "] "
-		}
-		fmt.Fprintf(a.env.Stderr, "\r\033[K%s%s %s", bar, msg, p.DeviceID)
-		a.progressOpen = true
-	}
-}
-
-func (a *app) endProgress() {
-	if a.progressOpen {
-		fmt.Fprintln(a.env.Stderr)
-		a.progressOpen = false
 	}
 }
 

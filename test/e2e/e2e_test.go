@@ -198,7 +198,7 @@ func TestLeaseWaitReleaseAndExpiry(t *testing.T) {
 		t.Fatalf("no-wait: exit %d stderr %s", r.code, r.stderr)
 	}
 
-	third := w.cmd("lease", "--platform", "ios", "--model", "iPhone 16", "--timeout", "60s", "--requester", "third", "--detach")
+	third := w.cmd("lease", "--platform", "ios", "--model", "iPhone 16", "--timeout", "60s", "--requester", "third", "--detach", "--json")
 	var thirdOut bytes.Buffer
 	third.Stdout = &thirdOut
 	stderr, _ := third.StderrPipe()
