@@ -204,7 +204,13 @@ func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error
 			return nil, contract.Errorf(contract.CodeUnauthenticated, "%s needs an API token", a.url).
 				WithNext("pass --token or set SIMLOCK_TOKEN (mint one with `simlock token create --role agent` on the daemon's machine)")
 		}
-		return client.DialHTTP(ctx, a.url, tok, client.WithClientName("simlock-cli "+Version))
+		c, err := client.DialHTTP(ctx, a.url, tok, client.WithClientName("simlock-cli "+Version))
+		if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeDaemonNotRunning {
+			// The code's usual advice starts a local daemon, which would
+			// not answer at this URL.
+			ce.NextAction = "check the URL, and that the daemon on that machine runs with http.enabled and listens where it points"
+		}
+		return c, err
 	}
 	o := client.Options{Socket: a.paths().Socket, Principal: a.principal(), Name: "simlock-cli " + Version}
 	o.Credential = a.credential(false)
@@ -212,6 +218,11 @@ func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error
 	var err error
 	if noLaunch {
 		c, err = client.Dial(ctx, o)
+		if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeDaemonNotRunning {
+			return nil, contract.Errorf(contract.CodeDaemonNotRunning, "no daemon running (socket %s)", o.Socket).
+				WithDetails("socket", o.Socket).
+				WithNext("start one with `simlock daemon start`; `simlock lease` also starts one when it needs a device")
+		}
 	} else {
 		c, err = client.Dial(ctx, o)
 		if client.IsCode(err, contract.CodeDaemonNotRunning) {
@@ -277,6 +288,18 @@ func (a *app) printJSON(v any) error {
 
 func (a *app) printf(format string, args ...any) {
 	fmt.Fprintf(a.env.Stdout, format, args...)
+}
+
+// doRead runs one read-only operation: it never starts a daemon, since
+// starting one only to report that nothing runs would be a lie.
+func doRead[In, Out any](cmd *cobra.Command, a *app, op contract.Operation[In, Out], in In) (Out, error) {
+	c, err := a.connect(cmd.Context(), true)
+	if err != nil {
+		var zero Out
+		return zero, err
+	}
+	defer c.Close()
+	return client.Do(cmd.Context(), c, op, in)
 }
 
 // do runs one operation on a fresh connection (auto-starting the daemon).

@@ -208,7 +208,7 @@ func (a *app) leaseListCmd() *cobra.Command {
 		Short: "List leases (yours; all of them with an admin credential)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := do(cmd, a, contract.LeaseList, contract.LeaseListIn{})
+			out, err := doRead(cmd, a, contract.LeaseList, contract.LeaseListIn{})
 			if err != nil {
 				return err
 			}
@@ -337,7 +337,7 @@ func (a *app) leaseGetCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !strings.HasPrefix(args[0], "req_") {
-				l, err := do(cmd, a, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]})
+				l, err := doRead(cmd, a, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]})
 				if err != nil {
 					return err
 				}
@@ -347,7 +347,7 @@ func (a *app) leaseGetCmd() *cobra.Command {
 				a.printLeases([]contract.Lease{l})
 				return nil
 			}
-			r, err := do(cmd, a, contract.LeaseRequestStatus, contract.LeaseRequestStatusIn{RequestID: args[0]})
+			r, err := doRead(cmd, a, contract.LeaseRequestStatus, contract.LeaseRequestStatusIn{RequestID: args[0]})
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Daemon health, devices, leases, capacity and the queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := do(cmd, a, contract.StatusGet, contract.StatusGetIn{})
+			st, err := doRead(cmd, a, contract.StatusGet, contract.StatusGetIn{})
 			if err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ func (a *app) listCmd() *cobra.Command {
 		Short: "Every managed device and its state (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := do(cmd, a, contract.ListGet, contract.ListGetIn{})
+			out, err := doRead(cmd, a, contract.ListGet, contract.ListGetIn{})
 			if err != nil {
 				return err
 			}
@@ -209,7 +209,7 @@ func (a *app) eventsCmd() *cobra.Command {
 				return err
 			}
 			in.Follow = follow
-			c, err := a.connect(cmd.Context(), false)
+			c, err := a.connect(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
@@ -291,7 +291,7 @@ func (a *app) configCmd() *cobra.Command {
 		Short: "Print the running daemon's effective configuration as JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := do(cmd, a, contract.ConfigGet, contract.ConfigGetIn{})
+			out, err := doRead(cmd, a, contract.ConfigGet, contract.ConfigGetIn{})
 			if err != nil {
 				return err
 			}
