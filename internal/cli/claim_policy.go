@@ -43,6 +43,7 @@ func commandClaimPolicies() map[string]contract.ClaimPolicy {
 		"simlock token create":   contract.ClaimNone,
 		"simlock token list":     contract.ClaimNone,
 		"simlock token revoke":   contract.ClaimNone,
+		"simlock version":        contract.ClaimNone,
 		"simlock worker drain":   contract.ClaimNone,
 		"simlock worker list":    contract.ClaimNone,
 		"simlock worker remove":  contract.ClaimNone,

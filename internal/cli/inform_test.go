@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -29,5 +31,23 @@ func TestReadOnlyCommandsNeverStartADaemon(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(home, "daemon.pid")); !os.IsNotExist(err) {
 			t.Fatalf("%v started a daemon", args)
 		}
+	}
+}
+
+// `simlock version --json` names the version and the Go that built it,
+// without a daemon.
+func TestVersionJSON(t *testing.T) {
+	home := t.TempDir()
+	r := runCLI(t, map[string]string{"SIMLOCK_HOME": home}, false, "--home", home, "version", "--json")
+	var v buildVersion
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if v.Version != Version || v.GoVersion != runtime.Version() || v.Platform == "" {
+		t.Fatalf("version %+v", v)
+	}
+	r = runCLI(t, map[string]string{"SIMLOCK_HOME": home}, false, "--home", home, "version")
+	if !strings.Contains(r.stdout, "commit") || !strings.Contains(r.stdout, runtime.Version()) {
+		t.Fatalf("human version %q", r.stdout)
 	}
 }
