@@ -10,6 +10,16 @@ import "github.com/simlock/simlock/internal/contract"
 // what a person running it should expect.
 func commandClaimPolicies() map[string]contract.ClaimPolicy {
 	return map[string]contract.ClaimPolicy{
+		// Command groups only print their help or refuse an unknown
+		// subcommand.
+		"simlock":        contract.ClaimNone,
+		"simlock config": contract.ClaimNone,
+		"simlock daemon": contract.ClaimNone,
+		"simlock device": contract.ClaimNone,
+		"simlock simsdk": contract.ClaimNone,
+		"simlock token":  contract.ClaimNone,
+		"simlock worker": contract.ClaimNone,
+
 		"simlock catalog":        contract.ClaimNone,
 		"simlock cleanup":        contract.ClaimTransientExclusive,
 		"simlock config show":    contract.ClaimNone,

@@ -65,9 +65,16 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
+	}
+	if !a.running {
+		// Nothing ran: cobra refused the command line itself.
+		err = usageError(cmd, err)
+		if slices.Contains(args[1:], "--json") {
+			a.jsonOut = true
+		}
 	}
 	return a.report(err)
 }
@@ -80,6 +87,9 @@ type app struct {
 	token      string
 	url        string
 	jsonOut    bool
+	// running is set once cobra accepted the command line and the command
+	// itself starts: an error before that is a usage error.
+	running bool
 }
 
 // exitError carries a specific exit code with an already-printed message.
@@ -124,6 +134,7 @@ func (a *app) rootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       Version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			a.running = true
 			if a.home == "" {
 				a.home = config.Home(a.env.Getenv)
 			}
@@ -148,6 +159,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.cleanupCmd(), a.doctorCmd(), a.deviceCmd(), a.nukeCmd(), a.execCmd(), a.mcpCmd(), a.workerCmd(), a.consoleCmd(), a.versionCmd(),
 		a.passthroughCmd("simctl", "Run xcrun simctl scoped to simlock's iOS device set"),
 		a.passthroughCmd("adb", "Run adb against simlock's private adb server"))
+	refineTree(root)
 	return root
 }
 

@@ -51,3 +51,58 @@ func TestVersionJSON(t *testing.T) {
 		t.Fatalf("human version %q", r.stdout)
 	}
 }
+
+// Typos are refused before any daemon is contacted, with the nearest
+// valid name; usage errors exit 2 and print as JSON under --json.
+func TestInputsAreCheckedBeforeTheDaemon(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"SIMLOCK_HOME": home}
+	cases := []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"lease", "--platform", "iso"}, 10, []string{"UNSUPPORTED_PLATFORM", "did you mean --platform ios?"}},
+		{[]string{"lease", "--platform", "andriod", "--detach"}, 10, []string{"did you mean --platform android?"}},
+		{[]string{"catalog", "--platform", "windows"}, 10, []string{"UNSUPPORTED_PLATFORM", "--platform ios or --platform android"}},
+		{[]string{"leas"}, 2, []string{"unknown command \"leas\"", "did you mean `simlock lease`?"}},
+		{[]string{"daemon", "strat"}, 2, []string{"did you mean `simlock daemon start`?"}},
+		{[]string{"lease", "lsit"}, 2, []string{"did you mean `simlock lease list`?"}},
+		{[]string{"lease", "--bogus"}, 2, []string{"BAD_REQUEST: unknown flag: --bogus", "simlock lease --help"}},
+		{[]string{"lease", "renew"}, 2, []string{"BAD_REQUEST", "accepts 1 arg"}},
+	}
+	for _, c := range cases {
+		r := runCLI(t, env, false, append([]string{"--home", home}, c.args...)...)
+		if r.code != c.code {
+			t.Errorf("%v: exit %d, want %d; stderr %q", c.args, r.code, c.code, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%v: stderr %q lacks %q", c.args, r.stderr, w)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(home, "daemon.pid")); !os.IsNotExist(err) {
+			t.Fatalf("%v started a daemon", c.args)
+		}
+	}
+	r := runCLI(t, env, false, "--home", home, "lease", "--bogus", "--json")
+	var out struct{ Error contract.Error }
+	if r.code != 2 || json.Unmarshal([]byte(r.stderr), &out) != nil || out.Error.Code != contract.CodeBadRequest {
+		t.Fatalf("--json usage error: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestNearestNames(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string
+	}{{"iso", "ios"}, {"IOS", "ios"}, {"andorid", "android"}, {"iphone 61", "iPhone 16"}, {"Pixel", "Pixel 8"}} {
+		got := nearest(c.in, []string{"ios", "android", "iPhone 16", "iPhone 16 Pro", "Pixel 8"})
+		if len(got) == 0 || got[0] != c.want {
+			t.Errorf("nearest(%q) = %q, want %q first", c.in, got, c.want)
+		}
+	}
+	if got := nearest("windows", knownPlatforms); len(got) != 0 {
+		t.Errorf("nearest(windows) = %q", got)
+	}
+}

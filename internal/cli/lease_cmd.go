@@ -48,8 +48,14 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 				return contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
 					WithNext("pass the same --requester with every repeat of the request")
 			}
+			if err := checkPlatform(in.Platform, false); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if err := a.checkModel(ctx, in.Platform, in.Model); err != nil {
+				return err
+			}
 			c, err := a.connect(ctx, false)
 			if err != nil {
 				return err

@@ -162,6 +162,9 @@ func (a *app) catalogCmd() *cobra.Command {
 		Short: "Models and OS runtimes each platform can serve",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPlatform(platform, true); err != nil {
+				return err
+			}
 			out, err := do(cmd, a, contract.CatalogGet, contract.CatalogGetIn{Platform: platform})
 			if err != nil {
 				return err
