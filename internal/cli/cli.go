@@ -160,6 +160,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.passthroughCmd("simctl", "Run xcrun simctl scoped to simlock's iOS device set"),
 		a.passthroughCmd("adb", "Run adb against simlock's private adb server"))
 	refineTree(root)
+	applyExamples(root, commandExamples())
 	return root
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -104,5 +106,32 @@ func TestNearestNames(t *testing.T) {
 	}
 	if got := nearest("windows", knownPlatforms); len(got) != 0 {
 		t.Errorf("nearest(windows) = %q", got)
+	}
+}
+
+// Every command, group and leaf, shows an Example: section in its help,
+// and the examples table names no command that does not exist.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	a := &app{env: OSEnv()}
+	root := a.rootCmd()
+	seen := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "help" || c.Name() == "completion" || c.Parent() != nil && c.Parent().Name() == "completion" {
+			return
+		}
+		seen[c.CommandPath()] = true
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%q has no Example: add one to commandExamples", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	for path := range commandExamples() {
+		if !seen[path] {
+			t.Errorf("commandExamples names %q, which is not a command", path)
+		}
 	}
 }

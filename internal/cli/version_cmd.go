@@ -36,10 +36,9 @@ func currentBuild() buildVersion {
 
 func (a *app) versionCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "version",
-		Short:   "Print simlock's version, the commit it was built from and its Go version",
-		Example: "  simlock version\n  simlock version --json",
-		Args:    cobra.NoArgs,
+		Use:   "version",
+		Short: "Print simlock's version, the commit it was built from and its Go version",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := currentBuild()
 			if a.jsonOut {
