@@ -135,18 +135,7 @@ func (a *app) rootCmd() *cobra.Command {
 		Version:       Version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			a.running = true
-			if a.home == "" {
-				a.home = config.Home(a.env.Getenv)
-			}
-			if abs, err := filepath.Abs(a.home); err == nil {
-				a.home = abs
-			}
-			if a.configPath == "" {
-				a.configPath = config.PathsFor(a.home).Config
-			}
-			if a.url == "" {
-				a.url = a.env.Getenv("SIMLOCK_URL")
-			}
+			a.resolve()
 			return nil
 		},
 	}
@@ -161,7 +150,25 @@ func (a *app) rootCmd() *cobra.Command {
 		a.passthroughCmd("adb", "Run adb against simlock's private adb server"))
 	refineTree(root)
 	applyExamples(root, commandExamples())
+	a.registerCompletions(root)
 	return root
+}
+
+// resolve fills the defaults of the global flags from the environment.
+// Completion calls it too: cobra runs no PreRun hooks for __complete.
+func (a *app) resolve() {
+	if a.home == "" {
+		a.home = config.Home(a.env.Getenv)
+	}
+	if abs, err := filepath.Abs(a.home); err == nil {
+		a.home = abs
+	}
+	if a.configPath == "" {
+		a.configPath = config.PathsFor(a.home).Config
+	}
+	if a.url == "" {
+		a.url = a.env.Getenv("SIMLOCK_URL")
+	}
 }
 
 // addJSON registers --json on a read command.

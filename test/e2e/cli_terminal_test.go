@@ -181,3 +181,28 @@ func TestDaemonStartReportsBindErrorAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Shell completion asks a running daemon for models and lease ids (and
+// never starts one); a mistyped model is refused with the catalog's
+// nearest name before any request is queued.
+func TestCompletionAndModelSuggestionFromTheDaemon(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	if out := w.mustRun("__complete", "lease", "--model", ""); strings.Contains(out, "iPhone") {
+		t.Fatalf("models completed without a daemon: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(w.home, "daemon.pid")); !os.IsNotExist(err) {
+		t.Fatal("completion started a daemon")
+	}
+	var l lease
+	w.json(&l, "lease", "--platform", "ios", "--detach")
+	if out := w.mustRun("__complete", "lease", "--platform", "ios", "--model", ""); !strings.Contains(out, "iPhone 16") {
+		t.Fatalf("model completion: %q", out)
+	}
+	if out := w.mustRun("__complete", "lease", "renew", ""); !strings.Contains(out, l.LeaseID) {
+		t.Fatalf("lease id completion lacks %s: %q", l.LeaseID, out)
+	}
+	r := w.run("lease", "--platform", "ios", "--model", "iPhnoe 16", "--detach")
+	if r.code == 0 || !strings.Contains(r.stderr, "UNKNOWN_MODEL") || !strings.Contains(r.stderr, `did you mean --model "iPhone 16"?`) {
+		t.Fatalf("mistyped model: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
