@@ -135,3 +135,17 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 		}
 	}
 }
+
+// `simlock worker ...` against a worker says to aim at the gateway, not to
+// upgrade anything.
+func TestWorkerCommandOnAWorkerPointsAtTheGateway(t *testing.T) {
+	err := notAGateway(contract.Errorf(contract.CodeUnknownOperation, "unknown operation worker.list"))
+	ce := contract.AsError(err)
+	if ce == nil || !strings.Contains(ce.Message, "not a gateway") || !strings.Contains(ce.NextAction, "--url") {
+		t.Fatalf("got %+v", ce)
+	}
+	other := contract.Errorf(contract.CodeUnauthenticated, "x")
+	if notAGateway(other) != error(other) {
+		t.Fatal("other errors must pass through unchanged")
+	}
+}
