@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -147,5 +148,44 @@ func TestWorkerCommandOnAWorkerPointsAtTheGateway(t *testing.T) {
 	other := contract.Errorf(contract.CodeUnauthenticated, "x")
 	if notAGateway(other) != error(other) {
 		t.Fatal("other errors must pass through unchanged")
+	}
+}
+
+// The terminal line shows the queue position and wait while queued (no
+// bar: queue time is not boot progress), then the phase against its ETA.
+func TestProgressText(t *testing.T) {
+	q := progressText(contract.Progress{Phase: "queued", QueuePosition: 2}, 3*time.Second, 3*time.Second)
+	if !strings.Contains(q, "queued at position 2, waiting 3.0s") || strings.Contains(q, "[") {
+		t.Fatalf("queued: %q", q)
+	}
+	b := progressText(contract.Progress{Phase: "booting", DeviceID: "dev_1", EtaMs: 4000}, time.Second, 10*time.Second)
+	for _, w := range []string{"[=====               ]", "booting 1.0s", "about 3.0s left", "dev_1", "10.0s elapsed"} {
+		if !strings.Contains(b, w) {
+			t.Fatalf("booting %q lacks %q", b, w)
+		}
+	}
+	late := progressText(contract.Progress{Phase: "booting", EtaMs: 1000}, 2*time.Second, 2*time.Second)
+	if !strings.Contains(late, "longer than the usual 1.0s") || !strings.Contains(late, strings.Repeat("=", 20)) {
+		t.Fatalf("late: %q", late)
+	}
+}
+
+// Off a terminal, a lease's progress leaves stderr clean unless --json
+// asked for machine output.
+func TestProgressOffATerminal(t *testing.T) {
+	var errb strings.Builder
+	a := &app{env: Env{Stderr: &errb, StderrTerminal: func() bool { return false }}}
+	pl := a.newProgressLine()
+	pl.update(contract.Progress{Phase: "booting", EtaMs: 1000})
+	pl.stop()
+	if errb.Len() != 0 {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	a.jsonOut = true
+	pl = a.newProgressLine()
+	pl.update(contract.Progress{Phase: "booting", EtaMs: 1000})
+	pl.stop()
+	if !strings.Contains(errb.String(), `{"progress":{"phase":"booting","etaMs":1000}}`) {
+		t.Fatalf("--json stderr %q", errb.String())
 	}
 }

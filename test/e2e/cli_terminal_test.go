@@ -136,6 +136,17 @@ func TestTerminalProgressTicksAndGrantSummary(t *testing.T) {
 			t.Fatalf("summary %q lacks %q", summary, want)
 		}
 	}
+	// Ctrl-C ends the hold, and the release is said.
+	if out, err := exec.Command("tmux", "-L", pane.socket, "send-keys", "C-c").CombinedOutput(); err != nil {
+		t.Fatalf("send-keys: %v %s", err, out)
+	}
+	released := false
+	for end := time.Now().Add(15 * time.Second); !released && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		released = strings.Contains(pane.screen(), "simlock: released lse_")
+	}
+	if !released {
+		t.Fatalf("no released line after Ctrl-C; screen:\n%s", pane.screen())
+	}
 	// stdout (redirected to a file) still carries the JSON grant line.
 	b, err := os.ReadFile(out)
 	if err != nil || !strings.HasPrefix(string(b), `{"leaseId":"lse_`) {
