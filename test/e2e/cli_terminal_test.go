@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -151,6 +152,29 @@ func TestTerminalProgressTicksAndGrantSummary(t *testing.T) {
 	b, err := os.ReadFile(out)
 	if err != nil || !strings.HasPrefix(string(b), `{"leaseId":"lse_`) {
 		t.Fatalf("stdout of lease: %q (%v)", b, err)
+	}
+
+	// The next boot's ETA is this machine's measured boot, not the iOS
+	// driver's fixed 30 s: another model evicts, provisions and boots.
+	r := w.run("lease", "--platform", "ios", "--model", "iPhone 15", "--detach", "--json")
+	if r.code != 0 {
+		t.Fatalf("second lease: exit %d %s", r.code, r.stderr)
+	}
+	eta := int64(0)
+	for _, line := range strings.Split(r.stderr, "\n") {
+		var p struct {
+			Progress struct {
+				Phase string
+				EtaMs int64
+			}
+		}
+		if json.Unmarshal([]byte(line), &p) == nil && p.Progress.Phase == "booting" {
+			eta = p.Progress.EtaMs
+		}
+	}
+	t.Logf("second boot's ETA %dms", eta)
+	if eta <= 0 || eta >= 30000 {
+		t.Fatalf("second boot's ETA %dms: want the measured boot (about 6s at speed 0.2), not the driver's 30s\n%s", eta, r.stderr)
 	}
 }
 
