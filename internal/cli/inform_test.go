@@ -189,3 +189,32 @@ func TestProgressOffATerminal(t *testing.T) {
 		t.Fatalf("--json stderr %q", errb.String())
 	}
 }
+
+// Without a daemon, completion offers what it knows offline and starts
+// nothing.
+func TestCompletionOffline(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"SIMLOCK_HOME": home}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "lease", "--platform", ""}, []string{"ios", "android"}},
+		{[]string{"__complete", "catalog", "--platform", ""}, []string{"ios", "android"}},
+		{[]string{"__complete", "cleanup", "--rule", ""}, []string{"idle-shutdown", "idle-destroy"}},
+		{[]string{"__complete", "lease", "renew", ""}, nil},
+	} {
+		r := runCLI(t, env, false, append([]string{"--home", home}, c.args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d %q", c.args, r.code, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stdout, w+"\n") {
+				t.Errorf("%v: %q lacks %q", c.args, r.stdout, w)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(home, "daemon.pid")); !os.IsNotExist(err) {
+			t.Fatalf("%v started a daemon", c.args)
+		}
+	}
+}
