@@ -10,6 +10,16 @@ import "github.com/simlock/simlock/internal/contract"
 // what a person running it should expect.
 func commandClaimPolicies() map[string]contract.ClaimPolicy {
 	return map[string]contract.ClaimPolicy{
+		// Command groups only print their help or refuse an unknown
+		// subcommand.
+		"simlock":        contract.ClaimNone,
+		"simlock config": contract.ClaimNone,
+		"simlock daemon": contract.ClaimNone,
+		"simlock device": contract.ClaimNone,
+		"simlock simsdk": contract.ClaimNone,
+		"simlock token":  contract.ClaimNone,
+		"simlock worker": contract.ClaimNone,
+
 		"simlock catalog":        contract.ClaimNone,
 		"simlock cleanup":        contract.ClaimTransientExclusive,
 		"simlock config show":    contract.ClaimNone,
@@ -43,6 +53,7 @@ func commandClaimPolicies() map[string]contract.ClaimPolicy {
 		"simlock token create":   contract.ClaimNone,
 		"simlock token list":     contract.ClaimNone,
 		"simlock token revoke":   contract.ClaimNone,
+		"simlock version":        contract.ClaimNone,
 		"simlock worker drain":   contract.ClaimNone,
 		"simlock worker list":    contract.ClaimNone,
 		"simlock worker remove":  contract.ClaimNone,

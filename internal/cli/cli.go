@@ -37,6 +37,9 @@ type Env struct {
 	// StdinTerminal reports whether a person can answer a prompt on Stdin;
 	// nil detects it from Stdin itself (tests set it).
 	StdinTerminal func() bool
+	// StderrTerminal reports whether Stderr is a terminal a person watches
+	// (progress lines); nil detects it from Stderr itself.
+	StderrTerminal func() bool
 }
 
 // OSEnv is the real process environment.
@@ -62,9 +65,16 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
+	}
+	if !a.running {
+		// Nothing ran: cobra refused the command line itself.
+		err = usageError(cmd, err)
+		if slices.Contains(args[1:], "--json") {
+			a.jsonOut = true
+		}
 	}
 	return a.report(err)
 }
@@ -77,8 +87,9 @@ type app struct {
 	token      string
 	url        string
 	jsonOut    bool
-	// progressOpen is true while a terminal progress line awaits its newline.
-	progressOpen bool
+	// running is set once cobra accepted the command line and the command
+	// itself starts: an error before that is a usage error.
+	running bool
 }
 
 // exitError carries a specific exit code with an already-printed message.
@@ -123,18 +134,8 @@ func (a *app) rootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       Version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if a.home == "" {
-				a.home = config.Home(a.env.Getenv)
-			}
-			if abs, err := filepath.Abs(a.home); err == nil {
-				a.home = abs
-			}
-			if a.configPath == "" {
-				a.configPath = config.PathsFor(a.home).Config
-			}
-			if a.url == "" {
-				a.url = a.env.Getenv("SIMLOCK_URL")
-			}
+			a.running = true
+			a.resolve()
 			return nil
 		},
 	}
@@ -144,10 +145,30 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.url, "url", "", "reach a remote daemon or gateway over HTTP instead of the local socket (default $SIMLOCK_URL)")
 	root.AddCommand(a.daemonCmd(), a.leaseCmd(), a.releaseCmd(), a.statusCmd(), a.listCmd(), a.catalogCmd(),
 		a.eventsCmd(), a.tokenCmd(), a.demoCmd(), a.simsdkCmd(), a.configCmd(),
-		a.cleanupCmd(), a.doctorCmd(), a.deviceCmd(), a.nukeCmd(), a.execCmd(), a.mcpCmd(), a.workerCmd(), a.consoleCmd(),
+		a.cleanupCmd(), a.doctorCmd(), a.deviceCmd(), a.nukeCmd(), a.execCmd(), a.mcpCmd(), a.workerCmd(), a.consoleCmd(), a.versionCmd(),
 		a.passthroughCmd("simctl", "Run xcrun simctl scoped to simlock's iOS device set"),
 		a.passthroughCmd("adb", "Run adb against simlock's private adb server"))
+	refineTree(root)
+	applyExamples(root, commandExamples())
+	a.registerCompletions(root)
 	return root
+}
+
+// resolve fills the defaults of the global flags from the environment.
+// Completion calls it too: cobra runs no PreRun hooks for __complete.
+func (a *app) resolve() {
+	if a.home == "" {
+		a.home = config.Home(a.env.Getenv)
+	}
+	if abs, err := filepath.Abs(a.home); err == nil {
+		a.home = abs
+	}
+	if a.configPath == "" {
+		a.configPath = config.PathsFor(a.home).Config
+	}
+	if a.url == "" {
+		a.url = a.env.Getenv("SIMLOCK_URL")
+	}
 }
 
 // addJSON registers --json on a read command.
@@ -203,7 +224,13 @@ func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error
 			return nil, contract.Errorf(contract.CodeUnauthenticated, "%s needs an API token", a.url).
 				WithNext("pass --token or set SIMLOCK_TOKEN (mint one with `simlock token create --role agent` on the daemon's machine)")
 		}
-		return client.DialHTTP(ctx, a.url, tok, client.WithClientName("simlock-cli "+Version))
+		c, err := client.DialHTTP(ctx, a.url, tok, client.WithClientName("simlock-cli "+Version))
+		if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeDaemonNotRunning {
+			// The code's usual advice starts a local daemon, which would
+			// not answer at this URL.
+			ce.NextAction = "check the URL, and that the daemon on that machine runs with http.enabled and listens where it points"
+		}
+		return c, err
 	}
 	o := client.Options{Socket: a.paths().Socket, Principal: a.principal(), Name: "simlock-cli " + Version}
 	o.Credential = a.credential(false)
@@ -211,6 +238,11 @@ func (a *app) connect(ctx context.Context, noLaunch bool) (*client.Client, error
 	var err error
 	if noLaunch {
 		c, err = client.Dial(ctx, o)
+		if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeDaemonNotRunning {
+			return nil, contract.Errorf(contract.CodeDaemonNotRunning, "no daemon running (socket %s)", o.Socket).
+				WithDetails("socket", o.Socket).
+				WithNext("start one with `simlock daemon start`; `simlock lease` also starts one when it needs a device")
+		}
 	} else {
 		c, err = client.Dial(ctx, o)
 		if client.IsCode(err, contract.CodeDaemonNotRunning) {
@@ -276,6 +308,18 @@ func (a *app) printJSON(v any) error {
 
 func (a *app) printf(format string, args ...any) {
 	fmt.Fprintf(a.env.Stdout, format, args...)
+}
+
+// doRead runs one read-only operation: it never starts a daemon, since
+// starting one only to report that nothing runs would be a lie.
+func doRead[In, Out any](cmd *cobra.Command, a *app, op contract.Operation[In, Out], in In) (Out, error) {
+	c, err := a.connect(cmd.Context(), true)
+	if err != nil {
+		var zero Out
+		return zero, err
+	}
+	defer c.Close()
+	return client.Do(cmd.Context(), c, op, in)
 }
 
 // do runs one operation on a fresh connection (auto-starting the daemon).

@@ -60,7 +60,7 @@ func TestAutoStartReportsTheDaemonsOwnReasonAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	r := runCLI(t, map[string]string{"SIMLOCK_HOME": home}, false, "--home", home, "status")
+	r := runCLI(t, map[string]string{"SIMLOCK_HOME": home}, false, "--home", home, "catalog")
 	took := time.Since(start)
 	if r.code != contract.ErrorTable[contract.CodeDaemonStartupFailed].ExitCode {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -49,16 +48,22 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 				return contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
 					WithNext("pass the same --requester with every repeat of the request")
 			}
+			if err := checkPlatform(in.Platform, false); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if err := a.checkModel(ctx, in.Platform, in.Model); err != nil {
+				return err
+			}
 			c, err := a.connect(ctx, false)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			progress := a.progressPrinter()
-			l, err := c.LeaseRequest(ctx, in, progress)
-			a.endProgress()
+			pl := a.newProgressLine()
+			l, err := c.LeaseRequest(ctx, in, pl.update)
+			pl.stop()
 			if err != nil {
 				if ctx.Err() != nil {
 					// Interrupted while queued: withdraw the request.
@@ -72,10 +77,17 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 			if err := a.printJSON(line); err != nil {
 				return err
 			}
+			if pl.tty {
+				fmt.Fprintln(a.env.Stderr, grantSummary(l, time.Now()))
+			}
 			if detach {
 				return nil
 			}
-			return a.hold(ctx, c, l)
+			err = a.hold(ctx, c, l)
+			if err == nil && pl.tty {
+				fmt.Fprintf(a.env.Stderr, "simlock: released %s\n", l.LeaseID)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -153,42 +165,6 @@ func (a *app) hold(ctx context.Context, c *client.Client, l contract.Lease) erro
 	}
 }
 
-// progressPrinter shows lease progress on stderr: a one-line bar on a
-// terminal, JSON lines otherwise.
-func (a *app) progressPrinter() func(contract.Progress) {
-	tty := false
-	if f, ok := a.env.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		tty = true
-	}
-	start := time.Now()
-	return func(p contract.Progress) {
-		if !tty {
-			b, _ := json.Marshal(map[string]any{"progress": p})
-			fmt.Fprintln(a.env.Stderr, string(b))
-			return
-		}
-		msg := p.Phase
-		if p.QueuePosition > 0 {
-			msg = fmt.Sprintf("queued at position %d", p.QueuePosition)
-		}
-		bar := ""
-		if p.EtaMs > 0 {
-			frac := float64(time.Since(start).Milliseconds()) / float64(p.EtaMs)
-			n := int(min(frac, 1) * 20)
-			bar = "[" + strings.Repeat("=", n) + strings.Repeat(" ", 20-n) + "] "
-		}
-		fmt.Fprintf(a.env.Stderr, "\r\033[K%s%s %s", bar, msg, p.DeviceID)
-		a.progressOpen = true
-	}
-}
-
-func (a *app) endProgress() {
-	if a.progressOpen {
-		fmt.Fprintln(a.env.Stderr)
-		a.progressOpen = false
-	}
-}
-
 func (a *app) leaseRenewCmd() *cobra.Command {
 	var ttl time.Duration
 	cmd := &cobra.Command{
@@ -238,7 +214,7 @@ func (a *app) leaseListCmd() *cobra.Command {
 		Short: "List leases (yours; all of them with an admin credential)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := do(cmd, a, contract.LeaseList, contract.LeaseListIn{})
+			out, err := doRead(cmd, a, contract.LeaseList, contract.LeaseListIn{})
 			if err != nil {
 				return err
 			}
@@ -367,7 +343,7 @@ func (a *app) leaseGetCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !strings.HasPrefix(args[0], "req_") {
-				l, err := do(cmd, a, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]})
+				l, err := doRead(cmd, a, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]})
 				if err != nil {
 					return err
 				}
@@ -377,7 +353,7 @@ func (a *app) leaseGetCmd() *cobra.Command {
 				a.printLeases([]contract.Lease{l})
 				return nil
 			}
-			r, err := do(cmd, a, contract.LeaseRequestStatus, contract.LeaseRequestStatusIn{RequestID: args[0]})
+			r, err := doRead(cmd, a, contract.LeaseRequestStatus, contract.LeaseRequestStatusIn{RequestID: args[0]})
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Daemon health, devices, leases, capacity and the queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := do(cmd, a, contract.StatusGet, contract.StatusGetIn{})
+			st, err := doRead(cmd, a, contract.StatusGet, contract.StatusGetIn{})
 			if err != nil {
 				return err
 			}
@@ -169,7 +169,7 @@ func (a *app) listCmd() *cobra.Command {
 		Short: "Every managed device and its state (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := do(cmd, a, contract.ListGet, contract.ListGetIn{})
+			out, err := doRead(cmd, a, contract.ListGet, contract.ListGetIn{})
 			if err != nil {
 				return err
 			}
@@ -191,6 +191,9 @@ func (a *app) catalogCmd() *cobra.Command {
 		Short: "Models and OS runtimes each platform can serve",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPlatform(platform, true); err != nil {
+				return err
+			}
 			out, err := do(cmd, a, contract.CatalogGet, contract.CatalogGetIn{Platform: platform})
 			if err != nil {
 				return err
@@ -238,7 +241,7 @@ func (a *app) eventsCmd() *cobra.Command {
 				return err
 			}
 			in.Follow = follow
-			c, err := a.connect(cmd.Context(), false)
+			c, err := a.connect(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
@@ -320,7 +323,7 @@ func (a *app) configCmd() *cobra.Command {
 		Short: "Print the running daemon's effective configuration as JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := do(cmd, a, contract.ConfigGet, contract.ConfigGetIn{})
+			out, err := doRead(cmd, a, contract.ConfigGet, contract.ConfigGetIn{})
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func (a *app) workerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, err := do(cmd, a, contract.WorkerList, contract.WorkerListIn{})
 			if err != nil {
-				return err
+				return notAGateway(err)
 			}
 			if a.jsonOut {
 				return a.printJSON(out)
@@ -47,7 +47,7 @@ func (a *app) workerCmd() *cobra.Command {
 			RunE: func(cmd *cobra.Command, args []string) error {
 				out, err := do(cmd, a, op, contract.WorkerIn{ID: args[0]})
 				if err != nil {
-					return err
+					return notAGateway(err)
 				}
 				if a.jsonOut {
 					return a.printJSON(out)
@@ -64,4 +64,15 @@ func (a *app) workerCmd() *cobra.Command {
 		one("undrain", "End a worker's drain", contract.WorkerUndrain),
 		one("remove", "Forget a disconnected worker (refused while connected)", contract.WorkerRemove))
 	return cmd
+}
+
+// notAGateway explains a worker operation refused because the daemon is a
+// worker: the protocol's own advice (upgrade one side) would mislead.
+func notAGateway(err error) error {
+	ce := contract.AsError(err)
+	if ce == nil || ce.Code != contract.CodeUnknownOperation {
+		return err
+	}
+	return contract.Errorf(contract.CodeUnknownOperation, "this daemon is a worker, not a gateway: it has no workers to manage").
+		WithNext("run `simlock worker ...` against the gateway: --url http://GATEWAY:PORT with an operator token")
 }

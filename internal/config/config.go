@@ -259,7 +259,7 @@ func Parse(data []byte) (Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, fmt.Errorf("config: %w", decodeError(data, err))
 	}
 	var raw map[string]json.RawMessage
 	if json.Unmarshal(data, &raw) == nil {
@@ -370,7 +370,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.Enabled && c.HTTP.Listen == "" {
 		errs = append(errs, errors.New("http.listen is required when http.enabled is true"))
-	} else if (c.HTTP.Enabled || c.Mode == "gateway") && c.HTTP.Listen != "" {
+	} else if c.HTTP.Listen != "" {
+		// Checked even while disabled: enabling it later should not be
+		// when a typo surfaces.
 		if err := checkListen(c.HTTP.Listen); err != nil {
 			errs = append(errs, fmt.Errorf("http.listen: %w", err))
 		}

@@ -76,7 +76,7 @@ type CodeInfo struct {
 // ErrorTable is the single place that says, for every code, its kind, HTTP
 // status, CLI exit code and whether retrying can help.
 var ErrorTable = map[Code]CodeInfo{
-	CodeBadRequest:             {KindProtocol, 400, 2, false, "fix the request; `simlock help` lists the valid flags"},
+	CodeBadRequest:             {KindProtocol, 400, 2, false, "fix the request as the message says: it names the field or value at fault"},
 	CodeUnknownOperation:       {KindProtocol, 404, 2, false, "upgrade the client or the daemon so they speak the same operations"},
 	CodeForbidden:              {KindProtocol, 403, 3, false, "use a credential with the needed role, or act only on your own leases"},
 	CodeUnauthenticated:        {KindProtocol, 401, 3, false, "pass a valid token with --token or SIMLOCK_TOKEN"},
@@ -92,8 +92,8 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeRequesterLeased:        {KindDomain, 409, 9, false, "release the existing lease first, or use a different --requester"},
 	CodeRequesterQueued:        {KindDomain, 409, 9, false, "cancel the pending request first (`simlock lease cancel`)"},
 	CodeQueueLimit:             {KindDomain, 429, 5, true, "wait until one of your waiting requests is granted, or cancel one (`simlock lease cancel --requester ID`); the cap is queue.maxPerPrincipal"},
-	CodeUnsupportedPlatform:    {KindDomain, 422, 10, false, "use a platform listed by `simlock catalog`"},
-	CodeUnknownModel:           {KindDomain, 422, 10, false, "pick a model listed by `simlock catalog`"},
+	CodeUnsupportedPlatform:    {KindDomain, 422, 10, false, "use a platform the catalog lists (`simlock catalog`, GET /v1/catalog, or the list_devices tool)"},
+	CodeUnknownModel:           {KindDomain, 422, 10, false, "pick a model the catalog lists (`simlock catalog`, GET /v1/catalog, or the list_devices tool)"},
 	CodeOSOutOfRange:           {KindDomain, 422, 10, false, "pick an OS version inside the model's supported range"},
 	CodeRuntimeMissing:         {KindDomain, 422, 10, false, "install the runtime, or retry with --allow-download"},
 	CodeDownloadForbidden:      {KindDomain, 403, 10, false, "the daemon's downloads.policy is never; install the runtime by hand"},

@@ -101,6 +101,7 @@ type Engine struct {
 	diskFree func() (uint64, error)
 
 	hooks OpHooks
+	est   estimates // measured driver timings, for progress ETAs
 
 	bg       context.Context // cancelled on Stop: aborts background driver work
 	bgCancel context.CancelFunc

@@ -453,10 +453,10 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 	lock := e.workLock(w, "boot")
 	o := &deviceOp{kind: OpKindBoot, lock: lock, id: id,
 		run: func(ctx context.Context, o *deviceOp) error {
-			w.push(Progress{Phase: "booting", DeviceID: id, ETA: o.drv.Estimate(OpBoot)})
+			w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(o.drv, OpBoot)})
 			w.begin(PhaseBoot, e.now())
 			defer func() { w.end(PhaseBoot, e.now()) }()
-			return o.drv.MakeReady(ctx, o.rec.Ref())
+			return e.measure(o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) })
 		},
 		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
 	}
@@ -525,9 +525,10 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 // once: a device the registry cannot name would be an orphan.
 func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, spec Spec) error {
 	id, drv := o.id, o.drv
-	w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: drv.Estimate(OpProvision) + drv.Estimate(OpBoot)})
+	w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: e.est.of(drv, OpProvision) + e.est.of(drv, OpBoot)})
 	w.begin(PhaseProvision, e.now())
-	prov, err := drv.Provision(ctx, spec)
+	var prov Provisioned
+	err := e.measure(drv, OpProvision, func() (err error) { prov, err = drv.Provision(ctx, spec); return err })
 	w.end(PhaseProvision, e.now())
 	if err != nil {
 		return &provisionError{err}
@@ -570,10 +571,10 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 		}
 		return &provisionError{fmt.Errorf("claim the new device: %w", herr)}
 	}
-	w.push(Progress{Phase: "booting", DeviceID: id, ETA: drv.Estimate(OpBoot)})
+	w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(drv, OpBoot)})
 	w.begin(PhaseBoot, e.now())
 	defer func() { w.end(PhaseBoot, e.now()) }()
-	return drv.MakeReady(ctx, ref)
+	return e.measure(drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) })
 }
 
 // workLock names the operation lock device work holds: the warm pool's own work is

@@ -201,7 +201,7 @@ func (d *Daemon) leaseReleaseAll(_ context.Context, call *dispatch.Call, in cont
 func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
 	if in.Platform == "" && in.Device == "" {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
-			WithNext("pass --platform ios (or another platform listed by `simlock catalog`)")
+			WithNext("name a platform: ios or android")
 	}
 	if in.TTLMs < 0 || in.TimeoutMs < 0 {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "ttlMs and timeoutMs must not be negative")

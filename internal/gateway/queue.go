@@ -98,7 +98,7 @@ func (p *pending) event(typ string, kv ...any) events.Event {
 func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
 	if in.Platform == "" {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
-			WithNext("pass --platform ios (or another platform listed by `simlock catalog`)")
+			WithNext("name a platform: ios or android")
 	}
 	if in.TimeoutMs < 0 {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "ttlMs and timeoutMs must not be negative")

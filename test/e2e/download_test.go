@@ -22,7 +22,7 @@ func TestDownloadOnRequestInstallsWithProgress(t *testing.T) {
 	if !strings.Contains(r.stderr, "RUNTIME_NOT_INSTALLED") {
 		t.Fatalf("without --allow-download: %s", r.stderr)
 	}
-	r = w.run("lease", "--platform", "ios", "--model", "iPhone 16", "--os", "26.5", "--allow-download", "--detach")
+	r = w.run("lease", "--platform", "ios", "--model", "iPhone 16", "--os", "26.5", "--allow-download", "--detach", "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -67,7 +67,7 @@ func TestInstallerThatLiesEndsAsInstallFailed(t *testing.T) {
 
 func TestAndroidImageDownloadOnRequest(t *testing.T) {
 	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
-	r := w.run("lease", "--platform", "android", "--model", "pixel_6", "--os", "14", "--allow-download", "--detach")
+	r := w.run("lease", "--platform", "android", "--model", "pixel_6", "--os", "14", "--allow-download", "--detach", "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

@@ -60,7 +60,7 @@ func TestIdempotentLeaseSurvivesKill9(t *testing.T) {
 	}
 
 	// Another requester queues behind the only running slot, then the daemon dies.
-	waiting := w.cmd("lease", "--platform", "ios", "--requester", "other", "--idempotency-key", "job-43", "--detach")
+	waiting := w.cmd("lease", "--platform", "ios", "--requester", "other", "--idempotency-key", "job-43", "--detach", "--json")
 	stderr, err := waiting.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestIdempotentLeaseSurvivesKill9(t *testing.T) {
 	// lease is released it is served under its original request id.
 	w.mustRun("release", first.LeaseID)
 	var other keyedLease
-	w.json(&other, "lease", "--platform", "ios", "--requester", "other", "--idempotency-key", "job-43", "--detach")
+	w.json(&other, "lease", "--platform", "ios", "--requester", "other", "--idempotency-key", "job-43", "--detach", "--json")
 	if other.RequestID != queuedID {
 		t.Fatalf("re-admitted under %s, want %s", other.RequestID, queuedID)
 	}

@@ -198,7 +198,7 @@ func TestLeaseWaitReleaseAndExpiry(t *testing.T) {
 		t.Fatalf("no-wait: exit %d stderr %s", r.code, r.stderr)
 	}
 
-	third := w.cmd("lease", "--platform", "ios", "--model", "iPhone 16", "--timeout", "60s", "--requester", "third", "--detach")
+	third := w.cmd("lease", "--platform", "ios", "--model", "iPhone 16", "--timeout", "60s", "--requester", "third", "--detach", "--json")
 	var thirdOut bytes.Buffer
 	third.Stdout = &thirdOut
 	stderr, _ := third.StderrPipe()
@@ -257,7 +257,8 @@ func TestKill9KeepsLeaseWithSameDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the killed daemon to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
-	// Any command auto-starts a fresh daemon over the same home.
+	// A fresh daemon starts over the same home (status itself starts none).
+	w.mustRun("daemon", "start")
 	st := w.status()
 	if st.Daemon.PID == pid || st.Daemon.Health != "running" {
 		t.Fatalf("after restart %+v", st.Daemon)

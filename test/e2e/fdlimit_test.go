@@ -81,6 +81,7 @@ func TestAFloodOfIdleConnectionsAtALowFDLimitLocksNobodyOut(t *testing.T) {
 // bounded time, after which a new daemon starts on the home.
 func TestDaemonStopEscalatesToSIGKILLForAFrozenDaemon(t *testing.T) {
 	w := newWorld(t, oneRunning)
+	w.mustRun("daemon", "start")
 	pid := w.status().Daemon.PID
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -99,6 +100,7 @@ func TestDaemonStopEscalatesToSIGKILLForAFrozenDaemon(t *testing.T) {
 		t.Fatalf("daemon stop took %s", took)
 	}
 	t.Logf("daemon stop against a frozen daemon returned in %s: %s", took, strings.TrimSpace(r.stdout))
+	w.mustRun("daemon", "start") // the home is free again for a fresh daemon
 	if got := w.status().Daemon.PID; got == pid || got == 0 {
 		t.Fatalf("after the forced stop the daemon pid is %d (was %d)", got, pid)
 	}

@@ -181,6 +181,7 @@ func TestDaemonKilledMidPurgeRecoversTheDevice(t *testing.T) {
 	w.mustRun("release", l.LeaseID)
 	syscall.Kill(pid, syscall.SIGKILL)
 	eventually(t, "the daemon to die", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	w.mustRun("daemon", "start")
 	eventually(t, "the interrupted purge to be recovered", 30*time.Second, func() bool {
 		st := w.status()
 		return len(st.Devices) == 1 && st.Devices[0].State == "ready"

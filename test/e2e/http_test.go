@@ -33,6 +33,7 @@ func httpDo(t *testing.T, method, url, token, body string) (int, []byte) {
 
 func TestHTTPAPIWithAnAgentToken(t *testing.T) {
 	w := newWorld(t, httpConfig)
+	w.mustRun("daemon", "start")
 	var st struct{ Daemon struct{ HTTP string } }
 	w.json(&st, "status", "--json")
 	base := "http://" + st.Daemon.HTTP

@@ -159,7 +159,7 @@ func checkADB(args []string, terminal bool, pin string) error {
 	case verb == "emu":
 		return checkEmu(rest)
 	case verb == "shell" && !terminal && shellIsInteractive(rest):
-		return refused("a bare adb shell needs a terminal; pass the command to run, e.g. `adb shell getprop`")
+		return refused("a bare `adb shell` needs a terminal, which simlock does not give; pass the command to run after shell (shell getprop)")
 	}
 	return nil
 }
