@@ -13,7 +13,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // Options configure a connection.

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // HTTPOption adjusts DialHTTP.

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // socketTransport speaks JSON-RPC lines over the unix socket.

@@ -1,10 +1,10 @@
 package client
 
 // The client's types are the contract's. These aliases let a program outside
-// this module name them, since internal/contract cannot be imported from
+// this module name them, since contract cannot be imported from
 // elsewhere; they are the same types, not copies.
 
-import "github.com/simlock/simlock/internal/contract"
+import "github.com/simlock/simlock/contract"
 
 type (
 	Role                   = contract.Role

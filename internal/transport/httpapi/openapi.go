@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // openAPIDocument generates the OpenAPI 3.1 description of the route table.
