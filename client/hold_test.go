@@ -1,0 +1,141 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/daemon/daemontest"
+)
+
+// socketClient dials st's socket as principal.
+func socketClient(t *testing.T, st *daemontest.Stack, principal string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), client.Options{Socket: client.SocketPath(st.Home), Principal: principal, Name: "hold-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// The client lays the socket out where the daemon listens.
+func TestSocketPathIsTheDaemons(t *testing.T) {
+	if got, want := client.SocketPath("/h"), config.PathsFor("/h").Socket; got != want {
+		t.Fatalf("client.SocketPath = %s, the daemon listens on %s", got, want)
+	}
+}
+
+// FromEnv reaches the daemon in SIMLOCK_HOME as SIMLOCK_PRINCIPAL, and
+// with SIMLOCK_URL set it goes over HTTP with SIMLOCK_TOKEN instead.
+func TestFromEnvPicksSocketOrHTTP(t *testing.T) {
+	f := serveHTTP(t, 1)
+	t.Setenv(client.EnvURL, "")
+	t.Setenv(client.EnvToken, "")
+	t.Setenv(client.EnvHome, f.st.Home)
+	t.Setenv(client.EnvPrincipal, "ci-runner-7")
+	c, err := client.FromEnv(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if h := c.Hello(); h.Principal != "ci-runner-7" || h.Role != contract.RoleAgent {
+		t.Fatalf("socket hello %+v", h)
+	}
+
+	t.Setenv(client.EnvURL, f.ts.URL)
+	t.Setenv(client.EnvToken, f.agent1)
+	t.Setenv(client.EnvHome, "/nonexistent")
+	h, err := client.FromEnv(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if got := h.Hello().Principal; got != f.principal1 {
+		t.Fatalf("over HTTP the principal is %s, want the token's %s", got, f.principal1)
+	}
+
+	t.Setenv(client.EnvURL, "")
+	t.Setenv(client.EnvHome, t.TempDir())
+	if _, err := client.FromEnv(context.Background()); !client.IsCode(err, contract.CodeDaemonNotRunning) {
+		t.Fatalf("a home with no daemon: %v, want DAEMON_NOT_RUNNING", err)
+	}
+}
+
+func TestHoldRenewsAndReportsALostLease(t *testing.T) {
+	st := daemontest.Start(t, daemontest.Options{})
+	c := socketClient(t, st, "holder")
+	l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", TTLMs: 300}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renews := make(chan contract.Event, 16)
+	go c.Events(t.Context(), contract.EventsSubscribeIn{Follow: true}, func(e contract.Event) {
+		if e.Type == "lease.renewed" {
+			renews <- e
+		}
+	})
+	h := c.Hold(context.Background(), l)
+	// Renewed at TTL/3 = 100ms of real time: two renews well within 2s.
+	for i := range 2 {
+		select {
+		case <-renews:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("renew %d not seen within 2s", i+1)
+		}
+	}
+	// Someone else ends the lease: the holder hears of it.
+	st.Admin(contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: l.LeaseID}, nil)
+	select {
+	case <-h.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the holder did not report the released lease as lost")
+	}
+	if err := h.Err(); !client.IsCode(err, contract.CodeUnknownLease) && !client.IsCode(err, contract.CodeLeaseEnded) {
+		t.Fatalf("lost with %v, want UNKNOWN_LEASE or LEASE_ENDED", err)
+	}
+	<-h.Done()
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatalf("releasing an already ended lease: %v", err)
+	}
+}
+
+// Ending the context stops the renewing but leaves the lease in place;
+// Release then still releases it.
+func TestHoldStopsWithItsContext(t *testing.T) {
+	st := daemontest.Start(t, daemontest.Options{})
+	c := socketClient(t, st, "holder")
+	l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := c.Hold(ctx, l)
+	cancel()
+	select {
+	case <-h.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the holder did not stop with its context")
+	}
+	if !errors.Is(h.Err(), context.Canceled) {
+		t.Fatalf("Err = %v, want context.Canceled", h.Err())
+	}
+	select {
+	case <-h.Lost():
+		t.Fatal("a stopped holder reported its lease lost")
+	default:
+	}
+	if _, err := client.Do(context.Background(), c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: l.LeaseID}); err != nil {
+		t.Fatalf("the lease ended with the holder's context: %v", err)
+	}
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Do(context.Background(), c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: l.LeaseID}); !client.IsCode(err, contract.CodeUnknownLease) {
+		t.Fatalf("after Release: %v, want UNKNOWN_LEASE", err)
+	}
+}
