@@ -258,7 +258,7 @@ func (c *Client) Stream(ctx context.Context, method string, in, out any, notify 
 	return c.t.call(ctx, method, in, out, notify, true)
 }
 
-// OnNotice registers f for lease-scoped facts the daemon pushes to the
+// OnNotice adds f to the receivers of lease-scoped facts the daemon pushes to the
 // lease's owner: device-unhealthy, device-recovered and lease-lost. Over
 // HTTP nothing is pushed; the same facts come back from LeaseRenew callers
 // reading the renew route's notices.

@@ -173,6 +173,11 @@ func (h *Holder) conn(ctx context.Context) (*Client, error) {
 // watch turns a lease-lost push on c into the holder's end.
 func (h *Holder) watch(c *Client) {
 	c.OnNotice(func(n contract.LeaseNotice) {
+		select {
+		case <-h.stopped:
+			return // a notice after the holder ended says nothing it should report
+		default:
+		}
 		if n.LeaseID == h.id && n.Type == contract.NotifyLeaseLost {
 			h.lose(contract.Errorf(contract.CodeLeaseEnded, "lease %s was lost: %s", n.LeaseID, n.Reason).
 				WithDetails("reason", n.Reason))

@@ -139,3 +139,36 @@ func TestHoldStopsWithItsContext(t *testing.T) {
 		t.Fatalf("after Release: %v, want UNKNOWN_LEASE", err)
 	}
 }
+
+// A lease that expires on the daemon (its clock moved past the TTL before
+// any renew) is pushed to its owner as lease-lost: the holder reports it
+// as LEASE_ENDED at once, and the program's own notice receiver still
+// hears it too.
+func TestHoldHearsALeaseLostPush(t *testing.T) {
+	st := daemontest.Start(t, daemontest.Options{})
+	c := socketClient(t, st, "holder")
+	l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", TTLMs: 60_000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := make(chan contract.LeaseNotice, 4)
+	c.OnNotice(func(n contract.LeaseNotice) { own <- n })
+	h := c.Hold(context.Background(), l) // first renew in 20s: none during the test
+	st.Clock.Advance(61 * time.Second)
+	select {
+	case <-h.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder did not report the expired lease")
+	}
+	if !client.IsCode(h.Err(), contract.CodeLeaseEnded) {
+		t.Fatalf("lost with %v, want LEASE_ENDED from the push", h.Err())
+	}
+	select {
+	case n := <-own:
+		if n.Type != contract.NotifyLeaseLost || n.LeaseID != l.LeaseID {
+			t.Fatalf("the program's receiver got %+v", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder took the notice from the program's own receiver")
+	}
+}
