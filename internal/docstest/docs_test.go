@@ -167,10 +167,11 @@ func docCommands(t *testing.T, doc string) []string {
 	}
 	// words keeps the leading lower-case words of a command line: the
 	// path, before any argument, flag or placeholder.
+	word := regexp.MustCompile(`^[a-z][a-z/-]*$`)
 	words := func(s string) []string {
 		var w []string
 		for _, f := range strings.Fields(s) {
-			if !regexp.MustCompile(`^[a-z][a-z/-]*$`).MatchString(f) {
+			if !word.MatchString(f) {
 				break
 			}
 			w = append(w, f)
@@ -199,7 +200,7 @@ func docCommands(t *testing.T, doc string) []string {
 	if i := strings.Index(sec, "\n#"); i >= 0 {
 		sec = sec[:i] // the table only, not the sections after it
 	}
-	row := regexp.MustCompile("(?m)^\\| ([^|]+) \\|")
+	row := regexp.MustCompile(`(?m)^\| ([^|]+) \|`)
 	cell := regexp.MustCompile("`([^`]+)`")
 	for _, m := range row.FindAllStringSubmatch(sec, -1) {
 		for _, c := range cell.FindAllStringSubmatch(m[1], -1) {
