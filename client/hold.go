@@ -39,7 +39,9 @@ const (
 // dials a new one the way c was dialled (Redial) and carries on; it never
 // starts a daemon. Lost is closed when the daemon says the lease has ended
 // (a renew answered UNKNOWN_LEASE, or a lease-lost push, reported as
-// LEASE_ENDED); Err then says which. Ending ctx stops renewing without
+// LEASE_ENDED) or that this connection's principal may not renew it
+// (FORBIDDEN); Err then says which. Any other failure is retried within a
+// second, so a restarting daemon is reached well inside the TTL. Ending ctx stops renewing without
 // releasing: the lease then ends at its expiry unless someone renews it.
 // The holder never closes c itself; it closes the connections it dialled.
 func (c *Client) Hold(ctx context.Context, l contract.Lease) *Holder {
@@ -55,8 +57,8 @@ func (h *Holder) Lost() <-chan struct{} { return h.lost }
 // Done is closed when the holder has stopped, for whatever reason.
 func (h *Holder) Done() <-chan struct{} { return h.stopped }
 
-// Err is why the holder stopped: a *contract.Error with UNKNOWN_LEASE or
-// LEASE_ENDED when the lease was lost, the context's error when ctx ended,
+// Err is why the holder stopped: a *contract.Error with UNKNOWN_LEASE,
+// LEASE_ENDED or FORBIDDEN when the lease was lost, the context's error when ctx ended,
 // nil while it runs or after Release.
 func (h *Holder) Err() error {
 	h.mu.Lock()
