@@ -3,6 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +173,64 @@ func TestHoldHearsALeaseLostPush(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the holder took the notice from the program's own receiver")
+	}
+}
+
+// A connection that fails (the HTTP server drops every request for a
+// while, as a restarting daemon would) is replaced: the holder redials the
+// same URL and keeps renewing once it answers again.
+func TestHoldRedialsAfterALostConnection(t *testing.T) {
+	f := serveHTTP(t, 1)
+	var down atomic.Bool
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		f.srv.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	c, err := client.DialHTTP(context.Background(), ts.URL, f.agent1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", TTLMs: 300}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Hold(context.Background(), l)
+	down.Store(true)
+	spin(t, func() bool {
+		select {
+		case <-c.Done():
+			return true
+		default:
+			return false
+		}
+	})
+	time.Sleep(300 * time.Millisecond) // a few failed redials
+	down.Store(false)
+	spin(t, func() bool { return h.Reconnects() > 0 })
+	before := h.Reconnects()
+	time.Sleep(400 * time.Millisecond) // renews on the new connection, no more redials
+	select {
+	case <-h.Lost():
+		t.Fatalf("lost the lease: %v", h.Err())
+	default:
+	}
+	if h.Reconnects() != before {
+		t.Fatalf("redialled %d more times over a working connection", h.Reconnects()-before)
+	}
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var st contract.StatusGetOut
+	f.st.Admin(contract.StatusGet.Name, contract.StatusGetIn{}, &st)
+	if len(st.Leases) != 0 {
+		t.Fatalf("after Release the daemon holds %d leases", len(st.Leases))
 	}
 }
