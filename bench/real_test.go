@@ -29,7 +29,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/simsdk"
 	"github.com/simlock/simlock/internal/testhost"
 )

@@ -1,8 +1,19 @@
 // Package client is simlock's public typed Go client. It speaks the daemon
 // contract over the unix socket (Dial: JSON-RPC 2.0, one object per line) or
-// over the HTTP API (DialHTTP: bearer token, NDJSON for pushes). It never
-// reconnects on its own: a dead connection fails every pending and later
-// call with CONNECTION_LOST, and the caller decides what to do.
+// over the HTTP API (DialHTTP: bearer token, NDJSON for pushes); FromEnv
+// picks one from SIMLOCK_URL, SIMLOCK_TOKEN and SIMLOCK_HOME.
+//
+// The wire types, the operations and the error codes are those of package
+// github.com/simlock/simlock/contract, used directly: client declares no
+// copies or aliases of them (docs/adr/0031). Run any operation with Do:
+//
+//	l, err := client.Do(ctx, c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: id})
+//	if client.IsCode(err, contract.CodeUnknownLease) { ... }
+//
+// A Client never reconnects on its own: a dead connection fails every
+// pending and later call with CONNECTION_LOST, and the caller decides what
+// to do (Redial opens a new one the same way). Hold is the exception by
+// design: it keeps one lease alive across reconnects.
 package client
 
 import (
@@ -13,7 +24,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // Options configure a connection.
@@ -80,6 +91,11 @@ type transport interface {
 type Client struct {
 	t     transport
 	hello contract.HelloOut
+	// redial opens a new connection the way this one was opened; nil for
+	// NewConn, whose stream the caller supplied.
+	redial func(context.Context) (*Client, error)
+	// opts are the socket options Dial was given (nil otherwise).
+	opts *Options
 }
 
 // Dial connects to the daemon socket and performs hello. A socket nobody
@@ -98,7 +114,20 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		t.close()
 		return nil, err
 	}
+	c.redial = func(ctx context.Context) (*Client, error) { return Dial(ctx, o) }
+	c.opts = &o
 	return c, nil
+}
+
+// Redial opens a new connection to the same daemon the way c was opened
+// (same socket or URL, principal and credential), for a caller whose
+// connection was lost, for instance because the daemon restarted. It never
+// starts a daemon. A client made by NewConn cannot redial.
+func (c *Client) Redial(ctx context.Context) (*Client, error) {
+	if c.redial == nil {
+		return nil, contract.Errorf(contract.CodeConnectionLost, "this client was made over a caller's stream and cannot redial")
+	}
+	return c.redial(ctx)
 }
 
 // Hello is what the daemon answered at connect: role, principal, version.
@@ -229,7 +258,7 @@ func (c *Client) Stream(ctx context.Context, method string, in, out any, notify 
 	return c.t.call(ctx, method, in, out, notify, true)
 }
 
-// OnNotice registers f for lease-scoped facts the daemon pushes to the
+// OnNotice adds f to the receivers of lease-scoped facts the daemon pushes to the
 // lease's owner: device-unhealthy, device-recovered and lease-lost. Over
 // HTTP nothing is pushed; the same facts come back from LeaseRenew callers
 // reading the renew route's notices.

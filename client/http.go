@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // HTTPOption adjusts DialHTTP.
@@ -89,6 +89,7 @@ func DialHTTP(ctx context.Context, baseURL, token string, opts ...HTTPOption) (*
 		}
 		return nil, err
 	}
+	c.redial = func(ctx context.Context) (*Client, error) { return DialHTTP(ctx, baseURL, token, opts...) }
 	return c, nil
 }
 

@@ -3,7 +3,7 @@ package client
 import (
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func TestHTTPClientTimeouts(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // LaunchOptions say how to start a daemon when none is listening.

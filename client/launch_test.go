@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // A daemon that dies during startup is reported with the reason it wrote,

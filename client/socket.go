@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // socketTransport speaks JSON-RPC lines over the unix socket.
@@ -25,7 +25,7 @@ type socketTransport struct {
 	nextID  int64
 	pending map[string]*pending
 	streams map[string]func(string, json.RawMessage) // pushes that outlive their response (followed events)
-	notices func(string, json.RawMessage)            // lease-scoped pushes, tied to no request
+	notices []func(string, json.RawMessage)          // receivers of lease-scoped pushes, tied to no request
 	err     error                                    // set once the connection is lost
 	doneCh  chan struct{}
 	lostFns []func(error)
@@ -82,7 +82,7 @@ func (c *socketTransport) close() error { return c.conn.Close() }
 
 func (c *socketTransport) onNotice(f func(string, json.RawMessage)) {
 	c.mu.Lock()
-	c.notices = f
+	c.notices = append(c.notices, f)
 	c.mu.Unlock()
 }
 
@@ -120,8 +120,14 @@ func (c *socketTransport) readLoop() {
 			var notify func(string, json.RawMessage)
 			switch {
 			case len(head.RequestID) == 0:
-				// Not tied to a request: a lease-scoped notice.
-				notify = c.notices
+				// Not tied to a request: a lease-scoped notice, for every
+				// receiver (a program's own and each Holder's).
+				fns := c.notices
+				notify = func(method string, params json.RawMessage) {
+					for _, f := range fns {
+						f(method, params)
+					}
+				}
 			case c.pending[string(head.RequestID)] != nil:
 				notify = c.pending[string(head.RequestID)].notify
 			default:

@@ -45,9 +45,9 @@ func parsePairs(out []byte) map[string]bool {
 }
 
 func TestContractImportsOnlyTheStandardLibrary(t *testing.T) {
-	for p, std := range deps(t, "internal/contract") {
-		if !std && p != module+"/internal/contract" {
-			t.Errorf("internal/contract depends on %s; the contract must import only the standard library", p)
+	for p, std := range deps(t, "contract") {
+		if !std && p != module+"/contract" {
+			t.Errorf("contract depends on %s; the contract must import only the standard library", p)
 		}
 	}
 }
@@ -59,7 +59,7 @@ func TestContractImportsOnlyTheStandardLibrary(t *testing.T) {
 // what a device is.
 func TestDispatchKnowsOnlyTheContract(t *testing.T) {
 	for p, std := range deps(t, "internal/dispatch") {
-		if !std && p != module+"/internal/dispatch" && p != module+"/internal/contract" && p != module+"/internal/core/events" {
+		if !std && p != module+"/internal/dispatch" && p != module+"/contract" && p != module+"/internal/core/events" {
 			t.Errorf("internal/dispatch depends on %s", p)
 		}
 	}
@@ -71,7 +71,7 @@ func TestDispatchKnowsOnlyTheContract(t *testing.T) {
 // registry, capacity and lifecycle in internal/core, the drivers, the
 // worker daemon, the store, the simulated SDK), not even transitively.
 func TestGatewayNeverSeesADriver(t *testing.T) {
-	allowed := map[string]bool{module + "/internal/contract": true, module + "/internal/dispatch": true,
+	allowed := map[string]bool{module + "/contract": true, module + "/internal/dispatch": true,
 		module + "/internal/ports": true, module + "/internal/core/events": true, module + "/internal/waitq": true}
 	for p := range imports(t, "internal/gateway") {
 		first, _, _ := strings.Cut(p, "/")
@@ -103,7 +103,7 @@ func TestGatewayNeverSeesADriver(t *testing.T) {
 // engine or a driver to measure something a second time.
 func TestMetricsSeeOnlyFactsAndTheContract(t *testing.T) {
 	for p := range deps(t, "internal/metrics") {
-		if strings.HasPrefix(p, module+"/") && p != module+"/internal/metrics" && p != module+"/internal/contract" && p != module+"/internal/core/events" {
+		if strings.HasPrefix(p, module+"/") && p != module+"/internal/metrics" && p != module+"/contract" && p != module+"/internal/core/events" {
 			t.Errorf("internal/metrics depends on %s; it may use only contract and core/events", p)
 		}
 	}
@@ -143,7 +143,7 @@ func TestCoreReachesTheWorldOnlyThroughPorts(t *testing.T) {
 func TestDriversNeverSeeTheEventBusOrTheDaemon(t *testing.T) {
 	for _, pkg := range []string{"internal/drivers/ios", "internal/drivers/android", "internal/drivers/fake", "internal/drivers/devroot"} {
 		for p := range imports(t, pkg) {
-			for _, f := range []string{"/internal/core/events", "/internal/daemon", "/internal/transport", "/internal/store", "/internal/contract", "/internal/config"} {
+			for _, f := range []string{"/internal/core/events", "/internal/daemon", "/internal/transport", "/internal/store", "/contract", "/internal/config"} {
 				if p == module+f || strings.HasPrefix(p, module+f+"/") {
 					t.Errorf("%s depends on %s", pkg, p)
 				}

@@ -1,6 +1,6 @@
 package cli
 
-import "github.com/simlock/simlock/internal/contract"
+import "github.com/simlock/simlock/contract"
 
 // commandClaimPolicies declares, for every runnable command, how it relates
 // to host-global device claims (contract.ClaimPolicy). There is no default:

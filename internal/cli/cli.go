@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/simsdk"
 )
 

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/daemon"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"

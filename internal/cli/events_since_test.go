@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // --since takes a sequence number, a duration or a time, and refuses

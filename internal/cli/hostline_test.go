@@ -3,7 +3,7 @@ package cli
 import (
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func TestHostLine(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports"
 )
 

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // passthroughCmd runs a platform tool scoped to simlock's device root: the

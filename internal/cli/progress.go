@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // progressTick is how often a terminal progress line redraws: often enough

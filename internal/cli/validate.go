@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // knownPlatforms are the platforms simlock serves; a flag naming another

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/drivers/android"

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func TestIdempotentRepeatOverTheSocket(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/store"

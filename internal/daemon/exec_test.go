@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/store"

@@ -15,7 +15,7 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // Call is one operation invocation as a frontend hands it to the dispatcher.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func testDispatcher(ready func(context.Context) error) (*Dispatcher, *[]string) {

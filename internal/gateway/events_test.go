@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // gap makes the worker tell its followers that they missed its facts up to

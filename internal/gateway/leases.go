@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/dispatch"
 )
 

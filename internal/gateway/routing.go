@@ -3,7 +3,7 @@ package gateway
 import (
 	"strings"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // routeRequest is what routing knows about a lease request.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func iosCatalog(runtimes ...contract.CatalogRuntime) []contract.PlatformCatalog {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // An actor is one concurrent client of the drill: its own goroutine, its

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // incarnation is one daemon process's life as the drill saw it. Events are

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // The chaos drill: concurrent clients on both platforms lease, wait,

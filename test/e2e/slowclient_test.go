@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // stoppedHolder starts `simlock lease` holding a lease (or `simlock events

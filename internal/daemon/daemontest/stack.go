@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
 	"github.com/simlock/simlock/internal/dispatch"

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/simlock/simlock/client"
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 

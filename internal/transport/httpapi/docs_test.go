@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func readDoc(t *testing.T) string {

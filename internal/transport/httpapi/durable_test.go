@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/transport/outbox"
 )
 

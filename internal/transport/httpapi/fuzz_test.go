@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/daemon/daemontest"
 	"github.com/simlock/simlock/internal/ports/fake"
 	"github.com/simlock/simlock/internal/transport/httpapi"

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // RenewReply is POST /v1/leases/{id}/renew's body: the renewed lease and the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func noticeTypes(ns []contract.LeaseNotice) string {

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 //go:generate env SIMLOCK_UPDATE_OPENAPI=1 go test -count=1 -run ^TestOpenAPIDescriptionsAreCurrent$ .

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // TestOpenAPIDescriptionsAreCurrent keeps openapi_descriptions.go in step

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 type openAPIDoc struct {

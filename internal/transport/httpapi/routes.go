@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // kind says how a route turns its operation's outcome into a response.

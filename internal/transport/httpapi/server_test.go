@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // floodBackend accepts any token as an agent and answers every operation

@@ -17,8 +17,8 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/transport/connlimit"
 	"github.com/simlock/simlock/internal/transport/outbox"
 )

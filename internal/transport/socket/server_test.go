@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 // echo is a minimal dispatcher: hello grants agent; "echo" returns params.

@@ -14,12 +14,12 @@ func TestCommittedSchemasMatchTheDeclarations(t *testing.T) {
 	want := OperationSchemas()
 	files, _ := filepath.Glob("schema/*.json")
 	if len(files) != len(want) {
-		t.Errorf("schema/ has %d files, the contract declares %d schemas; run go generate ./internal/contract", len(files), len(want))
+		t.Errorf("schema/ has %d files, the contract declares %d schemas; run go generate ./contract", len(files), len(want))
 	}
 	for name, b := range want {
 		got, err := os.ReadFile(filepath.Join("schema", name+".json"))
 		if err != nil || !bytes.Equal(got, b) {
-			t.Errorf("schema/%s.json is stale; run go generate ./internal/contract", name)
+			t.Errorf("schema/%s.json is stale; run go generate ./contract", name)
 		}
 	}
 }
@@ -122,7 +122,7 @@ func TestEveryOperationDeclaresAClaimPolicy(t *testing.T) {
 
 // docs/protocol.md lists every operation's claim policy, and lists it right.
 func TestProtocolDocListsEveryClaimPolicy(t *testing.T) {
-	b, err := os.ReadFile("../../docs/protocol.md")
+	b, err := os.ReadFile("../docs/protocol.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Command gen writes the contract's JSON Schemas into internal/contract/schema.
+// Command gen writes the contract's JSON Schemas into contract/schema.
 package main
 
 import (
@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/contract"
 )
 
 func main() {
