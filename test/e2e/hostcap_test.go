@@ -139,6 +139,7 @@ func TestTwoHomesShareOneHostLimit(t *testing.T) {
 	a := newWorld(t, hostCapConfig)
 	b := newWorld(t, hostCapConfig)
 	shareHost(a, b)
+	b.mustRun("daemon", "start") // status reads; it starts no daemon
 	var la, lb lease
 	a.json(&la, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "a1")
 	eventually(t, "b to see a's device", 20*time.Second, func() bool { return b.host().OtherHomes == 1 })

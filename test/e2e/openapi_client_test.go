@@ -26,6 +26,7 @@ func TestGeneratedClientLeasesADevice(t *testing.T) {
 	}
 	start := time.Now()
 	w := newWorld(t, httpConfig)
+	w.mustRun("daemon", "start")
 	var st struct{ Daemon struct{ HTTP string } }
 	w.json(&st, "status", "--json")
 	base := "http://" + st.Daemon.HTTP
