@@ -59,18 +59,12 @@ func schemaFor(t reflect.Type, seen map[reflect.Type]bool) map[string]any {
 		required := []string{}
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			if !f.IsExported() {
+			name, omitempty, ok := WireName(f)
+			if !ok {
 				continue
-			}
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = f.Name
 			}
 			props[name] = schemaFor(f.Type, seen)
-			if !strings.Contains(opts, "omitempty") && f.Type.Kind() != reflect.Pointer {
+			if !omitempty && f.Type.Kind() != reflect.Pointer {
 				required = append(required, name)
 			}
 		}
@@ -81,6 +75,23 @@ func schemaFor(t reflect.Type, seen map[reflect.Type]bool) map[string]any {
 		return s
 	}
 	return map[string]any{}
+}
+
+// WireName is the name struct field f has on the wire (its json tag, or its
+// Go name), and whether the encoder leaves it out when empty; ok is false
+// for a field the wire never carries (unexported, or tagged "-").
+func WireName(f reflect.StructField) (name string, omitempty, ok bool) {
+	if !f.IsExported() {
+		return "", false, false
+	}
+	name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "-" {
+		return "", false, false
+	}
+	if name == "" {
+		name = f.Name
+	}
+	return name, strings.Contains(opts, "omitempty"), true
 }
 
 // OperationSchemas returns, for every operation, its input and output

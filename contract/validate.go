@@ -98,15 +98,9 @@ func validateValue(v reflect.Value, path string) error {
 		t := v.Type()
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			if !f.IsExported() || f.Tag.Get("contract") == freeformTag {
+			name, _, ok := WireName(f)
+			if !ok || f.Tag.Get("contract") == freeformTag {
 				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = f.Name
 			}
 			if path != "" {
 				name = path + "." + name

@@ -371,15 +371,9 @@ func (g *schemaGen) object(t reflect.Type, strict bool) map[string]any {
 	required := []string{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if !f.IsExported() {
+		name, omitempty, ok := contract.WireName(f)
+		if !ok {
 			continue
-		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
 		}
 		var p map[string]any
 		if enum, ok := enumFields[t.Name()+"."+f.Name]; ok {
@@ -394,7 +388,7 @@ func (g *schemaGen) object(t reflect.Type, strict bool) map[string]any {
 		props[name] = p
 		// A field without omitempty is always sent, a pointer too (the
 		// encoder writes it even when nil, and no such field ever is).
-		if !strings.Contains(opts, "omitempty") {
+		if !omitempty {
 			required = append(required, name)
 		}
 	}

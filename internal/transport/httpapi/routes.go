@@ -368,17 +368,7 @@ func fieldType(t reflect.Type, name string) reflect.Type {
 	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "-" {
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
-		if tag == name {
+		if tag, _, ok := contract.WireName(f); ok && tag == name {
 			return f.Type
 		}
 	}
