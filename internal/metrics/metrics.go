@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/simlock/simlock/contract"
@@ -97,7 +98,7 @@ func New(o Options) *Metrics {
 	if o.Snapshot != nil {
 		m.reg.MustRegister(&stateCollector{snapshot: o.Snapshot, timeout: o.ScrapeTimeout})
 	}
-	m.reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
