@@ -44,7 +44,7 @@ func TestAndroidDriverAgainstTheSimulatedSDK(t *testing.T) {
 	// Ports come from a host registry of the test's own, from a console
 	// port nothing else on the machine holds now.
 	hp := testHostPorts(t, openTestHost(t, nil), "/homes/one", 1)
-	hp.ConsoleBase = freeConsole(t, 47000, 47400)
+	hp.ConsoleBase = freeConsole(t, 27000, 27400)
 	var logs syncBuffer
 	var diagMu sync.Mutex
 	var diags []string

@@ -73,8 +73,8 @@ func TestEmulatorEndToEnd(t *testing.T) {
 	a := newAndroid(t, EnvSpeed, "0.05") // adbd at 0.5 s, booted at 1.5 s, restore 185 ms
 	a.createAVD("Pixel_9", hostImage(36, "google_apis"), "pixel_9")
 	a.ok("adb", "start-server")
-	const serial = "emulator-45700"
-	emu := a.startEmulator(emulatorArgs("Pixel_9", "45700", "-no-snapshot-load")...)
+	const serial = "emulator-25700"
+	emu := a.startEmulator(emulatorArgs("Pixel_9", "25700", "-no-snapshot-load")...)
 
 	a.waitFor("the emulator to register", func() bool { return a.deviceState(serial) != "" })
 	if st := a.deviceState(serial); st != "offline" {
@@ -160,8 +160,8 @@ func TestEmulatorKilledHardIsGoneFromADB(t *testing.T) {
 	t.Parallel()
 	a := newAndroid(t)
 	a.createAVD("hard", hostImage(35, "google_apis"), "pixel_7")
-	const serial = "emulator-45702"
-	emu := a.startEmulator(emulatorArgs("hard", "45702")...)
+	const serial = "emulator-25702"
+	emu := a.startEmulator(emulatorArgs("hard", "25702")...)
 	a.waitState(serial, "device")
 
 	// The AVD is locked by its emulator, and so is the console port.
@@ -169,7 +169,7 @@ func TestEmulatorKilledHardIsGoneFromADB(t *testing.T) {
 		t.Errorf("second instance: %+v", r)
 	}
 	a.createAVD("other", hostImage(35, "google_apis"), "pixel_7")
-	if r := a.run("emulator", emulatorArgs("other", "45702")...); r.code != 1 || !strings.Contains(r.stdout, "too many emulator instances") {
+	if r := a.run("emulator", emulatorArgs("other", "25702")...); r.code != 1 || !strings.Contains(r.stdout, "too many emulator instances") {
 		t.Errorf("busy port: %+v", r)
 	}
 	if r := a.runIn("", "avdmanager", "delete", "avd", "-n", "hard"); r.code != 1 {
@@ -183,7 +183,7 @@ func TestEmulatorKilledHardIsGoneFromADB(t *testing.T) {
 	}
 	noProcs(t, a.home)
 	// It starts again on the same port.
-	again := a.startEmulator(emulatorArgs("hard", "45702")...)
+	again := a.startEmulator(emulatorArgs("hard", "25702")...)
 	a.waitState(serial, "device")
 	again.signal(unix.SIGTERM)
 	if code := again.wait(waitLimit); code != 0 {
@@ -192,7 +192,7 @@ func TestEmulatorKilledHardIsGoneFromADB(t *testing.T) {
 	a.waitState(serial, "")
 
 	// Reset ends running emulators too.
-	third := a.startEmulator(emulatorArgs("hard", "45702")...)
+	third := a.startEmulator(emulatorArgs("hard", "25702")...)
 	a.waitState(serial, "device")
 	if err := Reset(a.home); err != nil {
 		t.Fatal(err)

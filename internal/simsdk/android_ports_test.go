@@ -16,7 +16,10 @@ import (
 )
 
 // freeConsole finds an even port in [from, to] whose pair is bindable now,
-// so tests do not collide with emulators other test packages run.
+// so tests do not collide with emulators other test packages run. Callers
+// pick ranges below the kernel's ephemeral ports (32768 and up on Linux):
+// there any outgoing connection may take a port between the check and the
+// emulator's bind.
 func freeConsole(t *testing.T, from, to int) int {
 	t.Helper()
 	for p := from; p <= to; p += 2 {
@@ -38,7 +41,7 @@ func TestEmulatorBindsItsPortsLikeTheRealOne(t *testing.T) {
 	a := newAndroid(t, EnvSpeed, "0.05")
 	a.createAVD("one", hostImage(36, "google_apis"), "pixel_6")
 	a.createAVD("two", hostImage(36, "google_apis"), "pixel_6")
-	p := freeConsole(t, 46000, 46400)
+	p := freeConsole(t, 26000, 26400)
 	emu := a.startEmulator(emulatorArgs("one", strconv.Itoa(p))...)
 	a.waitFor("the emulator to listen", func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p))
@@ -87,7 +90,7 @@ func TestADBServerDiscoveryAndSeparateServers(t *testing.T) {
 	for k, v := range map[string]string{"ADB_EMU": "0", "ADB_USB": "0", "ADB_MDNS": "0"} {
 		a.env[k] = v
 	}
-	mine := freeConsole(t, 46500, 46900)
+	mine := freeConsole(t, 26500, 26900)
 	a.startEmulator(emulatorArgs("mine", strconv.Itoa(mine))...)
 	mineSerial := emulatorSerial(mine)
 	a.waitFor("mine to register", func() bool { return a.deviceState(mineSerial) != "" })
@@ -222,7 +225,7 @@ func TestTwoDriversShareAHostWithoutSharingPorts(t *testing.T) {
 	a := newAndroid(t, EnvSpeed, "0.05")
 	prober := &testProber{alive: map[int]bool{1: true, 2: true}}
 	db := openTestHost(t, prober)
-	base := freeConsole(t, 47500, 47900)
+	base := freeConsole(t, 27500, 27900)
 	hpA, hpB := testHostPorts(t, db, "/homes/a", 1), testHostPorts(t, db, "/homes/b", 2)
 	hpA.ConsoleBase, hpB.ConsoleBase = base, base
 	rootA, rootB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")

@@ -71,7 +71,7 @@ func TestConsolePortSkipsAPortAProgramHolds(t *testing.T) {
 	// A real listener on some even port's adb half.
 	var l net.Listener
 	base := 0
-	for p := 40000; p < 40100 && l == nil; p += 2 {
+	for p := 20000; p < 20100 && l == nil; p += 2 {
 		if loopbackFree(p, 2) {
 			if l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1)); err == nil {
 				base = p
