@@ -68,29 +68,7 @@ func classify(ctx context.Context, p Prober, r row) Status {
 		return Status{Key: Key(r.Key), Class: ClassInconsistent, Claim: verbatim(r), Detail: err.Error()}
 	}
 	st := Status{Key: c.Key, Claim: c}
-	start, alive, perr := p.ProcessStart(ctx, c.Owner.PID)
-	switch {
-	case perr != nil:
-		st.Liveness, st.Detail = LivenessUnknown, fmt.Sprintf("owner pid %d could not be checked (%v); treated as alive", c.Owner.PID, perr)
-	case !alive:
-		st.Liveness, st.Detail = LivenessDead, fmt.Sprintf("owner pid %d is not running", c.Owner.PID)
-	case start == "":
-		// A live process without a start identity proves nothing.
-		st.Liveness, st.Detail = LivenessUnknown, fmt.Sprintf("owner pid %d has no start time; treated as alive", c.Owner.PID)
-	case start != c.Owner.Start:
-		st.Liveness, st.Detail = LivenessReused, fmt.Sprintf("pid %d now belongs to another process (start %s, recorded %s)", c.Owner.PID, start, c.Owner.Start)
-	default:
-		st.Liveness, st.Detail = LivenessAlive, fmt.Sprintf("owner pid %d is running", c.Owner.PID)
-	}
-	if st.Liveness == LivenessAlive || st.Liveness == LivenessUnknown {
-		exists, herr := p.HomeExists(ctx, c.Owner.Home)
-		switch {
-		case herr != nil:
-			st.Detail += fmt.Sprintf("; owner home could not be checked (%v)", herr)
-		case !exists:
-			st.Liveness, st.Detail = LivenessHomeGone, fmt.Sprintf("owner home %s no longer exists", c.Owner.Home)
-		}
-	}
+	st.Liveness, st.Detail = ownerLiveness(ctx, p, c.Owner)
 	switch st.Liveness {
 	case LivenessDead, LivenessReused, LivenessHomeGone:
 		st.Class = ClassOrphaned
@@ -98,6 +76,39 @@ func classify(ctx context.Context, p Prober, r row) Status {
 		st.Class = Class(c.State) // the three states are spelt like their classes
 	}
 	return st
+}
+
+// ownerLiveness is the one proof of an owner's life, for claims and port
+// leases alike: its pid must run with the recorded start identity, and its
+// home must exist. A probe that errs proves nothing, so the owner stays
+// alive (fail closed); time never enters into it.
+func ownerLiveness(ctx context.Context, p Prober, o Owner) (Liveness, string) {
+	var liv Liveness
+	var detail string
+	start, alive, perr := p.ProcessStart(ctx, o.PID)
+	switch {
+	case perr != nil:
+		liv, detail = LivenessUnknown, fmt.Sprintf("owner pid %d could not be checked (%v); treated as alive", o.PID, perr)
+	case !alive:
+		liv, detail = LivenessDead, fmt.Sprintf("owner pid %d is not running", o.PID)
+	case start == "":
+		// A live process without a start identity proves nothing.
+		liv, detail = LivenessUnknown, fmt.Sprintf("owner pid %d has no start time; treated as alive", o.PID)
+	case start != o.Start:
+		liv, detail = LivenessReused, fmt.Sprintf("pid %d now belongs to another process (start %s, recorded %s)", o.PID, start, o.Start)
+	default:
+		liv, detail = LivenessAlive, fmt.Sprintf("owner pid %d is running", o.PID)
+	}
+	if liv == LivenessAlive || liv == LivenessUnknown {
+		exists, herr := p.HomeExists(ctx, o.Home)
+		switch {
+		case herr != nil:
+			detail += fmt.Sprintf("; owner home could not be checked (%v)", herr)
+		case !exists:
+			liv, detail = LivenessHomeGone, fmt.Sprintf("owner home %s no longer exists", o.Home)
+		}
+	}
+	return liv, detail
 }
 
 // Classify judges c as if it were stored: the same rules Inspect and the

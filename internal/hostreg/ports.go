@@ -338,27 +338,21 @@ func decodePort(v []any) (PortLease, error) {
 	return l, l.validate()
 }
 
-// judgeOwner applies the claims' owner proof to a port lease's owner, by
-// classifying a stand-in claim of that owner: one rule for both, so a
-// port is reclaimable exactly when a claim of the same owner would be.
+// judgeOwner applies the claims' owner proof (ownerLiveness) to a port
+// lease's owner, so a port is reclaimable exactly when a claim of the same
+// owner would be. A dead owner's home may come back for its ports; a home
+// that is gone never will, so it is checked for dead owners too and
+// AllocatePort drops those leases at once.
 func judgeOwner(ctx context.Context, p Prober, o Owner) (Class, Liveness, string) {
-	st := Classify(ctx, p, Claim{Key: portOwnerKey, Kind: KindTransient, Command: "port-lease", Owner: o,
-		ClaimedAt: time.UnixMilli(1).UTC(), State: StateClaimed})
-	if st.Class == ClassOrphaned {
-		// A dead owner's home may come back for its ports; a home that is
-		// gone never will, so AllocatePort drops those at once.
-		if st.Liveness != LivenessHomeGone {
-			if ok, err := p.HomeExists(ctx, o.Home); err == nil && !ok {
-				return ClassOrphaned, LivenessHomeGone, st.Detail + "; owner home " + o.Home + " no longer exists"
-			}
+	liv, detail := ownerLiveness(ctx, p, o)
+	switch liv {
+	case LivenessHomeGone:
+		return ClassOrphaned, liv, detail
+	case LivenessDead, LivenessReused:
+		if ok, err := p.HomeExists(ctx, o.Home); err == nil && !ok {
+			return ClassOrphaned, LivenessHomeGone, detail + "; owner home " + o.Home + " no longer exists"
 		}
-		return ClassOrphaned, st.Liveness, st.Detail
+		return ClassOrphaned, liv, detail
 	}
-	if st.Class == ClassInconsistent {
-		return ClassInconsistent, st.Liveness, st.Detail
-	}
-	return ClassClaimed, st.Liveness, st.Detail
+	return ClassClaimed, liv, detail
 }
-
-// portOwnerKey is the stand-in device of judgeOwner; it is never stored.
-const portOwnerKey Key = "android:usb:simlock-port-lease"
