@@ -224,26 +224,14 @@ func (c *claims) noteLease(device, lease string) {
 // followLeases feeds the writer from the bus: grants and releases only.
 // It starts before convergence, so no lease restored or granted is missed.
 func (c *claims) followLeases(ctx context.Context, bus *events.Bus) {
-	_, obs := bus.Observe(bus.LastSeq())
-	go func() {
-		defer obs.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-obs.C():
-				if !ok {
-					return
-				}
-				switch e.Type {
-				case "lease.granted":
-					c.noteLease(e.DeviceID, e.LeaseID)
-				case "lease.released":
-					c.noteLease(e.DeviceID, "")
-				}
-			}
+	observeBus(ctx, bus, func(e events.Event) {
+		switch e.Type {
+		case "lease.granted":
+			c.noteLease(e.DeviceID, e.LeaseID)
+		case "lease.released":
+			c.noteLease(e.DeviceID, "")
 		}
-	}()
+	})
 }
 
 // writeLeases writes the noted lease ids to the claim records, a moment

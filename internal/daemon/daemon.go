@@ -597,7 +597,22 @@ func engineConfig(c config.Config) core.Config {
 // bound, so however slowly the pushes go out, an owner is always told its
 // lease was lost.
 func (d *Daemon) startPushes(ctx context.Context) {
-	_, obs := d.bus.Observe(d.bus.LastSeq())
+	observeBus(ctx, d.bus, func(e events.Event) {
+		ce := dispatch.EventOut(e)
+		method, ok := contract.NoticeFor(ce)
+		owner := contract.OwnerOf(ce)
+		if !ok || owner == "" {
+			return
+		}
+		d.srv.Push(owner, method, contract.LeaseNotice{Type: method, LeaseID: e.LeaseID, DeviceID: e.DeviceID, Reason: e.Reason, At: e.At})
+	})
+}
+
+// observeBus hands every fact published from now on to f, in order, on one
+// goroutine, until ctx ends. It is an observer, so the bus never drops a
+// fact for it, however slow f is.
+func observeBus(ctx context.Context, bus *events.Bus, f func(events.Event)) {
+	_, obs := bus.Observe(bus.LastSeq())
 	go func() {
 		defer obs.Close()
 		for {
@@ -608,13 +623,7 @@ func (d *Daemon) startPushes(ctx context.Context) {
 				if !ok {
 					return
 				}
-				ce := dispatch.EventOut(e)
-				method, ok := contract.NoticeFor(ce)
-				owner := contract.OwnerOf(ce)
-				if !ok || owner == "" {
-					continue
-				}
-				d.srv.Push(owner, method, contract.LeaseNotice{Type: method, LeaseID: e.LeaseID, DeviceID: e.DeviceID, Reason: e.Reason, At: e.At})
+				f(e)
 			}
 		}
 	}()

@@ -187,7 +187,7 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 			return false, fmt.Errorf("open the host registry: %w", err)
 		}
 		defer host.Close()
-		ap = ownerPorts{db: host, home: ownerHome}
+		ap = ownerPorts{HostPorts: &android.HostPorts{DB: host}, home: ownerHome}
 	}
 	drivers, err := buildDrivers(o, func(string) func(core.Diagnostic) { return func(core.Diagnostic) {} }, ap)
 	if err != nil {
@@ -207,16 +207,18 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 }
 
 // ownerPorts answers an Android driver built for recovery with the ports
-// another home leased, read from the host registry; it never leases one.
+// another home leased, read from the host registry; it leases none itself
+// (LeasedPorts is the registry's own answer, from HostPorts).
 type ownerPorts struct {
-	db   *hostreg.DB
+	*android.HostPorts
 	home string
 }
 
 var errRecoveryLeasesNoPorts = errors.New("recovery leases no ports")
 
+// ADBServerPort is the owner home's leased adb server port.
 func (p ownerPorts) ADBServerPort(ctx context.Context) (int, error) {
-	all, err := p.db.Ports(ctx)
+	all, err := p.DB.Ports(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -237,19 +239,5 @@ func (ownerPorts) ConsolePort(_ context.Context, _ string, want int) (int, error
 	return want, nil
 }
 
+// ReleaseConsole leaves the owner's lease alone: recovery frees no ports.
 func (ownerPorts) ReleaseConsole(context.Context, string, int) error { return nil }
-
-func (p ownerPorts) LeasedPorts(ctx context.Context) (func(int) bool, error) {
-	all, err := p.db.Ports(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return func(port int) bool {
-		for _, st := range all {
-			if st.Lease.Covers(port) {
-				return true
-			}
-		}
-		return false
-	}, nil
-}
