@@ -40,31 +40,15 @@ func (w *world) claimOf(key hostreg.Key) (hostreg.Status, bool) {
 	return hostreg.Status{}, false
 }
 
-// ensureClaim makes sure the daemon's lease shows as its claim: a daemon
-// with host claims wired in wrote it already; otherwise the test writes the
-// record the daemon would have written (owner: its home, pid, start) and
-// reports wrote: that daemon will not clear it by its own teardown.
-func (w *world) ensureClaim(key hostreg.Key, daemonPID int, leaseID string) (wrote bool) {
+// requireClaim waits for the daemon's own claim of key to name its lease
+// (the lease id reaches the record from a background writer) and fails if
+// it never does: the daemon, not the test, must have written it.
+func (w *world) requireClaim(key hostreg.Key, daemonPID int, leaseID string) {
 	w.t.Helper()
-	if _, ok := w.claimOf(key); ok {
-		return false
-	}
-	ctx := context.Background()
-	start, alive, err := hostreg.SystemProber{}.ProcessStart(ctx, daemonPID)
-	if err != nil || !alive {
-		w.t.Skipf("cannot read the daemon's start time here: %v", err)
-	}
-	db, err := hostreg.Open(ctx, w.hostDir())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer db.Close()
-	home, _ := filepath.Abs(w.home)
-	if err := db.Claim(ctx, hostreg.Claim{Key: key, Kind: hostreg.KindLease, LeaseID: leaseID,
-		Owner: hostreg.Owner{Home: home, PID: daemonPID, Start: start}, ClaimedAt: time.Now().UTC()}); err != nil {
-		w.t.Fatal(err)
-	}
-	return true
+	eventually(w.t, "the daemon's claim of "+string(key), 10*time.Second, func() bool {
+		st, ok := w.claimOf(key)
+		return ok && st.Claim.Owner.PID == daemonPID && st.Claim.LeaseID == leaseID
+	})
 }
 
 // simState is the simulated SDK's state for udid in set ("" if absent).
@@ -90,13 +74,8 @@ func (w *world) simState(set, udid string) string {
 	return ""
 }
 
+// leaseIOS leases an iOS device and waits for the daemon's claim of it.
 func (w *world) leaseIOS() (lease, hostreg.Key, int) {
-	l, key, pid, _ := w.leaseIOSClaimed()
-	return l, key, pid
-}
-
-// leaseIOSClaimed is leaseIOS, also saying whether the test wrote the claim.
-func (w *world) leaseIOSClaimed() (lease, hostreg.Key, int, bool) {
 	w.t.Helper()
 	var l lease
 	w.json(&l, "lease", "--platform", "ios", "--detach", "--ttl", "10m")
@@ -105,8 +84,8 @@ func (w *world) leaseIOSClaimed() (lease, hostreg.Key, int, bool) {
 		w.t.Fatal(err)
 	}
 	pid := w.status().Daemon.PID
-	wrote := w.ensureClaim(key, pid, l.LeaseID)
-	return l, key, pid, wrote
+	w.requireClaim(key, pid, l.LeaseID)
+	return l, key, pid
 }
 
 func (w *world) daemonRunning() bool {
@@ -296,7 +275,7 @@ func TestStaleReleaseStopsAnOrphanedEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.ensureClaim(key, pid, l.LeaseID)
+	w.requireClaim(key, pid, l.LeaseID)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -328,10 +307,7 @@ func (w *world) emulators() int {
 // device through that owner.
 func TestRecoveryCommandWorksWhenCopied(t *testing.T) {
 	w := newWorld(t, oneRunning)
-	_, key, _, wrote := w.leaseIOSClaimed()
-	if wrote {
-		t.Skip("needs the claims branch") // the owner must clear its own claim on release
-	}
+	_, key, _ := w.leaseIOS()
 	r := w.run("device", "release", "--stale", string(key), "--json")
 	var e struct {
 		Error struct {
