@@ -320,6 +320,21 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	go func() {
 		defer close(d.converged)
 		err := d.engine.Converge(cctx)
+		if err == nil {
+			// Claims before the gate opens: this home's previous daemon's
+			// are taken back, every device it runs is claimed, and devices
+			// other owners hold leave the pool, so no request is served on
+			// a device whose ownership is not yet known.
+			if st, ierr := d.host.Inspect(sctx); ierr != nil {
+				d.log.Error("read the host registry after convergence; claims are taken on first use", "err", ierr)
+			} else {
+				d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
+				d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
+			}
+			// Published before the gate opens too, so whoever is let in
+			// finds it in the buffer.
+			d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
+		}
 		d.readyOnce.Do(func() {
 			d.readyErr = err
 			close(d.readyCh)
@@ -332,19 +347,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 		// The health monitor and the reaper start only now: nothing may
 		// observe or act on a half-restored registry.
-		// Claims next: this home's previous daemon's are taken back and every
-		// device it runs is claimed before anything else acts on them.
-		if st, err := d.host.Inspect(sctx); err != nil {
-			d.log.Error("read the host registry after convergence; claims are taken on first use", "err", err)
-		} else {
-			d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
-			d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
-		}
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
 		go d.watchHost(sctx)
 		go d.probeExternal(sctx)
-		d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.
 		go func() {
