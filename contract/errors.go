@@ -59,6 +59,12 @@ const (
 	CodeIdempotencyMismatch    Code = "IDEMPOTENCY_KEY_MISMATCH"
 	CodeDaemonRestarted        Code = "DAEMON_RESTARTED"
 	CodeUnknownRequest         Code = "UNKNOWN_LEASE_REQUEST"
+	CodeResourceUnproven       Code = "RESOURCE_PROFILE_UNPROVEN"
+	CodeResourcesDisabled      Code = "RESOURCES_NOT_ENABLED"
+	CodeReceiptMismatch        Code = "RESTORE_RECEIPT_MISMATCH"
+	CodeLicenseNotAccepted     Code = "LICENSE_NOT_ACCEPTED"
+	CodeUploadTooLarge         Code = "UPLOAD_TOO_LARGE"
+	CodeUnknownUpload          Code = "UNKNOWN_UPLOAD"
 	CodeInternal               Code = "INTERNAL"
 	CodeUnknownDaemonError     Code = "UNKNOWN_DAEMON_ERROR"
 )
@@ -116,6 +122,12 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeIdempotencyMismatch:    {KindDomain, 409, 9, false, "repeat the original request unchanged, or use a new idempotency key for a different one"},
 	CodeDaemonRestarted:        {KindDomain, 503, 13, true, "repeat the same request (same idempotency key) to queue it again"},
 	CodeUnknownRequest:         {KindDomain, 404, 8, false, "the request was never made to this daemon, or its receipt was pruned after requests.retentionMs"},
+	CodeResourceUnproven:       {KindDomain, 422, 10, false, "details.resourceDrift lists the groups that could not be proven; drop them from resources or check `simlock resources get`"},
+	CodeResourcesDisabled:      {KindDomain, 403, 10, false, "set resources.enabled in the daemon config, or ask for the lease with --resources"},
+	CodeReceiptMismatch:        {KindDomain, 409, 9, false, "a restore receipt only applies to the serial, boot and user it was issued on; inspect with `simlock resources get`"},
+	CodeLicenseNotAccepted:     {KindDomain, 422, 10, false, "accept the SDK licences (`sdkmanager --licenses`) or set downloads.acceptLicenses in the daemon config"},
+	CodeUploadTooLarge:         {KindDomain, 413, 11, false, "the file exceeds upload.maxBytes or the free disk the guard keeps"},
+	CodeUnknownUpload:          {KindDomain, 404, 8, false, "upload the file first (`simlock exec LEASE --upload FILE -- ...`); names are per lease"},
 	CodeInternal:               {KindInternal, 500, 1, false, "this is a bug; `simlock daemon logs` has details"},
 	CodeUnknownDaemonError:     {KindInternal, 500, 1, false, "the daemon answered with a code this client does not know; upgrade the client"},
 }

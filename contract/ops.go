@@ -104,6 +104,10 @@ var (
 	NukeRun            = define[NukeRunIn, NukeRunOut]("nuke.run", RoleAdmin, ClaimRelease, "Reset: release every lease, cancel pending requests, destroy every managed device.")
 	DeviceRelease      = define[DeviceReleaseIn, DeviceReleaseOut]("device.release", RoleAdmin, ClaimRelease, "Give back one device of this daemon by its host-registry key: end the lease holding it through the ordinary release, or shut it down if it is idle and running; its claim is cleared by the teardown.")
 	DeviceExec         = define[DeviceExecIn, DeviceExecOut]("device.exec", RoleAgent, ClaimRequireOwner, "Run simctl or adb against a leased device on the daemon's machine, streaming output as pushes; resolves with the exit code.", ownsLease)
+	DeviceUpload       = define[DeviceUploadIn, DeviceUploadOut]("device.upload", RoleAgent, ClaimRequireOwner, "Stream a file into the lease's scratch directory on the machine holding the device (deleted when the lease ends); device.exec names it as {upload:NAME}.", ownsLease)
+	ResourcesGet       = define[ResourcesGetIn, ResourceResult]("resources.get", RoleAgent, ClaimRequireOwner, "Observe the resource groups of a leased device (enabled, disabled, unsupported or unknown, with per-service evidence).", ownsLease)
+	ResourcesSet       = define[ResourcesSetIn, ResourceResult]("resources.set", RoleAgent, ClaimRequireOwner, "Enable or disable resource groups on a leased device and verify them by an independent re-read, or restore an Android receipt.", ownsLease)
+	ResourcesReconcile = define[ResourcesReconcileIn, ResourceResult]("resources.reconcile", RoleAgent, ClaimRequireOwner, "Compare a requested resource map with the device's observed state as typed drift; repair optionally.", ownsLease)
 	WorkerList         = define[WorkerListIn, WorkerListOut]("worker.list", RoleAdmin, ClaimNone, "The workers a gateway knows, with their connection state, capacity and drain flag.")
 	WorkerDrain        = define[WorkerIn, WorkerOut]("worker.drain", RoleAdmin, ClaimNone, "Stop dispatching new leases to a worker; its existing leases stay. Survives restarts.")
 	WorkerUndrain      = define[WorkerIn, WorkerOut]("worker.undrain", RoleAdmin, ClaimNone, "End a worker's drain.")
@@ -129,6 +133,7 @@ func Registry() []Op {
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
 		LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
 		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, DeviceRelease.Op,
+		DeviceUpload.Op, ResourcesGet.Op, ResourcesSet.Op, ResourcesReconcile.Op,
 		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops

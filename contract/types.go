@@ -163,6 +163,14 @@ type LeaseRequestIn struct {
 	// device in this daemon's device root that it has no record of is
 	// claimed and taken into its registry first.
 	Device string `json:"device,omitempty"`
+	// Resources tunes the device's resource groups after boot and before
+	// the grant; on iOS an entry that cannot be proven fails the request
+	// with RESOURCE_PROFILE_UNPROVEN. Part of the spec a warm device must
+	// match (by its fingerprint).
+	Resources map[string]ResourceState `json:"resources,omitempty"`
+	// Hardware (Android) is written to the AVD before boot; also part of
+	// the spec a warm device must match.
+	Hardware *AndroidHardware `json:"hardware,omitempty"`
 }
 
 // Lease request states.

@@ -38,6 +38,9 @@ type Config struct {
 	Gateway      Gateway      `json:"gateway"`
 	Metrics      Metrics      `json:"metrics"`
 	Events       Events       `json:"events"`
+	Upload       Upload       `json:"upload"`
+	Resources    Resources    `json:"resources"`
+	Inventory    Inventory    `json:"inventory"`
 
 	// explicit records the top-level keys and the http.enabled flag the
 	// file actually set, for gateway-mode checks.
@@ -206,6 +209,37 @@ type PlatformFixed struct {
 type Downloads struct {
 	// Policy is "never", "on-request" or "always".
 	Policy string `json:"policy"`
+	// AcceptLicenses lets the Android driver accept an SDK licence
+	// sdkmanager asks about during an install; off, an unaccepted licence
+	// is LICENSE_NOT_ACCEPTED with the command to run.
+	AcceptLicenses bool `json:"acceptLicenses,omitempty"`
+}
+
+// Upload bounds device.upload (docs/user-guide.md, uploads).
+type Upload struct {
+	// MaxBytes caps one uploaded file (default 2 GiB).
+	MaxBytes int64 `json:"maxBytes"`
+}
+
+// Resources configures resource-group tuning (docs/user-guide.md, resources).
+type Resources struct {
+	// Enabled allows resources.set and resources.reconcile on every lease;
+	// off, only a lease requested with resources may use them.
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// Inventory bounds how long inventory reads wait for enrichment before
+// answering with what is known (docs/user-guide.md, inventory budgets).
+type Inventory struct {
+	// ListBudgetMs bounds a device list read (default 2000).
+	ListBudgetMs int64 `json:"listBudgetMs"`
+	// BootedBudgetMs bounds the booted-devices view (default 8000).
+	BootedBudgetMs int64 `json:"bootedBudgetMs"`
+	// CatalogBudgetMs bounds a catalog read (default 9000).
+	CatalogBudgetMs int64 `json:"catalogBudgetMs"`
+	// BackgroundCapMs bounds the shared fetch that continues after a
+	// budget expired (default 30000).
+	BackgroundCapMs int64 `json:"backgroundCapMs"`
 }
 
 type Log struct {
@@ -218,9 +252,34 @@ type EventBuffer struct {
 }
 
 type Drivers struct {
-	IOS     DriverConfig `json:"ios"`
+	IOS     IOSDriver    `json:"ios"`
 	Android DriverConfig `json:"android"`
 }
+
+// IOSDriver adds the iOS-only driver settings.
+type IOSDriver struct {
+	DriverConfig
+	// DeviceSet is "owned" (simlock's private simctl set under the root,
+	// the default) or "default" (the user's default CoreSimulator set, so
+	// xcodebuild, Simulator.app and test tools see the devices).
+	DeviceSet string `json:"deviceSet,omitempty"`
+	// Slim applies a resource profile to every iOS device the pool creates.
+	Slim Slim `json:"slim"`
+}
+
+// Slim is the opt-in density mode for iOS simulators.
+type Slim struct {
+	Enabled bool `json:"enabled,omitempty"`
+	// Groups are the resource groups disabled on each device (default: the
+	// driver's slim set).
+	Groups []string `json:"groups,omitempty"`
+}
+
+// Device-set modes of drivers.ios.deviceSet.
+const (
+	DeviceSetOwned   = "owned"
+	DeviceSetDefault = "default"
+)
 
 type DriverConfig struct {
 	// Enabled turns the driver off when false (default on).
@@ -250,6 +309,8 @@ func Default() Config {
 		Requests:     Requests{RetentionMs: 24 * 3_600_000},
 		HTTP:         HTTP{Listen: "127.0.0.1:7420"},
 		Events:       Events{Retention: EventsRetention{Count: 10_000, MaxAgeMs: 7 * 24 * 3_600_000}},
+		Upload:       Upload{MaxBytes: 2 << 30},
+		Inventory:    Inventory{ListBudgetMs: 2_000, BootedBudgetMs: 8_000, CatalogBudgetMs: 9_000, BackgroundCapMs: 30_000},
 	}
 }
 
@@ -397,7 +458,26 @@ func (c Config) Validate() error {
 	if c.Cleanup.IntervalMs <= 0 || c.Cleanup.IdleShutdownMs <= 0 || c.Cleanup.IdleDestroyMs < c.Cleanup.IdleShutdownMs {
 		errs = append(errs, errors.New("cleanup: intervalMs and idleShutdownMs must be positive and idleDestroyMs at least idleShutdownMs"))
 	}
+	switch c.Drivers.IOS.DeviceSet {
+	case "", DeviceSetOwned, DeviceSetDefault:
+	default:
+		errs = append(errs, fmt.Errorf("drivers.ios.deviceSet: %q is not owned or default", c.Drivers.IOS.DeviceSet))
+	}
+	if c.Upload.MaxBytes <= 0 {
+		errs = append(errs, errors.New("upload.maxBytes must be positive"))
+	}
+	if i := c.Inventory; i.ListBudgetMs <= 0 || i.BootedBudgetMs <= 0 || i.CatalogBudgetMs <= 0 || i.BackgroundCapMs <= 0 {
+		errs = append(errs, errors.New("inventory: listBudgetMs, bootedBudgetMs, catalogBudgetMs and backgroundCapMs must be positive"))
+	}
 	return errors.Join(errs...)
+}
+
+// IOSDeviceSet is drivers.ios.deviceSet with its default applied.
+func (c Config) IOSDeviceSet() string {
+	if c.Drivers.IOS.DeviceSet == "" {
+		return DeviceSetOwned
+	}
+	return c.Drivers.IOS.DeviceSet
 }
 
 // checkListen accepts host:port with a numeric port, so a typo is reported
@@ -485,7 +565,7 @@ func (c Config) DriverRoot(home, platform string) string {
 	var d DriverConfig
 	switch platform {
 	case "ios":
-		d = c.Drivers.IOS
+		d = c.Drivers.IOS.DriverConfig
 	case "android":
 		d = c.Drivers.Android
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -24,6 +25,12 @@ type SpecRequest struct {
 	// download permission the daemon's policy granted.
 	AllowDownload bool
 	RequesterID   string
+	// Resources is the lease request's resource profile, applied after
+	// boot and before the grant (ResourceController).
+	Resources map[string]contract.ResourceState
+	// Hardware is an Android request's emulator hardware, written to the
+	// AVD before boot; a driver that cannot honour it refuses the spec.
+	Hardware *contract.AndroidHardware
 }
 
 // Spec is a concrete device specification a driver resolved. Two devices with

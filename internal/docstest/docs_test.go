@@ -117,6 +117,10 @@ func configKeys(t reflect.Type, prefix string, out *[]string) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			configKeys(f.Type, prefix, out) // encoding/json promotes its fields
+			continue
+		}
 		if !f.IsExported() || name == "" || name == "-" {
 			continue
 		}

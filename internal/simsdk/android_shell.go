@@ -384,7 +384,9 @@ func (sh *devShell) runCmd(c shellCmd, stdout, stderr io.Writer, stdin io.Reader
 func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Reader) int {
 	name, rest := args[0], args[1:]
 	switch name {
-	case "true", ":", "input":
+	case "input":
+		return sh.input(rest, stdout, stderr)
+	case "true", ":":
 		return 0
 	case "false":
 		return 1
@@ -448,7 +450,19 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Re
 		return 2
 	case "pm":
 		return sh.pm(rest, stdout, stderr)
-	case "am", "cmd", "dumpsys", "settings", "wm", "logcat", "svc", "screencap", "screenrecord", "monkey", "reboot":
+	case "settings":
+		return sh.settings(rest, stdout, stderr)
+	case "cmd":
+		return sh.cmd(rest, stdout, stderr)
+	case "dumpsys":
+		return sh.dumpsys(rest, stdout, stderr)
+	case "wm":
+		return sh.wm(rest, stdout, stderr)
+	case "am":
+		return sh.am(rest, stdout, stderr)
+	case "screencap":
+		return sh.screencap(rest, stdout, stderr)
+	case "logcat", "svc", "screenrecord", "monkey", "reboot":
 		fmt.Fprintf(stderr, "%s: not simulated by the simlock simulated SDK\n", name)
 		return 1
 	}

@@ -156,6 +156,8 @@ options:
 		err = s.simctlLaunch(ds, rest)
 	case "terminate":
 		err = s.simctlTerminate(ds, rest)
+	case "spawn":
+		return s.simctlSpawn(ctx, ds, rest)
 	default:
 		err = &toolError{
 			text: fmt.Sprintf("Unknown subcommand '%s' (not simulated by the simlock simulated SDK)\n", sub),
