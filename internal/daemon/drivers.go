@@ -5,6 +5,7 @@ import (
 	"os/exec"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core/events"
 	"path/filepath"
 	"sync"
@@ -26,8 +27,11 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 		if err != nil {
 			return nil, err
 		}
+		// In default device-set mode the root keeps only simlock's own state;
+		// the devices go to the user's default set (ADR 0033).
 		drv, err := ios.New(ios.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
-			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard})
+			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard,
+			DefaultSet: o.Config.IOSDeviceSet() == config.DeviceSetDefault})
 		if err != nil {
 			return nil, fmt.Errorf("ios driver: %w", err)
 		}

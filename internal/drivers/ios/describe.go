@@ -23,6 +23,11 @@ func (d *Driver) Describe(ctx context.Context, udid string) (core.Described, err
 	if !ok {
 		return core.Described{}, fmt.Errorf("ios: %s is not in %s: %w", udid, d.root, core.ErrDeviceNotFound)
 	}
+	if proven, err := d.provenDevices(&List{Devices: []Device{dev}}); err != nil {
+		return core.Described{}, err
+	} else if len(proven) == 0 {
+		return core.Described{}, fmt.Errorf("ios: %s of the default device set: %w", udid, ErrNotOwned)
+	}
 	spec := core.Spec{Platform: Platform, ModelID: dev.DeviceTypeIdentifier, RuntimeID: dev.RuntimeKey}
 	for _, t := range l.DeviceTypes {
 		if t.Identifier == dev.DeviceTypeIdentifier {
@@ -39,6 +44,6 @@ func (d *Driver) Describe(ctx context.Context, udid string) (core.Described, err
 	}
 	return core.Described{Spec: spec, Run: runState(dev.State), Provisioned: core.Provisioned{
 		Handle: udid, Name: dev.Name, Simulated: d.isSimulated(ctx),
-		Attrs: map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.root},
+		Attrs: map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.deviceSetDir(dev.DataPath)},
 	}}, nil
 }

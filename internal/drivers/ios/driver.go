@@ -1,7 +1,10 @@
 // Package ios is simlock's iOS Simulator driver. It drives `xcrun simctl`,
-// always scoped with `--set <root>` to a device set directory simlock created
-// and marked, so it never sees or touches the user's own simulators, and it
-// reaches processes, files and time only through internal/ports.
+// by default scoped with `--set <root>` to a device set directory simlock
+// created and marked, so it never sees or touches the user's own
+// simulators. In default device-set mode (deviceset.go, ADR 0033) it works
+// in the user's default set instead and proves each device its own by a
+// record and a mark. It reaches processes, files and time only through
+// internal/ports.
 package ios
 
 import (
@@ -74,12 +77,17 @@ func (t Timeouts) withDefaults() Timeouts {
 // real adapters.
 type Options struct {
 	// Root is the device set directory, passed to every simctl call as
-	// --set. It must be absolute.
-	Root   string
-	Runner ports.ProcessRunner
-	FS     ports.Filesystem
-	Clock  ports.Clock
-	Logger *slog.Logger
+	// --set. It must be absolute. With DefaultSet it holds only simlock's
+	// own state (the root marker and the created-devices record).
+	Root string
+	// DefaultSet creates the devices in the default CoreSimulator set
+	// (drivers.ios.deviceSet "default"), where xcodebuild and other tools
+	// find them.
+	DefaultSet bool
+	Runner     ports.ProcessRunner
+	FS         ports.Filesystem
+	Clock      ports.Clock
+	Logger     *slog.Logger
 	// OnDiagnostic receives facts the daemon may publish as events
 	// (component.install-*). It is called synchronously.
 	OnDiagnostic func(core.Diagnostic)
@@ -118,6 +126,12 @@ type Driver struct {
 	// listing is the device types and runtimes ResolveSpec reads
 	// (resolve.go, ADR 0026).
 	listing *listcache.Cache[*List]
+
+	defaultSet bool
+	// createdMu guards the created-devices record and erasing, the
+	// devices whose mark an erase in flight has wiped (deviceset.go).
+	createdMu sync.Mutex
+	erasing   map[string]bool
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -143,6 +157,8 @@ func New(opts Options) (*Driver, error) {
 		onDiag:     opts.OnDiagnostic,
 		timeouts:   opts.Timeouts.withDefaults(),
 		guard:      opts.DiskGuard,
+		defaultSet: opts.DefaultSet,
+		erasing:    map[string]bool{},
 	}
 	if d.xcrun == "" {
 		d.xcrun = "xcrun"
@@ -219,13 +235,39 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if err != nil {
 		return core.Provisioned{}, fmt.Errorf("ios: %w", err)
 	}
-	d.log.Info("device created", "udid", udid, "name", name, "deviceType", spec.ModelID, "runtime", spec.RuntimeID)
+	setDir := d.root
+	if d.defaultSet {
+		if setDir, err = d.adopt(cctx, udid); err != nil {
+			return core.Provisioned{}, err
+		}
+	}
+	d.log.Info("device created", "udid", udid, "name", name, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "deviceSet", setDir)
 	return core.Provisioned{
 		Handle:    udid,
 		Name:      name,
-		Attrs:     map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.root},
+		Attrs:     map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: setDir},
 		Simulated: d.isSimulated(ctx),
 	}, nil
+}
+
+// adopt proves a device just created in the default set simlock's: the
+// mark in its data directory, then the record. A device that cannot be
+// marked is deleted again (simctl has just printed its UDID to this call,
+// so it is certainly simlock's).
+func (d *Driver) adopt(ctx context.Context, udid string) (string, error) {
+	dataPath, err := d.markDevice(ctx, udid)
+	if err == nil {
+		err = d.updateCreated(func(r *createdRecord) {
+			r.Devices[udid] = createdDevice{CreatedAt: d.clock.Now().UTC(), DataPath: dataPath}
+		})
+	}
+	if err != nil {
+		if _, derr := d.simctl(ctx, "delete", udid); derr != nil {
+			d.log.Warn("could not delete a device it failed to mark", "udid", udid, "err", derr)
+		}
+		return "", fmt.Errorf("ios: mark new device %s as simlock's: %w", udid, err)
+	}
+	return d.deviceSetDir(dataPath), nil
 }
 
 // deviceName is "simlock-" plus a short random suffix: recognisable in
@@ -243,6 +285,9 @@ func deviceName() (string, error) {
 func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 	udid, err := handle(dev)
 	if err != nil {
+		return err
+	}
+	if err := d.requireOwned(ctx, udid); err != nil {
 		return err
 	}
 	// One deadline covers boot and bootstatus: what matters to the caller is
@@ -285,11 +330,27 @@ func (d *Driver) Erase(ctx context.Context, dev core.DeviceRef) error {
 	if err := d.Shutdown(ctx, dev); err != nil {
 		return fmt.Errorf("ios: reclaim %s: %w", udid, err)
 	}
+	if d.defaultSet {
+		// Erase empties the data directory and with it the mark; until it
+		// is written again this erase vouches for the device.
+		d.createdMu.Lock()
+		d.erasing[udid] = true
+		d.createdMu.Unlock()
+		defer func() {
+			d.createdMu.Lock()
+			delete(d.erasing, udid)
+			d.createdMu.Unlock()
+		}()
+	}
 	ectx, cancel := d.withTimeout(ctx, d.timeouts.Command, "erase "+udid)
-	_, err = d.simctl(ectx, "erase", udid)
-	cancel()
-	if err != nil {
+	defer cancel()
+	if _, err = d.simctl(ectx, "erase", udid); err != nil {
 		return fmt.Errorf("ios: reclaim %s: %w", udid, err)
+	}
+	if d.defaultSet {
+		if _, err := d.markDevice(ectx, udid); err != nil {
+			return fmt.Errorf("ios: reclaim %s: mark again after erase: %w", udid, err)
+		}
 	}
 	return nil
 }
@@ -299,6 +360,9 @@ func (d *Driver) Erase(ctx context.Context, dev core.DeviceRef) error {
 func (d *Driver) Shutdown(ctx context.Context, dev core.DeviceRef) error {
 	udid, err := handle(dev)
 	if err != nil {
+		return err
+	}
+	if err := d.requireOwned(ctx, udid); err != nil {
 		return err
 	}
 	sctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "shutdown "+udid)
@@ -344,9 +408,17 @@ func (d *Driver) Destroy(ctx context.Context, dev core.DeviceRef) error {
 	if err != nil {
 		return err
 	}
+	// In the default set a device simlock cannot prove its own is, to
+	// simlock, already gone: the record is dropped, the device untouched.
+	if err := d.requireOwned(ctx, udid); err != nil {
+		if errors.Is(err, core.ErrDeviceNotFound) {
+			return d.forget(udid)
+		}
+		return err
+	}
 	if err := d.Shutdown(ctx, dev); err != nil {
 		if errors.Is(err, core.ErrDeviceNotFound) {
-			return nil
+			return d.forget(udid)
 		}
 		// A device stuck mid-transition may still delete; try before
 		// giving up.
@@ -358,11 +430,20 @@ func (d *Driver) Destroy(ctx context.Context, dev core.DeviceRef) error {
 		return err
 	}
 	d.log.Info("device deleted", "udid", udid)
-	return nil
+	return d.forget(udid)
 }
 
-// ListManaged reports every device in the root. Membership of the set is the
-// proof of ownership, so no name filter applies.
+// forget drops a deleted device from the created-devices record.
+func (d *Driver) forget(udid string) error {
+	if !d.defaultSet || !d.recorded(udid) {
+		return nil
+	}
+	return d.updateCreated(func(r *createdRecord) { delete(r.Devices, udid) })
+}
+
+// ListManaged reports simlock's devices. In the private set membership is
+// the proof of ownership, so no name filter applies; in the default set
+// only the devices proven simlock's (record and mark) are listed.
 func (d *Driver) ListManaged(ctx context.Context) ([]core.Observed, error) {
 	lctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl list devices")
 	defer cancel()
@@ -370,8 +451,12 @@ func (d *Driver) ListManaged(ctx context.Context) ([]core.Observed, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]core.Observed, 0, len(l.Devices))
-	for _, dev := range l.Devices {
+	devs, err := d.provenDevices(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.Observed, 0, len(devs))
+	for _, dev := range devs {
 		if dev.UDID == "" {
 			continue
 		}
@@ -468,9 +553,10 @@ func (d *Driver) listDevices(ctx context.Context) (*List, error) {
 	return ParseListJSON(out)
 }
 
-// simctl runs `xcrun simctl --set <root> args...` and returns its stdout.
+// simctl runs `xcrun simctl --set <root> args...` (no --set in default
+// mode) and returns its stdout.
 func (d *Driver) simctl(ctx context.Context, args ...string) ([]byte, error) {
-	full := append([]string{"simctl", "--set", d.root}, args...)
+	full := append(append([]string{"simctl"}, d.setArgs()...), args...)
 	res, err := d.runner.Run(ctx, ports.Command{Name: d.xcrun, Args: full})
 	if err != nil {
 		return res.Stdout, d.commandError(ctx, "simctl "+args[0], res, err)

@@ -35,6 +35,18 @@ func (d *Driver) ExternalRunning(ctx context.Context) (int, error) {
 	if len(running) == 0 {
 		return 0, nil
 	}
+	if d.defaultSet {
+		// The default set is simlock's set too: its proven devices are
+		// simlock's, everything else running there is someone else's.
+		own, err := d.provenDevices(l)
+		if err != nil {
+			return 0, err
+		}
+		for _, dev := range own {
+			delete(running, dev.UDID)
+		}
+		return len(running), nil
+	}
 	own, err := d.listDevices(ctx)
 	if err != nil {
 		return 0, err

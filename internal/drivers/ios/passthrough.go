@@ -49,7 +49,8 @@ func (d *Driver) ResolvePassthrough(tool string, args []string, scope core.Passt
 		if refusedVerbs[strings.ToLower(verb)] {
 			return ports.Command{}, fmt.Errorf("ios: simctl %s: %w: it would change a device behind simlock's back; use simlock's own commands", verb, ErrPassthroughRefused)
 		}
-		if scope.Pin != nil {
+		switch {
+		case scope.Pin != nil:
 			udid := scope.Pin.Attrs[core.AttrUDID]
 			if udid == "" {
 				udid = scope.Pin.Handle
@@ -57,9 +58,15 @@ func (d *Driver) ResolvePassthrough(tool string, args []string, scope core.Passt
 			if err := checkPinned(args, udid); err != nil {
 				return ports.Command{}, err
 			}
+		case d.defaultSet:
+			// Unpinned, in the user's own set: the command may address only
+			// a device simlock created.
+			if err := d.checkRecorded(args); err != nil {
+				return ports.Command{}, err
+			}
 		}
 	}
-	full := append([]string{"simctl", "--set", d.root}, args...)
+	full := append(append([]string{"simctl"}, d.setArgs()...), args...)
 	return ports.Command{Name: d.xcrun, Args: full}, nil
 }
 
@@ -114,4 +121,39 @@ func checkPinned(args []string, udid string) error {
 func pinRefusal(next, format string, a ...any) error {
 	return &core.SpecError{Err: ErrPassthroughRefused, Next: next,
 		Msg: "ios: " + fmt.Sprintf(format, a...) + ": " + ErrPassthroughRefused.Error()}
+}
+
+// checkRecorded refuses, in default device-set mode, a simctl command that
+// addresses a device outside simlock's created-devices record: the set is
+// the user's, so "booted", a name or another UDID may be the user's own
+// simulator.
+func (d *Driver) checkRecorded(args []string) error {
+	verb := strings.ToLower(args[0])
+	if deviceFreeVerbs[verb] {
+		return nil
+	}
+	if pairVerbs[verb] {
+		return pinRefusal("name a device simlock created by its UDID",
+			"simctl %s joins two devices; in the default device set simlock does not pair devices", args[0])
+	}
+	var pos []string
+	for _, a := range args[1:] {
+		if !strings.HasPrefix(a, "-") {
+			pos = append(pos, a)
+		}
+	}
+	targets := pos[:min(1, len(pos))]
+	if verb == "pbsync" {
+		targets = pos[:min(2, len(pos))]
+	}
+	for _, p := range targets {
+		if verb == "pbsync" && strings.EqualFold(p, "host") {
+			continue
+		}
+		if !IsUDID(p) || !d.recorded(strings.ToUpper(p)) && !d.recorded(p) {
+			return pinRefusal("name a device simlock created by its UDID (simlock device list)",
+				"simctl %s %s: in the default device set simlock addresses only the simulators it created", args[0], p)
+		}
+	}
+	return nil
 }
