@@ -74,6 +74,9 @@ func (s *sdk) xcodebuild(ctx context.Context, args []string) int {
 		fmt.Fprintln(s.stderr, "xcodebuild: error: only -version and -downloadPlatform are simulated (simlock simulated SDK)")
 		return 64
 	}
+	if isProjectAction(args) {
+		return s.xcodebuildProject(ctx, args) // ios_xcodebuild.go
+	}
 	var platform, buildVersion string
 	download := false
 	for i := 0; i < len(args); i++ {
