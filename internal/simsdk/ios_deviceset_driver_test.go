@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,5 +195,68 @@ func TestDefaultSetDriverNeedsTheRecordAsWellAsTheMark(t *testing.T) {
 	}
 	if out := h.must("list", "devices"); !strings.Contains(out, p.Handle) {
 		t.Fatalf("an unproven device was deleted:\n%s", out)
+	}
+}
+
+// recordingRunner notes every command line it runs.
+type recordingRunner struct {
+	inProcRunner
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (r *recordingRunner) Run(ctx context.Context, c ports.Command) (ports.Result, error) {
+	r.mu.Lock()
+	r.cmds = append(r.cmds, filepath.Base(c.Name)+" "+strings.Join(c.Args, " "))
+	r.mu.Unlock()
+	return r.inProcRunner.Run(ctx, c)
+}
+
+// `--os 18 --allow-download` with no 18.x installed downloads the newest
+// 18.x runtime by its build (xcodebuild finds nothing for "18"), and the
+// lease is served on it; `--os 99` names the versions that exist and runs
+// no download even with permission.
+func TestIOSDriverDownloadResolvesAVersionPrefix(t *testing.T) {
+	h := newHarness(t, EnvIOSRuntimes, "com.apple.CoreSimulator.SimRuntime.iOS-17-5,com.apple.CoreSimulator.SimRuntime.iOS-26-3")
+	ctx := context.Background()
+	run := &recordingRunner{inProcRunner: inProcRunner{h}}
+	d, err := ios.New(ios.Options{Root: filepath.Join(t.TempDir(), "root"), Runner: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: "ios", Model: "iPhone 16", OSVersion: "18", AllowDownload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.OSVersion != "18.4" || spec.RuntimeID != "com.apple.CoreSimulator.SimRuntime.iOS-18-4" {
+		t.Fatalf("spec %+v, want iOS 18.4", spec)
+	}
+	if !slices.Contains(run.cmds, "xcodebuild -downloadPlatform iOS -buildVersion 22E238") {
+		t.Fatalf("commands %q: want the 18.4 build asked for", run.cmds)
+	}
+
+	run.cmds = nil
+	_, err = d.ResolveSpec(ctx, core.SpecRequest{Platform: "ios", Model: "iPhone 16", OSVersion: "99", AllowDownload: true})
+	var se *core.SpecError
+	if !errors.As(err, &se) || !errors.Is(err, core.ErrRuntimeMissing) {
+		t.Fatalf("--os 99: %v", err)
+	}
+	for _, v := range []string{"18.4", "26.3.1", "26.5"} {
+		if !strings.Contains(se.Error(), v) {
+			t.Errorf("--os 99 message %q does not name %s", se.Error(), v)
+		}
+	}
+	if !strings.Contains(se.Next, "--os 26.3.1") {
+		t.Errorf("next %q", se.Next)
+	}
+	for _, c := range run.cmds {
+		if strings.HasPrefix(c, "xcodebuild") {
+			t.Fatalf("--os 99 ran %q", c)
+		}
+	}
+	// Without permission the answer is the same: no download could help.
+	_, err = d.ResolveSpec(ctx, core.SpecRequest{Platform: "ios", Model: "iPhone 16", OSVersion: "99"})
+	if err == nil || strings.Contains(err.Error(), "download permission") || !strings.Contains(err.Error(), "26.5") {
+		t.Fatalf("--os 99 without permission: %v", err)
 	}
 }

@@ -225,7 +225,8 @@ func TestResolveSpecDownload(t *testing.T) {
 	// The Xcode 15 capture has the iOS 17.0 runtime the Xcode 16 one lacks:
 	// it stands for the listing after the install.
 	xc15 := string(readFixture(t, "list-json-xcode15.0.json"))
-	download := "xcodebuild -downloadPlatform iOS -buildVersion 17.0"
+	// xcodebuild takes a build: "17.0" asks for the newest known 17.0.x build.
+	download := "xcodebuild -downloadPlatform iOS -buildVersion 21A342"
 
 	t.Run("installs, verifies, reports once", func(t *testing.T) {
 		g := &fakeGuard{free: 20 << 30}

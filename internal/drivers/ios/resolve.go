@@ -115,6 +115,17 @@ func (d *Driver) installRuntime(ctx context.Context, req core.SpecRequest, want 
 		return core.Spec{}, err
 	}
 
+	var wantV *versionPrefix
+	osLabel := "latest"
+	if p, ok := requestedVersion(req.OSVersion); ok {
+		wantV, osLabel = &p, p.String()
+	}
+	// xcodebuild wants a build: "18" becomes the newest known 18.x build.
+	buildArg, target, ok := downloadTarget(wantV)
+	if !ok {
+		return core.Spec{}, noSuchVersionError(*wantV, l.Runtimes)
+	}
+
 	// Reserve space before announcing anything: a preflight refusal is not
 	// an install attempt and emits no component.install-* fact.
 	if d.guard != nil {
@@ -125,21 +136,22 @@ func (d *Driver) installRuntime(ctx context.Context, req core.SpecRequest, want 
 		defer release()
 	}
 
-	osLabel := "latest"
 	args := []string{"-downloadPlatform", "iOS"}
-	if p, ok := requestedVersion(req.OSVersion); ok {
-		osLabel = p.String()
-		args = append(args, "-buildVersion", osLabel)
+	if buildArg != "" {
+		args = append(args, "-buildVersion", buildArg)
 	}
 	data := func(kv ...any) map[string]any {
 		m := map[string]any{"component": "ios-runtime", "platform": Platform, "osVersion": osLabel, "model": want.model.Name}
+		if buildArg != "" {
+			m["target"] = target
+		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			m[kv[i].(string)] = kv[i+1]
 		}
 		return m
 	}
 	d.emit(core.Diagnostic{Type: DiagInstallStarted, RequesterID: req.RequesterID,
-		Message: fmt.Sprintf("installing iOS %s runtime for %s", osLabel, want.model.Name), Data: data()})
+		Message: fmt.Sprintf("installing iOS %s runtime for %s", target, want.model.Name), Data: data()})
 	fail := func(err error) (core.Spec, error) {
 		d.emit(core.Diagnostic{Type: DiagInstallFailed, RequesterID: req.RequesterID,
 			Message: fmt.Sprintf("iOS %s runtime install failed: %v", osLabel, err), Data: data("reason", err.Error())})
@@ -297,6 +309,11 @@ func resolveFor(l *List, t DeviceType, want *versionPrefix) (resolution, error) 
 			fmt.Sprintf("the installed %s runtime does not support %s", strings.Join(unpaired, ", "), t.Name),
 			append(rangeKV(), "osVersion", want.String())...)
 	}
+	if want != nil && beyondKnown(*want, l.Runtimes) {
+		// No download could serve it: name what exists rather than
+		// suggesting --allow-download.
+		return resolution{}, noSuchVersionError(*want, l.Runtimes)
+	}
 	osText, osDetail := "any iOS version it supports", ""
 	if want != nil {
 		osText, osDetail = "iOS "+want.String(), want.String()
@@ -408,4 +425,22 @@ func defaultModels(types []DeviceType) []DeviceType {
 		out[i] = c.t
 	}
 	return out
+}
+
+func noSuchVersionError(want versionPrefix, installed []Runtime) error {
+	have, dl := existingVersions(installed)
+	se := core.NewSpecError(core.ErrRuntimeMissing, noSuchVersion(want, installed),
+		"osVersion", want.String(), "installed", have, "downloadable", dl)
+	se.Next = "request one of the versions that exist, e.g. --os " + suggestVersion(have, dl)
+	return se
+}
+
+func suggestVersion(have, dl []string) string {
+	switch {
+	case len(have) > 0:
+		return have[len(have)-1]
+	case len(dl) > 0:
+		return dl[len(dl)-1] + " --allow-download"
+	}
+	return "<version>"
 }

@@ -344,7 +344,7 @@ func TestResolveSpecCachesTheListing(t *testing.T) {
 			fake.Step{Match: h.sim("list -j"), Stdout: xc16},
 			fake.Step{Match: h.sim("list -j"), Stdout: xc16}, // the miss's re-read
 			fake.Step{Match: h.sim("list -j"), Stdout: xc16}, // under the install lock
-			fake.Step{Match: "xcodebuild -downloadPlatform iOS -buildVersion 17.0"},
+			fake.Step{Match: "xcodebuild -downloadPlatform iOS -buildVersion 21A342"},
 			fake.Step{Match: h.sim("list -j"), Stdout: xc15}, // the proof, kept
 		)
 		if _, err := h.d.ResolveSpec(ctx, core.SpecRequest{}); err != nil {
