@@ -44,7 +44,7 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 		}
 		drv, err := android.New(android.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
 			Logger: ports.Module(o.Logger, "driver.android"), OnDiagnostic: diag("android"), DiskGuard: guard,
-			Ports: androidPorts})
+			Ports: androidPorts, AcceptLicenses: o.Config.Downloads.AcceptLicenses})
 		if err != nil {
 			return nil, fmt.Errorf("android driver: %w", err)
 		}

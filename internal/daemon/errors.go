@@ -6,6 +6,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/store"
 )
@@ -75,6 +76,7 @@ func toContractError(err error) *contract.Error {
 		{core.ErrRuntimeMissing, contract.CodeRuntimeMissing},
 		{core.ErrDownloadForbidden, contract.CodeDownloadForbidden},
 		{core.ErrInsufficientDisk, contract.CodeInsufficientDisk},
+		{android.ErrLicenseNotAccepted, contract.CodeLicenseNotAccepted},
 		{core.ErrDeviceFailed, contract.CodeDeviceFailed},
 		{core.ErrUnknownDevice, contract.CodeUnknownDevice},
 		{core.ErrDaemonRestarted, contract.CodeDaemonRestarted},

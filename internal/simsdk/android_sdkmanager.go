@@ -1,9 +1,12 @@
 package simsdk
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -17,7 +20,12 @@ import (
 // to find package", the download progress and the download failure are
 // modelled on the real tool's messages, not captured.
 //
-// Licenses count as accepted (a simulated SDK is set up, like a CI image).
+// Licenses count as accepted (a simulated SDK is set up, like a CI image)
+// unless SIMLOCK_SIMSDK_ANDROID_LICENSES=unaccepted: then an install of a
+// missing package prints the licence and "Accept? (y/N): " and reads the
+// answer from stdin, as the real tool does; "y" accepts it for good (as
+// `sdkmanager --licenses` answered "y" does), anything else or a closed
+// stdin skips the package and fails.
 // --sdk_root is accepted and ignored: the installed set is the simulated
 // SDK's, kept in its home.
 func (s *sdk) sdkmanager(ctx context.Context, args []string) int {
@@ -52,7 +60,7 @@ func (s *sdk) sdkmanager(ctx context.Context, args []string) int {
 	case "--version":
 		fmt.Fprintln(s.stdout, cmdlineToolsVersion)
 	case "--licenses":
-		fmt.Fprintln(s.stdout, "All SDK package licenses accepted.")
+		err = s.sdkLicenses()
 	case "--list_installed":
 		err = s.sdkList(false)
 	case "--list":
@@ -186,12 +194,20 @@ func (s *sdk) sdkInstall(ctx context.Context, paths []string) error {
 		}
 		want = append(want, p)
 	}
+	var missing []sdkPackage
 	for _, p := range want {
 		if ok, err := s.packageInstalled(p.Path); err != nil {
 			return err
-		} else if ok {
-			continue
+		} else if !ok {
+			missing = append(missing, p)
 		}
+	}
+	if len(missing) > 0 {
+		if err := s.askLicence(missing); err != nil {
+			return err
+		}
+	}
+	for _, p := range missing {
 		_, failNow, err := s.fire(faultInstallFail)
 		if err != nil {
 			return err
@@ -260,5 +276,91 @@ func (s *sdk) sdkUninstall(paths []string) error {
 		}
 		fmt.Fprint(s.stdout, progressLine(100, "Uninstalling "+path))
 	}
+	return nil
+}
+
+// EnvAndroidLicenses set to "unaccepted" makes the simulated SDK's licence
+// unaccepted until an install or `--licenses` is answered "y".
+const EnvAndroidLicenses = "SIMLOCK_SIMSDK_ANDROID_LICENSES"
+
+const sdkLicenceName = "android-sdk-license"
+
+// sdkLicenceText stands in for the licence agreement (the simulated SDK
+// ships none).
+const sdkLicenceText = `Terms and Conditions
+
+This is the licence of the simlock simulated Android SDK. It stands in
+for the Android Software Development Kit License Agreement, which a real
+SDK asks you to accept here.`
+
+func (s *sdk) licenceAcceptedPath() string {
+	return filepath.Join(s.home, "licenses", sdkLicenceName)
+}
+
+// licencePending reports whether the licence still needs an answer.
+func (s *sdk) licencePending() bool {
+	if s.env(EnvAndroidLicenses) != "unaccepted" {
+		return false
+	}
+	_, err := os.Stat(s.licenceAcceptedPath())
+	return err != nil
+}
+
+// promptLicence prints the licence and the prompt and reads one answer;
+// true means it was accepted (and is recorded).
+func (s *sdk) promptLicence() (bool, error) {
+	fmt.Fprintf(s.stdout, "License %s:\n---------------------------------------\n%s\n---------------------------------------\nAccept? (y/N): ", sdkLicenceName, sdkLicenceText)
+	var answer string
+	if s.stdin != nil {
+		answer, _ = bufio.NewReader(s.stdin).ReadString('\n')
+	}
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(s.licenceAcceptedPath()), dirMode); err != nil {
+		return false, err
+	}
+	return true, os.WriteFile(s.licenceAcceptedPath(), []byte("\nsimlock-simulated-licence\n"), 0o644)
+}
+
+// askLicence asks about the licence before installing pkgs, when it is
+// not yet accepted. Declined, the packages are skipped and the install
+// fails (exit status modelled, not captured).
+func (s *sdk) askLicence(pkgs []sdkPackage) error {
+	if !s.licencePending() {
+		return nil
+	}
+	ok, err := s.promptLicence()
+	if err != nil || ok {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("Skipping following packages as the license is not accepted:\n")
+	for _, p := range pkgs {
+		b.WriteString(p.Description + "\n")
+	}
+	b.WriteString("The following packages can not be installed since their licenses or those of the packages they depend on were not accepted:\n")
+	for _, p := range pkgs {
+		b.WriteString("  " + p.Path + "\n")
+	}
+	fmt.Fprint(s.stdout, b.String())
+	return &toolError{exit: 1}
+}
+
+// sdkLicenses is `sdkmanager --licenses`: it asks about an unaccepted
+// licence, or says all are accepted.
+func (s *sdk) sdkLicenses() error {
+	if s.licencePending() {
+		fmt.Fprintln(s.stdout, "1 of 1 SDK package license not accepted.")
+		ok, err := s.promptLicence()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(s.stdout)
+		if !ok {
+			return nil
+		}
+	}
+	fmt.Fprintln(s.stdout, "All SDK package licenses accepted.")
 	return nil
 }

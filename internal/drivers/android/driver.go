@@ -92,6 +92,10 @@ type Options struct {
 	// DiskGuard is consulted before a system image install; nil skips the
 	// reservation.
 	DiskGuard DiskGuard
+	// AcceptLicenses answers yes to sdkmanager's licence prompts during an
+	// install (downloads.acceptLicenses); off, such an install is
+	// ErrLicenseNotAccepted (licence.go).
+	AcceptLicenses bool
 
 	// ADBServerPort is the private adb server's port (default 5137; 5037,
 	// the shared server's, is refused).
@@ -124,24 +128,26 @@ type Options struct {
 
 // Driver is the Android implementation of core.Driver.
 type Driver struct {
-	root      string
-	devRoot   *devroot.Root // the ownership proof taken by New
-	sdkRoot   string
-	runner    ports.ProcessRunner
-	fs        ports.Filesystem
-	clock     ports.Clock
-	log       *slog.Logger
-	diag      func(core.Diagnostic)
-	guard     DiskGuard
-	adbPort   int
-	portBase  int
-	ports     PortAllocator
-	tools     Tools
-	abi       string
-	bootLimit time.Duration
-	poll      time.Duration
-	grace     time.Duration
-	newID     func() string
+	root    string
+	devRoot *devroot.Root // the ownership proof taken by New
+	sdkRoot string
+	runner  ports.ProcessRunner
+	fs      ports.Filesystem
+	clock   ports.Clock
+	log     *slog.Logger
+	diag    func(core.Diagnostic)
+	guard   DiskGuard
+	// acceptLicenses: see Options.AcceptLicenses.
+	acceptLicenses bool
+	adbPort        int
+	portBase       int
+	ports          PortAllocator
+	tools          Tools
+	abi            string
+	bootLimit      time.Duration
+	poll           time.Duration
+	grace          time.Duration
+	newID          func() string
 
 	// base outlives every call: supervised emulators run under it, and
 	// Close cancels it.
@@ -181,25 +187,26 @@ func New(opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("android driver: Root %q must be an absolute path", opts.Root)
 	}
 	d := &Driver{
-		root:      filepath.Clean(opts.Root),
-		sdkRoot:   opts.SDKRoot,
-		runner:    opts.Runner,
-		fs:        opts.FS,
-		clock:     opts.Clock,
-		log:       opts.Logger,
-		diag:      opts.OnDiagnostic,
-		guard:     opts.DiskGuard,
-		adbPort:   opts.ADBServerPort,
-		portBase:  opts.ConsolePortBase,
-		ports:     opts.Ports,
-		tools:     opts.Tools,
-		bootLimit: opts.BootTimeout,
-		poll:      opts.PollInterval,
-		grace:     opts.ShutdownGrace,
-		newID:     opts.NewID,
-		procs:     map[string]*emulatorProc{},
-		held:      map[string]int{},
-		holds:     map[string][]net.Listener{},
+		root:           filepath.Clean(opts.Root),
+		sdkRoot:        opts.SDKRoot,
+		runner:         opts.Runner,
+		fs:             opts.FS,
+		clock:          opts.Clock,
+		log:            opts.Logger,
+		diag:           opts.OnDiagnostic,
+		guard:          opts.DiskGuard,
+		acceptLicenses: opts.AcceptLicenses,
+		adbPort:        opts.ADBServerPort,
+		portBase:       opts.ConsolePortBase,
+		ports:          opts.Ports,
+		tools:          opts.Tools,
+		bootLimit:      opts.BootTimeout,
+		poll:           opts.PollInterval,
+		grace:          opts.ShutdownGrace,
+		newID:          opts.NewID,
+		procs:          map[string]*emulatorProc{},
+		held:           map[string]int{},
+		holds:          map[string][]net.Listener{},
 	}
 	if d.runner == nil {
 		d.runner = ports.ExecRunner{}

@@ -359,10 +359,13 @@ func (d *Driver) install(ctx context.Context, pkg, requester string, found func(
 	}
 
 	d.log.Info("installing system image", "package", pkg, "requester", requester)
-	_, err = d.sdkmanager(ctx, "--install", pkg)
+	_, err = d.sdkInstall(ctx, pkg)
 	// Whatever the installer did, even failing half way, the cached list
 	// may no longer describe the SDK.
 	d.installed.Invalidate()
+	if errors.Is(err, ErrLicenseNotAccepted) {
+		return fail(err.Error(), err)
+	}
 	if err != nil {
 		return fail(err.Error(), fmt.Errorf("android driver: sdkmanager --install %s: %w", pkg, err))
 	}
