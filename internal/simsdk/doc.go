@@ -22,6 +22,10 @@
 //     rename; install; uninstall; launch; terminate. A device may be named by
 //     UDID, by a unique name, or as "booted".
 //   - xcodebuild -version; xcodebuild -downloadPlatform iOS [-buildVersion V]
+//   - xcodebuild -showdestinations -scheme S; xcodebuild test|build -scheme S
+//     -destination SPEC (-project/-workspace or a project in the working
+//     directory): destinations from the default device set only
+//     (ios_xcodebuild.go)
 //     installs a runtime after the measured download time. Without
 //     -buildVersion it installs this Xcode's own iOS runtime if missing,
 //     otherwise the newest downloadable one (iOS 26.5, then 18.4).
@@ -116,6 +120,9 @@
 //	SIMLOCK_SIMSDK_IOS_RUNTIMES  which runtimes count as preinstalled: a comma
 //	                             list of identifiers, names or versions, or
 //	                             "none" for a fresh Xcode without runtimes
+//	SIMLOCK_SIMSDK_ANDROID_LICENSES  "unaccepted": sdkmanager --install of a
+//	                             missing package prompts for the licence on
+//	                             stdin (see android_sdkmanager.go)
 //
 // An invalid SPEED or FAULTS value makes every tool fail with exit status 2,
 // so a typo cannot silently change what a test exercises.
