@@ -112,6 +112,20 @@ func TestDefaultSetLeavesTheUsersSimulatorAlone(t *testing.T) {
 			t.Fatalf("simlock lists the user's device as its own: %+v", d)
 		}
 	}
+	// exec is pinned to the leased UDID, and the unpinned passthrough
+	// reaches only simlock's own devices: the user's simulator is refused
+	// by UDID, as "booted" and as a name.
+	mustRefuse(t, w.run("exec", l.LeaseID, "--", "simctl", "terminate", user, "com.example.app"), "exec at the user's UDID", user)
+	mustRefuse(t, w.run("exec", l.LeaseID, "--", "simctl", "terminate", "booted", "com.example.app"), "exec at booted")
+	mustRefuse(t, w.run("simctl", "terminate", user, "com.example.app"), "simlock simctl at the user's UDID")
+	mustRefuse(t, w.run("simctl", "terminate", "simlock-0badf00d", "com.example.app"), "simlock simctl by name")
+	if r := w.run("exec", l.LeaseID, "--", "simctl", "terminate", l.Device.UDID, "com.example.app"); strings.Contains(r.stderr, "PASSTHROUGH_REFUSED") {
+		t.Fatalf("exec at the leased UDID refused: %s", r.stderr)
+	}
+	if r := w.run("simctl", "list", "devices"); r.code != 0 || !strings.Contains(r.stdout, l.Device.UDID) {
+		t.Fatalf("simlock simctl list in default mode: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
 	// An orphan of simlock's own: a device it created whose registry
 	// record is gone is what --purge-orphans is for; the user's device is
 	// not one, whatever its name.
