@@ -98,3 +98,66 @@ func TestRunForwardsSIGTERMAndReleases(t *testing.T) {
 		t.Fatalf("lease survived: %+v", st.Leases)
 	}
 }
+
+// On Android the environment alone lets a plain adb reach the leased
+// emulator through simlock's private adb server.
+func TestRunGivesAndroidCommandsTheSerialAndAdbPort(t *testing.T) {
+	w := newWorld(t, confineConfig)
+	r := w.run("run", "--platform", "android", "--model", "pixel_6", "--",
+		"sh", "-c", `echo "$ANDROID_SERIAL $ANDROID_ADB_SERVER_PORT"; adb shell getprop sys.boot_completed; echo {serial}`)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	serial, port, ok := strings.Cut(lines[0], " ")
+	if !ok || !strings.HasPrefix(serial, "emulator-") || port == "" || port == "5037" {
+		t.Fatalf("environment %q", lines[0])
+	}
+	if lines[1] != "1" || lines[2] != serial {
+		t.Fatalf("adb answered %q, {serial} became %q (serial %s)", lines[1], lines[2], serial)
+	}
+}
+
+// A lease that ends under the command (released by someone else) stops
+// the command: it gets SIGTERM, and run exits as the command did.
+func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	w.mustRun("daemon", "start")
+	c := w.cmd("run", "--platform", "ios", "--ttl", "30s", "--", "sh", "-c",
+		`trap 'exit 5' TERM; echo started; while :; do sleep 0.05; done`)
+	// The admin secret is in the home, so the release below is an admin's.
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("child said %q: %v", line, err)
+	}
+	st := w.status()
+	if len(st.Leases) != 1 {
+		t.Fatalf("leases %+v", st.Leases)
+	}
+	w.mustRun("release", st.Leases[0].LeaseID)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		c.Process.Kill()
+		t.Fatal("the command kept running after its lease ended")
+	}
+	if code := c.ProcessState.ExitCode(); code != 5 {
+		t.Fatalf("exit %d, want the child's 5; stderr %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "was lost") {
+		t.Errorf("stderr does not say the lease was lost: %s", stderr.String())
+	}
+}
