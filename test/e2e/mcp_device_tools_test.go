@@ -57,6 +57,16 @@ func (a *mcpAgent) callRaw(name string, args map[string]any) *mcpsdk.CallToolRes
 // screenshot calls device_screenshot and decodes the PNG it returns.
 func (a *mcpAgent) screenshot(args map[string]any) (w, h int) {
 	a.t.Helper()
+	pic := a.screenshotBytes(args)
+	img, err := png.Decode(bytes.NewReader(pic))
+	if err != nil {
+		a.t.Fatalf("device_screenshot's image is no PNG (%d bytes): %v", len(pic), err)
+	}
+	return img.Bounds().Dx(), img.Bounds().Dy()
+}
+
+func (a *mcpAgent) screenshotBytes(args map[string]any) []byte {
+	a.t.Helper()
 	res := a.callRaw("device_screenshot", args)
 	if res.IsError || len(res.Content) == 0 {
 		a.t.Fatalf("device_screenshot: %+v", res.Content)
@@ -65,11 +75,7 @@ func (a *mcpAgent) screenshot(args map[string]any) (w, h int) {
 	if !ok || img.MIMEType != "image/png" {
 		a.t.Fatalf("device_screenshot returned %T first", res.Content[0])
 	}
-	pic, err := png.Decode(bytes.NewReader(img.Data))
-	if err != nil {
-		a.t.Fatalf("device_screenshot's image is no PNG (%d bytes): %v", len(img.Data), err)
-	}
-	return pic.Bounds().Dx(), pic.Bounds().Dy()
+	return img.Data
 }
 
 func errorCodeOf(t *testing.T, text string) string {
@@ -117,6 +123,13 @@ func TestMCPDeviceToolsDriveOnlyTheSessionsLease(t *testing.T) {
 	udid := granted.Lease.Device.UDID
 	if wd, ht := a.screenshot(map[string]any{}); wd != 390 || ht != 844 {
 		t.Fatalf("iOS screenshot %dx%d", wd, ht)
+	}
+	// It is the leased device's screen: the same picture the operator's
+	// own exec takes of that UDID.
+	shot := filepath.Join(t.TempDir(), "op.png")
+	w.mustRun("exec", mine, "--", "simctl", "io", udid, "screenshot", shot)
+	if op, err := os.ReadFile(shot); err != nil || !bytes.Equal(op, a.screenshotBytes(map[string]any{"leaseId": mine})) {
+		t.Fatalf("device_screenshot differs from simctl io %s screenshot (%v)", udid, err)
 	}
 	text, isErr = a.call("device_exec", map[string]any{"tool": "simctl", "args": []string{"list", "devices"}}, nil)
 	var out struct {

@@ -25,6 +25,10 @@ const (
 	ToolDeviceOpenURL    = "device_open_url"
 )
 
+const deviceInstructions = `
+With a lease held, drive its device with device_exec (simctl or adb), device_screenshot (a PNG image), device_install and
+device_open_url; they act only on this session's own lease.`
+
 // maxToolOutput bounds each stream device_exec returns to the agent: a
 // model's context is the scarce thing, not the daemon's memory.
 const maxToolOutput = 256 << 10

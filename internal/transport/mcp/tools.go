@@ -82,8 +82,12 @@ type tool struct {
 }
 
 func (s *session) server() *mcpsdk.Server {
+	instr := instructions
+	if s.o.DeviceTools {
+		instr += deviceInstructions
+	}
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version},
-		&mcpsdk.ServerOptions{Instructions: instructions, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}})
+		&mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}})
 	tools := s.tools()
 	if s.o.DeviceTools {
 		tools = append(tools, s.deviceTools()...)
