@@ -32,8 +32,9 @@ var runPlaceholders = map[string]string{
 func (a *app) runCmd() *cobra.Command {
 	var lf leaseFlags
 	cmd := &cobra.Command{
-		Use:   "run [LEASE FLAGS] -- CMD [ARGS...]",
-		Short: "Lease a device, run a command with it in its environment, release when it exits",
+		Use:                   "run [LEASE FLAGS] -- CMD [ARGS...]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Lease a device, run a command with it in its environment, release when it exits",
 		Long: `Lease a device (the flags are those of simlock lease), then run CMD with the device in
 its environment: SIMLOCK_LEASE_ID, SIMLOCK_DEVICE_ID, SIMLOCK_UDID and SIMLOCK_DEVICE_SET (iOS),
 ANDROID_SERIAL and ANDROID_ADB_SERVER_PORT (Android), and everything in the device's env.
