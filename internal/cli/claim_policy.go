@@ -44,6 +44,8 @@ func commandClaimPolicies() map[string]contract.ClaimPolicy {
 		"simlock mcp":            contract.ClaimAcquire,
 		"simlock nuke":           contract.ClaimRelease,
 		"simlock release":        contract.ClaimRelease,
+		"simlock run":            contract.ClaimAcquire,
+		"simlock selftest":       contract.ClaimNone,
 		"simlock simctl":         contract.ClaimRequireOwner,
 		"simlock adb":            contract.ClaimRequireOwner,
 		"simlock simsdk install": contract.ClaimNone,

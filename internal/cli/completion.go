@@ -21,13 +21,15 @@ const completionWait = 2 * time.Second
 // daemon, cleanup rules. A completion never starts a daemon; without one
 // it offers what it knows offline, or nothing.
 func (a *app) registerCompletions(root *cobra.Command) {
-	for _, path := range [][]string{{"lease"}, {"catalog"}, {"device", "status"}, {"device", "release"}} {
+	for _, path := range [][]string{{"lease"}, {"run"}, {"selftest"}, {"catalog"}, {"device", "status"}, {"device", "release"}} {
 		if c, _, err := root.Find(path); err == nil && c.Flags().Lookup("platform") != nil {
 			_ = c.RegisterFlagCompletionFunc("platform", completePlatforms)
 		}
 	}
-	if c, _, err := root.Find([]string{"lease"}); err == nil {
-		_ = c.RegisterFlagCompletionFunc("model", a.completeModels)
+	for _, path := range [][]string{{"lease"}, {"run"}} {
+		if c, _, err := root.Find(path); err == nil {
+			_ = c.RegisterFlagCompletionFunc("model", a.completeModels)
+		}
 	}
 	if c, _, err := root.Find([]string{"cleanup"}); err == nil {
 		_ = c.RegisterFlagCompletionFunc("rule", completeCleanupRules)

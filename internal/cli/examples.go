@@ -44,6 +44,11 @@ func commandExamples() map[string]string {
   simlock events -f --json`,
 		"simlock exec": `  simlock exec lse_0123abcd -- simctl openurl booted https://example.com
   simlock exec lse_0123abcd --stdin app.apk -- adb install -r -`,
+		"simlock run": `  simlock run --platform ios --model "iPhone 16" -- xcodebuild test -scheme App -destination id={udid}
+  simlock run --platform android -- ./gradlew connectedCheck   # ANDROID_SERIAL is set
+  simlock run --platform ios -- sh -c 'simlock exec $SIMLOCK_LEASE_ID -- simctl io $SIMLOCK_UDID screenshot shot.png'`,
+		"simlock selftest": `  simlock selftest                      # every platform whose tools are on PATH
+  simlock selftest --platform android --json`,
 		"simlock lease": `  simlock lease --platform ios --model "iPhone 16"   # held until Ctrl-C
   simlock lease --platform android --detach --ttl 30m
   LEASE=$(simlock lease --detach | jq -r .leaseId)`,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/simlock/simlock/client"
@@ -27,9 +28,76 @@ type leaseLine struct {
 	Role contract.Role `json:"role"`
 }
 
+// leaseFlags are the lease request's command-line flags, one set shared by
+// every command that takes a lease (lease, run), so they cannot drift apart.
+type leaseFlags struct {
+	in           contract.LeaseRequestIn
+	ttl, timeout time.Duration
+}
+
+func (lf *leaseFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&lf.in.Platform, "platform", "ios", "ios or android")
+	f.StringVar(&lf.in.Model, "model", "", "device model, e.g. \"iPhone 16\" (default: the platform's default)")
+	f.StringVar(&lf.in.OSVersion, "os", "", "OS version, e.g. 18.0 (default: newest installed that runs the model)")
+	f.DurationVar(&lf.ttl, "ttl", 0, "lease TTL (default lease.defaultTtlMs)")
+	f.DurationVar(&lf.timeout, "timeout", 0, "give up waiting in the queue after this long (default: wait)")
+	f.BoolVar(&lf.in.NoWait, "no-wait", false, "fail with NO_CAPACITY instead of queueing")
+	f.StringVar(&lf.in.RequesterID, "requester", "", "requester id (default: this process's principal)")
+	f.BoolVar(&lf.in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
+	f.StringVar(&lf.in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see `simlock device status`)")
+	f.StringVar(&lf.in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
+}
+
+// request checks the flags and returns the lease request they describe.
+func (lf *leaseFlags) request() (contract.LeaseRequestIn, error) {
+	in := lf.in
+	in.TTLMs = lf.ttl.Milliseconds()
+	in.TimeoutMs = lf.timeout.Milliseconds()
+	if in.IdempotencyKey != "" && in.RequesterID == "" {
+		// The key is scoped to its requester, and this process's
+		// default requester is new with every run.
+		return in, contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
+			WithNext("pass the same --requester with every repeat of the request")
+	}
+	if err := checkPlatform(in.Platform, false); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+// acquire connects and requests the lease the flags describe, showing
+// progress on stderr. A request interrupted while queued is withdrawn.
+// On success the caller owns c.
+func (a *app) acquire(ctx context.Context, lf *leaseFlags) (*client.Client, contract.Lease, *progressLine, error) {
+	in, err := lf.request()
+	if err != nil {
+		return nil, contract.Lease{}, nil, err
+	}
+	if err := a.checkModel(ctx, in.Platform, in.Model); err != nil {
+		return nil, contract.Lease{}, nil, err
+	}
+	c, err := a.connect(ctx, false)
+	if err != nil {
+		return nil, contract.Lease{}, nil, err
+	}
+	pl := a.newProgressLine()
+	l, err := c.LeaseRequest(ctx, in, pl.update)
+	pl.stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted while queued: withdraw the request.
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, _ = client.Do(cctx, c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: in.RequesterID})
+		}
+		c.Close()
+		return nil, contract.Lease{}, nil, err
+	}
+	return c, l, pl, nil
+}
+
 func (a *app) leaseCmd() *cobra.Command {
-	var in contract.LeaseRequestIn
-	var ttl, timeout time.Duration
+	var lf leaseFlags
 	var detach bool
 	cmd := &cobra.Command{
 		Use:   "lease",
@@ -40,39 +108,13 @@ its parent process dies. With --detach it prints the lease and exits, leaving th
 lease to expire unless something renews it (simlock lease renew ID).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in.TTLMs = ttl.Milliseconds()
-			in.TimeoutMs = timeout.Milliseconds()
-			if in.IdempotencyKey != "" && in.RequesterID == "" {
-				// The key is scoped to its requester, and this process's
-				// default requester is new with every run.
-				return contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
-					WithNext("pass the same --requester with every repeat of the request")
-			}
-			if err := checkPlatform(in.Platform, false); err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			if err := a.checkModel(ctx, in.Platform, in.Model); err != nil {
-				return err
-			}
-			c, err := a.connect(ctx, false)
+			c, l, pl, err := a.acquire(ctx, &lf)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			pl := a.newProgressLine()
-			l, err := c.LeaseRequest(ctx, in, pl.update)
-			pl.stop()
-			if err != nil {
-				if ctx.Err() != nil {
-					// Interrupted while queued: withdraw the request.
-					cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					_, _ = client.Do(cctx, c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: in.RequesterID})
-				}
-				return err
-			}
 			line := leaseLine{Lease: l, Role: c.Hello().Role}
 			if err := a.printJSON(line); err != nil {
 				return err
@@ -90,18 +132,8 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 			return err
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&in.Platform, "platform", "ios", "ios or android")
-	f.StringVar(&in.Model, "model", "", "device model, e.g. \"iPhone 16\" (default: the platform's default)")
-	f.StringVar(&in.OSVersion, "os", "", "OS version, e.g. 18.0 (default: newest installed that runs the model)")
-	f.DurationVar(&ttl, "ttl", 0, "lease TTL (default lease.defaultTtlMs)")
-	f.DurationVar(&timeout, "timeout", 0, "give up waiting in the queue after this long (default: wait)")
-	f.BoolVar(&in.NoWait, "no-wait", false, "fail with NO_CAPACITY instead of queueing")
-	f.BoolVar(&detach, "detach", false, "print the lease and exit without holding it")
-	f.StringVar(&in.RequesterID, "requester", "", "requester id (default: this process's principal)")
-	f.BoolVar(&in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
-	f.StringVar(&in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see `simlock device status`)")
-	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
+	lf.register(cmd.Flags())
+	cmd.Flags().BoolVar(&detach, "detach", false, "print the lease and exit without holding it")
 	a.addJSON(cmd) // the grant is always JSON; --json makes errors JSON too
 	cmd.AddCommand(a.leaseRenewCmd(), a.leaseCancelCmd(), a.leaseListCmd(), a.leaseGetCmd())
 	return cmd

@@ -14,7 +14,7 @@ import (
 )
 
 func (a *app) mcpCmd() *cobra.Command {
-	var admin bool
+	var admin, deviceTools bool
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve MCP over stdio for an AI agent",
@@ -22,7 +22,9 @@ func (a *app) mcpCmd() *cobra.Command {
 list_devices, lease_simulator, lease_status and release_simulator. Register it in an MCP client
 as the command "simlock mcp". The session renews its lease at a third of its TTL and releases it
 when stdin closes, on SIGINT/SIGTERM, or when its parent process dies. A tool call starts the
-daemon when none is running; logs go to stderr. See docs/mcp.md.
+daemon when none is running; logs go to stderr. With --device-tools the agent can also drive
+its leased device: device_exec, device_screenshot, device_install, device_open_url, each
+confined to the session's own lease. See docs/mcp.md.
 
 The session is an agent: it sees and releases only its own leases. --admin connects with the
 operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead.`,
@@ -38,6 +40,7 @@ operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead
 				ParentWatch: ports.PollParentWatch{},
 				Logger:      slog.New(slog.NewTextHandler(a.env.Stderr, nil)).With("component", "mcp"),
 				Version:     Version,
+				DeviceTools: deviceTools,
 			}
 			if admin {
 				o.Credential = func() string { return a.credential(true) }
@@ -46,6 +49,7 @@ operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead
 		},
 	}
 	cmd.Flags().BoolVar(&admin, "admin", false, "connect with the operator credential instead of as an agent")
+	cmd.Flags().BoolVar(&deviceTools, "device-tools", false, "also list device_exec, device_screenshot, device_install and device_open_url, confined to the session's lease")
 	return cmd
 }
 

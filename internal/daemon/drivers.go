@@ -1,18 +1,22 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
-	"github.com/simlock/simlock/internal/core/events"
-	"path/filepath"
-	"sync"
-
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/drivers/ios"
+	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -135,4 +139,68 @@ func (d *Daemon) diagnostic(platform string) func(core.Diagnostic) {
 			}
 		}
 	}
+}
+
+// StandaloneDrivers builds the drivers o's configuration enables, wired as
+// a daemon wires them, for a command that drives them without a daemon
+// (simlock selftest). Android ports are leased from the host registry as
+// o.Home, so they never collide with a running daemon's; done gives them
+// back and closes the registry.
+func StandaloneDrivers(ctx context.Context, o Options) (drivers []core.Driver, done func(), err error) {
+	if o.Clock == nil {
+		o.Clock = ports.SystemClock{}
+	}
+	if o.Runner == nil {
+		o.Runner = ports.ExecRunner{}
+	}
+	if o.Stats == nil {
+		o.Stats = ports.HostStats{}
+	}
+	if o.FS == nil {
+		o.FS = ports.OSFilesystem{}
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir := o.HostDir
+	if dir == "" {
+		dir = config.HostDir(o.Getenv)
+	}
+	host, err := hostreg.Open(ctx, dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the host registry in %s (SIMLOCK_HOST_DIR): %w", dir, err)
+	}
+	home, err := filepath.Abs(o.Home)
+	if err != nil {
+		host.Close()
+		return nil, nil, err
+	}
+	self, err := hostreg.Self(home)
+	if err != nil {
+		host.Close()
+		return nil, nil, fmt.Errorf("host registry: %w", err)
+	}
+	noDiag := func(string) func(core.Diagnostic) { return func(core.Diagnostic) {} }
+	drivers, err = buildDrivers(o, noDiag, &android.HostPorts{DB: host, Owner: self, Clock: o.Clock})
+	if err != nil {
+		host.Close()
+		return nil, nil, err
+	}
+	done = func() {
+		// Ports this home still leases (its adb server's) end with it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if st, err := host.Ports(rctx); err == nil {
+			for _, p := range st {
+				if p.Lease.Owner == self {
+					_ = host.ReleasePort(rctx, p.Lease.Port, self)
+				}
+			}
+		}
+		host.Close()
+	}
+	return drivers, done, nil
 }

@@ -137,3 +137,7 @@ func deviceInUse(c *hostreg.ConflictError) *contract.Error {
 	}
 	return ce
 }
+
+// ContractError is toContractError for code that drives drivers outside a
+// daemon (simlock selftest), so their errors carry the same codes.
+func ContractError(err error) *contract.Error { return toContractError(err) }

@@ -158,6 +158,8 @@ options:
 		err = s.simctlTerminate(ds, rest)
 	case "spawn":
 		return s.simctlSpawn(ctx, ds, rest)
+	case "io":
+		err = s.simctlIO(ds, rest)
 	default:
 		err = &toolError{
 			text: fmt.Sprintf("Unknown subcommand '%s' (not simulated by the simlock simulated SDK)\n", sub),

@@ -40,6 +40,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to the MCP client and in the daemon's logs.
 	Version string
+	// DeviceTools lists the tools that drive the leased device
+	// (device_exec, device_screenshot, device_install, device_open_url).
+	DeviceTools bool
 }
 
 func (o Options) withDefaults() Options {

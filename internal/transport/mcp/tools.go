@@ -82,9 +82,17 @@ type tool struct {
 }
 
 func (s *session) server() *mcpsdk.Server {
+	instr := instructions
+	if s.o.DeviceTools {
+		instr += deviceInstructions
+	}
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version},
-		&mcpsdk.ServerOptions{Instructions: instructions, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}})
-	for _, t := range s.tools() {
+		&mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}})
+	tools := s.tools()
+	if s.o.DeviceTools {
+		tools = append(tools, s.deviceTools()...)
+	}
+	for _, t := range tools {
 		srv.AddTool(t.decl, s.handler(t.run))
 	}
 	return srv
@@ -199,6 +207,9 @@ func (s *session) handler(run func(context.Context, *mcpsdk.CallToolRequest) (an
 		out, err := run(ctx, req)
 		if err != nil {
 			return errorResult(err), nil
+		}
+		if r, ok := out.(*mcpsdk.CallToolResult); ok {
+			return r, nil // shaped by the tool itself (an image)
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
