@@ -156,6 +156,9 @@
 //	snapshot-fail   Android only: `adb emu avd snapshot save|load` answers
 //	                KO, and an emulator told to boot from a snapshot
 //	                (-snapshot NAME, or the quickboot one) cold-boots instead
+//	role-unavailable Android only: `adb shell cmd role ...` fails with
+//	                "cmd: Can't find service: role" (exit 20), as on an image
+//	                whose role service cannot be reached
 //
 // Output of an injected failure carries "(simlock simulated fault NAME)".
 package simsdk
