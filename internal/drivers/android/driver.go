@@ -120,6 +120,9 @@ type Options struct {
 	// NewID returns the random part of a new AVD name; default 8 hex digits
 	// from crypto/rand.
 	NewID func() string
+	// NoAudio launches emulators with -no-audio (SIMLOCK_EMULATOR_AUDIO=false);
+	// otherwise the AVD's own audio settings apply.
+	NoAudio bool
 }
 
 // Driver is the Android implementation of core.Driver.
@@ -142,6 +145,7 @@ type Driver struct {
 	poll      time.Duration
 	grace     time.Duration
 	newID     func() string
+	noAudio   bool
 
 	// base outlives every call: supervised emulators run under it, and
 	// Close cancels it.
@@ -197,6 +201,7 @@ func New(opts Options) (*Driver, error) {
 		poll:      opts.PollInterval,
 		grace:     opts.ShutdownGrace,
 		newID:     opts.NewID,
+		noAudio:   opts.NoAudio,
 		procs:     map[string]*emulatorProc{},
 		held:      map[string]int{},
 		holds:     map[string][]net.Listener{},
