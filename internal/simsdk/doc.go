@@ -54,8 +54,9 @@
 //     ANDROID_ADB_SERVER_PORT honoured): version (says "simulated"),
 //     devices [-l], wait-for[-TRANSPORT]-STATE, get-state, get-serialno,
 //     start-server, kill-server, shell [CMD...] (a small sh: echo, cat, rm,
-//     mkdir, touch, ls, grep, getprop, setprop, pm, id, sleep, sh -c, with
-//     quoting, redirections, ; && || |), emu (kill, ping, avd name|status,
+//     mkdir, touch, ls, grep, getprop, setprop, pm, id, sleep, sh -c,
+//     settings, cmd role|activity, bmgr, dumpsys package, with quoting,
+//     redirections, ; && || |; cat of the boot id and /proc/meminfo), emu (kill, ping, avd name|status,
 //     avd snapshot list|save|load|delete NAME), install, uninstall, push,
 //     pull, root, unroot.
 //
