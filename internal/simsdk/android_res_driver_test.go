@@ -262,6 +262,20 @@ func TestAndroidResourcesAgainstTheSimulatedSDK(t *testing.T) {
 		t.Errorf("gm not back to its default state: %q", out)
 	}
 
+	// Dream activation is its own group; reconcile finds and repairs drift.
+	dream, err := d.ApplyResources(ctx, dev, core.ResourceChange{Resources: map[string]contract.ResourceState{"screensavers": "disabled"}})
+	if err != nil || !dream.Success || get("secure", "screensaver_enabled") != "0" || get("secure", "screensaver_activate_on_dock") != "0" {
+		t.Errorf("screensavers: %v %+v", err, dream.Resources)
+	}
+	rec, err := d.ReconcileResources(ctx, dev, core.ResourceReconcile{Resources: map[string]contract.ResourceState{"screensavers": "enabled", "backup": "enabled"}})
+	if err != nil || rec.Success || !slices.Equal(rec.Drift.MissingRequested, []string{"screensavers"}) || get("secure", "screensaver_enabled") != "0" {
+		t.Errorf("report-only reconcile: %v %+v", err, rec.Drift)
+	}
+	rec, err = d.ReconcileResources(ctx, dev, core.ResourceReconcile{Resources: map[string]contract.ResourceState{"screensavers": "enabled"}, Repair: true})
+	if err != nil || !rec.Success || !rec.FinalDrift.Empty() || rec.Resources["screensavers"].State != contract.ResourceEnabled {
+		t.Errorf("repairing reconcile: %v %+v", err, rec)
+	}
+
 	// 4. Fail closed: with roles unreadable no package is disabled, while
 	// the settings in the same request are still applied.
 	run.setFaults("role-unavailable")

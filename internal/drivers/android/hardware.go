@@ -21,13 +21,15 @@ import (
 
 // gpuConfigModes maps the contract's GPU modes to the hw.gpu.mode values the
 // emulator understands.
-var gpuConfigModes = map[string]string{
-	"auto":        "auto",
-	"host":        "host",
-	"software":    "guest",
-	"swiftshader": "swiftshader_indirect",
-	"lavapipe":    "lavapipe",
-	"swangle":     "swangle",
+func gpuConfigModes() map[string]string {
+	return map[string]string{
+		"auto":        "auto",
+		"host":        "host",
+		"software":    "guest",
+		"swiftshader": "swiftshader_indirect",
+		"lavapipe":    "lavapipe",
+		"swangle":     "swangle",
+	}
 }
 
 // withHardware folds hw into spec: its data (hardware and fingerprint) and
@@ -85,7 +87,7 @@ func hardwareConfig(hw contract.AndroidHardware) map[string]string {
 	num("hw.lcd.width", hw.ScreenWidth)
 	num("hw.lcd.height", hw.ScreenHeight)
 	num("hw.lcd.density", hw.ScreenDensity)
-	if m, ok := gpuConfigModes[hw.GPUMode]; ok {
+	if m, ok := gpuConfigModes()[hw.GPUMode]; ok {
 		out["hw.gpu.enabled"] = "yes"
 		out["hw.gpu.mode"] = m
 	}

@@ -38,7 +38,9 @@ const (
 
 // readBackoff is the wait before each retry of an idempotent read; writes
 // are never retried (the re-read after them reconciles).
-var readBackoff = [...]time.Duration{100 * time.Millisecond, 400 * time.Millisecond}
+func readBackoff() []time.Duration {
+	return []time.Duration{100 * time.Millisecond, 400 * time.Millisecond}
+}
 
 // settingService is one setting and its value in each group state.
 type settingService struct {
@@ -75,9 +77,11 @@ func androidResourceCatalogue() map[string]resourceGroup {
 }
 
 // protectedRoles are the roles whose holders are never disabled.
-var protectedRoles = [...]string{"android.app.role.HOME", "android.app.role.DIALER", "android.app.role.SMS",
-	"android.app.role.BROWSER", "android.app.role.ASSISTANT", "android.app.role.EMERGENCY",
-	"android.app.role.CALL_SCREENING"}
+func protectedRoles() []string {
+	return []string{"android.app.role.HOME", "android.app.role.DIALER", "android.app.role.SMS",
+		"android.app.role.BROWSER", "android.app.role.ASSISTANT", "android.app.role.EMERGENCY",
+		"android.app.role.CALL_SCREENING"}
+}
 
 // resDevice is one resource call's view of the device: where it is and
 // which incarnation, boot and user the call sees.
@@ -92,15 +96,16 @@ type resDevice struct {
 // shellRead runs an idempotent shell read, bounded, retried at most twice.
 func (d *Driver) shellRead(ctx context.Context, serial string, args ...string) (string, error) {
 	var err error
+	backoff := readBackoff()
 	for attempt := 0; ; attempt++ {
 		var out string
 		if out, err = d.shellOnce(ctx, serial, args...); err == nil {
 			return out, nil
 		}
-		if attempt >= len(readBackoff) || ctx.Err() != nil {
+		if attempt >= len(backoff) || ctx.Err() != nil {
 			return "", err
 		}
-		if serr := d.sleep(ctx, readBackoff[attempt], nil); serr != nil {
+		if serr := d.sleep(ctx, backoff[attempt], nil); serr != nil {
 			return "", err
 		}
 	}
@@ -365,7 +370,7 @@ type protection struct {
 func (d *Driver) readProtection(ctx context.Context, rd resDevice) protection {
 	p := protection{why: map[string]string{}}
 	user := strconv.Itoa(rd.user)
-	for _, role := range protectedRoles {
+	for _, role := range protectedRoles() {
 		out, err := d.shellRead(ctx, rd.serial, "cmd", "role", "get-role-holders", "--user", user, role)
 		if err != nil {
 			p.err = fmt.Errorf("role holders cannot be read (%w): package disablement fails closed", err)
