@@ -222,14 +222,19 @@ type RestoreReceipt struct {
 	Serial string `json:"serial"`
 	BootID string `json:"bootId"`
 	User   int    `json:"user"`
+	// Incarnation names the device incarnation the receipt was issued in:
+	// a snapshot restore brings the guest's old boot id back, so the boot
+	// id alone cannot tell a restored device from the one that issued it.
+	Incarnation string `json:"incarnation"`
 	// Entries are the prior native states, in the order to restore them.
 	Entries []RestoreEntry `json:"entries"`
 }
 
 // RestoreEntry is one prior native state: a setting's value (Absent when
-// it had none) or a package's enabled state.
+// it had none), a package's enabled state (Value: default, enabled,
+// disabled or disabled-user) or the Backup Manager switch (Enabled).
 type RestoreEntry struct {
-	Kind string `json:"kind"` // "setting" or "package"
+	Kind string `json:"kind"` // "setting", "package" or "backup"
 	// Namespace is the settings namespace (global, system, secure).
 	Namespace string `json:"namespace,omitempty"`
 	Key       string `json:"key"`

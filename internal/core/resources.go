@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 
 	"github.com/simlock/simlock/contract"
 )
@@ -39,3 +40,7 @@ type ResourceReconcile struct {
 	Repair             bool
 	ReleaseOwnedExtras bool
 }
+
+// ErrReceiptMismatch: a restore receipt was presented to a device other
+// than the serial, boot, user and incarnation it was issued on.
+var ErrReceiptMismatch = errors.New("restore receipt does not match this device")

@@ -48,7 +48,8 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 		}
 		drv, err := android.New(android.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
 			Logger: ports.Module(o.Logger, "driver.android"), OnDiagnostic: diag("android"), DiskGuard: guard,
-			Ports: androidPorts, AcceptLicenses: o.Config.Downloads.AcceptLicenses})
+			Ports: androidPorts, AcceptLicenses: o.Config.Downloads.AcceptLicenses,
+			NoAudio: o.Getenv("SIMLOCK_EMULATOR_AUDIO") == "false"})
 		if err != nil {
 			return nil, fmt.Errorf("android driver: %w", err)
 		}

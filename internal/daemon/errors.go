@@ -84,6 +84,7 @@ func toContractError(err error) *contract.Error {
 		{store.ErrTokenNameTaken, contract.CodeBadRequest},
 		{core.ErrPassthroughRefused, contract.CodePassthroughRefused},
 		{core.ErrUnknownTool, contract.CodeUnknownPassthroughTool},
+		{core.ErrReceiptMismatch, contract.CodeReceiptMismatch},
 		{context.Canceled, contract.CodeConnectionLost},
 	}
 	for _, s := range simple {

@@ -114,7 +114,7 @@ func (s *sdk) consoleSnapshot(ctx context.Context, r *emuRun, op string, args []
 			if cur == nil {
 				return errEmulatorGone
 			}
-			return saveSnapshot(r.AVDDir, cur.DataDir, name, cur.bootLeftAt(s.now()), s.now())
+			return saveSnapshot(r.AVDDir, cur.DataDir, name, cur.bootLeftAt(s.now()), s.now(), cur.BootID)
 		})
 		if err != nil {
 			return consoleKO(fmt.Sprintf("Failed to save snapshot '%s': %v", name, err)), nil
@@ -156,6 +156,7 @@ func (s *sdk) consoleLoad(ctx context.Context, r *emuRun, name string) (string, 
 			online := until
 			cur.OnlineAt = &online
 			cur.BootedAt = nil
+			cur.BootID = snapshotBootID(meta)
 			if meta.BootLeft >= 0 {
 				booted := until.Add(meta.BootLeft)
 				cur.BootedAt = &booted

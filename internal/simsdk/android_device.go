@@ -55,6 +55,12 @@ type emuRun struct {
 	RestoringUntil *time.Time `json:"restoringUntil,omitempty"`
 	// SaveOnExit is the snapshot an orderly exit saves ("" for none).
 	SaveOnExit string `json:"saveOnExit,omitempty"`
+	// BootID is the guest kernel's boot id: new on every cold boot, and
+	// the snapshot's own after a snapshot load (the guest's memory,
+	// kernel included, comes back with it).
+	BootID string `json:"bootId,omitempty"`
+	// RAMMB is the guest RAM (-memory, else the AVD's hw.ramSize).
+	RAMMB int `json:"ramMb,omitempty"`
 }
 
 func (r *emuRun) serial() string { return emulatorSerial(r.ConsolePort) }
@@ -174,6 +180,8 @@ type snapshotMeta struct {
 	// was taken (0: taken booted; -1: taken during a boot that hung).
 	BootLeft time.Duration `json:"bootLeft"`
 	Size     int64         `json:"size"`
+	// BootID is the guest's boot id when the snapshot was taken.
+	BootID string `json:"bootId,omitempty"`
 }
 
 func validSnapshotName(name string) bool {
@@ -186,7 +194,7 @@ func snapshotDir(avdDir, name string) string {
 
 // saveSnapshot copies the data partition into the named snapshot; the
 // caller holds the AVD's data lock.
-func saveSnapshot(avdDir, dataDir, name string, bootLeft time.Duration, now time.Time) error {
+func saveSnapshot(avdDir, dataDir, name string, bootLeft time.Duration, now time.Time, bootID string) error {
 	final := snapshotDir(avdDir, name)
 	tmp := final + ".saving"
 	_ = os.RemoveAll(tmp)
@@ -194,7 +202,7 @@ func saveSnapshot(avdDir, dataDir, name string, bootLeft time.Duration, now time
 		_ = os.RemoveAll(tmp)
 		return err
 	}
-	meta := snapshotMeta{Name: name, CreatedAt: now.UTC(), BootLeft: bootLeft, Size: dirSize(dataDir)}
+	meta := snapshotMeta{Name: name, CreatedAt: now.UTC(), BootLeft: bootLeft, Size: dirSize(dataDir), BootID: bootID}
 	if err := writeJSONAtomic(filepath.Join(tmp, "snapshot.json"), meta); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err

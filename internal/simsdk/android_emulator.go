@@ -31,8 +31,8 @@ import (
 // Like the real one, a launched emulator runs in the foreground until it is
 // told to stop (`adb emu kill`, SIGTERM, SIGINT); this process is the
 // device, so when it has exited the device is gone. Options that only tune
-// the virtual hardware (-gpu, -memory, -netspeed, ...) are accepted and
-// have no effect.
+// the virtual hardware (-netspeed, -camera-back, ...) are accepted and
+// have no effect; -memory and -gpu are honoured (android_reshw.go).
 
 // emulatorOpts are the parsed options.
 type emulatorOpts struct {
@@ -41,6 +41,8 @@ type emulatorOpts struct {
 	snapshot string
 	props    map[string]string
 	flags    map[string]bool
+	memory   string // -memory MB
+	gpu      string // -gpu MODE
 	// action is a query instead of a launch: list-avds, version, help,
 	// accel-check.
 	action string
@@ -111,6 +113,10 @@ func parseEmulatorArgs(args []string) (emulatorOpts, error) {
 				o.port, _, _ = strings.Cut(v, ",") // "<console>,<adb>"
 			case "snapshot":
 				o.snapshot = v
+			case "memory":
+				o.memory = v
+			case "gpu":
+				o.gpu = v
 			case "prop":
 				k, val, _ := strings.Cut(v, "=")
 				o.props[k] = val
@@ -248,6 +254,9 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 		s.emuLog("ERROR", "%s", a.Err)
 		return 1
 	}
+	if code, refused := s.checkHardware(a, o); refused {
+		return code
+	}
 	img, _ := findPackage(a.imagePackage())
 	if ok, _ := s.packageInstalled(img.Path); !ok || img.Path == "" {
 		fmt.Fprintf(s.stdout, "PANIC: Broken AVD system path. Check your ANDROID_SDK_ROOT value [%s]!\n", s.sdkRootPath())
@@ -361,7 +370,7 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	if exit.orderly {
 		if cur, err := readRun(dir); err == nil && cur.SaveOnExit != "" && !cur.ReadOnly {
 			if err := s.withDataLock(a.Dir, func() error {
-				return saveSnapshot(a.Dir, cur.DataDir, cur.SaveOnExit, cur.bootLeftAt(s.now()), s.now())
+				return saveSnapshot(a.Dir, cur.DataDir, cur.SaveOnExit, cur.bootLeftAt(s.now()), s.now(), cur.BootID)
 			}); err != nil {
 				s.emuLog("WARNING", "Saving snapshot '%s' failed: %v", cur.SaveOnExit, err)
 			} else {
@@ -408,6 +417,8 @@ func (s *sdk) prepareRun(a avd, img sdkPackage, o emulatorOpts, port, adbPort in
 		API: img.API, Tag: img.Tag, ABI: img.ABI, Props: o.props,
 	}
 	run.Density, _ = strconv.Atoi(a.Config["hw.lcd.density"])
+	run.RAMMB = guestRAM(a, o)
+	run.BootID = newBootID()
 	if len(run.Props) == 0 {
 		run.Props = nil
 	}
@@ -480,6 +491,7 @@ func (s *sdk) prepareRun(a avd, img sdkPackage, o emulatorOpts, port, adbPort in
 		}
 		s.emuLog("INFO", "Loading snapshot '%s'", load)
 		restored, bootLeft = true, meta.BootLeft
+		run.BootID = snapshotBootID(meta)
 		return nil
 	})
 	if err != nil {

@@ -32,7 +32,10 @@ import (
 //	touch FILE...     ls [-a] [PATH]  grep [-iv] PATTERN  true  false  exit [N]
 //	getprop [KEY]     setprop KEY VALUE   id  whoami  sleep SECONDS  sh -c CMD
 //	yes [STRING...]   head [-n N] [-c N] [-N] [FILE...]
-//	pm list packages [-3|-s] [FILTER]   pm path PKG   pm uninstall PKG   pm clear PKG
+//	pm list packages [-3|-s|-d|-e|-u] [--user N] [FILTER]   pm path PKG   pm uninstall PKG   pm clear PKG
+//	pm disable-user|enable|default-state [--user N] PKG
+//	settings  cmd role|activity  bmgr  dumpsys package PKG  (android_settings.go)
+//	cat /proc/sys/kernel/random/boot_id, /proc/meminfo
 //	input ...         (accepted, no effect)
 //
 // Error texts are those of Android's toybox and mksh ("cat: F: No such file
@@ -450,6 +453,8 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Re
 		return 2
 	case "pm":
 		return sh.pm(rest, stdout, stderr)
+	case "bmgr":
+		return sh.bmgr(rest, stdout, stderr)
 	case "settings":
 		return sh.settings(rest, stdout, stderr)
 	case "cmd":
@@ -480,6 +485,10 @@ func (sh *devShell) cat(files []string, stdout, stderr io.Writer, stdin io.Reade
 	}
 	status := 0
 	for _, f := range files {
+		if text, ok := sh.procFile(f); ok {
+			_, _ = io.WriteString(stdout, text)
+			continue
+		}
 		host, _ := devicePath(sh.run, f)
 		b, err := os.ReadFile(host)
 		if host == "" || err != nil {
@@ -704,11 +713,25 @@ func (sh *devShell) setprop(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// systemPackages are the packages every simulated image carries.
+// systemPackages are the packages every simulated image carries: the
+// core ones, and the optional apps of the image's flavour (AOSP or Google
+// APIs) that resource tuning may disable.
 func systemPackages(tag string) []string {
-	pkgs := []string{"android", "com.android.phone", "com.android.settings", "com.android.shell", "com.android.systemui"}
+	pkgs := []string{"android", "com.android.phone", "com.android.settings", "com.android.shell", "com.android.systemui",
+		"com.android.providers.contacts", "com.android.providers.calendar", "com.android.providers.media",
+		"com.android.documentsui", "com.android.printspooler", "com.android.bips"}
 	if strings.HasPrefix(tag, "google_apis") {
-		pkgs = append(pkgs, "com.google.android.gms", "com.google.android.gsf")
+		pkgs = append(pkgs, "com.google.android.gms", "com.google.android.gsf",
+			"com.google.android.apps.nexuslauncher", "com.google.android.inputmethod.latin",
+			"com.google.android.dialer", "com.google.android.apps.messaging", "com.android.chrome",
+			"com.google.android.gm", "com.google.android.calendar", "com.google.android.contacts",
+			"com.google.android.apps.maps", "com.google.android.youtube", "com.google.android.apps.youtube.music",
+			"com.google.android.apps.photos", "com.google.android.printservice.recommendation",
+			"com.google.android.marvin.talkback", "com.google.android.tts")
+	} else {
+		pkgs = append(pkgs, "com.android.launcher3", "com.android.inputmethod.latin", "com.android.dialer",
+			"com.android.messaging", "org.chromium.webview_shell", "com.android.email", "com.android.calendar",
+			"com.android.contacts", "com.android.music", "com.android.gallery3d")
 	}
 	if strings.HasPrefix(tag, "google_apis_playstore") {
 		pkgs = append(pkgs, "com.android.vending")
@@ -730,12 +753,33 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		third, sys, filter := false, false, ""
-		for _, a := range args[2:] {
+		onlyDisabled, onlyEnabled, user := false, false, "0"
+		for i := 2; i < len(args); i++ {
+			a := args[i]
 			switch {
 			case a == "-3":
 				third = true
 			case a == "-s":
 				sys = true
+			case a == "-d":
+				onlyDisabled = true
+			case a == "-e":
+				onlyEnabled = true
+			case a == "-u":
+				// Uninstalled packages too: none are kept after uninstall here.
+			case a == "--user":
+				if i+1 >= len(args) {
+					fmt.Fprintln(stderr, "Error: no USER_ID specified")
+					return 1
+				}
+				i++
+				if user = args[i]; user == "current" {
+					user = "0"
+				}
+				if user != "0" {
+					fmt.Fprintf(stderr, "Error: user %s does not exist\n", user)
+					return 1
+				}
 			case !strings.HasPrefix(a, "-"):
 				filter = a
 			}
@@ -748,12 +792,20 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 			names = append(names, apps...)
 		}
 		sort.Strings(names)
+		st := readDevState(sh.run)
 		for _, n := range names {
+			state := st.packageState(user, n)
+			disabled := state == "disabled" || state == "disabled-user"
+			if (onlyDisabled && !disabled) || (onlyEnabled && disabled) {
+				continue
+			}
 			if strings.Contains(n, filter) {
 				fmt.Fprintln(stdout, "package:"+n)
 			}
 		}
 		return 0
+	case "disable-user", "enable", "default-state":
+		return sh.setPackageState(args[0], args[1:], append(append([]string(nil), system...), apps...), stdout, stderr)
 	case "path":
 		if len(args) == 2 && slices.Contains(apps, args[1]) {
 			fmt.Fprintf(stdout, "package:/data/app/%s/base.apk\n", args[1])

@@ -58,8 +58,9 @@
 //     ANDROID_ADB_SERVER_PORT honoured): version (says "simulated"),
 //     devices [-l], wait-for[-TRANSPORT]-STATE, get-state, get-serialno,
 //     start-server, kill-server, shell [CMD...] (a small sh: echo, cat, rm,
-//     mkdir, touch, ls, grep, getprop, setprop, pm, id, sleep, sh -c, with
-//     quoting, redirections, ; && || |), emu (kill, ping, avd name|status,
+//     mkdir, touch, ls, grep, getprop, setprop, pm, id, sleep, sh -c,
+//     settings, cmd role|activity, bmgr, dumpsys package, with quoting,
+//     redirections, ; && || |; cat of the boot id and /proc/meminfo), emu (kill, ping, avd name|status,
 //     avd snapshot list|save|load|delete NAME), install, uninstall, push,
 //     pull, root, unroot.
 //
@@ -163,6 +164,9 @@
 //	snapshot-fail   Android only: `adb emu avd snapshot save|load` answers
 //	                KO, and an emulator told to boot from a snapshot
 //	                (-snapshot NAME, or the quickboot one) cold-boots instead
+//	role-unavailable Android only: `adb shell cmd role ...` fails with
+//	                "cmd: Can't find service: role" (exit 20), as on an image
+//	                whose role service cannot be reached
 //
 // Output of an injected failure carries "(simlock simulated fault NAME)".
 package simsdk

@@ -18,19 +18,23 @@ const (
 	faultInstallNoop  = "install-noop"
 	faultShutdownHang = "shutdown-hang"
 	faultSnapshotFail = "snapshot-fail"
+	// faultRoleUnavailable makes `cmd role` fail as on an image without
+	// the role service.
+	faultRoleUnavailable = "role-unavailable"
 )
 
 // faultTakesValue lists every known fault and whether it needs "=value".
 var faultTakesValue = map[string]bool{
-	faultBootFail:     false,
-	faultBootHang:     false,
-	faultCrashAfter:   true,
-	faultEraseFail:    false,
-	faultCreateFail:   false,
-	faultInstallFail:  false,
-	faultInstallNoop:  false,
-	faultShutdownHang: false,
-	faultSnapshotFail: false,
+	faultBootFail:        false,
+	faultBootHang:        false,
+	faultCrashAfter:      true,
+	faultEraseFail:       false,
+	faultCreateFail:      false,
+	faultInstallFail:     false,
+	faultInstallNoop:     false,
+	faultShutdownHang:    false,
+	faultSnapshotFail:    false,
+	faultRoleUnavailable: false,
 }
 
 // fault is one entry of SIMLOCK_SIMSDK_FAULTS: name[=value][@count].
@@ -85,7 +89,7 @@ func parseFaults(spec string) ([]fault, error) {
 
 func knownFaults() string {
 	return strings.Join([]string{faultBootFail, faultBootHang, faultCrashAfter + "=MS",
-		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail}, ", ")
+		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail, faultRoleUnavailable}, ", ")
 }
 
 // fire reports whether the named fault fires now, consuming one use of a

@@ -124,6 +124,9 @@ type Options struct {
 	// NewID returns the random part of a new AVD name; default 8 hex digits
 	// from crypto/rand.
 	NewID func() string
+	// NoAudio launches emulators with -no-audio (SIMLOCK_EMULATOR_AUDIO=false);
+	// otherwise the AVD's own audio settings apply.
+	NoAudio bool
 }
 
 // Driver is the Android implementation of core.Driver.
@@ -148,6 +151,7 @@ type Driver struct {
 	poll           time.Duration
 	grace          time.Duration
 	newID          func() string
+	noAudio        bool
 
 	// base outlives every call: supervised emulators run under it, and
 	// Close cancels it.
@@ -196,6 +200,7 @@ func New(opts Options) (*Driver, error) {
 		diag:           opts.OnDiagnostic,
 		guard:          opts.DiskGuard,
 		acceptLicenses: opts.AcceptLicenses,
+		noAudio:        opts.NoAudio,
 		adbPort:        opts.ADBServerPort,
 		portBase:       opts.ConsolePortBase,
 		ports:          opts.Ports,

@@ -85,6 +85,8 @@ func newHarness(t *testing.T, tweak ...func(*Options)) *harness {
 		},
 		GOARCH:       "amd64",
 		PollInterval: testPoll,
+		// The scripted launches below expect -no-audio.
+		NoAudio: true,
 		NewID: func() string {
 			ids++
 			return "t" + strings.Repeat("0", 3) + string(rune('0'+ids))

@@ -73,6 +73,13 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 		d.releaseConsole(ctx, name, port)
 		return core.Provisioned{}, fmt.Errorf("android driver: avdmanager reported success but %s.ini/%s.avd are not in %s (is ANDROID_AVD_HOME honoured?)", name, name, d.root)
 	}
+	if hw := specHardware(spec); hw != nil {
+		if err := d.writeHardware(name, *hw); err != nil {
+			d.deleteAVD(ctx, name)
+			d.releaseConsole(ctx, name, port)
+			return core.Provisioned{}, err
+		}
+	}
 	if err := d.saveState(name, avdState{ConsolePort: port, Pristine: true}); err != nil {
 		d.deleteAVD(ctx, name)
 		d.releaseConsole(ctx, name, port)
@@ -271,8 +278,11 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 // boot launches the emulator in mode, waits for readiness and, for a
 // pristine disk, captures the baseline.
 func (d *Driver) boot(ctx context.Context, dev core.DeviceRef, name string, port int, mode bootMode) error {
+	// A boot, from a snapshot or not, is a new incarnation.
+	inc := "inc-" + randomID() + randomID()
 	if err := d.updateState(name, func(s *avdState) {
 		s.Running = true
+		s.Incarnation = inc
 		if mode == bootWipe {
 			s.Pristine = true
 			s.Baseline = nil
@@ -336,7 +346,10 @@ func (d *Driver) captureBaseline(ctx context.Context, dev core.DeviceRef, name, 
 		return giveUp("save snapshot: " + err.Error())
 	}
 	// Restore it once now, so a snapshot that cannot load is found before
-	// any lease depends on it.
+	// any lease depends on it. The load rewinds the guest: a new incarnation.
+	if _, err := d.newIncarnation(name); err != nil {
+		return err
+	}
 	if err := d.console(ctx, serial, "avd", "snapshot", "load", baselineSnapshot); err != nil {
 		return giveUp("restore new snapshot: " + err.Error())
 	}
@@ -559,6 +572,11 @@ func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
 	if ok {
 		if !running {
 			return d.boot(ctx, dev, name, port, bootBaseline)
+		}
+		// The restore rewinds the guest, boot id included: receipts and
+		// anything else keyed by the current incarnation end before it.
+		if _, err := d.newIncarnation(name); err != nil {
+			return err
 		}
 		err := d.console(ctx, serial, "avd", "snapshot", "load", baselineSnapshot)
 		if err == nil {

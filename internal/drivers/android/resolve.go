@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/listcache"
 )
@@ -23,6 +24,10 @@ type specData struct {
 	APILevel int    `json:"apiLevel"`
 	Tag      string `json:"tag"`
 	ABI      string `json:"abi"`
+	// Hardware is the request's emulator hardware (hardware.go) and its
+	// fingerprint, which tells specs for different hardware apart.
+	Hardware            *contract.AndroidHardware `json:"hardware,omitempty"`
+	HardwareFingerprint string                    `json:"hardwareFingerprint,omitempty"`
 }
 
 // ResolveSpec implements core.Driver. The model is an avdmanager device
@@ -32,6 +37,12 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 	if req.Platform != "" && req.Platform != Platform {
 		return core.Spec{}, core.NewSpecError(core.ErrUnsupportedPlatform,
 			fmt.Sprintf("the android driver cannot serve platform %q", req.Platform), "platform", req.Platform)
+	}
+	if req.Hardware != nil {
+		// Refused before any listing: a bad request costs no tool run.
+		if err := req.Hardware.Validate(); err != nil {
+			return core.Spec{}, err
+		}
 	}
 	arrived := d.installed.Now()
 	profiles, cached, err := d.cachedProfiles(ctx)
@@ -73,7 +84,7 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 		img, ok = pickImage(list.images, prof, api, d.abi)
 	}
 	if ok {
-		return d.specFor(prof, img), nil
+		return withHardware(d.specFor(prof, img), req.Hardware)
 	}
 
 	want := wantedPackage(prof, api, d.abi)
@@ -88,7 +99,7 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 	if err != nil {
 		return core.Spec{}, err
 	}
-	return d.specFor(prof, img), nil
+	return withHardware(d.specFor(prof, img), req.Hardware)
 }
 
 func (d *Driver) specFor(prof deviceProfile, img systemImage) core.Spec {

@@ -90,6 +90,9 @@ type avdState struct {
 	// or the daemon dying with it).
 	Running  bool           `json:"running"`
 	Baseline *baselineState `json:"baseline,omitempty"`
+	// Incarnation names the device's current incarnation: a new one
+	// starts before every boot and every snapshot load (resources.go).
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 type baselineState struct {

@@ -122,8 +122,13 @@ func (d *Driver) proc(name string) *emulatorProc {
 // derives from the driver's, not the caller's: the emulator outlives the
 // call that started it and ends on Shutdown, Destroy or Close.
 func (d *Driver) launch(name string, port int, mode bootMode) (*emulatorProc, error) {
-	args := []string{"-avd", name, "-port", strconv.Itoa(port),
-		"-no-window", "-no-audio", "-no-boot-anim", "-no-snapshot-save"}
+	args := []string{"-avd", name, "-port", strconv.Itoa(port), "-no-window"}
+	if d.noAudio {
+		// Headless is about the window only: audio follows the AVD
+		// (hw.audioInput/hw.audioOutput) unless the operator turned it off.
+		args = append(args, "-no-audio")
+	}
+	args = append(args, "-no-boot-anim", "-no-snapshot-save")
 	switch mode {
 	case bootBaseline:
 		args = append(args, "-snapshot", baselineSnapshot)
