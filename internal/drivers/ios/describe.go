@@ -39,6 +39,6 @@ func (d *Driver) Describe(ctx context.Context, udid string) (core.Described, err
 	}
 	return core.Described{Spec: spec, Run: runState(dev.State), Provisioned: core.Provisioned{
 		Handle: udid, Name: dev.Name, Simulated: d.isSimulated(ctx),
-		Attrs: map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.root},
+		Attrs: mergeAttrs(map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.root}, factsFor(l, dev.DeviceTypeIdentifier)),
 	}}, nil
 }
