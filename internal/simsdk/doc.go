@@ -156,6 +156,10 @@
 //	snapshot-fail   Android only: `adb emu avd snapshot save|load` answers
 //	                KO, and an emulator told to boot from a snapshot
 //	                (-snapshot NAME, or the quickboot one) cold-boots instead
+//	slow-probe=MS   iOS and Android: the inventory probes (`simctl list
+//	                devices`, `adb devices`, `emulator -list-avds`) answer
+//	                MS milliseconds (not scaled) late, for the inventory
+//	                budgets (docs/adr/0039)
 //
 // Output of an injected failure carries "(simlock simulated fault NAME)".
 package simsdk

@@ -67,7 +67,8 @@ func iniFacts(ini iniFile, basedOn string) map[string]string {
 // imageTarget is the API directory of a system image path
 // ("system-images/android-35/google_apis/x86_64/" → "android-35").
 func imageTarget(sysdir string) string {
-	parts := strings.Split(filepath.ToSlash(sysdir), "/")
+	// Android Studio on Windows writes the path with backslashes.
+	parts := strings.Split(strings.ReplaceAll(sysdir, `\`, "/"), "/")
 	for i, p := range parts {
 		if p == "system-images" && i+1 < len(parts) {
 			return parts[i+1]

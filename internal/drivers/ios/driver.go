@@ -223,7 +223,7 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	return core.Provisioned{
 		Handle:    udid,
 		Name:      name,
-		Attrs:     mergeAttrs(map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.root}, d.provisionFacts(ctx, spec.ModelID)),
+		Attrs:     mergeAttrs(map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.root}, d.provisionFacts(spec.ModelID)),
 		Simulated: d.isSimulated(ctx),
 	}, nil
 }

@@ -1,7 +1,6 @@
 package ios
 
 import (
-	"context"
 	"strings"
 
 	"github.com/simlock/simlock/internal/core"
@@ -53,14 +52,14 @@ func factsFor(l *List, typeID string) map[string]string {
 	return nil
 }
 
-// provisionFacts reads the facts of a new device from the cached listing
-// (the one the spec was resolved from, so normally no process starts). A
-// failed read leaves the facts unstated: a description with nulls beats a
-// failed provision.
-func (d *Driver) provisionFacts(ctx context.Context, typeID string) map[string]string {
-	l, _, err := d.listing.Get(ctx)
-	if err != nil {
-		d.log.Warn("device type facts unavailable", "deviceType", typeID, "err", err)
+// provisionFacts reads the facts of a new device from the last listing
+// kept (the one its spec was resolved from), starting no process: a device
+// type's identifier and family do not change as the listing ages. Without
+// one the facts stay unstated, which beats a slower provision.
+func (d *Driver) provisionFacts(typeID string) map[string]string {
+	l, ok := d.listing.Last()
+	if !ok {
+		d.log.Info("no listing kept; device type facts unstated", "deviceType", typeID)
 		return nil
 	}
 	return factsFor(l, typeID)

@@ -160,6 +160,18 @@ func (s *Shared[T]) Invalidate() {
 	}
 }
 
+// Peek returns the kept value when it is younger than TTL, starting
+// nothing: for views that show a live observation only when one is at hand.
+func (s *Shared[T]) Peek() (T, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.have && s.opts.Clock.Now().Sub(s.at) < s.opts.TTL {
+		return s.val, true
+	}
+	var zero T
+	return zero, false
+}
+
 // Reads reports how many reads have started.
 func (s *Shared[T]) Reads() int {
 	s.mu.Lock()
