@@ -20,18 +20,22 @@ type Shared[T any] struct {
 	opts SharedOptions[T]
 	base context.Context
 
-	mu     sync.Mutex
-	val    T
-	have   bool
-	at     time.Time // when the kept read started
-	gen    uint64    // bumped by Invalidate
+	mu   sync.Mutex
+	val  T
+	have bool
+	// at is when the kept read finished: a read slower than TTL (the case
+	// Shared exists for) must still serve the retry that follows it.
+	// Changes during the read are caught by Invalidate, not by age.
+	at     time.Time
+	gen    uint64 // bumped by Invalidate
 	flight *sharedFlight[T]
 	reads  int // reads started (tests count them)
 }
 
 // SharedOptions configures a Shared.
 type SharedOptions[T any] struct {
-	// TTL bounds how long a finished read serves later callers.
+	// TTL bounds how long a finished read serves later callers, counted
+	// from when it finished.
 	TTL time.Duration
 	// Cap bounds one background read, however long callers wait.
 	Cap   time.Duration
@@ -123,7 +127,6 @@ func (s *Shared[T]) startLocked() *sharedFlight[T] {
 	f := &sharedFlight[T]{gen: s.gen, done: make(chan struct{}), cancel: cancel}
 	s.flight = f
 	s.reads++
-	start := s.opts.Clock.Now()
 	capT := s.opts.Clock.AfterFunc(s.opts.Cap, cancel)
 	go func() {
 		v, err := s.opts.Read(ctx)
@@ -134,7 +137,7 @@ func (s *Shared[T]) startLocked() *sharedFlight[T] {
 		f.val, f.err = v, err
 		f.superseded = f.gen != s.gen
 		if err == nil && !f.superseded && (s.opts.Keep == nil || s.opts.Keep(v)) {
-			s.val, s.have, s.at = v, true, start
+			s.val, s.have, s.at = v, true, s.opts.Clock.Now()
 		}
 		if s.flight == f {
 			s.flight = nil
