@@ -265,7 +265,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// 4. Serve right away; everything but hello/status parks until ready.
 	sctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
-	d.inv = newInventory(sctx, d.cfg.Inventory, d.clock, d.engine)
+	d.inv = newInventory(sctx, d.cfg.Inventory, d.clock, d.engine.Driver)
 	observeBus(sctx, d.bus, d.inv.invalidate)
 	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
 	go func() {

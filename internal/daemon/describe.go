@@ -110,15 +110,16 @@ type inventory struct {
 	cfg   config.Inventory
 	clock ports.Clock
 	base  context.Context
-	eng   *core.Engine
+	// driver finds a platform's driver (the engine's, in the daemon).
+	driver func(platform string) (core.Driver, bool)
 
 	mu      sync.Mutex
 	devices map[string]*listcache.Shared[map[string]core.RunState]
 	catalog map[string]*listcache.Shared[core.Catalog]
 }
 
-func newInventory(base context.Context, cfg config.Inventory, clock ports.Clock, eng *core.Engine) *inventory {
-	return &inventory{cfg: cfg, clock: clock, base: base, eng: eng,
+func newInventory(base context.Context, cfg config.Inventory, clock ports.Clock, driver func(string) (core.Driver, bool)) *inventory {
+	return &inventory{cfg: cfg, clock: clock, base: base, driver: driver,
 		devices: map[string]*listcache.Shared[map[string]core.RunState]{}, catalog: map[string]*listcache.Shared[core.Catalog]{}}
 }
 
@@ -132,7 +133,7 @@ func (inv *inventory) deviceReads(platform string) *listcache.Shared[map[string]
 		s = listcache.NewShared(inv.base, listcache.SharedOptions[map[string]core.RunState]{
 			TTL: inventoryTTL, Cap: ms(inv.cfg.BackgroundCapMs), Clock: inv.clock,
 			Read: func(ctx context.Context) (map[string]core.RunState, error) {
-				drv, ok := inv.eng.Driver(platform)
+				drv, ok := inv.driver(platform)
 				if !ok {
 					return map[string]core.RunState{}, nil
 				}
@@ -159,7 +160,7 @@ func (inv *inventory) catalogReads(platform string) *listcache.Shared[core.Catal
 		s = listcache.NewShared(inv.base, listcache.SharedOptions[core.Catalog]{
 			TTL: inventoryTTL, Cap: ms(inv.cfg.BackgroundCapMs), Clock: inv.clock,
 			Read: func(ctx context.Context) (core.Catalog, error) {
-				drv, ok := inv.eng.Driver(platform)
+				drv, ok := inv.driver(platform)
 				if !ok {
 					return core.Catalog{}, nil
 				}
