@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -114,4 +115,65 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Over the real drivers and the simulated SDK, every view carries the
+// description: every key present, facts the SDK states filled in (the
+// Android fold profile's hinge makes it foldable, its screen and image
+// come from the AVD), and what nobody states null.
+func TestDescriptionOverTheRealDriversStatesEveryKey(t *testing.T) {
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":2,"maxManaged":2}}}`)
+	var li, la lease
+	w.json(&li, "lease", "--platform", "ios", "--detach", "--requester", "ios-job")
+	w.json(&la, "lease", "--platform", "android", "--model", "pixel_fold", "--detach", "--requester", "android-job")
+	var out struct {
+		Devices    []map[string]any `json:"devices"`
+		Enrichment map[string]any   `json:"enrichment"`
+	}
+	w.json(&out, "list", "--json")
+	if out.Enrichment["complete"] != true {
+		t.Fatalf("enrichment %v", out.Enrichment)
+	}
+	keys := []string{"id", "platform", "model", "modelIdentifier", "osVersion", "runtimeId", "formFactor", "display", "image", "runtime"}
+	byPlatform := map[string]map[string]any{}
+	for _, d := range out.Devices {
+		for _, k := range keys {
+			if _, ok := d[k]; !ok {
+				t.Errorf("%v: key %q missing", d["platform"], k)
+			}
+		}
+		rt, _ := d["runtime"].(map[string]any)
+		for _, k := range []string{"lifecycle", "readiness", "lease", "locked", "orientation"} {
+			if _, ok := rt[k]; !ok {
+				t.Errorf("%v: runtime.%s missing", d["platform"], k)
+			}
+		}
+		byPlatform[d["platform"].(string)] = d
+	}
+	ios, android := byPlatform["ios"], byPlatform["android"]
+	if ios == nil || android == nil {
+		t.Fatalf("devices %v", out.Devices)
+	}
+	if ios["formFactor"] != "phone" || ios["display"] != nil || ios["image"] != nil || ios["modelIdentifier"] == nil || ios["runtimeId"] == nil {
+		t.Errorf("ios description %v", ios)
+	}
+	if rt := ios["runtime"].(map[string]any); rt["lease"] != li.LeaseID || rt["readiness"] != "running" || rt["locked"] != nil || rt["orientation"] != nil {
+		t.Errorf("ios runtime %v", rt)
+	}
+	disp, _ := android["display"].(map[string]any)
+	img, _ := android["image"].(map[string]any)
+	if android["formFactor"] != "foldable" || android["modelIdentifier"] != "pixel_fold" || disp["widthPx"] == nil || disp["density"] == nil || disp["scale"] != nil {
+		t.Errorf("android description %v", android)
+	}
+	if img["path"] == nil || img["basedOn"] != android["runtimeId"] || !strings.HasPrefix(fmt.Sprint(img["target"]), "android-") {
+		t.Errorf("android image %v", img)
+	}
+	// The grant carries the same description.
+	var grant struct {
+		Device map[string]any `json:"device"`
+	}
+	w.json(&grant, "lease", "renew", la.LeaseID)
+	if grant.Device["formFactor"] != "foldable" || grant.Device["image"] == nil {
+		t.Errorf("grant's device %v", grant.Device)
+	}
 }
