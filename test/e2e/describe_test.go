@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// describeConfig keeps the daemon's own periodic work (health, cleanup)
-// from listing devices during the test, so the simulated SDK's command log
-// shows only what the inventory reads start; the list budget is short and
-// the slow probe well beyond it.
-const describeConfig = `{"health":{"intervalMs":600000},
+// describeConfig keeps the daemon's own periodic work (health, cleanup,
+// the host's external-device count) from listing devices during the test,
+// so the simulated SDK's command log shows only what the inventory reads
+// start; the list budget is short and the slow probe well beyond it.
+const describeConfig = `{"health":{"intervalMs":600000},"capacity":{"host":{"pollIntervalMs":600000}},
  "cleanup":{"intervalMs":600000,"idleShutdownMs":600000,"idleDestroyMs":6000000},
  "inventory":{"listBudgetMs":500}}`
 
@@ -66,8 +66,10 @@ func TestListAnswersWithinBudgetUnderASlowProbe(t *testing.T) {
 	w.json(&first, "list", "--json")
 	took := time.Since(start)
 	t.Logf("list under a %d ms probe answered in %s (budget 500 ms)", slowProbeMs, took)
-	if took >= slowProbeMs*time.Millisecond {
-		t.Fatalf("list took %s: it waited for the probe instead of answering within its budget", took)
+	// The budget plus a CLI start and a socket round trip, on a loaded
+	// machine; the probe alone takes longer.
+	if took >= 2*time.Second {
+		t.Fatalf("list took %s: it did not answer within its 500 ms budget", took)
 	}
 	e := first.Enrichment
 	if e == nil || e.Complete || !e.Retryable || e.RetryAfterMs != 1000 || e.Code != "timeout" || !contains(e.Pending, "ios.devices") {
