@@ -10,7 +10,8 @@ import (
 //go:generate go run ./gen
 
 // Schema returns a JSON Schema (draft 2020-12) for t, derived from its Go
-// declaration: struct fields by their json tags, required unless omitempty,
+// declaration: struct fields by their json tags, required unless omitempty
+// (a pointer without omitempty is required and may be null),
 // additionalProperties false because decoding is strict.
 func Schema(t reflect.Type) map[string]any {
 	s := schemaFor(t, map[reflect.Type]bool{})
@@ -64,7 +65,13 @@ func schemaFor(t reflect.Type, seen map[reflect.Type]bool) map[string]any {
 				continue
 			}
 			props[name] = schemaFor(f.Type, seen)
-			if !omitempty && f.Type.Kind() != reflect.Pointer {
+			switch {
+			case !omitempty && f.Type.Kind() == reflect.Pointer:
+				// Always sent, null when unknown (the device
+				// description's facts, contract/describe.go).
+				props[name] = map[string]any{"anyOf": []any{props[name], map[string]any{"type": "null"}}}
+				required = append(required, name)
+			case !omitempty:
 				required = append(required, name)
 			}
 		}

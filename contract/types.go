@@ -90,6 +90,16 @@ type Device struct {
 	StateSince   time.Time         `json:"stateSinceAt"`
 	LastLeasedAt *time.Time        `json:"lastLeasedAt,omitempty"`
 	CreatedAt    time.Time         `json:"createdAt"`
+
+	// The canonical description (contract/describe.go): facts a driver
+	// could not state are null.
+	ModelIdentifier *string        `json:"modelIdentifier"` // "iPhone17,3"; the AVD's device profile
+	RuntimeID       *string        `json:"runtimeId"`       // simctl runtime id; the system image package
+	FormFactor      string         `json:"formFactor"`      // phone, tablet, foldable or unknown
+	Display         *DeviceDisplay `json:"display"`
+	// Image is the Android image provenance; null on iOS.
+	Image   *AndroidImage `json:"image"`
+	Runtime DeviceRuntime `json:"runtime"`
 }
 
 // Lease is one exclusive, TTL-bounded hold on a device.
@@ -376,10 +386,17 @@ type StatusGetOut struct {
 	Queue      []QueueEntry `json:"queue"`
 }
 
-type ListGetIn struct{}
+type ListGetIn struct {
+	// Booted narrows the list to the devices observed running (the booted
+	// view), answered within inventory.bootedBudgetMs.
+	Booted bool `json:"booted,omitempty"`
+}
 
 type ListGetOut struct {
 	Devices []Device `json:"devices"`
+	// Enrichment says whether the live observations finished within the
+	// read's budget; absent from a worker that predates it.
+	Enrichment *Enrichment `json:"enrichment,omitempty"`
 }
 
 type CatalogGetIn struct {
@@ -412,6 +429,9 @@ type PlatformCatalog struct {
 
 type CatalogGetOut struct {
 	Platforms []PlatformCatalog `json:"platforms"`
+	// Enrichment names the platforms whose catalog did not finish within
+	// inventory.catalogBudgetMs.
+	Enrichment *Enrichment `json:"enrichment,omitempty"`
 }
 
 type ConfigGetIn struct{}

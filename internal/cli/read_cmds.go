@@ -164,12 +164,13 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func (a *app) listCmd() *cobra.Command {
+	var booted bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "Every managed device and its state (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := doRead(cmd, a, contract.ListGet, contract.ListGetIn{})
+			out, err := doRead(cmd, a, contract.ListGet, contract.ListGetIn{Booted: booted})
 			if err != nil {
 				return err
 			}
@@ -177,9 +178,13 @@ func (a *app) listCmd() *cobra.Command {
 				return a.printJSON(out)
 			}
 			a.printDevices(out.Devices, nil)
+			if e := out.Enrichment; e != nil && !e.Complete {
+				fmt.Fprintf(a.env.Stderr, "incomplete: %s; retry in %d ms for the rest\n", e.Reason, e.RetryAfterMs)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&booted, "booted", false, "only the devices observed running")
 	a.addJSON(cmd)
 	return cmd
 }

@@ -60,6 +60,23 @@ const (
 	// AttrEnvPrefix marks environment variables a lease holder needs,
 	// e.g. "env:ANDROID_ADB_SERVER_PORT".
 	AttrEnvPrefix = "env:"
+	// AttrFactPrefix marks a static fact the driver could state about the
+	// device (docs/adr/0039): "fact:formFactor", "fact:display.widthPx".
+	// A fact the driver could not state is absent, and reads as null.
+	AttrFactPrefix = "fact:"
+)
+
+// Fact names a driver may state under AttrFactPrefix.
+const (
+	FactModelIdentifier = "modelIdentifier"
+	FactFormFactor      = "formFactor"
+	FactDisplayWidthPx  = "display.widthPx"
+	FactDisplayHeightPx = "display.heightPx"
+	FactDisplayDensity  = "display.density"
+	FactDisplayScale    = "display.scale"
+	FactImagePath       = "image.path"
+	FactImageTarget     = "image.target"
+	FactImageBasedOn    = "image.basedOn"
 )
 
 // Provisioned is what a driver reports about a device it created.

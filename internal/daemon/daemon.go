@@ -87,6 +87,7 @@ type Daemon struct {
 	disp     *dispatch.Dispatcher
 	journal  dispatch.Journal // the events journal (the home database)
 	rec      *recorder        // metrics, audit lines, journal writes (metrics.go)
+	inv      *inventory       // inventory reads within budgets (describe.go)
 
 	adminHash [32]byte
 	// progressFor maps a requester with a lease request in flight to its
@@ -264,6 +265,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// 4. Serve right away; everything but hello/status parks until ready.
 	sctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
+	d.inv = newInventory(sctx, d.cfg.Inventory, d.clock, d.engine.Driver)
+	observeBus(sctx, d.bus, d.inv.invalidate)
 	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
 	go func() {
 		if err := d.srv.Serve(sctx, ln); err != nil {

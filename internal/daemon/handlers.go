@@ -66,8 +66,8 @@ func (d *Daemon) registerCommon(disp *dispatch.Dispatcher) {
 func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	d.registerCommon(disp)
 	dispatch.Handle(disp, contract.StatusGet, d.statusGet)
-	dispatch.Handle(disp, contract.ListGet, func(ctx context.Context, _ *dispatch.Call, _ contract.ListGetIn) (contract.ListGetOut, error) {
-		return contract.ListGetOut{Devices: d.devices()}, nil
+	dispatch.Handle(disp, contract.ListGet, func(ctx context.Context, _ *dispatch.Call, in contract.ListGetIn) (contract.ListGetOut, error) {
+		return d.listDevices(ctx, in), nil
 	})
 	dispatch.Handle(disp, contract.CatalogGet, d.catalogGet)
 	dispatch.Handle(disp, contract.LeaseRequest, d.leaseRequest)
@@ -318,44 +318,11 @@ func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {
 	return out
 }
 
-// deviceOut maps a registry record onto the contract: the only place the
-// driver's opaque attributes become named wire fields.
+// deviceOut describes a registry record (describe.go), with the live
+// observation when a fresh one is at hand: status and lease grants never
+// start a listing of their own.
 func (d *Daemon) deviceOut(r core.DeviceRecord, leaseID string) contract.Device {
-	out := contract.Device{ID: r.ID, Platform: r.Platform, Model: r.Spec.Model, OSVersion: r.Spec.OSVersion,
-		State: string(r.State), Name: r.Name, Simulated: r.Simulated, LeaseID: leaseID,
-		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC()}
-	if !r.LastLeasedAt.IsZero() {
-		t := r.LastLeasedAt.UTC()
-		out.LastLeasedAt = &t
-	}
-	for k, v := range r.Attrs {
-		switch {
-		case k == core.AttrUDID:
-			out.UDID = v
-		case k == core.AttrSerial:
-			out.Serial = v
-		case k == core.AttrDeviceSet:
-			out.DeviceSet = v
-		case strings.HasPrefix(k, core.AttrEnvPrefix):
-			if out.Env == nil {
-				out.Env = map[string]string{}
-			}
-			out.Env[strings.TrimPrefix(k, core.AttrEnvPrefix)] = v
-		}
-	}
-	return out
-}
-
-func (d *Daemon) devices() []contract.Device {
-	leaseOf := map[string]string{}
-	for _, l := range d.engine.Leases() {
-		leaseOf[l.DeviceID] = l.ID
-	}
-	out := []contract.Device{}
-	for _, r := range d.engine.Devices() {
-		out = append(out, d.deviceOut(r, leaseOf[r.ID]))
-	}
-	return out
+	return describeDevice(r, leaseID, d.inv.known(r.Platform, r.Handle))
 }
 
 func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
@@ -406,15 +373,17 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 
 func (d *Daemon) catalogGet(ctx context.Context, _ *dispatch.Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {
 	out := contract.CatalogGetOut{Platforms: []contract.PlatformCatalog{}}
+	g := &gaps{}
 	for _, p := range d.engine.Platforms() {
 		if in.Platform != "" && in.Platform != p {
 			continue
 		}
-		drv, _ := d.engine.Driver(p)
 		pc := contract.PlatformCatalog{Platform: p, Models: []contract.CatalogModel{}, Runtimes: []contract.CatalogRuntime{}}
-		cat, err := drv.Catalog(ctx)
-		if err != nil {
-			pc.Error = err.Error()
+		o := d.catalogWithin(ctx, p)
+		cat := o.Val
+		g.add(catalogStage(p), outcomeOf(o))
+		if o.Err != nil {
+			pc.Error = o.Err.Error()
 		}
 		for _, m := range cat.Models {
 			pc.Models = append(pc.Models, contract.CatalogModel{Name: m.Name, Identifier: m.Identifier, MinOS: m.MinOS, MaxOS: m.MaxOS})
@@ -428,6 +397,7 @@ func (d *Daemon) catalogGet(ctx context.Context, _ *dispatch.Call, in contract.C
 	if in.Platform != "" && len(out.Platforms) == 0 {
 		return out, core.NewSpecError(core.ErrUnsupportedPlatform, "no driver serves platform "+in.Platform)
 	}
+	out.Enrichment = g.enrichment()
 	return out, nil
 }
 

@@ -167,6 +167,10 @@
 //	role-unavailable Android only: `adb shell cmd role ...` fails with
 //	                "cmd: Can't find service: role" (exit 20), as on an image
 //	                whose role service cannot be reached
+//	slow-probe=MS   iOS and Android: the inventory probes (`simctl list
+//	                devices`, `adb devices`, `emulator -list-avds`) answer
+//	                MS milliseconds (not scaled) late, for the inventory
+//	                budgets (docs/adr/0039)
 //
 // Output of an injected failure carries "(simlock simulated fault NAME)".
 package simsdk

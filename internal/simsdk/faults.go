@@ -1,9 +1,11 @@
 package simsdk
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Fault names. doc.go describes what each one does; the table below says
@@ -21,6 +23,7 @@ const (
 	// faultRoleUnavailable makes `cmd role` fail as on an image without
 	// the role service.
 	faultRoleUnavailable = "role-unavailable"
+	faultSlowProbe       = "slow-probe"
 )
 
 // faultTakesValue lists every known fault and whether it needs "=value".
@@ -35,6 +38,7 @@ var faultTakesValue = map[string]bool{
 	faultShutdownHang:    false,
 	faultSnapshotFail:    false,
 	faultRoleUnavailable: false,
+	faultSlowProbe:       true,
 }
 
 // fault is one entry of SIMLOCK_SIMSDK_FAULTS: name[=value][@count].
@@ -77,7 +81,7 @@ func parseFaults(spec string) ([]fault, error) {
 		case !takes && hasValue:
 			return nil, fmt.Errorf("fault %q takes no value", item)
 		}
-		if f.Name == faultCrashAfter {
+		if f.Name == faultCrashAfter || f.Name == faultSlowProbe {
 			if ms, err := strconv.Atoi(f.Value); err != nil || ms < 0 {
 				return nil, fmt.Errorf("fault %q: value must be milliseconds >= 0", item)
 			}
@@ -89,7 +93,7 @@ func parseFaults(spec string) ([]fault, error) {
 
 func knownFaults() string {
 	return strings.Join([]string{faultBootFail, faultBootHang, faultCrashAfter + "=MS",
-		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail, faultRoleUnavailable}, ", ")
+		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail, faultRoleUnavailable, faultSlowProbe + "=MS"}, ", ")
 }
 
 // fire reports whether the named fault fires now, consuming one use of a
@@ -123,4 +127,42 @@ func (s *sdk) fire(name string) (fault, bool, error) {
 		}
 	}
 	return fault{}, false, nil
+}
+
+// isProbe reports whether a tool invocation is one of the inventory
+// probes slow-probe delays: the device listings `simctl list devices`,
+// `adb devices` and `emulator -list-avds`.
+func isProbe(tool string, args []string) bool {
+	has := func(w string) bool {
+		for _, a := range args {
+			if a == w {
+				return true
+			}
+		}
+		return false
+	}
+	switch tool {
+	case "xcrun":
+		return has("simctl") && has("list") && has("devices")
+	case "adb":
+		return has("devices")
+	case "emulator":
+		return has("-list-avds")
+	}
+	return false
+}
+
+// slowProbe delays an inventory probe by the slow-probe fault's
+// milliseconds (not scaled by SPEED: the fault is about a probe slower
+// than its caller's budget, whatever the device timings).
+func (s *sdk) slowProbe(ctx context.Context, tool string, args []string) error {
+	if !isProbe(tool, args) {
+		return nil
+	}
+	f, fired, err := s.fire(faultSlowProbe)
+	if err != nil || !fired {
+		return err
+	}
+	ms, _ := strconv.Atoi(f.Value)
+	return sleepCtx(ctx, time.Duration(ms)*time.Millisecond)
 }

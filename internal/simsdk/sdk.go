@@ -159,6 +159,10 @@ func Main(ctx context.Context, tool string, args []string, stdin io.Reader, stdo
 		fmt.Fprintf(stderr, "%s: simlock simulated SDK: %v\n", name, err)
 		return 2
 	}
+	if err := s.slowProbe(ctx, name, args); err != nil {
+		fmt.Fprintf(stderr, "%s: simlock simulated SDK: %v\n", name, err)
+		return 2
+	}
 	switch name {
 	case "xcrun":
 		return s.xcrun(ctx, args)

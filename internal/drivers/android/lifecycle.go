@@ -86,10 +86,14 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 		return core.Provisioned{}, fmt.Errorf("android driver: record AVD %s: %w", name, err)
 	}
 	data, _ := json.Marshal(provisionedData{ConsolePort: port})
+	attrs := d.attrs(port)
+	for k, v := range d.avdFacts(name, spec.RuntimeID) {
+		attrs[k] = v
+	}
 	return core.Provisioned{
 		Handle:    name,
 		Name:      name,
-		Attrs:     d.attrs(port),
+		Attrs:     attrs,
 		Simulated: d.detectSimulated(ctx),
 		Data:      data,
 		RAMBytes:  d.avdFootprint(name),

@@ -44,6 +44,6 @@ func (d *Driver) Describe(ctx context.Context, udid string) (core.Described, err
 	}
 	return core.Described{Spec: spec, Run: runState(dev.State), Provisioned: core.Provisioned{
 		Handle: udid, Name: dev.Name, Simulated: d.isSimulated(ctx),
-		Attrs: map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.deviceSetDir(dev.DataPath)},
+		Attrs: mergeAttrs(map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: d.deviceSetDir(dev.DataPath)}, factsFor(l, dev.DeviceTypeIdentifier)),
 	}}, nil
 }

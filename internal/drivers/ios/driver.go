@@ -245,7 +245,7 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	return core.Provisioned{
 		Handle:    udid,
 		Name:      name,
-		Attrs:     map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: setDir},
+		Attrs:     mergeAttrs(map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: setDir}, d.provisionFacts(spec.ModelID)),
 		Simulated: d.isSimulated(ctx),
 	}, nil
 }

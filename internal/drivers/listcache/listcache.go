@@ -147,6 +147,15 @@ func (c *Cache[T]) Fetch(ctx context.Context, t Ticket) (T, error) {
 	}
 }
 
+// Last returns the last value kept, however old, starting no read: for
+// facts that do not change while the value ages (a device type's product
+// family), read where a process would cost more than the fact is worth.
+func (c *Cache[T]) Last() (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.val, c.have
+}
+
 // Invalidate drops the value, and the result of any read in flight, so the
 // next Get reads again. Call it after changing what the read lists.
 func (c *Cache[T]) Invalidate() {

@@ -384,10 +384,14 @@ func (g *schemaGen) object(t reflect.Type, strict bool) map[string]any {
 		// A sibling of $ref is allowed in OpenAPI 3.1; copy so the
 		// shared map is never changed.
 		p = clone(p)
+		// A field without omitempty is always sent, a pointer too: the
+		// encoder writes null for it, which the device description uses
+		// for an unknown fact (contract/describe.go).
+		if !omitempty && f.Type.Kind() == reflect.Pointer {
+			p = map[string]any{"anyOf": []any{p, map[string]any{"type": "null"}}}
+		}
 		p["description"] = g.fieldDoc(t, f, name)
 		props[name] = p
-		// A field without omitempty is always sent, a pointer too (the
-		// encoder writes it even when nil, and no such field ever is).
 		if !omitempty {
 			required = append(required, name)
 		}

@@ -1,0 +1,153 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
+	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
+	"github.com/simlock/simlock/internal/ports/fake"
+)
+
+// slowDriver is the scripted fake driver whose listing waits for a gate
+// and may fail, counting each listing it starts (a real driver's process).
+type slowDriver struct {
+	*fakedrv.Driver
+	mu    sync.Mutex
+	gate  chan struct{}
+	err   error
+	lists atomic.Int32
+}
+
+func (d *slowDriver) ListManaged(ctx context.Context) ([]core.Observed, error) {
+	d.lists.Add(1)
+	d.mu.Lock()
+	gate, err := d.gate, d.err
+	d.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []core.Observed{{Handle: "h1", Run: core.RunRunning}}, nil
+}
+
+func (d *slowDriver) hold() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gate = make(chan struct{})
+	return d.gate
+}
+
+func (d *slowDriver) set(gate chan struct{}, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gate, d.err = gate, err
+}
+
+func newTestInventory(t *testing.T) (*inventory, *slowDriver, *fake.Clock) {
+	t.Helper()
+	clock := fake.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	drv := &slowDriver{Driver: fakedrv.New("ios")}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg := config.Default().Inventory
+	inv := newInventory(ctx, cfg, clock, func(p string) (core.Driver, bool) { return drv, p == "ios" })
+	return inv, drv, clock
+}
+
+type observed struct {
+	runs map[string]map[string]core.RunState
+	e    *contract.Enrichment
+}
+
+func observeAsync(inv *inventory, budget time.Duration) <-chan observed {
+	ch := make(chan observed, 1)
+	go func() {
+		runs, g := inv.observe(context.Background(), []string{"ios"}, budget)
+		ch <- observed{runs, g.enrichment()}
+	}()
+	return ch
+}
+
+func spin(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 10_000_000 {
+			t.Fatalf("never: %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+// A listing slower than the list budget (2 s by default) answers at the
+// budget with the stage pending and the retry hint; the read goes on and
+// a retry after it finished is complete and starts no listing.
+func TestInventoryAnswersAtTheBudgetAndTheRetryIsComplete(t *testing.T) {
+	inv, drv, clock := newTestInventory(t)
+	gate := drv.hold()
+	budget := ms(inv.cfg.ListBudgetMs)
+	ch := observeAsync(inv, budget)
+	spin(t, "budget and cap timers", func() bool { return clock.Pending() == 2 })
+	clock.Advance(budget)
+	o := <-ch
+	want := &contract.Enrichment{Complete: false, Pending: []string{"ios.devices"}, Retryable: true, RetryAfterMs: 1000,
+		Code: contract.EnrichmentTimeout, Reason: "ios.devices did not finish within the budget; a shared read continues"}
+	if !reflect.DeepEqual(o.e, want) || len(o.runs) != 0 {
+		t.Fatalf("at the budget: %+v %v, want %+v", o.e, o.runs, want)
+	}
+	close(gate)
+	spin(t, "background listing kept", func() bool { return inv.known("ios", "h1") != nil })
+	runs, g := inv.observe(context.Background(), []string{"ios"}, budget)
+	if e := g.enrichment(); !e.Complete || runs["ios"]["h1"] != core.RunRunning {
+		t.Fatalf("retry: %+v %v", e, runs)
+	}
+	if n := drv.lists.Load(); n != 1 {
+		t.Fatalf("listings started = %d, want 1", n)
+	}
+}
+
+// A failed listing is reported missing with code failed and is not kept;
+// a device fact during a listing supersedes it.
+func TestInventoryReportsFailuresAndSupersededReads(t *testing.T) {
+	inv, drv, clock := newTestInventory(t)
+	drv.set(nil, errors.New("simctl list devices: exit 1"))
+	_, g := inv.observe(context.Background(), []string{"ios"}, time.Second)
+	if e := g.enrichment(); e.Complete || e.Code != contract.EnrichmentFailed || !reflect.DeepEqual(e.Missing, []string{"ios.devices"}) || !e.Retryable {
+		t.Fatalf("failed listing: %+v", e)
+	}
+	if inv.known("ios", "h1") != nil {
+		t.Fatal("a failed listing was kept")
+	}
+
+	drv.set(nil, nil)
+	gate := drv.hold()
+	ch := observeAsync(inv, time.Minute)
+	spin(t, "caller waiting", func() bool { return clock.Pending() == 2 })
+	inv.invalidate(events.Event{Type: "device.provisioned", Platform: "ios"})
+	o := <-ch
+	if o.e.Complete || o.e.Code != contract.EnrichmentSuperseded || !reflect.DeepEqual(o.e.Missing, []string{"ios.devices"}) {
+		t.Fatalf("superseded listing: %+v", o.e)
+	}
+	close(gate)
+	if _, g := inv.observe(context.Background(), []string{"ios"}, time.Second); !g.enrichment().Complete {
+		t.Fatalf("after the invalidation: %+v", g.enrichment())
+	}
+	if n := drv.lists.Load(); n != 3 {
+		t.Fatalf("listings = %d, want 3 (failed, superseded, fresh)", n)
+	}
+}
