@@ -44,6 +44,7 @@ func goDocs() map[string]string {
 		"DeviceReleaseOut.Action":                  "Action is what the daemon did last: \"shut-down\" (the device was shut down: its claim is cleared), \"already-stopped\" (it was not running), \"lease-released\" (the lease ended, but the device is still being reclaimed or was not left running: its teardown clears the claim when it settles).",
 		"DeviceReleaseOut.LeaseID":                 "LeaseID is the lease that held the device and was released first through the ordinary release; empty when it was idle.",
 		"DeviceUploadIn":                           "DeviceUploadIn streams one file into the lease's scratch directory on the machine that holds the device. Over the socket a file travels as a sequence of calls with increasing Offset; the call with Final set commits it. Over HTTP it is one PUT of the raw body. The file is deleted when the lease ends. A later device.exec names it as {upload:NAME}.",
+		"DeviceUploadIn.Abort":                     "Abort drops the unfinished file of this name (a sender that gives up); nothing of it is kept. A committed file is not touched.",
 		"DeviceUploadIn.Data":                      "Data is the chunk, base64 on the wire.",
 		"DeviceUploadIn.Final":                     "Final commits the file after this chunk.",
 		"DeviceUploadIn.Name":                      "Name is the file's base name inside the scratch directory.",
