@@ -303,3 +303,53 @@ func TestUploadSweepKeepsOnlyLiveLeasesCommittedFiles(t *testing.T) {
 	close(live)
 	waitGone(t, filepath.Join(root, "lse_live"))
 }
+
+func TestUploadRestartSweepsTheUploadsOfLeasesThatDidNotSurvive(t *testing.T) {
+	f := startUploads(t, fake.NewRunner(), 64<<20, 100<<30)
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	l := leaseFor(t, a)
+	if _, err := a.Upload(ctx, l.LeaseID, "kept.apk", strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	f.d.Stop()
+	// Left by a lease this home no longer has, and a file cut off mid-stream.
+	stale := filepath.Join(f.home, "uploads", "lse_stale")
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(f.home, "uploads", l.LeaseID, partialPrefix+"half.apk-1")
+	if err := os.WriteFile(cut, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Capacity.Strategy, cfg.Capacity.Fixed = "fixed", config.Fixed{MaxRunning: 2, MaxManaged: 2}
+	cfg.Capacity.Host.MaxRunning = 8
+	cfg.DiskPressure.FreeBytesThreshold = 1 << 20
+	d, err := Start(ctx, Options{Home: f.home, Config: cfg, Drivers: []core.Driver{f.drv}, Runner: fake.NewRunner(),
+		Stats: &fake.Stats{CPUs: 4, TotalRAM: 16 << 30, FreeRAM: 8 << 30, FreeDisk: 100 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	f.d = d
+	a = f.dial("alice", "")
+	// A call passes the readiness gate only after the sweep.
+	if _, err := client.Do(ctx, a, contract.LeaseGet, contract.LeaseGetIn{LeaseID: l.LeaseID}); err != nil {
+		t.Fatalf("the lease did not survive the restart: %v", err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("a stale lease's uploads survived the restart: %v", err)
+	}
+	if _, err := os.Stat(cut); !os.IsNotExist(err) {
+		t.Fatalf("a cut-off partial survived the restart: %v", err)
+	}
+	if got := scratchFiles(t, f, l.LeaseID); len(got) != 1 || got[0] != "kept.apk" {
+		t.Fatalf("the surviving lease keeps %v", got)
+	}
+	// Still watched after the restart: its release removes the directory.
+	if _, err := client.Do(ctx, a, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, filepath.Join(f.home, "uploads", l.LeaseID))
+}

@@ -15,8 +15,8 @@ import (
 // chunk at a time and each chunk goes through the dispatcher as the same
 // device.upload call a socket client sends, so the cap, the disk guard and
 // (on a gateway) the forwarding to the worker are the socket path's own.
-// At most two chunks of the body are in memory; the next is read only once
-// the previous one is stored, so a slow disk or worker slows the sender
+// At most two chunks of the body are in memory, and the body is read only
+// as fast as chunks are stored, so a slow disk or worker slows the sender
 // (ADR 0034).
 func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 	if len(r.URL.RawQuery) > 0 {
@@ -65,22 +65,34 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		return n, false, nil
 	}
-	cur, next := make([]byte, contract.UploadChunkBytes), make([]byte, contract.UploadChunkBytes)
+	// With a Content-Length the count says which chunk is the last, so each
+	// chunk is stored before the next is read and an oversized file is
+	// refused after one chunk; a chunked body is read one chunk ahead, to
+	// tell the last chunk by the end of the body.
+	known := r.ContentLength >= 0
+	cur := make([]byte, contract.UploadChunkBytes)
+	var next []byte
+	if !known {
+		next = make([]byte, contract.UploadChunkBytes)
+	}
 	n, eof, cerr := read(cur)
 	if cerr != nil {
 		fail(cerr)
 		return
 	}
 	for {
-		// m stays 0 once the body has ended: the current chunk is the last.
-		m := 0
-		if !eof {
+		m, last := 0, eof
+		if known {
+			last = eof || in.Offset+int64(n) >= r.ContentLength
+		} else if !eof {
 			if m, eof, cerr = read(next); cerr != nil {
 				fail(cerr)
 				return
 			}
+			// Nothing left after this chunk: it is the last.
+			last = m == 0
 		}
-		in.Data, in.Final = cur[:n], m == 0
+		in.Data, in.Final = cur[:n], last
 		started = true
 		res, cerr := dispatch(r.Context(), in)
 		if cerr != nil {
@@ -93,6 +105,13 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		in.Offset += int64(n)
 		in.SizeBytes = 0
+		if known {
+			if n, eof, cerr = read(cur); cerr != nil {
+				fail(cerr)
+				return
+			}
+			continue
+		}
 		cur, next, n = next, cur, m
 	}
 }
