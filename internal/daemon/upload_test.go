@@ -353,3 +353,29 @@ func TestUploadRestartSweepsTheUploadsOfLeasesThatDidNotSurvive(t *testing.T) {
 	}
 	waitGone(t, filepath.Join(f.home, "uploads", l.LeaseID))
 }
+
+// The client splits any reader into chunks whatever its length: empty, on
+// a chunk boundary, one byte past it; sized or not.
+func TestUploadClientSplitsEveryLength(t *testing.T) {
+	f := startUploads(t, fake.NewRunner(), 64<<20, 100<<30)
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	l := leaseFor(t, a)
+	for _, size := range []int{0, 1, contract.UploadChunkBytes, contract.UploadChunkBytes + 1, 2 * contract.UploadChunkBytes} {
+		data := bytes.Repeat([]byte{0xa5}, size)
+		for _, sized := range []bool{true, false} {
+			var r io.Reader = bytes.NewReader(data)
+			if !sized {
+				r = io.MultiReader(r)
+			}
+			out, err := a.Upload(ctx, l.LeaseID, "f.bin", r)
+			sum := sha256.Sum256(data)
+			if err != nil || !out.Complete || out.Received != int64(size) || out.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("%d bytes (sized %v): %+v %v", size, sized, out, err)
+			}
+			if got, err := os.ReadFile(filepath.Join(f.home, "uploads", l.LeaseID, "f.bin")); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%d bytes (sized %v) stored as %d bytes (%v)", size, sized, len(got), err)
+			}
+		}
+	}
+}

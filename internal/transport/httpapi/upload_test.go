@@ -101,3 +101,21 @@ func TestUploadPutStreamsTheBodyIntoTheLeasesScratch(t *testing.T) {
 		t.Fatal("a PUT to .. was stored")
 	}
 }
+
+// The route splits any body: empty, on a chunk boundary, one byte past it;
+// with a Content-Length or chunked.
+func TestUploadPutSplitsEveryLength(t *testing.T) {
+	f := newUploadFixture(t, 8<<20)
+	l := f.lease(f.agent)
+	for _, size := range []int{0, 1, contract.UploadChunkBytes, contract.UploadChunkBytes + 1, 2 * contract.UploadChunkBytes} {
+		data := bytes.Repeat([]byte{0x5a}, size)
+		for _, known := range []bool{true, false} {
+			status, b := f.put("/v1/leases/"+l.LeaseID+"/uploads/f.bin", f.agent, data, known)
+			var out contract.DeviceUploadOut
+			sum := sha256.Sum256(data)
+			if status != 200 || json.Unmarshal(b, &out) != nil || out.Received != int64(size) || out.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("%d bytes (length known %v): %d %s", size, known, status, b)
+			}
+		}
+	}
+}
