@@ -257,6 +257,7 @@ func (u *uploads) commitLocked(leaseID, name string, p *partial) error {
 		}
 		return fmt.Errorf("commit upload %s: %w", name, err)
 	}
+	u.log.Info("upload stored", "lease", leaseID, "name", name, "bytes", p.received)
 	return nil
 }
 
