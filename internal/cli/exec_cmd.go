@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +15,7 @@ import (
 
 func (a *app) execCmd() *cobra.Command {
 	var requester, stdinFile string
+	var uploadFiles []string
 	cmd := &cobra.Command{
 		Use:   "exec LEASE_ID -- TOOL [ARGS...]",
 		Short: "Run simctl or adb against a leased device on the daemon's machine, streaming its output",
@@ -19,7 +23,11 @@ func (a *app) execCmd() *cobra.Command {
 that owns it, and exit with the command's exit code. Works against a remote
 daemon too. There is no terminal: a bare "adb shell" is refused; pass the
 command to run ("adb shell getprop"). --stdin sends a file (or - for standard
-input) to the command in one piece.`,
+input) to the command in one piece. --upload FILE (repeatable) first streams a
+local file to the lease's scratch directory on that machine; an argument
+{upload:NAME} (NAME the file's base name) becomes its path there, so
+"simlock exec L --upload app.apk -- adb install {upload:app.apk}" installs a
+local APK on a remote device. Uploads are deleted when the lease ends.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connect(cmd.Context(), false)
@@ -35,6 +43,11 @@ input) to the command in one piece.`,
 				// The local operator acts for the lease holder.
 				if l, err := client.Do(cmd.Context(), c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]}); err == nil {
 					in.RequesterID = l.RequesterID
+				}
+			}
+			for _, file := range uploadFiles {
+				if err := uploadFile(cmd.Context(), c, args[0], file); err != nil {
+					return err
 				}
 			}
 			if stdinFile != "" {
@@ -70,7 +83,21 @@ input) to the command in one piece.`,
 		},
 	}
 	cmd.Flags().StringVar(&requester, "requester", "", "the lease's requester id (default: yours; as admin, the lease's own)")
+	cmd.Flags().StringArrayVar(&uploadFiles, "upload", nil, "a local file to upload first, named {upload:BASENAME} in the arguments (repeatable)")
 	cmd.Flags().StringVar(&stdinFile, "stdin", "", "file to send as the command's standard input (- for this process's)")
 	a.addJSON(cmd)
 	return cmd
+}
+
+// uploadFile streams one local file to the lease under its base name.
+func uploadFile(ctx context.Context, c *client.Client, leaseID, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := c.Upload(ctx, leaseID, filepath.Base(file), f); err != nil {
+		return fmt.Errorf("upload %s: %w", file, err)
+	}
+	return nil
 }

@@ -88,6 +88,7 @@ type Daemon struct {
 	journal  dispatch.Journal // the events journal (the home database)
 	rec      *recorder        // metrics, audit lines, journal writes (metrics.go)
 	inv      *inventory       // inventory reads within budgets (describe.go)
+	uploads  *uploads         // per-lease scratch directories (upload.go)
 
 	adminHash [32]byte
 	// progressFor maps a requester with a lease request in flight to its
@@ -267,6 +268,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.cancel = cancel
 	d.inv = newInventory(sctx, d.cfg.Inventory, d.clock, d.engine.Driver)
 	observeBus(sctx, d.bus, d.inv.invalidate)
+	d.uploads = newUploads(sctx, o.Home, o.Config.Upload.MaxBytes, o.Config.DiskPressure.FreeBytesThreshold,
+		func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }, d.engine.LeaseEnded, ports.Module(o.Logger, "uploads"))
 	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
 	go func() {
 		if err := d.srv.Serve(sctx, ln); err != nil {
@@ -334,6 +337,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 				d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
 				d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
 			}
+			// Before the gate opens, so no upload races the sweep.
+			d.uploads.sweep(d.engine.Leases())
 			// Published before the gate opens too, so whoever is let in
 			// finds it in the buffer.
 			d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})

@@ -57,9 +57,15 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 		return contract.DeviceExecOut{}, leaseEnded(l.ID)
 	}
 	ref := dev.Ref()
+	// {upload:NAME} becomes the lease's own file here, on the machine that
+	// holds it, and an unknown name stops the command before it starts.
+	args, err := d.uploads.substitute(l.ID, in.Args)
+	if err != nil {
+		return contract.DeviceExecOut{}, err
+	}
 	// Pipes, not a terminal: the driver refuses what needs one. The pin
 	// confines every device selector to the lease's own device.
-	cmd, err := pt.ResolvePassthrough(in.Tool, in.Args, core.PassthroughScope{Pin: &ref})
+	cmd, err := pt.ResolvePassthrough(in.Tool, args, core.PassthroughScope{Pin: &ref})
 	if err != nil {
 		return contract.DeviceExecOut{}, err
 	}

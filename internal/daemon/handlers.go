@@ -120,6 +120,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.EventsSubscribe, d.eventsSubscribe)
 	dispatch.Handle(disp, contract.Passthrough, d.passthrough)
 	dispatch.Handle(disp, contract.DeviceExec, d.deviceExec)
+	dispatch.Handle(disp, contract.DeviceUpload, d.deviceUpload)
 	dispatch.Handle(disp, contract.DeviceRelease, d.deviceRelease)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
 		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)

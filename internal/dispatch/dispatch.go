@@ -228,6 +228,8 @@ func leaseIDOf(in any) string {
 		return v.LeaseID
 	case contract.DeviceExecIn:
 		return v.LeaseID
+	case contract.DeviceUploadIn:
+		return v.LeaseID
 	}
 	panic(fmt.Sprintf("dispatch: %T declares ownsLease but has no leaseId", in))
 }

@@ -40,7 +40,8 @@ type fakeWorker struct {
 	calls     []string
 	execOut   []contract.ExecOutput
 	execCode  int
-	refuse    int // refuse the next n lease.requests with NO_CAPACITY
+	uploadCap int64 // device.upload refuses past this many bytes (0: no cap)
+	refuse    int   // refuse the next n lease.requests with NO_CAPACITY
 	seq       uint64
 	backlog   []contract.Event
 	emitMu    sync.Mutex
@@ -417,6 +418,16 @@ func (c *fakeConn) handle(ctx context.Context, method string, raw []byte, notify
 		}
 		w.mu.Lock()
 		return contract.DeviceExecOut{ExitCode: code}, nil
+	case contract.DeviceUpload.Name:
+		in := decode[contract.DeviceUploadIn](raw)
+		w.calls = append(w.calls, fmt.Sprintf("%s %s %s off=%d len=%d final=%v", method, in.LeaseID, in.Name, in.Offset, len(in.Data), in.Final))
+		if w.leases[in.LeaseID] == nil {
+			return nil, contract.Errorf(contract.CodeUnknownLease, "no lease %s", in.LeaseID)
+		}
+		if w.uploadCap > 0 && in.Offset+int64(len(in.Data)) > w.uploadCap {
+			return nil, contract.Errorf(contract.CodeUploadTooLarge, "over the cap")
+		}
+		return contract.DeviceUploadOut{Name: in.Name, Received: in.Offset + int64(len(in.Data)), Complete: in.Final}, nil
 	}
 	return nil, contract.Errorf(contract.CodeUnknownOperation, "fake worker: %s", method)
 }

@@ -258,9 +258,7 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 	dispatch.Handle(d, contract.ResourcesGet, g.resourcesGet)
 	dispatch.Handle(d, contract.ResourcesSet, g.resourcesSet)
 	dispatch.Handle(d, contract.ResourcesReconcile, g.resourcesReconcile)
-	// device.upload is forwarded with its chunks (issue 14); until then a
-	// gateway says so rather than pretending.
-	unsupported(d, contract.DeviceUpload)
+	dispatch.Handle(d, contract.DeviceUpload, g.deviceUpload)
 	dispatch.Handle(d, contract.WorkerList, func(context.Context, *dispatch.Call, contract.WorkerListIn) (contract.WorkerListOut, error) {
 		return contract.WorkerListOut{Workers: g.Views()}, nil
 	})

@@ -697,6 +697,13 @@ func (g *schemaGen) routeOperation(rt route) map[string]any {
 		wait := response("Still waiting; long-poll the Location.", jsonContent(pending))
 		wait["headers"] = headerRefs("Location", "Preference-Applied")
 		responses["202"] = wait
+	case kindUpload:
+		o["requestBody"] = map[string]any{"required": true, "description": "The file's bytes, streamed; Content-Length, when sent, is checked against the cap before anything is stored.",
+			"content": map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
+		responses["200"] = response("The file is stored; its size and SHA-256.", jsonContent(g.ref(rt.op.Out, false)))
+		addErrors(responses, opName)
+		o["parameters"] = params
+		return o
 	case kindRenew:
 		g.schemas["RenewedLease"] = map[string]any{
 			"description": "A renewed lease, with the notices buffered for its owner since the last renew.",

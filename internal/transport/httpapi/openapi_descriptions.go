@@ -57,6 +57,7 @@ func goDocs() map[string]string {
 		"DeviceRuntime.Readiness":                  "Readiness is the device process as the driver's listing observed it (running, stopped, transitioning); null when the observation did not finish within the read's budget (see Enrichment).",
 		"DeviceRuntime.ServiceStatus":              "ServiceStatus is present only when a driver observed it.",
 		"DeviceUploadIn":                           "DeviceUploadIn streams one file into the lease's scratch directory on the machine that holds the device. Over the socket a file travels as a sequence of calls with increasing Offset; the call with Final set commits it. Over HTTP it is one PUT of the raw body. The file is deleted when the lease ends. A later device.exec names it as {upload:NAME}.",
+		"DeviceUploadIn.Abort":                     "Abort drops the unfinished file of this name (a sender that gives up); nothing of it is kept. A committed file is not touched.",
 		"DeviceUploadIn.Data":                      "Data is the chunk, base64 on the wire.",
 		"DeviceUploadIn.Final":                     "Final commits the file after this chunk.",
 		"DeviceUploadIn.Name":                      "Name is the file's base name inside the scratch directory.",

@@ -28,6 +28,7 @@ const (
 	kindRenew                    // lease.renew plus buffered notices
 	kindEvents                   // events.subscribe as Server-Sent Events
 	kindOps                      // POST /v1/ops/{name}: any operation
+	kindUpload                   // PUT of a raw body, fed to device.upload in chunks
 )
 
 // route is one row of the table. Routes backed by an operation take their
@@ -93,6 +94,9 @@ func routeTable() []route {
 			summary: "Give up a lease request answered 202; a lease granted meanwhile is released."},
 		{method: "POST", path: "/v1/leases/{id}/exec", op: opRef(contract.DeviceExec), fields: leaseID,
 			summary: "Run simctl or adb against the leased device; with Accept: application/x-ndjson its output streams as lines."},
+		{method: "PUT", path: "/v1/leases/{id}/uploads/{name}", op: opRef(contract.DeviceUpload), kind: kindUpload,
+			fields: map[string]string{"id": "leaseId", "name": "name"}, id: "device.upload.put",
+			summary: "Stream a file (the raw body) into the lease's scratch directory; device.exec names it as {upload:NAME}."},
 		{method: "POST", path: "/v1/requests/cancel", op: opRef(contract.LeaseCancel)},
 		{method: "GET", path: "/v1/events", op: opRef(contract.EventsSubscribe), kind: kindEvents,
 			summary: "Business events as Server-Sent Events: the backlog after ?since= (or Last-Event-ID), then live."},
@@ -159,6 +163,8 @@ func (s *Server) handlerFor(rt route) func(http.ResponseWriter, *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, rt) }
 	case kindOps:
 		return s.serveOps
+	case kindUpload:
+		return s.serveUpload
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		params, err := rt.input(w, r)
