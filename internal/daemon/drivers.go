@@ -27,7 +27,8 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 			return nil, err
 		}
 		drv, err := ios.New(ios.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
-			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard})
+			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard,
+			Slim: ios.Slim{Enabled: o.Config.Drivers.IOS.Slim.Enabled, Groups: o.Config.Drivers.IOS.Slim.Groups}})
 		if err != nil {
 			return nil, fmt.Errorf("ios driver: %w", err)
 		}

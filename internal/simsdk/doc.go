@@ -19,8 +19,13 @@
 //   - simctl [--set <dir>] list [devices|devicetypes|runtimes|pairs]
 //     [-j] [-e] [<term>|available]; create; boot; bootstatus [-b];
 //     shutdown <dev>|all; erase <dev>|all; delete <dev>...|all|unavailable;
-//     rename; install; uninstall; launch; terminate. A device may be named by
-//     UDID, by a unique name, or as "booted".
+//     rename; install; uninstall; launch; terminate; spawn <dev> launchctl
+//     print system/LABEL | print-disabled system | disable|enable|bootout
+//     system/LABEL | bootstrap system PLIST (per-device overrides and loaded
+//     jobs in the device's data directory, so erase clears them; optional
+//     jobs per runtime in ios_resources.go, with the idle footprint they
+//     cost). A device may be named by UDID, by a unique name, or as
+//     "booted".
 //   - xcodebuild -version; xcodebuild -downloadPlatform iOS [-buildVersion V]
 //     installs a runtime after the measured download time. Without
 //     -buildVersion it installs this Xcode's own iOS runtime if missing,
@@ -156,6 +161,14 @@
 //	snapshot-fail   Android only: `adb emu avd snapshot save|load` answers
 //	                KO, and an emulator told to boot from a snapshot
 //	                (-snapshot NAME, or the quickboot one) cold-boots instead
+//	launchctl-missing=LABEL  iOS: the booted runtime does not ship the
+//	                launchd job LABEL (print finds no service, bootstrap
+//	                finds no file); may be given more than once
+//	launchctl-write-noop  iOS: launchctl disable, enable, bootout and
+//	                bootstrap exit 0 but change nothing: a write that does
+//	                not stick
+//	launchctl-slow=MS  iOS: every launchctl print and print-disabled waits
+//	                MS milliseconds (not scaled) before answering
 //
 // Output of an injected failure carries "(simlock simulated fault NAME)".
 package simsdk

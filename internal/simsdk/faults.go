@@ -18,6 +18,10 @@ const (
 	faultInstallNoop  = "install-noop"
 	faultShutdownHang = "shutdown-hang"
 	faultSnapshotFail = "snapshot-fail"
+
+	faultLaunchctlMissing   = "launchctl-missing"
+	faultLaunchctlWriteNoop = "launchctl-write-noop"
+	faultLaunchctlSlow      = "launchctl-slow"
 )
 
 // faultTakesValue lists every known fault and whether it needs "=value".
@@ -31,6 +35,10 @@ var faultTakesValue = map[string]bool{
 	faultInstallNoop:  false,
 	faultShutdownHang: false,
 	faultSnapshotFail: false,
+
+	faultLaunchctlMissing:   true,
+	faultLaunchctlWriteNoop: false,
+	faultLaunchctlSlow:      true,
 }
 
 // fault is one entry of SIMLOCK_SIMSDK_FAULTS: name[=value][@count].
@@ -73,7 +81,7 @@ func parseFaults(spec string) ([]fault, error) {
 		case !takes && hasValue:
 			return nil, fmt.Errorf("fault %q takes no value", item)
 		}
-		if f.Name == faultCrashAfter {
+		if f.Name == faultCrashAfter || f.Name == faultLaunchctlSlow {
 			if ms, err := strconv.Atoi(f.Value); err != nil || ms < 0 {
 				return nil, fmt.Errorf("fault %q: value must be milliseconds >= 0", item)
 			}
@@ -85,7 +93,8 @@ func parseFaults(spec string) ([]fault, error) {
 
 func knownFaults() string {
 	return strings.Join([]string{faultBootFail, faultBootHang, faultCrashAfter + "=MS",
-		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail}, ", ")
+		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail,
+		faultLaunchctlMissing + "=LABEL", faultLaunchctlWriteNoop, faultLaunchctlSlow + "=MS"}, ", ")
 }
 
 // fire reports whether the named fault fires now, consuming one use of a

@@ -88,6 +88,9 @@ type Options struct {
 	Timeouts     Timeouts
 	// DiskGuard, when set, is asked for space before a runtime download.
 	DiskGuard DiskGuard
+	// Slim, when enabled, applies the slim resource profile after every
+	// boot (slim.go).
+	Slim Slim
 }
 
 // Driver implements core.Driver over simctl.
@@ -118,6 +121,9 @@ type Driver struct {
 	// listing is the device types and runtimes ResolveSpec reads
 	// (resolve.go, ADR 0026).
 	listing *listcache.Cache[*List]
+
+	// res is the resource controller's state (resources.go, slim.go).
+	res resourceState
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -167,6 +173,11 @@ func New(opts Options) (*Driver, error) {
 		d.onDiag = func(core.Diagnostic) {}
 	}
 	d.listing = d.newListingCache()
+	slim, err := opts.Slim.resolve()
+	if err != nil {
+		return nil, err
+	}
+	d.res.slim = slim
 	r, err := devroot.Claim(d.fs, d.clock, d.log, d.root, Platform)
 	if err != nil {
 		return nil, err
@@ -262,7 +273,8 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 	}
 	bs := ParseBootStatus(string(out))
 	d.log.Debug("device ready", "udid", udid, "alreadyBooted", bs.AlreadyBooted, "progressBlocks", len(bs.Progress))
-	return nil
+	// Slim mode: after every boot, a reclaim's erase included (slim.go).
+	return d.applySlim(ctx, dev)
 }
 
 // Reclaim wipes the device (shutdown, erase) and boots it again: erase is the
