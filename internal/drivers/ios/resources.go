@@ -96,10 +96,10 @@ var readBackoff = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond
 
 // labelState is what one label was read to be.
 type labelState struct {
-	// Installed: the runtime has the job (it is loaded, or launchd holds a
-	// disabled override for it). A job neither loaded nor disabled is
-	// missing from this runtime, or one it would not load by default:
-	// either way not one simlock may control.
+	// Installed: the runtime has the job: it is loaded, or launchd holds
+	// an override for it. A job neither loaded nor overridden is missing
+	// from this runtime, or one it would not load by default: either way
+	// not one simlock may control.
 	Installed bool
 	Disabled  bool // the override says disabled
 	Loaded    bool
@@ -308,8 +308,8 @@ func (s *session) readLabel(ctx context.Context, label string) labelState {
 	if err != nil {
 		return labelState{Err: err}
 	}
-	disabled := s.overrides[label]
-	return labelState{Installed: loaded || disabled, Disabled: disabled, Loaded: loaded}
+	disabled, overridden := s.overrides[label]
+	return labelState{Installed: loaded || overridden, Disabled: disabled, Loaded: loaded}
 }
 
 // groupObs is one group's evidence.
