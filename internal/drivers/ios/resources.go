@@ -209,7 +209,8 @@ func (d *Driver) retryRead(ctx context.Context, read func(context.Context) error
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		if dl, ok := ctx.Deadline(); ok && d.clock.Now().Add(wait).After(dl) {
+		// Context deadlines are wall-clock times, whatever d.clock is.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return err
 		}
 		select {
