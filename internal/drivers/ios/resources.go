@@ -209,8 +209,7 @@ func (d *Driver) retryRead(ctx context.Context, read func(context.Context) error
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		// Context deadlines are wall-clock times, whatever d.clock is.
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		if dl, ok := ctx.Deadline(); ok && dl.Sub(d.clock.Now()) < wait {
 			return err
 		}
 		select {
