@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
@@ -335,5 +336,23 @@ func TestIOSResourcesEraseClearsOverrides(t *testing.T) {
 	rec, err = r.d.ReconcileResources(ctx, dev, core.ResourceReconcile{Resources: req("animations", "disabled"), Repair: true})
 	if err != nil || !rec.Success || rec.Resources["animations"].State != contract.ResourceDisabled {
 		t.Fatalf("repair: %v %+v final %+v", err, rec.Resources, rec.FinalDrift)
+	}
+}
+
+// A slow probe is bounded by the caller's deadline: the observation gives
+// up when the request's time is spent instead of waiting out every read.
+func TestIOSResourcesSlowProbeIsBoundedByTheDeadline(t *testing.T) {
+	t.Parallel()
+	r := newIOSRig(t, faultLaunchctlSlow+"=1500", ios.Slim{})
+	dev := r.boot("18.0")
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.d.ObserveResources(ctx, dev)
+	if err == nil {
+		t.Fatal("an observation outlived its deadline")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the observation took %s past a 700 ms deadline", d)
 	}
 }
