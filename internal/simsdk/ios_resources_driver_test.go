@@ -356,3 +356,32 @@ func TestIOSResourcesSlowProbeIsBoundedByTheDeadline(t *testing.T) {
 		t.Fatalf("the observation took %s past a 700 ms deadline", d)
 	}
 }
+
+// Deleting a device forgets its recorded overrides; others' stay.
+func TestIOSResourcesRecordForgetsDeletedDevices(t *testing.T) {
+	t.Parallel()
+	r := newIOSRig(t, "", ios.Slim{})
+	a, b := r.boot("18.0"), r.boot("18.0")
+	ctx := context.Background()
+	for _, dev := range []core.DeviceRef{a, b} {
+		if res, err := r.d.ApplyResources(ctx, dev, core.ResourceChange{Resources: req("widgets", "disabled")}); err != nil || !res.Success {
+			t.Fatalf("apply: %v %+v", err, res.Resources)
+		}
+	}
+	record := func() string {
+		data, err := os.ReadFile(filepath.Join(r.root, ".simlock-resources.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	if rec := record(); !strings.Contains(rec, a.Handle+"|") || !strings.Contains(rec, b.Handle+"|") {
+		t.Fatalf("record:\n%s", rec)
+	}
+	if err := r.d.Destroy(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if rec := record(); strings.Contains(rec, a.Handle) || !strings.Contains(rec, b.Handle+"|com.apple.CoreSimulator.SimRuntime.iOS-18-0|com.apple.CoreSimulator.SimDeviceType.iPhone-15") {
+		t.Fatalf("record after destroying %s:\n%s", a.Handle, rec)
+	}
+}

@@ -370,6 +370,7 @@ func (d *Driver) Destroy(ctx context.Context, dev core.DeviceRef) error {
 		return err
 	}
 	d.log.Info("device deleted", "udid", udid)
+	d.forgetResources(udid)
 	return nil
 }
 

@@ -676,6 +676,35 @@ func (d *Driver) updateRecord(inc incarnation, fn func(map[string]string)) error
 	return d.fs.WriteFileAtomic(d.recordPath(), append(data, '\n'))
 }
 
+// forgetResources drops every recorded incarnation of a deleted device:
+// its UDID never comes back, so the entries could only accumulate.
+func (d *Driver) forgetResources(udid string) {
+	d.res.recordMu.Lock()
+	defer d.res.recordMu.Unlock()
+	rec, err := d.readRecord()
+	if err != nil {
+		d.log.Warn("resource record unreadable", "err", err)
+		return
+	}
+	dropped := false
+	for k := range rec.Incarnations {
+		if strings.HasPrefix(k, udid+"|") {
+			delete(rec.Incarnations, k)
+			dropped = true
+		}
+	}
+	if !dropped {
+		return
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err == nil {
+		err = d.fs.WriteFileAtomic(d.recordPath(), append(data, '\n'))
+	}
+	if err != nil {
+		d.log.Warn("resource record not pruned", "udid", udid, "err", err)
+	}
+}
+
 // ReconcileResources compares the request with an independent read and the
 // record, and repairs when asked.
 func (d *Driver) ReconcileResources(ctx context.Context, dev core.DeviceRef, rc core.ResourceReconcile) (contract.ResourceResult, error) {
