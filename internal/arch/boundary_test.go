@@ -140,6 +140,9 @@ func TestCoreReachesTheWorldOnlyThroughPorts(t *testing.T) {
 	}
 }
 
+// The drivers may use contract for the resource vocabulary only (ADR 0032):
+// core.ResourceController speaks those types, and contract imports nothing
+// but the standard library.
 func TestDriversNeverSeeTheEventBusOrTheDaemon(t *testing.T) {
 	for _, pkg := range []string{"internal/drivers/ios", "internal/drivers/android", "internal/drivers/fake", "internal/drivers/devroot"} {
 		for p := range imports(t, pkg) {

@@ -35,7 +35,8 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 		// the devices go to the user's default set (ADR 0033).
 		drv, err := ios.New(ios.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
 			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard,
-			DefaultSet: o.Config.IOSDeviceSet() == config.DeviceSetDefault})
+			DefaultSet: o.Config.IOSDeviceSet() == config.DeviceSetDefault,
+			Slim:       ios.Slim{Enabled: o.Config.Drivers.IOS.Slim.Enabled, Groups: o.Config.Drivers.IOS.Slim.Groups}})
 		if err != nil {
 			return nil, fmt.Errorf("ios driver: %w", err)
 		}

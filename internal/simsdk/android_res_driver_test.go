@@ -89,14 +89,6 @@ func newResDriver(t *testing.T, a *androidHarness, consoleFrom int, tweak func(*
 	return d, run, root
 }
 
-func states(res contract.ResourceResult, groups ...string) map[string]contract.ResourceState {
-	out := map[string]contract.ResourceState{}
-	for _, g := range groups {
-		out[g] = res.Resources[g].State
-	}
-	return out
-}
-
 func allAre(m map[string]contract.ResourceState, want contract.ResourceState) bool {
 	for _, s := range m {
 		if s != want {

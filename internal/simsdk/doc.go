@@ -19,8 +19,13 @@
 //   - simctl [--set <dir>] list [devices|devicetypes|runtimes|pairs]
 //     [-j] [-e] [<term>|available]; create; boot; bootstatus [-b];
 //     shutdown <dev>|all; erase <dev>|all; delete <dev>...|all|unavailable;
-//     rename; install; uninstall; launch; terminate. A device may be named by
-//     UDID, by a unique name, or as "booted".
+//     rename; install; uninstall; launch; terminate; spawn <dev> launchctl
+//     print system/LABEL | print-disabled system | disable|enable|bootout
+//     system/LABEL | bootstrap system PLIST (per-device overrides and loaded
+//     jobs in the device's data directory, so erase clears them; optional
+//     jobs per runtime in ios_resources.go, with the idle footprint they
+//     cost). A device may be named by UDID, by a unique name, or as
+//     "booted".
 //   - xcodebuild -version; xcodebuild -downloadPlatform iOS [-buildVersion V]
 //   - xcodebuild -showdestinations -scheme S; xcodebuild test|build -scheme S
 //     -destination SPEC (-project/-workspace or a project in the working
@@ -171,6 +176,14 @@
 //	                devices`, `adb devices`, `emulator -list-avds`) answer
 //	                MS milliseconds (not scaled) late, for the inventory
 //	                budgets (docs/adr/0039)
+//	launchctl-missing=LABEL  iOS: the booted runtime does not ship the
+//	                launchd job LABEL (print finds no service, bootstrap
+//	                finds no file); may be given more than once
+//	launchctl-write-noop  iOS: launchctl disable, enable, bootout and
+//	                bootstrap exit 0 but change nothing: a write that does
+//	                not stick
+//	launchctl-slow=MS  iOS: every launchctl print and print-disabled waits
+//	                MS milliseconds (not scaled) before answering
 //
 // Output of an injected failure carries "(simlock simulated fault NAME)".
 package simsdk

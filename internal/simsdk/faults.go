@@ -24,6 +24,10 @@ const (
 	// the role service.
 	faultRoleUnavailable = "role-unavailable"
 	faultSlowProbe       = "slow-probe"
+
+	faultLaunchctlMissing   = "launchctl-missing"
+	faultLaunchctlWriteNoop = "launchctl-write-noop"
+	faultLaunchctlSlow      = "launchctl-slow"
 )
 
 // faultTakesValue lists every known fault and whether it needs "=value".
@@ -39,6 +43,10 @@ var faultTakesValue = map[string]bool{
 	faultSnapshotFail:    false,
 	faultRoleUnavailable: false,
 	faultSlowProbe:       true,
+
+	faultLaunchctlMissing:   true,
+	faultLaunchctlWriteNoop: false,
+	faultLaunchctlSlow:      true,
 }
 
 // fault is one entry of SIMLOCK_SIMSDK_FAULTS: name[=value][@count].
@@ -81,7 +89,7 @@ func parseFaults(spec string) ([]fault, error) {
 		case !takes && hasValue:
 			return nil, fmt.Errorf("fault %q takes no value", item)
 		}
-		if f.Name == faultCrashAfter || f.Name == faultSlowProbe {
+		if f.Name == faultCrashAfter || f.Name == faultSlowProbe || f.Name == faultLaunchctlSlow {
 			if ms, err := strconv.Atoi(f.Value); err != nil || ms < 0 {
 				return nil, fmt.Errorf("fault %q: value must be milliseconds >= 0", item)
 			}
@@ -93,7 +101,8 @@ func parseFaults(spec string) ([]fault, error) {
 
 func knownFaults() string {
 	return strings.Join([]string{faultBootFail, faultBootHang, faultCrashAfter + "=MS",
-		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail, faultRoleUnavailable, faultSlowProbe + "=MS"}, ", ")
+		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail, faultRoleUnavailable, faultSlowProbe + "=MS",
+		faultLaunchctlMissing + "=LABEL", faultLaunchctlWriteNoop, faultLaunchctlSlow + "=MS"}, ", ")
 }
 
 // fire reports whether the named fault fires now, consuming one use of a

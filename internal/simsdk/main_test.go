@@ -19,6 +19,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SIMSDK_TEST_DEVICE") == "1" {
 		os.Exit(DeviceProcessMain(context.Background(), os.Args[1:]))
 	}
+	// A tool run through a link (below) starts device processes as the
+	// simlock binary would: itself with DeviceCommand first.
+	if len(os.Args) > 1 && os.Args[1] == DeviceCommand {
+		os.Exit(DeviceProcessMain(context.Background(), os.Args[2:]))
+	}
 	// Run through a link named like a tool (see toolLinks), the test binary
 	// is that simulated tool: the Android tests run emulators and drive
 	// the real Android driver with real processes this way.

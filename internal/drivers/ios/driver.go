@@ -96,6 +96,9 @@ type Options struct {
 	Timeouts     Timeouts
 	// DiskGuard, when set, is asked for space before a runtime download.
 	DiskGuard DiskGuard
+	// Slim, when enabled, applies the slim resource profile after every
+	// boot (slim.go).
+	Slim Slim
 }
 
 // Driver implements core.Driver over simctl.
@@ -132,6 +135,8 @@ type Driver struct {
 	// devices whose mark an erase in flight has wiped (deviceset.go).
 	createdMu sync.Mutex
 	erasing   map[string]bool
+	// res is the resource controller's state (resources.go, slim.go).
+	res resourceState
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -183,6 +188,11 @@ func New(opts Options) (*Driver, error) {
 		d.onDiag = func(core.Diagnostic) {}
 	}
 	d.listing = d.newListingCache()
+	slim, err := opts.Slim.resolve()
+	if err != nil {
+		return nil, err
+	}
+	d.res.slim = slim
 	r, err := devroot.Claim(d.fs, d.clock, d.log, d.root, Platform)
 	if err != nil {
 		return nil, err
@@ -307,7 +317,8 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 	}
 	bs := ParseBootStatus(string(out))
 	d.log.Debug("device ready", "udid", udid, "alreadyBooted", bs.AlreadyBooted, "progressBlocks", len(bs.Progress))
-	return nil
+	// Slim mode: after every boot, a reclaim's erase included (slim.go).
+	return d.applySlim(ctx, dev)
 }
 
 // Reclaim wipes the device (shutdown, erase) and boots it again: erase is the
@@ -430,6 +441,7 @@ func (d *Driver) Destroy(ctx context.Context, dev core.DeviceRef) error {
 		return err
 	}
 	d.log.Info("device deleted", "udid", udid)
+	d.forgetResources(udid)
 	return d.forget(udid)
 }
 
