@@ -31,6 +31,7 @@ func (a *app) leaseCmd() *cobra.Command {
 	var in contract.LeaseRequestIn
 	var ttl, timeout time.Duration
 	var detach bool
+	var resources, hardware string
 	cmd := &cobra.Command{
 		Use:   "lease",
 		Short: "Lease a ready device; prints one JSON line, then holds the lease until exit",
@@ -49,6 +50,9 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 					WithNext("pass the same --requester with every repeat of the request")
 			}
 			if err := checkPlatform(in.Platform, false); err != nil {
+				return err
+			}
+			if err := leaseTuning(&in, resources, hardware); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -102,6 +106,8 @@ lease to expire unless something renews it (simlock lease renew ID).`,
 	f.BoolVar(&in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
 	f.StringVar(&in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see `simlock device status`)")
 	f.StringVar(&in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
+	f.StringVar(&resources, "resources", "", "tune the device before the grant: GROUP=enabled|disabled,... (see `simlock resources groups`); on iOS an unprovable entry fails the request")
+	f.StringVar(&hardware, "hardware", "", "Android emulator hardware written before boot: memoryMb=4096,cpuCores=2,gpuMode=swiftshader,...")
 	a.addJSON(cmd) // the grant is always JSON; --json makes errors JSON too
 	cmd.AddCommand(a.leaseRenewCmd(), a.leaseCancelCmd(), a.leaseListCmd(), a.leaseGetCmd())
 	return cmd
@@ -383,4 +389,33 @@ func (a *app) leaseGetCmd() *cobra.Command {
 	}
 	a.addJSON(cmd)
 	return cmd
+}
+
+// leaseTuning fills the request's resources and hardware from their flags,
+// checked for the platform before anything is sent.
+func leaseTuning(in *contract.LeaseRequestIn, resources, hardware string) error {
+	if resources != "" {
+		m, err := parseResourceMap([]string{resources})
+		if err != nil {
+			return err
+		}
+		if in.Device == "" {
+			if err := contract.ValidateResourceRequest(in.Platform, m); err != nil {
+				return err
+			}
+		}
+		in.Resources = m
+	}
+	if hardware != "" {
+		if in.Platform != "android" && in.Device == "" {
+			return contract.Errorf(contract.CodeBadRequest, "--hardware applies to Android emulators only").
+				WithNext("add --platform android, or drop --hardware")
+		}
+		hw, err := parseHardware(hardware)
+		if err != nil {
+			return err
+		}
+		in.Hardware = hw
+	}
+	return nil
 }
