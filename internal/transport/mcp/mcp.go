@@ -40,6 +40,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to the MCP client and in the daemon's logs.
 	Version string
+	// EnableTools names opt-in tools to serve (set_device_resources,
+	// reconcile_device_resources); ResourcesEnabled, the daemon config's
+	// resources.enabled, serves both.
+	EnableTools      []string
+	ResourcesEnabled bool
 }
 
 func (o Options) withDefaults() Options {
