@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
@@ -216,6 +217,12 @@ func (e *ResourceUnprovenError) Error() string {
 	return fmt.Sprintf("the resource profile could not be proven on the device: %s", strings.Join(groups, ", "))
 }
 
+// TuneTimeout bounds a lease request's resource step, as resources.set's
+// default timeoutMs bounds the call.
+const TuneTimeout = 5 * time.Minute
+
+var errTuneTimeout = errors.New("the resource step ran past its deadline")
+
 // resourceOutcome is what a lease request's resource step left for its
 // grant: the result, or why the device cannot be granted.
 type resourceOutcome struct {
@@ -236,7 +243,17 @@ func profileUnproven(platform string, res contract.ResourceResult) bool {
 func (e *Engine) startTuneLocked(w *waiter, id string) {
 	var out contract.ResourceResult
 	o := e.resourceOp(id, "tune", func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error) {
-		return runResourceCall(ctx, o.drv, o.rec, ResourceCall{Op: "set", Change: ResourceChange{Resources: w.spec.Resources}})
+		// Bounded on the engine's clock like every other wait of the
+		// core: a driver that never answers fails the step, not the queue.
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := e.clock.AfterFunc(TuneTimeout, func() { cancel(errTuneTimeout) })
+		defer t.Stop()
+		res, err := runResourceCall(ctx, o.drv, o.rec, ResourceCall{Op: "set", Change: ResourceChange{Resources: w.spec.Resources}})
+		if err != nil && errors.Is(context.Cause(ctx), errTuneTimeout) {
+			err = errTuneTimeout
+		}
+		return res, err
 	}, &out)
 	o.settle = func(o *deviceOp, err error) error {
 		w.working = false

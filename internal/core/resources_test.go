@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
@@ -257,5 +258,39 @@ func TestProfileIsPartOfTheKeyOnlyWhenSet(t *testing.T) {
 	s.Profile = a
 	if s.Key() == "ios|m|1" {
 		t.Fatal("the profile is not in the key")
+	}
+}
+
+// A resource step that never answers fails on the engine's clock, and the
+// device made for it goes with it.
+func TestLeaseResourceStepIsBoundedOnTheClock(t *testing.T) {
+	h := resourced(t, one(1))
+	h.drv.ResourceGate = make(chan struct{}) // never opened
+	base := h.clock.Pending()
+	ch := make(chan result, 1)
+	go func() {
+		g, err := h.engine.Request(context.Background(), profiled("ios", "a", animOff), nil)
+		ch <- result{g, err}
+	}()
+	waitFor(t, func() bool {
+		d := h.engine.Status().Devices
+		// The step's own deadline timer is armed once its driver call runs.
+		return len(d) == 1 && d[0].Intent.Op == core.OpKindResources && h.clock.Pending() > base
+	})
+	h.clock.Advance(core.TuneTimeout - time.Second)
+	select {
+	case r := <-ch:
+		t.Fatalf("finished before its deadline: %+v", r)
+	default:
+	}
+	h.clock.Advance(time.Second)
+	r := <-ch
+	var df *core.DeviceFailedError
+	if !errors.As(r.err, &df) || df.Phase != "resources" {
+		t.Fatalf("err %v", r.err)
+	}
+	h.engine.WaitIdle()
+	if exist, _ := h.drv.Count(); exist != 0 {
+		t.Fatalf("%d devices left", exist)
 	}
 }

@@ -128,6 +128,11 @@ func checkLeaseTuning(platform string, in contract.LeaseRequestIn) error {
 		}
 	}
 	if in.Hardware != nil {
+		if in.Device != "" {
+			// An existing emulator's AVD is not rewritten under it.
+			return contract.Errorf(contract.CodeBadRequest, "hardware cannot be combined with device: the device already exists").
+				WithDetails("field", "hardware")
+		}
 		if platform != "android" {
 			return contract.Errorf(contract.CodeBadRequest, "hardware applies to Android emulators only, not %s", platform).
 				WithDetails("field", "hardware")
