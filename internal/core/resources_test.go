@@ -294,3 +294,39 @@ func TestLeaseResourceStepIsBoundedOnTheClock(t *testing.T) {
 		t.Fatalf("%d devices left", exist)
 	}
 }
+
+// A request cancelled while its resource step runs gets no lease; the
+// device, tuned for the profile, stays warm for the next request of it.
+func TestCancelDuringTheResourceStepLeavesTheDeviceWarm(t *testing.T) {
+	h := resourced(t, one(1))
+	gate := make(chan struct{})
+	h.drv.ResourceGate = gate
+	ch := make(chan result, 1)
+	go func() {
+		g, err := h.engine.Request(context.Background(), profiled("ios", "a", animOff), nil)
+		ch <- result{g, err}
+	}()
+	waitFor(t, func() bool {
+		d := h.engine.Status().Devices
+		return len(d) == 1 && d[0].Intent.Op == core.OpKindResources
+	})
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- h.engine.Cancel("a") }()
+	if r := <-ch; !errors.Is(r.err, core.ErrCancelled) {
+		t.Fatalf("request: %v", r.err)
+	}
+	close(gate)
+	if err := <-cancelled; err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	st := h.engine.Status()
+	if len(st.Leases) != 0 || len(st.Devices) != 1 || st.Devices[0].State != core.StateReady {
+		t.Fatalf("after cancel: leases %d, devices %+v", len(st.Leases), st.Devices)
+	}
+	h.drv.ResourceGate = nil
+	g, err := h.engine.Request(context.Background(), profiled("ios", "b", animOff), nil)
+	if err != nil || g.Device.ID != st.Devices[0].ID || !g.Lease.Resources.Success {
+		t.Fatalf("the next request of the profile: %+v %v", g, err)
+	}
+}
