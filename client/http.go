@@ -50,6 +50,11 @@ var waitingOps = map[string]bool{
 	contract.DoctorRun.Name:       true,
 	contract.CleanupRun.Name:      true,
 	contract.NukeRun.Name:         true,
+	// A resource call runs native commands within its own timeoutMs
+	// (five minutes by default).
+	contract.ResourcesGet.Name:       true,
+	contract.ResourcesSet.Name:       true,
+	contract.ResourcesReconcile.Name: true,
 }
 
 // DialHTTP connects to a daemon or gateway's HTTP API at baseURL (for

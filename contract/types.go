@@ -120,6 +120,9 @@ type Lease struct {
 	RequestID string `json:"requestId,omitempty"`
 	// Timing records how the lease was served.
 	Timing *LeaseTiming `json:"timing,omitempty"`
+	// Resources is the result of the request's resources step: applied
+	// after boot and verified before the grant (absent without one).
+	Resources *ResourceResult `json:"resources,omitempty"`
 }
 
 // Admission paths a LeaseTiming names.

@@ -49,9 +49,22 @@ func commandExamples() map[string]string {
   simlock run --platform ios -- sh -c 'simlock exec $SIMLOCK_LEASE_ID -- simctl io $SIMLOCK_UDID screenshot shot.png'`,
 		"simlock selftest": `  simlock selftest                      # every platform whose tools are on PATH
   simlock selftest --platform android --json`,
+		"simlock resources": `  simlock resources get lse_0123abcd
+  simlock resources set lse_0123abcd animations=disabled widgets=disabled`,
+		"simlock resources get": `  simlock resources get lse_0123abcd
+  simlock resources get lse_0123abcd --json | jq .resources.animations`,
+		"simlock resources set": `  simlock resources set lse_0123abcd animations=disabled widgets=enabled
+  simlock resources set lse_0123abcd animations=disabled --json > receipt.json   # Android
+  simlock resources set lse_0123abcd --restore receipt.json`,
+		"simlock resources reconcile": `  simlock resources reconcile lse_0123abcd animations=disabled widgets=disabled
+  simlock resources reconcile lse_0123abcd animations=disabled --repair --release-owned-extras`,
+		"simlock resources groups": `  simlock resources groups
+  simlock resources groups --json | jq -r '.groups[].name'`,
 		"simlock lease": `  simlock lease --platform ios --model "iPhone 16"   # held until Ctrl-C
   simlock lease --platform android --detach --ttl 30m
-  LEASE=$(simlock lease --detach | jq -r .leaseId)`,
+  LEASE=$(simlock lease --detach | jq -r .leaseId)
+  simlock lease --resources animations=disabled,searchIndexing=disabled --detach
+  simlock lease --platform android --hardware memoryMb=4096,gpuMode=swiftshader`,
 		"simlock lease cancel": `  simlock lease cancel --requester ci-job-42`,
 		"simlock lease get": `  simlock lease get lse_0123abcd
   simlock lease get req_0123abcd --json`,

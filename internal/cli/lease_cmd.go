@@ -31,8 +31,9 @@ type leaseLine struct {
 // leaseFlags are the lease request's command-line flags, one set shared by
 // every command that takes a lease (lease, run), so they cannot drift apart.
 type leaseFlags struct {
-	in           contract.LeaseRequestIn
-	ttl, timeout time.Duration
+	in                  contract.LeaseRequestIn
+	ttl, timeout        time.Duration
+	resources, hardware string
 }
 
 func (lf *leaseFlags) register(f *pflag.FlagSet) {
@@ -46,6 +47,8 @@ func (lf *leaseFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&lf.in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
 	f.StringVar(&lf.in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see `simlock device status`)")
 	f.StringVar(&lf.in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
+	f.StringVar(&lf.resources, "resources", "", "tune the device before the grant: GROUP=enabled|disabled,... (see `simlock resources groups`); on iOS an unprovable entry fails the request")
+	f.StringVar(&lf.hardware, "hardware", "", "Android emulator hardware written before boot: memoryMb=4096,cpuCores=2,gpuMode=swiftshader,...")
 }
 
 // request checks the flags and returns the lease request they describe.
@@ -60,6 +63,9 @@ func (lf *leaseFlags) request() (contract.LeaseRequestIn, error) {
 			WithNext("pass the same --requester with every repeat of the request")
 	}
 	if err := checkPlatform(in.Platform, false); err != nil {
+		return in, err
+	}
+	if err := leaseTuning(&in, lf.resources, lf.hardware); err != nil {
 		return in, err
 	}
 	return in, nil
@@ -415,4 +421,33 @@ func (a *app) leaseGetCmd() *cobra.Command {
 	}
 	a.addJSON(cmd)
 	return cmd
+}
+
+// leaseTuning fills the request's resources and hardware from their flags,
+// checked for the platform before anything is sent.
+func leaseTuning(in *contract.LeaseRequestIn, resources, hardware string) error {
+	if resources != "" {
+		m, err := parseResourceMap([]string{resources})
+		if err != nil {
+			return err
+		}
+		if in.Device == "" {
+			if err := contract.ValidateResourceRequest(in.Platform, m); err != nil {
+				return err
+			}
+		}
+		in.Resources = m
+	}
+	if hardware != "" {
+		if in.Platform != "android" && in.Device == "" {
+			return contract.Errorf(contract.CodeBadRequest, "--hardware applies to Android emulators only").
+				WithNext("add --platform android, or drop --hardware")
+		}
+		hw, err := parseHardware(hardware)
+		if err != nil {
+			return err
+		}
+		in.Hardware = hw
+	}
+	return nil
 }

@@ -9,12 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/transport/mcp"
 )
 
 func (a *app) mcpCmd() *cobra.Command {
 	var admin, deviceTools bool
+	var enable []string
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve MCP over stdio for an AI agent",
@@ -45,11 +47,24 @@ operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead
 			if admin {
 				o.Credential = func() string { return a.credential(true) }
 			}
+			for _, name := range enable {
+				if name != mcp.ToolSetResources && name != mcp.ToolReconcileResources {
+					return contract.Errorf(contract.CodeBadRequest, "--enable-tool %q: the opt-in tools are %s and %s", name,
+						mcp.ToolSetResources, mcp.ToolReconcileResources)
+				}
+			}
+			o.EnableTools = enable
+			// The daemon's own config turning resources on serves the
+			// tuning tools too; an unreadable file leaves them opt-in.
+			if cfg, err := a.loadConfig(); err == nil {
+				o.ResourcesEnabled = cfg.Resources.Enabled
+			}
 			return mcp.Run(ctx, o, a.env.Stdin, a.env.Stdout)
 		},
 	}
 	cmd.Flags().BoolVar(&admin, "admin", false, "connect with the operator credential instead of as an agent")
 	cmd.Flags().BoolVar(&deviceTools, "device-tools", false, "also list device_exec, device_screenshot, device_install and device_open_url, confined to the session's lease")
+	cmd.Flags().StringArrayVar(&enable, "enable-tool", nil, "serve an opt-in tool: set_device_resources or reconcile_device_resources (repeatable; both are on when the daemon config sets resources.enabled)")
 	return cmd
 }
 

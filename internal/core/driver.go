@@ -46,10 +46,24 @@ type Spec struct {
 	// It is not part of Key: it prices a device, it does not distinguish it.
 	RAMBytes uint64          `json:"ramBytes,omitempty"`
 	Data     json.RawMessage `json:"data,omitempty"`
+	// Resources is the resource profile a lease request asked for: the core
+	// applies it after every boot and before every grant of a device of
+	// this spec, so a warm device keeps it across reclaims.
+	Resources map[string]contract.ResourceState `json:"resources,omitempty"`
+	// Profile fingerprints Resources and the Android hardware request
+	// (ProfileOf). It is part of Key only when set, so a spec without a
+	// profile keeps the key existing records were stored under.
+	Profile string `json:"profile,omitempty"`
 }
 
 // Key identifies the interchangeability class of a spec.
-func (s Spec) Key() string { return s.Platform + "|" + s.ModelID + "|" + s.OSVersion }
+func (s Spec) Key() string {
+	k := s.Platform + "|" + s.ModelID + "|" + s.OSVersion
+	if s.Profile != "" {
+		k += "|" + s.Profile
+	}
+	return k
+}
 
 // Well-known Attrs keys a driver may set on a provisioned device. The core
 // stores and forwards them without interpreting them.

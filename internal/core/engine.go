@@ -125,6 +125,7 @@ type Engine struct {
 	qtimers     map[string]ports.Timer // quarantine retry timers by device id
 	stimers     map[string]ports.Timer // settlement retries the store refused, by device id
 	deferred    map[string]*deviceOp   // operations waiting for the one holding their device
+	opFreed     chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
 	obs         map[string]*observation
 	healthTimer ports.Timer
 	cleanTimer  ports.Timer
@@ -164,7 +165,7 @@ func New(cfg Config, d Deps) *Engine {
 		obs:     map[string]*observation{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
-		timers: map[string]ports.Timer{}, opLocks: map[string]string{},
+		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv

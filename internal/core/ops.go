@@ -200,6 +200,9 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 // the quarantine backoff; a restart meanwhile recovers from the intent.
 func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 	delete(e.opLocks, o.id)
+	// Whatever the settlement does next, an operation waiting for this
+	// device (a resource call) looks again.
+	defer e.signalOpFreedLocked()
 	if serr := o.settle(o, opErr); serr != nil {
 		e.opLocks[o.id] = o.lock
 		wait := e.cfg.Quarantine.delay(o.tries)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/simlock/simlock/contract"
 )
 
 // DeviceState is a state of the shared device lifecycle.
@@ -88,6 +90,10 @@ type LeaseRecord struct {
 	// records how it was served (both empty for leases older than them).
 	RequestID string
 	Timing    *Timing
+	// Resources is the result of the request's resource step (nil without
+	// one). It lives in memory only: a restart forgets it, the device's
+	// spec keeps the profile itself.
+	Resources *contract.ResourceResult
 }
 
 // Snapshot is the whole persisted registry.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -60,18 +61,20 @@ type waiter struct {
 	ttl        time.Duration
 	enqueuedAt time.Time
 	progress   func(Progress)
-	done       chan result   // buffered(1); written exactly once
-	phase      string        // "queued" while waiting; device work phase once started
-	working    bool          // device work for this waiter is in flight
-	evicting   bool          // an eviction on this waiter's behalf is in flight
-	abandoned  bool          // the caller went away while work was in flight
-	noWait     bool          // refused rather than queued when nothing can take it now
-	waitLimit  string        // the limit that bound it at its last wait decision
-	posMu      sync.Mutex    // orders position pushes (pushPosition)
-	posStamp   uint64        // the newest position decision pushed
-	rq         *requestEntry // its stored request (nil for none)
-	device     string        // the one device that may serve it ("" any)
-	out        *outcome      // the admission of rq it serves
+	done       chan result      // buffered(1); written exactly once
+	phase      string           // "queued" while waiting; device work phase once started
+	working    bool             // device work for this waiter is in flight
+	evicting   bool             // an eviction on this waiter's behalf is in flight
+	abandoned  bool             // the caller went away while work was in flight
+	noWait     bool             // refused rather than queued when nothing can take it now
+	waitLimit  string           // the limit that bound it at its last wait decision
+	posMu      sync.Mutex       // orders position pushes (pushPosition)
+	posStamp   uint64           // the newest position decision pushed
+	rq         *requestEntry    // its stored request (nil for none)
+	device     string           // the one device that may serve it ("" any)
+	out        *outcome         // the admission of rq it serves
+	made       string           // the device provisioned for it, if any (a failed resource step destroys it)
+	tuned      *resourceOutcome // its resource step's result, once applied (resources_op.go)
 }
 
 // request serves one admission of a stored request (see Request in
@@ -104,8 +107,14 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	var err error
 	if r.DeviceID != "" {
 		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
+		if err == nil && len(r.Spec.Resources) > 0 {
+			// The one device is named, so no profile key selects it; the
+			// profile is still applied before the grant.
+			spec.Resources = maps.Clone(r.Spec.Resources)
+		}
 	} else {
 		spec, err = drv.ResolveSpec(ctx, r.Spec)
+		spec = withProfile(spec, r.Spec)
 	}
 	if err != nil {
 		return Grant{}, err
@@ -421,6 +430,12 @@ func lastUse(d *DeviceRecord) time.Time {
 
 // grantLocked commits a lease on ready device id for w.
 func (e *Engine) grantLocked(w *waiter, id string) {
+	if len(w.spec.Resources) > 0 && w.tuned == nil {
+		// The resource profile is applied (again, on a reused device) and
+		// verified before the grant; the step's settlement grants.
+		e.startTuneLocked(w, id)
+		return
+	}
 	now := e.now()
 	d := *e.devices[id]
 	d.State = StateLeased
@@ -431,6 +446,9 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		Platform: d.Platform, TTL: w.ttl, GrantedAt: now, ExpiresAt: now.Add(w.ttl), LastRenewedAt: now,
 	}
 	w.stampLease(&l, now)
+	if w.tuned != nil {
+		l.Resources = w.tuned.result
+	}
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)}); err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
 		e.removeLocked(w)
@@ -493,6 +511,9 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		return
 	}
 	id := rec.ID
+	if w != nil {
+		w.made = id
+	}
 	lock := e.workLock(w, "provision")
 	o := &deviceOp{kind: OpKindProvision, lock: lock, id: id,
 		run: func(ctx context.Context, o *deviceOp) error { return e.provisionAndBoot(ctx, o, w, spec) },

@@ -175,8 +175,9 @@ func fingerprint(r Request) string {
 		AllowDownload, NoWait      bool
 		TTL, Timeout               int64
 		Device                     string `json:",omitempty"` // omitted when unset: older receipts keep their fingerprint
+		Profile                    string `json:",omitempty"` // the resources and hardware asked for, likewise
 	}{r.Spec.Platform, r.Spec.Model, r.Spec.OSVersion, r.Spec.AllowDownload, r.NoWait,
-		r.TTL.Milliseconds(), r.Timeout.Milliseconds(), r.DeviceID})
+		r.TTL.Milliseconds(), r.Timeout.Milliseconds(), r.DeviceID, ProfileOf(r.Spec.Resources, r.Spec.Hardware)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

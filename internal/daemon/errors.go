@@ -47,6 +47,12 @@ func toContractError(err error) *contract.Error {
 	if ce := deviceReleaseError(err); ce != nil {
 		return ce
 	}
+	var ru *core.ResourceUnprovenError
+	if errors.As(err, &ru) {
+		// The drift is the answer: which groups, and why each is unproven.
+		return contract.Errorf(contract.CodeResourceUnproven, "%s", ru.Error()).
+			WithDetails("resourceDrift", ru.Drift, "resources", ru.Result.Resources)
+	}
 	var rl *core.RequesterLeasedError
 	if errors.As(err, &rl) {
 		return requesterLeased(rl, true)

@@ -121,6 +121,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.Passthrough, d.passthrough)
 	dispatch.Handle(disp, contract.DeviceExec, d.deviceExec)
 	dispatch.Handle(disp, contract.DeviceUpload, d.deviceUpload)
+	d.registerResources(disp)
 	dispatch.Handle(disp, contract.DeviceRelease, d.deviceRelease)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
 		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
@@ -242,12 +243,16 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 		}
 		in.Device, in.Platform = id, plat
 	}
+	if err := checkLeaseTuning(in.Platform, in); err != nil {
+		return contract.Lease{}, err
+	}
 	r := core.Request{
 		DeviceID: in.Device,
-		Spec:     core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow},
-		TTL:      time.Duration(in.TTLMs) * time.Millisecond,
-		Timeout:  time.Duration(in.TimeoutMs) * time.Millisecond,
-		NoWait:   in.NoWait, RequesterID: req, OwnerID: owner, IdempotencyKey: in.IdempotencyKey,
+		Spec: core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow,
+			Resources: in.Resources, Hardware: in.Hardware},
+		TTL:     time.Duration(in.TTLMs) * time.Millisecond,
+		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
+		NoWait:  in.NoWait, RequesterID: req, OwnerID: owner, IdempotencyKey: in.IdempotencyKey,
 	}
 	// A component install the driver reports for this requester marks the
 	// lease's admission path as download.
@@ -311,7 +316,7 @@ func (d *Daemon) admitPending(owner string) (func(), error) {
 func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {
 	out := contract.Lease{LeaseID: l.ID, RequesterID: l.RequesterID, OwnerID: l.OwnerID, DeviceID: l.DeviceID,
 		Platform: l.Platform, GrantedAt: l.GrantedAt.UTC(), ExpiresAt: l.ExpiresAt.UTC(), LastRenewedAt: l.LastRenewedAt.UTC(),
-		TTLMs: l.TTL.Milliseconds(), RequestID: l.RequestID, Timing: timingOut(l.Timing)}
+		TTLMs: l.TTL.Milliseconds(), RequestID: l.RequestID, Timing: timingOut(l.Timing), Resources: l.Resources}
 	if dev, ok := d.engine.Device(l.DeviceID); ok {
 		cd := d.deviceOut(dev, l.ID)
 		out.Device = &cd

@@ -230,6 +230,12 @@ func leaseIDOf(in any) string {
 		return v.LeaseID
 	case contract.DeviceUploadIn:
 		return v.LeaseID
+	case contract.ResourcesGetIn:
+		return v.LeaseID
+	case contract.ResourcesSetIn:
+		return v.LeaseID
+	case contract.ResourcesReconcileIn:
+		return v.LeaseID
 	}
 	panic(fmt.Sprintf("dispatch: %T declares ownsLease but has no leaseId", in))
 }

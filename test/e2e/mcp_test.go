@@ -79,7 +79,8 @@ func TestMCPAgentLeasesThroughTheRealBinary(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if strings.Join(names, ",") != "lease_simulator,lease_status,list_devices,release_simulator" {
+	// The resource tools that write are opt-in (simlock mcp --enable-tool).
+	if strings.Join(names, ",") != "get_device_resources,lease_simulator,lease_status,list_devices,release_simulator" {
 		t.Fatalf("tools %v", names)
 	}
 	text, isErr := a.call("lease_simulator", map[string]any{"platform": "ios", "model": "iPhone 16"}, "p1")

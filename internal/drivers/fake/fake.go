@@ -51,6 +51,10 @@ type Driver struct {
 	// ProvisionedRAM, when set, is the footprint a new device reports once
 	// it exists (core.Provisioned.RAMBytes), as an AVD's hw.ramSize does.
 	ProvisionedRAM uint64
+	// ResourceGate, when non-nil, makes every resource call of Resourced
+	// wait for a value (or ctx) first.
+	ResourceGate chan struct{}
+	res          *resState // resources.go
 	// Fail maps an operation ("provision", "boot", "reclaim", "shutdown",
 	// "destroy") to how many of its next calls fail.
 	Fail map[string]int
@@ -171,6 +175,7 @@ func (d Erasing) Erase(_ context.Context, r core.DeviceRef) error {
 		return core.ErrDeviceNotFound
 	}
 	dev.running = false
+	d.resetResourcesLocked(r.Handle)
 	return nil
 }
 
@@ -188,6 +193,11 @@ func (d *Driver) bringUp(ctx context.Context, verb string, r core.DeviceRef) err
 	dev, ok := d.devices[r.Handle]
 	if !ok {
 		return core.ErrDeviceNotFound
+	}
+	if verb == "reclaim" {
+		d.resetResourcesLocked(r.Handle) // a purge erases what was written
+	} else if !dev.running && d.res != nil {
+		d.res.boots[r.Handle]++ // a new boot: receipts of the old one no longer apply
 	}
 	dev.running, dev.transitioning = true, false
 	return nil

@@ -96,6 +96,7 @@ func goDocs() map[string]string {
 		"HostPlatformCapacity.MaxRunning":          "MaxRunning is capacity.host.platforms.<p>.maxRunning (0: none).",
 		"Lease":                                    "Lease is one exclusive, TTL-bounded hold on a device.",
 		"Lease.RequestID":                          "RequestID names the lease request this lease was granted to.",
+		"Lease.Resources":                          "Resources is the result of the request's resources step: applied after boot and verified before the grant (absent without one).",
 		"Lease.Timing":                             "Timing records how the lease was served.",
 		"Lease.Worker":                             "Worker names the machine holding the device (through a gateway).",
 		"LeaseNotice":                              "LeaseNotice is a lease-scoped fact pushed to the owner's connections (methods device-unhealthy, device-recovered, lease-lost).",

@@ -43,6 +43,11 @@ type Options struct {
 	// DeviceTools lists the tools that drive the leased device
 	// (device_exec, device_screenshot, device_install, device_open_url).
 	DeviceTools bool
+	// EnableTools names opt-in tools to serve (set_device_resources,
+	// reconcile_device_resources); ResourcesEnabled, the daemon config's
+	// resources.enabled, serves both.
+	EnableTools      []string
+	ResourcesEnabled bool
 }
 
 func (o Options) withDefaults() Options {

@@ -55,6 +55,8 @@ type leaseSimulatorIn struct {
 	TTL           json.RawMessage `json:"ttl,omitempty"`
 	Timeout       json.RawMessage `json:"timeout,omitempty"`
 	AllowDownload bool            `json:"allowDownload,omitempty"`
+	// Resources tunes the device before the grant (no opt-in needed).
+	Resources map[string]contract.ResourceState `json:"resources,omitempty"`
 }
 
 type leaseSimulatorOut struct {
@@ -88,7 +90,7 @@ func (s *session) server() *mcpsdk.Server {
 	}
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version},
 		&mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}})
-	tools := s.tools()
+	tools := append(s.tools(), s.resourceTools()...)
 	if s.o.DeviceTools {
 		tools = append(tools, s.deviceTools()...)
 	}
@@ -143,6 +145,7 @@ first: the lease may have been granted).`,
 				"timeout": map[string]any{"type": []string{"string", "integer"}, "examples": []any{"5m", 300000},
 					"description": `Give up waiting in the queue after this long (QUEUE_TIMEOUT): a duration like "5m" or milliseconds (default: wait until a device is free).`},
 				"allowDownload": map[string]any{"description": "Permit installing a missing OS runtime (multi-GB, slow). Default false."},
+				"resources":     map[string]any{"description": `Tune the device before it is granted: a map of resource group to "enabled" or "disabled", e.g. {"animations": "disabled"} (see get_device_resources for the groups). The result is lease.resources; on iOS a group that cannot be proven fails the lease with RESOURCE_PROFILE_UNPROVEN (details.resourceDrift) and leaves no device behind.`},
 			}),
 			OutputSchema: schemaFor[leaseSimulatorOut](nil),
 		}, run: s.leaseSimulator},
@@ -289,7 +292,7 @@ func (s *session) leaseSimulator(ctx context.Context, req *mcpsdk.CallToolReques
 		return nil, err
 	}
 	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion,
-		TTLMs: ttl.Milliseconds(), TimeoutMs: timeout.Milliseconds(), AllowDownload: in.AllowDownload}, progressRelay(ctx, req))
+		TTLMs: ttl.Milliseconds(), TimeoutMs: timeout.Milliseconds(), AllowDownload: in.AllowDownload, Resources: in.Resources}, progressRelay(ctx, req))
 	if err != nil {
 		if ctx.Err() != nil {
 			s.withdraw(c)

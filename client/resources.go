@@ -1,0 +1,24 @@
+package client
+
+import (
+	"context"
+
+	"github.com/simlock/simlock/contract"
+)
+
+// ResourcesGet observes the resource groups of the caller's leased device.
+func (c *Client) ResourcesGet(ctx context.Context, leaseID string) (contract.ResourceResult, error) {
+	return Do(ctx, c, contract.ResourcesGet, contract.ResourcesGetIn{LeaseID: leaseID})
+}
+
+// ResourcesSet enables or disables groups (or restores an Android receipt)
+// on the caller's leased device; the answer is the independent re-read.
+func (c *Client) ResourcesSet(ctx context.Context, in contract.ResourcesSetIn) (contract.ResourceResult, error) {
+	return Do(ctx, c, contract.ResourcesSet, in)
+}
+
+// ResourcesReconcile compares a requested map with the device's observed
+// state as typed drift, repairing when asked.
+func (c *Client) ResourcesReconcile(ctx context.Context, in contract.ResourcesReconcileIn) (contract.ResourceResult, error) {
+	return Do(ctx, c, contract.ResourcesReconcile, in)
+}
