@@ -170,61 +170,65 @@ func TestVersionPrefix(t *testing.T) {
 	}
 }
 
-// Dispatch decisions at fleet scale: one pass over 2,000 queued requests
-// and 200 worker views, each request routed and booked. "free" has room
-// for half of them; "full" has none (the steady state of a deep queue).
+// Dispatch decisions at fleet scale: one pass over the queued requests
+// (200, 2,000 or 20,000) and 200 worker views, each request routed and
+// booked. "free" has room for some of them; "full" has none (the steady
+// state of a deep queue). bench/cmd/report quotes ns/decision and how it
+// grows with the queue.
 func BenchmarkRoutingDecisions(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
 		running int
 	}{{"free", 6}, {"full", 8}} {
-		b.Run(bc.name, func(b *testing.B) {
-			base := make([]viewSnapshot, 200)
-			for i := range base {
-				p := "ios"
-				if i%2 == 1 {
-					p = "android"
-				}
-				var devs []contract.Device
-				for j := range 6 {
-					d := ready(p, "iPhone 16", "18.2")
-					if p == "android" {
-						d.Model, d.OSVersion = "Pixel 8", "14"
+		for _, queued := range []int{200, 2000, 20000} {
+			b.Run(fmt.Sprintf("%s/queued=%d", bc.name, queued), func(b *testing.B) {
+				base := make([]viewSnapshot, 200)
+				for i := range base {
+					p := "ios"
+					if i%2 == 1 {
+						p = "android"
 					}
-					d.ID = fmt.Sprintf("w%d-d%d", i, j)
-					if j%2 == 0 || bc.running == 8 {
-						d = leased(d)
+					var devs []contract.Device
+					for j := range 6 {
+						d := ready(p, "iPhone 16", "18.2")
+						if p == "android" {
+							d.Model, d.OSVersion = "Pixel 8", "14"
+						}
+						d.ID = fmt.Sprintf("w%d-d%d", i, j)
+						if j%2 == 0 || bc.running == 8 {
+							d = leased(d)
+						}
+						devs = append(devs, d)
 					}
-					devs = append(devs, d)
+					base[i] = view(fmt.Sprintf("w%03d", i), p, 8, bc.running, devs...)
 				}
-				base[i] = view(fmt.Sprintf("w%03d", i), p, 8, bc.running, devs...)
-			}
-			reqs := make([]routeRequest, 2000)
-			for i := range reqs {
-				switch i % 4 {
-				case 0:
-					reqs[i] = routeRequest{Platform: "ios", Model: "iPhone 16", OSVersion: "18"}
-				case 1:
-					reqs[i] = routeRequest{Platform: "android", OSVersion: "14"}
-				case 2:
-					reqs[i] = routeRequest{Platform: "ios"}
-				default:
-					reqs[i] = routeRequest{Platform: "android", Model: "pixel_8", OSVersion: "15"} // unservable: passed over
-				}
-			}
-			placed := 0
-			b.ResetTimer()
-			for b.Loop() {
-				pl := newPlanner(warmThenFree, append([]viewSnapshot(nil), base...))
-				placed = 0
-				for _, r := range reqs {
-					if _, ok := pl.place(r, nil); ok {
-						placed++
+				reqs := make([]routeRequest, queued)
+				for i := range reqs {
+					switch i % 4 {
+					case 0:
+						reqs[i] = routeRequest{Platform: "ios", Model: "iPhone 16", OSVersion: "18"}
+					case 1:
+						reqs[i] = routeRequest{Platform: "android", OSVersion: "14"}
+					case 2:
+						reqs[i] = routeRequest{Platform: "ios"}
+					default:
+						reqs[i] = routeRequest{Platform: "android", Model: "pixel_8", OSVersion: "15"} // unservable: passed over
 					}
 				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reqs)), "ns/decision")
-			b.ReportMetric(float64(placed), "placed/pass")
-		})
+				placed := 0
+				b.ResetTimer()
+				for b.Loop() {
+					pl := newPlanner(warmThenFree, append([]viewSnapshot(nil), base...))
+					placed = 0
+					for _, r := range reqs {
+						if _, ok := pl.place(r, nil); ok {
+							placed++
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reqs)), "ns/decision")
+				b.ReportMetric(float64(placed), "placed/pass")
+			})
+		}
 	}
 }

@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simlock/simlock/bench/harness"
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
+)
+
+// latency is one warm-grant path's samples with the floor sampled next to
+// each of them.
+type latency struct {
+	Path, Platform string
+	Grants, Floors []time.Duration
+}
+
+// measureWarmGrants: (c) lease.request when a matching device is ready,
+// over the socket (iOS and Android), over HTTP and through a gateway
+// (iOS), each sample next to a floor sample (socket round trip + one
+// SQLite commit) taken just before it.
+func measureWarmGrants(r *run, bin *harness.Binary, rep *report) {
+	for _, p := range rep.Platforms {
+		r.scoped(func() {
+			w := harness.NewWorld(r, bin, harness.Options{Devices: 1, HTTP: p == "ios"})
+			admin := w.Dial("bench", true)
+			f := harness.NewFloor(r, w)
+			harness.WarmUp(r, admin, p)
+			rep.Warm = append(rep.Warm, sampleGrants(r, "socket", p, admin, admin, f, rep.Sizes.Grants))
+			if p == "ios" {
+				h := w.DialHTTP(w.Token("agent"))
+				rep.Warm = append(rep.Warm, sampleGrants(r, "HTTP", p, h, admin, f, rep.Sizes.Grants))
+			}
+		})
+	}
+	r.scoped(func() {
+		gw := harness.NewWorld(r, bin, harness.Options{Gateway: true})
+		gwAdmin := gw.Dial("bench", true)
+		tok := gw.Token("worker")
+		wk := harness.NewWorld(r, bin, harness.Options{Devices: 1, JoinURL: "ws://" + gw.HTTP, JoinToken: tok})
+		wkAdmin := wk.Dial("bench", true)
+		waitWorkers(r, gwAdmin, 1)
+		c := gw.Dial("agent", false)
+		harness.Release(r, c, harness.Lease(r, c, "ios").LeaseID)
+		harness.WaitPlatformReady(r, wkAdmin, "ios", 1)
+		f := harness.NewFloor(r, wk)
+		// Ready as the gateway sees it: its view of the worker lags the
+		// worker by one state push.
+		harness.WaitPlatformReady(r, gwAdmin, "ios", 1)
+		rep.Warm = append(rep.Warm, sampleGrants(r, "gateway", "ios", c, gwAdmin, f, rep.Sizes.Grants))
+	})
+}
+
+func waitWorkers(r *run, gw *client.Client, n int) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := client.Do(context.Background(), gw, contract.WorkerList, contract.WorkerListIn{})
+		if err != nil {
+			r.Fatalf("worker.list: %v", err)
+		}
+		up := 0
+		for _, v := range out.Workers {
+			if v.State == contract.WorkerConnected {
+				up++
+			}
+		}
+		if up >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.Fatalf("%d of %d workers connected after a minute", up, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sampleGrants times n warm grants through c; between two, untimed, the
+// released device is purged (watched through ready, which sees the worker
+// that holds it).
+func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Floor, n int) latency {
+	out := latency{Path: path, Platform: p}
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		rtt, commit := f.Sample(r)
+		out.Floors = append(out.Floors, rtt+commit)
+		t0 := time.Now()
+		l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, NoWait: true}, nil)
+		d := time.Since(t0)
+		if err != nil {
+			r.Fatalf("%s warm grant %d: %v", path, i, err)
+		}
+		out.Grants = append(out.Grants, d)
+		harness.Release(r, c, l.LeaseID)
+		harness.WaitPlatformReady(r, ready, p, 1)
+	}
+	return out
+}
+
+// throughput is one cycles/s configuration, repeated.
+type throughput struct {
+	Platform string
+	Clients  int
+	Rates    []float64
+}
+
+// measureCycles: (d) lease+release cycles per second with 1 and with 8
+// clients on 8 warm devices.
+func measureCycles(r *run, bin *harness.Binary, rep *report) {
+	const devices = 8
+	for _, p := range rep.Platforms {
+		for _, clients := range []int{1, 8} {
+			t := throughput{Platform: p, Clients: clients}
+			for range rep.Sizes.Repeats {
+				r.scoped(func() {
+					w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
+					admin := w.Dial("bench", true)
+					cs := make([]*client.Client, devices)
+					for i := range cs {
+						cs[i] = w.Dial(fmt.Sprintf("bench-%d", i), false)
+					}
+					var wg sync.WaitGroup
+					ids := make([]string, devices)
+					for i := range cs {
+						wg.Go(func() { ids[i] = harness.Lease(r, cs[i], p).LeaseID })
+					}
+					wg.Wait()
+					for i, id := range ids {
+						harness.Release(r, cs[i], id)
+					}
+					harness.WaitPlatformReady(r, admin, p, devices)
+					var next atomic.Int64
+					var failed atomic.Value
+					start := time.Now()
+					for i := range clients {
+						wg.Go(func() {
+							ctx := context.Background()
+							for next.Add(1) <= int64(rep.Sizes.Cycles) {
+								l, err := cs[i].LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, TimeoutMs: 120_000}, nil)
+								if err == nil {
+									_, err = client.Do(ctx, cs[i], contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
+								}
+								if err != nil {
+									failed.Store(err)
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					if err, _ := failed.Load().(error); err != nil {
+						r.Fatalf("cycles: %v", err)
+					}
+					t.Rates = append(t.Rates, float64(rep.Sizes.Cycles)/time.Since(start).Seconds())
+				})
+			}
+			rep.Cycles = append(rep.Cycles, t)
+		}
+	}
+}
+
+// cold is (b): cold grants against the same SDK calls made by hand.
+type cold struct {
+	Grants, Raw []time.Duration
+	Calls       int
+	Commands    []string
+}
+
+// measureColdGrant: (b) an iOS cold grant (create, boot, readiness) at the
+// declared SDK speed, then the exact tool invocations it made, replayed by
+// hand in a world with no daemon, with the same logging wrapper in front of
+// every tool on both sides.
+func measureColdGrant(r *run, bin *harness.Binary, rep *report) {
+	for range rep.Sizes.Repeats {
+		r.scoped(func() {
+			w := harness.NewWorld(r, bin, harness.Options{Devices: 1, CountProcs: true, Speed: rep.Speed})
+			c := w.Dial("bench", true)
+			// The first status answer proves the daemon is up; its own
+			// start-up listings are not part of the grant.
+			harness.WaitPlatformReady(r, c, "ios", 0)
+			n0 := w.Procs()
+			t0 := time.Now()
+			l := harness.Lease(r, c, "ios")
+			grant := time.Since(t0)
+			cmds := w.Commands(n0)
+			udid := l.Device.UDID
+			set := l.Device.DeviceSet
+			harness.Release(r, c, l.LeaseID)
+
+			raw := harness.NewWorld(r, bin, harness.Options{CountProcs: true, Speed: rep.Speed, NoDaemon: true})
+			rawSet := filepath.Join(raw.Root, "set")
+			if err := os.MkdirAll(rawSet, 0o700); err != nil {
+				r.Fatalf("%v", err)
+			}
+			var total time.Duration
+			newUDID := ""
+			var shown []string
+			for _, argv := range cmds {
+				args := make([]string, len(argv)-1)
+				for i, a := range argv[1:] {
+					a = strings.ReplaceAll(a, set, rawSet)
+					if newUDID != "" {
+						a = strings.ReplaceAll(a, udid, newUDID)
+					}
+					args[i] = a
+				}
+				out, d := runTool(r, raw, argv[0], args)
+				total += d
+				if slicesContains(args, "create") && newUDID == "" {
+					newUDID = strings.TrimSpace(out)
+				}
+				shown = append(shown, harness.CommandKey(strings.Join(argv, " ")))
+			}
+			rep.Cold.Grants = append(rep.Cold.Grants, grant)
+			rep.Cold.Raw = append(rep.Cold.Raw, total)
+			rep.Cold.Calls = len(cmds)
+			rep.Cold.Commands = shown
+		})
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// runTool runs one tool invocation of a replay; a tool that fails is
+// reported, since a replay that errors out early would look fast.
+func runTool(r *run, w *harness.World, name string, args []string) (string, time.Duration) {
+	c := exec.Command(filepath.Join(w.SDK, name), args...)
+	c.Env = w.Env
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	t0 := time.Now()
+	err := c.Run()
+	d := time.Since(t0)
+	if err != nil {
+		r.Fatalf("replay %s %s: %v\n%s%s", name, strings.Join(args, " "), err, o.String(), e.String())
+	}
+	return o.String(), d
+}
+
+// execution is (a): time to device over back-to-back executions.
+type execution struct {
+	Name string
+	TTD  []time.Duration
+}
+
+// measureTimeToDevice: (a) back-to-back executions on iOS that each hold
+// their device for rep.Hold (scaled by the SDK speed): zero pooling done
+// by hand (create, boot, use, delete each time), and simlock's warm pool
+// with one and with two running slots.
+func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
+	hold := time.Duration(float64(rep.Hold) * rep.Speed)
+	r.scoped(func() {
+		w := harness.NewWorld(r, bin, harness.Options{Speed: rep.Speed, NoDaemon: true})
+		set := filepath.Join(w.Root, "set")
+		os.MkdirAll(set, 0o700)
+		e := execution{Name: "zero pooling (create, boot, use, delete)"}
+		for i := range rep.Sizes.Executions {
+			t0 := time.Now()
+			out, _ := w.Tool("xcrun", "simctl", "--set", set, "create", fmt.Sprintf("zp-%d", i), "iPhone 16")
+			udid := strings.TrimSpace(out)
+			w.Tool("xcrun", "simctl", "--set", set, "boot", udid)
+			w.Tool("xcrun", "simctl", "--set", set, "bootstatus", udid, "-b")
+			e.TTD = append(e.TTD, time.Since(t0))
+			time.Sleep(hold)
+			w.Tool("xcrun", "simctl", "--set", set, "shutdown", udid)
+			w.Tool("xcrun", "simctl", "--set", set, "delete", udid)
+		}
+		rep.Executions = append(rep.Executions, e)
+	})
+	for _, slots := range []int{1, 2} {
+		r.scoped(func() {
+			w := harness.NewWorld(r, bin, harness.Options{Devices: slots, Speed: rep.Speed,
+				Extra: map[string]any{"warmPool": map[string]any{"targets": []map[string]any{{"platform": "ios", "model": "iPhone 16", "count": slots}}}}})
+			c := w.Dial("bench", true)
+			harness.WaitPlatformReady(r, c, "ios", slots)
+			e := execution{Name: fmt.Sprintf("simlock warm pool, %d running slot%s", slots, map[bool]string{true: "s"}[slots > 1])}
+			for range rep.Sizes.Executions {
+				t0 := time.Now()
+				l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 16", TimeoutMs: 300_000}, nil)
+				if err != nil {
+					r.Fatalf("lease: %v", err)
+				}
+				e.TTD = append(e.TTD, time.Since(t0))
+				time.Sleep(hold)
+				harness.Release(r, c, l.LeaseID)
+			}
+			rep.Executions = append(rep.Executions, e)
+		})
+	}
+}
+
+// dispatch is (e): one routing decision at fleet scale.
+type dispatch struct {
+	Queued int
+	NsPer  float64
+}
+
+// measureDispatch: (e) the gateway's routing decision over 200 worker views
+// with 200, 2,000 and 20,000 queued requests, from the gateway package's
+// benchmark (in-process: a decision involves no I/O, so there is no binary
+// to drive).
+func measureDispatch(r *run, _ *harness.Binary, rep *report) {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkRoutingDecisions/full", "-benchtime", "5x", "./internal/gateway/")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.Fatalf("go test -bench: %v\n%s", err, out)
+	}
+	line := regexp.MustCompile(`queued=(\d+)\S*\s+\d+\s+.*?([\d.]+) ns/decision`)
+	for s := bufio.NewScanner(bytes.NewReader(out)); s.Scan(); {
+		if m := line.FindStringSubmatch(s.Text()); m != nil {
+			q, _ := strconv.Atoi(m[1])
+			ns, _ := strconv.ParseFloat(m[2], 64)
+			rep.Dispatch = append(rep.Dispatch, dispatch{Queued: q, NsPer: ns})
+		}
+	}
+	if len(rep.Dispatch) == 0 {
+		r.Fatalf("no queued=N results in:\n%s", out)
+	}
+}
+
+// memory is (f).
+type memory struct {
+	Idle, Loaded, BeforeCycles, AfterCycles int64
+	Leases, Queued, Cycles                  int
+}
+
+// measureMemory: (f) the daemon's RSS idle, with 8 leases and 100 queued
+// requests, and before and after rep.Sizes.RSSCycles lease+release cycles.
+func measureMemory(r *run, bin *harness.Binary, rep *report) {
+	const devices = 8
+	w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
+	admin := w.Dial("bench", true)
+	harness.WaitPlatformReady(r, admin, "ios", 0)
+	time.Sleep(time.Second)
+	rss := func() int64 {
+		v, err := harness.RSS(w.DaemonPID())
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+		return v
+	}
+	rep.Memory.Idle = rss()
+	var ids []string
+	holders := make([]*client.Client, devices)
+	for i := range holders {
+		holders[i] = w.Dial(fmt.Sprintf("holder-%d", i), false)
+		ids = append(ids, harness.Lease(r, holders[i], "ios").LeaseID)
+	}
+	const queued = 100
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	waiters := make([]*client.Client, queued)
+	for i := range waiters {
+		waiters[i] = w.Dial(fmt.Sprintf("waiter-%d", i), false)
+		wg.Go(func() {
+			_, _ = waiters[i].LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TimeoutMs: 600_000}, nil)
+		})
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := client.Do(context.Background(), admin, contract.StatusGet, contract.StatusGetIn{})
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+		if st.QueueDepth >= queued {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.Fatalf("queue depth %d, want %d", st.QueueDepth, queued)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep.Memory.Loaded, rep.Memory.Leases, rep.Memory.Queued = rss(), devices, queued
+	for i := range waiters {
+		_, _ = client.Do(context.Background(), waiters[i], contract.LeaseCancel, contract.LeaseCancelIn{})
+	}
+	cancel()
+	wg.Wait()
+	for i, id := range ids {
+		harness.Release(r, holders[i], id)
+	}
+	harness.WaitPlatformReady(r, admin, "ios", devices)
+	// A thousand cycles first, so the figure is growth, not warm-up.
+	cycle := func(n int) {
+		for range n {
+			l := harness.Lease(r, holders[0], "ios")
+			harness.Release(r, holders[0], l.LeaseID)
+		}
+	}
+	cycle(min(1000, rep.Sizes.RSSCycles/5))
+	rep.Memory.BeforeCycles = rss()
+	cycle(rep.Sizes.RSSCycles)
+	rep.Memory.AfterCycles, rep.Memory.Cycles = rss(), rep.Sizes.RSSCycles
+}

@@ -1,0 +1,519 @@
+// Package harness runs the real simlock binary as a daemon against the
+// simulated SDK, for the Real benchmarks (bench/real_test.go) and the report
+// (bench/cmd/report). Every figure it helps produce comes from the binary a
+// user runs, with the real drivers; a fake driver never stands in.
+package harness
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/simsdk"
+)
+
+// TB is the part of testing.TB the harness needs, so a benchmark and the
+// report program (which has no testing.T) can both drive it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Binary builds cmd/simlock once into dir.
+type Binary struct {
+	dir  string
+	once func() (string, error)
+}
+
+// NewBinary prepares a build of cmd/simlock into dir (done on first Path).
+func NewBinary(dir string) *Binary {
+	b := &Binary{dir: dir}
+	b.once = sync.OnceValues(func() (string, error) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", err
+		}
+		bin := filepath.Join(dir, "simlock")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/simlock/simlock/cmd/simlock").CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("go build: %v\n%s", err, out)
+		}
+		return bin, nil
+	})
+	return b
+}
+
+// Path is the built binary.
+func (b *Binary) Path() (string, error) { return b.once() }
+
+// Remove deletes the build directory.
+func (b *Binary) Remove() { os.RemoveAll(b.dir) }
+
+// Options says how a world is set up.
+type Options struct {
+	// Devices is the fixed capacity (maxRunning = maxManaged).
+	Devices int
+	// CountProcs puts a logging wrapper in front of every SDK tool, so each
+	// tool process leaves one line in the command log. It costs a shell
+	// start per process, so never measure latency in a counting world.
+	CountProcs bool
+	// Speed is SIMLOCK_SIMSDK_SPEED: 0 makes the SDK instant, 1 is the
+	// real tools' measured timing.
+	Speed float64
+	// HTTP enables the HTTP API on a free loopback port.
+	HTTP bool
+	// Extra is merged into the config object (top-level keys).
+	Extra map[string]any
+	// Gateway runs the daemon in gateway mode (HTTP on).
+	Gateway bool
+	// JoinURL and JoinToken make the daemon a worker of that gateway.
+	JoinURL, JoinToken string
+	// NoDaemon leaves the daemon unstarted (for raw SDK timing).
+	NoDaemon bool
+	// HostDir, when set, is the host registry directory (a worker sharing
+	// its gateway's machine); default: one of the world's own.
+	HostDir string
+}
+
+// World is one isolated installation: a home, the simulated SDK on PATH, its
+// state directory, and a daemon running the real binary.
+type World struct {
+	tb     TB
+	Bin    string
+	Root   string
+	Home   string
+	SDK    string
+	Env    []string
+	HTTP   string // host:port of the HTTP API, when enabled
+	cmdLog string
+	daemon *exec.Cmd
+}
+
+// NewWorld sets up a world and starts its daemon.
+func NewWorld(tb TB, bin *Binary, o Options) *World {
+	tb.Helper()
+	path, err := bin.Path()
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	// Short paths: a unix socket path is limited to about 100 bytes.
+	root, err := os.MkdirTemp("", "slb-")
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	w := &World{tb: tb, Bin: path, Root: root, Home: filepath.Join(root, "h"), SDK: filepath.Join(root, "sdk")}
+	pathEnv := w.SDK + ":" + os.Getenv("PATH")
+	if o.CountProcs {
+		wrap := filepath.Join(root, "wrap")
+		w.cmdLog = filepath.Join(root, "cmd.log")
+		if err := os.MkdirAll(wrap, 0o700); err != nil {
+			tb.Fatalf("%v", err)
+		}
+		for _, t := range simsdk.Tools {
+			// One line per process; arguments are separated by the ASCII unit
+			// separator so a replay gets them back exactly.
+			script := fmt.Sprintf("#!/bin/sh\n{ printf '%%s' %s; for a in \"$@\"; do printf '\\037%%s' \"$a\"; done; echo; } >> %s\nexec %s \"$@\"\n",
+				t, w.cmdLog, filepath.Join(w.SDK, t))
+			if err := os.WriteFile(filepath.Join(wrap, t), []byte(script), 0o700); err != nil {
+				tb.Fatalf("%v", err)
+			}
+		}
+		pathEnv = wrap + ":" + pathEnv
+	}
+	if err := os.MkdirAll(w.Home, 0o700); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	// Background ticks (health, cleanup) are pushed out of the way so every
+	// tool process counted in a window belongs to the call measured.
+	cfg := map[string]any{
+		"capacity": map[string]any{"strategy": "fixed", "fixed": map[string]any{"maxRunning": max(o.Devices, 1), "maxManaged": max(o.Devices, 1)}},
+		"http":     map[string]any{"enabled": false},
+		"health":   map[string]any{"intervalMs": 3_600_000},
+		"cleanup":  map[string]any{"intervalMs": 3_600_000},
+	}
+	if o.HTTP || o.Gateway {
+		w.HTTP = freePort(tb)
+		cfg["http"] = map[string]any{"enabled": true, "listen": w.HTTP}
+	}
+	if o.Gateway {
+		cfg = map[string]any{"mode": "gateway", "http": map[string]any{"listen": w.HTTP}}
+	}
+	if o.JoinURL != "" {
+		cfg["gateway"] = map[string]any{"url": o.JoinURL, "token": o.JoinToken, "label": "bench"}
+	}
+	for k, v := range o.Extra {
+		cfg[k] = v
+	}
+	raw, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(w.Home, "config.json"), raw, 0o600); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	hostDir := o.HostDir
+	if hostDir == "" {
+		hostDir = filepath.Join(root, "hostreg")
+	}
+	w.Env = append(os.Environ(), "PATH="+pathEnv, "SIMLOCK_HOME="+w.Home, "SIMLOCK_HOST_DIR="+hostDir,
+		"SIMLOCK_SIMSDK_HOME="+filepath.Join(root, "sim"), "SIMLOCK_SIMSDK_SPEED="+strconv.FormatFloat(o.Speed, 'g', -1, 64),
+		"SIMLOCK_ADMIN_TOKEN=", "SIMLOCK_PRINCIPAL=")
+	w.Run("simsdk", "install", w.SDK)
+	tb.Cleanup(w.Close)
+	if o.NoDaemon {
+		return w
+	}
+	logf, err := os.Create(filepath.Join(root, "daemon.out"))
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	w.daemon = exec.Command(path, "daemon", "run")
+	w.daemon.Env, w.daemon.Stdout, w.daemon.Stderr = w.Env, logf, logf
+	if err := w.daemon.Start(); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	logf.Close()
+	return w
+}
+
+func freePort(tb TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Run runs the binary with the world's environment and returns stdout.
+func (w *World) Run(args ...string) string {
+	w.tb.Helper()
+	c := exec.Command(w.Bin, args...)
+	c.Env = w.Env
+	out, err := c.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		w.tb.Fatalf("simlock %s: %v\n%s%s", strings.Join(args, " "), err, out, msg)
+	}
+	return string(out)
+}
+
+// Tool runs an SDK tool of the world's simulated SDK and returns how long
+// it took.
+func (w *World) Tool(name string, args ...string) (string, time.Duration) {
+	w.tb.Helper()
+	c := exec.Command(filepath.Join(w.SDK, name), args...)
+	c.Env = w.Env
+	t0 := time.Now()
+	out, err := c.CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
+		w.tb.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), d
+}
+
+// DaemonPID is the daemon process's pid (0 when none was started).
+func (w *World) DaemonPID() int {
+	if w.daemon == nil || w.daemon.Process == nil {
+		return 0
+	}
+	return w.daemon.Process.Pid
+}
+
+// Close stops the daemon and removes the world.
+func (w *World) Close() {
+	if w.daemon != nil && w.daemon.Process != nil {
+		w.daemon.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { w.daemon.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			w.daemon.Process.Kill()
+			<-done
+		}
+		w.daemon = nil
+	}
+	c := exec.Command(w.Bin, "simsdk", "reset")
+	c.Env = w.Env
+	c.Run()
+	os.RemoveAll(w.Root)
+}
+
+// Dial connects over the socket as principal; admin adds the admin secret.
+func (w *World) Dial(principal string, admin bool) *client.Client {
+	w.tb.Helper()
+	o := client.Options{Socket: filepath.Join(w.Home, "simlock.sock"), Principal: principal, Name: "bench"}
+	c, err := client.DialRetry(context.Background(), o, 20*time.Second)
+	if err != nil {
+		w.tb.Fatalf("dial: %v\ndaemon output:\n%s", err, w.DaemonOutput())
+	}
+	if admin {
+		c.Close()
+		o.Credential = w.AdminToken()
+		if c, err = client.Dial(context.Background(), o); err != nil {
+			w.tb.Fatalf("%v", err)
+		}
+	}
+	w.tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// AdminToken reads the running daemon's admin secret.
+func (w *World) AdminToken() string {
+	w.tb.Helper()
+	tok, err := os.ReadFile(filepath.Join(w.Home, "admin.token"))
+	if err != nil {
+		w.tb.Fatalf("%v", err)
+	}
+	return strings.TrimSpace(string(tok))
+}
+
+// Token mints an API token of role on the daemon.
+func (w *World) Token(role string) string {
+	w.tb.Helper()
+	var out struct{ Token string }
+	if err := json.Unmarshal([]byte(w.Run("token", "create", "--role", role, "--name", "bench-"+role, "--json")), &out); err != nil {
+		w.tb.Fatalf("token create: %v", err)
+	}
+	return out.Token
+}
+
+// DialHTTP connects to the world's HTTP API with an agent token.
+func (w *World) DialHTTP(token string) *client.Client {
+	w.tb.Helper()
+	c, err := client.DialHTTP(context.Background(), "http://"+w.HTTP, token)
+	if err != nil {
+		w.tb.Fatalf("dial http: %v", err)
+	}
+	w.tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// DaemonOutput is what the daemon printed.
+func (w *World) DaemonOutput() string {
+	out, _ := os.ReadFile(filepath.Join(w.Root, "daemon.out"))
+	return string(out)
+}
+
+// Procs is the number of SDK tool processes started so far.
+func (w *World) Procs() int {
+	f, err := os.Open(w.cmdLog)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		w.tb.Fatalf("%v", err)
+	}
+	defer f.Close()
+	n := 0
+	for s := bufio.NewScanner(f); s.Scan(); {
+		n++
+	}
+	return n
+}
+
+// CommandsAfter lists the raw log lines after the first n.
+func (w *World) CommandsAfter(n int) []string {
+	raw, _ := os.ReadFile(w.cmdLog)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if n >= len(lines) || len(raw) == 0 {
+		return nil
+	}
+	return lines[n:]
+}
+
+// CommandLines is CommandsAfter with the arguments joined by spaces.
+func (w *World) CommandLines(n int) []string {
+	var out []string
+	for _, c := range w.Commands(n) {
+		out = append(out, strings.Join(c, " "))
+	}
+	return out
+}
+
+// Commands lists the tool processes logged after the first n, each as its
+// argv (tool name first).
+func (w *World) Commands(n int) [][]string {
+	var out [][]string
+	for _, line := range w.CommandsAfter(n) {
+		out = append(out, strings.Split(line, "\x1f"))
+	}
+	return out
+}
+
+// CommandKey is a logged command line without the device set or SDK root it
+// is scoped to, cut to its first words: "xcrun simctl list -j".
+func CommandKey(line string) string {
+	var keep []string
+	f := strings.Fields(line)
+	for i := 0; i < len(f) && len(keep) < 4; i++ {
+		if f[i] == "--set" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(f[i], "--sdk_root=") {
+			continue
+		}
+		keep = append(keep, f[i])
+	}
+	return strings.Join(keep, " ")
+}
+
+// WaitPlatformReady polls until n devices of platform are ready.
+func WaitPlatformReady(tb TB, c *client.Client, platform string, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		l, err := client.Do(context.Background(), c, contract.ListGet, contract.ListGetIn{})
+		if err != nil {
+			tb.Fatalf("%v", err)
+		}
+		ready := 0
+		for _, d := range l.Devices {
+			if d.Platform == platform && d.State == contract.StateReady {
+				ready++
+			}
+		}
+		if ready >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d of %d %s devices ready after 5m: %+v", ready, n, platform, l.Devices)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Lease asks for a device of platform, waiting up to 5 minutes.
+func Lease(tb TB, c *client.Client, platform string) contract.Lease {
+	tb.Helper()
+	l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: platform, TimeoutMs: 300_000}, nil)
+	if err != nil {
+		tb.Fatalf("lease %s: %v", platform, err)
+	}
+	return l
+}
+
+// Release gives a lease back.
+func Release(tb TB, c *client.Client, id string) {
+	tb.Helper()
+	if _, err := client.Do(context.Background(), c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: id}); err != nil {
+		tb.Fatalf("release %s: %v", id, err)
+	}
+}
+
+// WarmUp provisions one device of platform and leaves it ready.
+func WarmUp(tb TB, c *client.Client, platform string) {
+	tb.Helper()
+	Release(tb, c, Lease(tb, c, platform).LeaseID)
+	WaitPlatformReady(tb, c, platform, 1)
+}
+
+// Floor measures what no grant can beat, in the daemon's conditions: one
+// request/response over the daemon's unix socket (hello: no decision, no
+// store) plus one durable SQLite commit in-process on a file in the same
+// directory, with the store's settings (WAL, default synchronous).
+type Floor struct {
+	c  *client.Client
+	db *sql.Conn
+	n  int64
+}
+
+// NewFloor opens the floor's socket connection and database.
+func NewFloor(tb TB, w *World) *Floor {
+	tb.Helper()
+	path := filepath.Join(w.Home, "floor.db")
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	u := url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: q.Encode()}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(context.Background(), `CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, at TEXT NOT NULL, body TEXT NOT NULL)`); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	return &Floor{c: w.Dial("floor", false), db: conn}
+}
+
+// Sample returns one socket round trip and one commit.
+func (f *Floor) Sample(tb TB) (rtt, commit time.Duration) {
+	tb.Helper()
+	ctx := context.Background()
+	hello, _ := json.Marshal(contract.HelloIn{Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}, Principal: "floor"})
+	t0 := time.Now()
+	if _, err := f.c.Raw(ctx, contract.Hello.Name, hello, nil); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	t1 := time.Now()
+	f.n++
+	for _, stmt := range []string{"BEGIN IMMEDIATE", fmt.Sprintf(`INSERT INTO t (at, body) VALUES ('%s', 'lease %d granted')`, t1.UTC().Format(time.RFC3339Nano), f.n), "COMMIT"} {
+		if _, err := f.db.ExecContext(ctx, stmt); err != nil {
+			tb.Fatalf("%v", err)
+		}
+	}
+	return t1.Sub(t0), time.Since(t1)
+}
+
+// Quantile is the nearest-rank q-quantile of sorted durations, in ms.
+func Quantile(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i]) / float64(time.Millisecond)
+}
+
+// Sorted returns a sorted copy.
+func Sorted(d []time.Duration) []time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s
+}
+
+// RSS reads a process's resident set size in bytes from /proc.
+func RSS(pid int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
