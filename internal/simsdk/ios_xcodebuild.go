@@ -56,6 +56,7 @@ type xcbInvocation struct {
 	project      string
 	workspace    string
 	destinations []string
+	xctestrun    string // a prebuilt test bundle's run file (test-without-building)
 }
 
 func (s *sdk) xcodebuildProject(ctx context.Context, args []string) int {
@@ -87,8 +88,10 @@ func (s *sdk) xcodebuildProject(ctx context.Context, args []string) int {
 			var d string
 			d, ok = val()
 			inv.destinations = append(inv.destinations, d)
+		case a == "-xctestrun":
+			inv.xctestrun, ok = val()
 		case slices.Contains([]string{"-sdk", "-configuration", "-derivedDataPath", "-destination-timeout",
-			"-resultBundlePath", "-testPlan", "-only-testing", "-skip-testing", "-xctestrun", "-arch"}, a):
+			"-resultBundlePath", "-testPlan", "-only-testing", "-skip-testing", "-arch"}, a):
 			_, ok = val()
 		case a == "-quiet" || a == "-json" || a == "-allowProvisioningUpdates" || a == "-parallel-testing-enabled":
 		case !strings.HasPrefix(a, "-") && strings.Contains(a, "="):
@@ -106,10 +109,21 @@ func (s *sdk) xcodebuildProject(ctx context.Context, args []string) int {
 		fmt.Fprintln(s.stderr, "xcodebuild: error: The -project and -workspace options cannot be passed together.")
 		return xcbExitUsage
 	}
-	if code, ok := s.checkProject(inv); !ok {
+	if inv.xctestrun != "" {
+		// A prebuilt test bundle's .xctestrun names its own targets: it
+		// runs without a project or a scheme, and only with this action.
+		if inv.action != "test-without-building" {
+			fmt.Fprintln(s.stderr, "xcodebuild: error: The -xctestrun option can only be used with the test-without-building action.")
+			return xcbExitUsage
+		}
+		if _, err := os.Stat(inv.xctestrun); err != nil {
+			fmt.Fprintf(s.stderr, "xcodebuild: error: The file “%s” couldn’t be opened because there is no such file.\n", filepath.Base(inv.xctestrun))
+			return xcbExitNoInput
+		}
+	} else if code, ok := s.checkProject(inv); !ok {
 		return code
 	}
-	if inv.scheme == "" {
+	if inv.scheme == "" && inv.xctestrun == "" {
 		if inv.action == "showdestinations" {
 			fmt.Fprintln(s.stderr, "xcodebuild: error: The -showdestinations option requires a scheme to be specified.")
 		} else {

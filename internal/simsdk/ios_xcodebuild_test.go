@@ -54,6 +54,10 @@ func TestXcodebuildProjectActionsRejectBadArguments(t *testing.T) {
 	if err := os.Mkdir(proj, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	run := filepath.Join(t.TempDir(), "App.xctestrun")
+	if err := os.WriteFile(run, []byte("<plist/>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		code int
@@ -63,6 +67,11 @@ func TestXcodebuildProjectActionsRejectBadArguments(t *testing.T) {
 		{[]string{"-showdestinations", "-scheme", "App", "-project", "/nope/App.xcodeproj"}, 66, "'/nope/App.xcodeproj' does not exist."},
 		{[]string{"test", "-scheme", "App", "-project", proj, "-bogus"}, 64, "invalid option '-bogus'"},
 		{[]string{"test", "-scheme", "App", "-project", proj, "-destination"}, 64, "requires at least one argument"},
+		// A prebuilt bundle runs without a scheme, but only with
+		// test-without-building, and its run file must exist.
+		{[]string{"test", "-xctestrun", run, "-destination", "id=X"}, 64, "only be used with the test-without-building action"},
+		{[]string{"test-without-building", "-xctestrun", "/nope/App.xctestrun", "-destination", "id=X"}, 66, "“App.xctestrun” couldn’t be opened"},
+		{[]string{"test-without-building", "-xctestrun", run, "-destination", "id=NOT-A-DEVICE"}, 70, "Unable to find a destination"},
 	} {
 		r := h.run("xcodebuild", c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.text) {
