@@ -55,6 +55,9 @@ type emuRun struct {
 	RestoringUntil *time.Time `json:"restoringUntil,omitempty"`
 	// SaveOnExit is the snapshot an orderly exit saves ("" for none).
 	SaveOnExit string `json:"saveOnExit,omitempty"`
+	// Running are the packages am started and nothing stopped since,
+	// the foreground one last (android_am.go).
+	Running []string `json:"running,omitempty"`
 }
 
 func (r *emuRun) serial() string { return emulatorSerial(r.ConsolePort) }
