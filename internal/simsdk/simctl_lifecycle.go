@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -99,6 +100,10 @@ func (s *sdk) simctlBoot(ctx context.Context, ds deviceSet, args []string) error
 		return usageErr("boot <device> [--arch=<arch>] [--disabledJob=<job>] [--enabledJob=<job>]")
 	}
 	d, err := s.resolveDevice(ds, pos[0])
+	var te *toolError
+	if errors.As(err, &te) && strings.HasPrefix(te.text, "Invalid device: ") {
+		return errInvalidDeviceOrPair(pos[0])
+	}
 	if err != nil {
 		return err
 	}
