@@ -635,8 +635,17 @@ func (s *sdk) adbExecOut(ctx context.Context, r *emuRun, args []string) error {
 // name is the file name without ".apk" (no manifest is parsed).
 func (s *sdk) adbInstall(r *emuRun, args []string) error {
 	var apks []string
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case slices.Contains(adbInstallFlags, a):
+		case a == "--abi" || a == "--user" || a == "--local-agent" || a == "-i" || a == "--install-reason":
+			i++
+		case strings.HasPrefix(a, "-"):
+			// adb hands options it does not know to the device's package
+			// manager, which refuses them.
+			return adbError(fmt.Sprintf("adb: failed to install: Error: Unknown option: %s\n", a))
+		default:
 			apks = append(apks, a)
 		}
 	}
@@ -664,6 +673,11 @@ func (s *sdk) adbInstall(r *emuRun, args []string) error {
 	fmt.Fprintln(s.stdout, "Success")
 	return nil
 }
+
+// adbInstallFlags are adb install's options without a value.
+var adbInstallFlags = []string{"-l", "-r", "-t", "-s", "-d", "-g", "-p", "--instant", "--no-streaming", "--streaming",
+	"--fastdeploy", "--no-fastdeploy", "--force-agent", "--date-check-agent", "--version-check-agent",
+	"--incremental", "--no-incremental", "--wait", "--dont-kill", "--force-queryable", "--bypass-low-target-sdk-block"}
 
 // storeAPK records pkg as installed on r's data partition; adb install and
 // pm install share it, so both see the same packages.

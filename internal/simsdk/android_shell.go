@@ -43,8 +43,13 @@ func (s *sdk) adbShell(ctx context.Context, r *emuRun, args []string) int {
 	// Options of `adb shell` itself come before the command.
 	i := 0
 	for i < len(args) && strings.HasPrefix(args[i], "-") {
-		if args[i] == "-e" {
+		switch args[i] {
+		case "-e":
 			i++
+		case "-n", "-T", "-t", "-tt", "-x":
+		default:
+			fmt.Fprintf(s.stderr, "adb: unsupported shell option %s\n", args[i])
+			return 1
 		}
 		i++
 	}
