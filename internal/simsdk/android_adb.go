@@ -631,8 +631,8 @@ func (s *sdk) adbExecOut(ctx context.Context, r *emuRun, args []string) error {
 	return nil
 }
 
-// adbInstall records an APK on the device's data partition. The package
-// name is the file name without ".apk" (no manifest is parsed).
+// adbInstall records an APK on the device's data partition, under the
+// package its manifest names (apkPackage).
 func (s *sdk) adbInstall(r *emuRun, args []string) error {
 	var apks []string
 	for i := 0; i < len(args); i++ {
@@ -667,7 +667,7 @@ func (s *sdk) adbInstall(r *emuRun, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.storeAPK(r, strings.TrimSuffix(filepath.Base(apk), ".apk"), b); err != nil {
+	if err := s.storeAPK(r, apkPackage(apk, b), b); err != nil {
 		return err
 	}
 	fmt.Fprintln(s.stdout, "Success")

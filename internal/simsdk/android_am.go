@@ -19,7 +19,7 @@ import (
 // PackageManagerShellCommand as publicly reported; none is a capture (the
 // fixtures hold no am or cmd output). Nothing really runs: an "activity"
 // is the app's launcher component, <package>/.MainActivity for an
-// installed APK (no manifest is parsed, see adbInstall).
+// installed APK (only the package is read from its manifest, apkPackage).
 
 // launcherActivities are the system packages that have a launcher entry on
 // the simulated images (the rest, like android or com.android.shell, have

@@ -891,7 +891,7 @@ func (sh *devShell) pmInstall(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Failure [INSTALL_FAILED_INSUFFICIENT_STORAGE: Failed to override installation location] %s\n", faultNote(faultInstallFail))
 		return 1
 	}
-	pkg := strings.TrimSuffix(path.Base(files[0]), ".apk")
+	pkg := apkPackage(files[0], b)
 	if err := sh.s.storeAPK(sh.run, pkg, b); err != nil {
 		fmt.Fprintf(stdout, "Failure [INSTALL_FAILED_INTERNAL_ERROR: %v]\n", err)
 		return 1

@@ -81,8 +81,9 @@
 //     path|install|uninstall, which is pm); input's real argument forms
 //     (text, keyevent, tap, swipe, draganddrop, press, roll, motionevent,
 //     keycombination, scroll), checked and without effect. An installed
-//     APK's package is its file name without ".apk" and its launcher
-//     activity <package>/.MainActivity (no manifest is parsed); adb
+//     APK's package is the one its binary manifest names (else the file
+//     name without ".apk"), its launcher activity <package>/.MainActivity;
+//     adb
 //     install and pm install fill the same package list; the run remembers
 //     which apps am started (pidof finds them) until force-stop, uninstall
 //     or the emulator's exit. Unknown options fail as the device's shell

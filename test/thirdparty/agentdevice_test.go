@@ -245,6 +245,13 @@ func TestAgentDeviceDrivesALeasedSimulatedEmulator(t *testing.T) {
 	if !strings.Contains(w.commands(), "shell am start") {
 		t.Fatalf("open sent no am start:\n%s", w.commands())
 	}
+	// agent-device installs its own IME helper, a real APK, on open: it is
+	// listed under its manifest's package.
+	if strings.Contains(w.commands(), "agent-device-android-ime-helper") {
+		if out := w.simlock("exec", grant.LeaseID, "--", "adb", "shell", "pm", "list", "packages", "-3"); !strings.Contains(out, "package:com.callstack.agentdevice.imehelper\n") {
+			t.Errorf("the IME helper APK is not listed under its manifest's package:\n%s", out)
+		}
+	}
 	// The simulated device remembers that the app runs.
 	if out := w.simlock("exec", grant.LeaseID, "--", "adb", "shell", "pidof", "com.example.notes"); strings.TrimSpace(out) == "" {
 		t.Fatal("after open, pidof finds no process for the app")
