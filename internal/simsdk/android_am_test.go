@@ -143,6 +143,9 @@ func TestADBExecOutIsRawAndCarriesNoStatus(t *testing.T) {
 	if r := a.adb("-s", "emulator-5800", "exec-out", "getprop", "ro.build.characteristics"); r.stdout != "emulator\n" {
 		t.Errorf("exec-out getprop: %+v", r)
 	}
+	if r := a.adb("-s", "emulator-5800", "shell", "-t", "--", "echo", "-n", "x"); r.code != 0 || r.stdout != "x" {
+		t.Errorf("shell options then --: %+v", r)
+	}
 	if r := a.adb("-s", "emulator-5800", "exec-out"); r.code != 1 || !strings.HasPrefix(r.stderr, "adb: exec-out requires a command") {
 		t.Errorf("bare exec-out: %+v", r)
 	}

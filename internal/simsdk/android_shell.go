@@ -43,6 +43,10 @@ func (s *sdk) adbShell(ctx context.Context, r *emuRun, args []string) int {
 	// Options of `adb shell` itself come before the command.
 	i := 0
 	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		if args[i] == "--" { // the end of adb's own options
+			i++
+			break
+		}
 		switch args[i] {
 		case "-e":
 			i++
