@@ -280,6 +280,8 @@ func (s *sdk) adb(ctx context.Context, args []string) int {
 		if err == nil {
 			return code
 		}
+	case cmd == "exec-out":
+		err = s.adbOnDevice(o, true, func(r *emuRun) error { return s.adbExecOut(ctx, r, rest) })
 	case cmd == "install":
 		err = s.adbOnDevice(o, true, func(r *emuRun) error { return s.adbInstall(r, rest) })
 	case cmd == "uninstall":
@@ -313,7 +315,7 @@ global options:
  -P PORT    port of adb server (overrides $ANDROID_ADB_SERVER_PORT, default: 5037)
 simulated commands:
  devices [-l], wait-for[-TRANSPORT]-STATE, get-state, get-serialno,
- shell [COMMAND...], emu COMMAND, install APK, uninstall PACKAGE,
+ shell [COMMAND...], exec-out COMMAND, emu COMMAND, install APK, uninstall PACKAGE,
  push LOCAL REMOTE, pull REMOTE [LOCAL], root, unroot,
  version, start-server, kill-server
 `
@@ -615,12 +617,35 @@ func (s *sdk) adbWaitFor(ctx context.Context, o adbOpts, verb string) error {
 	}
 }
 
-// adbInstall records an APK on the device's data partition. The package
-// name is the file name without ".apk" (no manifest is parsed).
+// exec-out runs a device command over adb's raw exec service: no pty and
+// no shell protocol, so the bytes arrive untouched (a PNG from screencap
+// stays a PNG), the command's stderr shares the one stream, and the exit
+// status is not carried back: adb exits 0 once the command has run.
+func (s *sdk) adbExecOut(ctx context.Context, r *emuRun, args []string) error {
+	if len(args) == 0 {
+		return adbError("adb: exec-out requires a command (the simlock simulated SDK has no interactive raw shell)\n")
+	}
+	sh := &devShell{s: s, ctx: ctx, run: r}
+	out := &lockedWriter{w: s.stdout}
+	sh.runLine(strings.Join(args, " "), out, out, nil)
+	return nil
+}
+
+// adbInstall records an APK on the device's data partition, under the
+// package its manifest names (apkPackage).
 func (s *sdk) adbInstall(r *emuRun, args []string) error {
 	var apks []string
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case slices.Contains(adbInstallFlags, a):
+		case a == "--abi" || a == "--user" || a == "--local-agent" || a == "-i" || a == "--install-reason":
+			i++
+		case strings.HasPrefix(a, "-"):
+			// adb hands options it does not know to the device's package
+			// manager, which refuses them.
+			return adbError(fmt.Sprintf("adb: failed to install: Error: Unknown option: %s\n", a))
+		default:
 			apks = append(apks, a)
 		}
 	}
@@ -628,8 +653,7 @@ func (s *sdk) adbInstall(r *emuRun, args []string) error {
 		return adbError("adb: install requires an apk argument\n")
 	}
 	apk := apks[0]
-	fi, err := os.Stat(apk)
-	if err != nil {
+	if _, err := os.Stat(apk); err != nil {
 		return adbError(fmt.Sprintf("adb: failed to stat %s: No such file or directory\n", apk))
 	}
 	fmt.Fprintln(s.stdout, "Performing Streamed Install")
@@ -639,24 +663,35 @@ func (s *sdk) adbInstall(r *emuRun, args []string) error {
 		return adbError(fmt.Sprintf("adb: failed to install %s: Failure [INSTALL_FAILED_INSUFFICIENT_STORAGE: Failed to override installation location] %s\n",
 			apk, faultNote(faultInstallFail)))
 	}
-	pkg := strings.TrimSuffix(filepath.Base(apk), ".apk")
-	err = s.withDataLock(r.AVDDir, func() error {
-		dir := filepath.Join(r.DataDir, "app", pkg)
-		if err := os.MkdirAll(dir, dirMode); err != nil {
-			return err
-		}
-		b, err := os.ReadFile(apk)
-		if err != nil {
-			return err
-		}
-		_ = fi
-		return os.WriteFile(filepath.Join(dir, "base.apk"), b, fileMode)
-	})
+	b, err := os.ReadFile(apk)
 	if err != nil {
+		return err
+	}
+	if err := s.storeAPK(r, apkPackage(apk, b), b); err != nil {
 		return err
 	}
 	fmt.Fprintln(s.stdout, "Success")
 	return nil
+}
+
+// adbInstallFlags are adb install's options without a value.
+var adbInstallFlags = []string{"-l", "-r", "-t", "-s", "-d", "-g", "-p", "--instant", "--no-streaming", "--streaming",
+	"--fastdeploy", "--no-fastdeploy", "--force-agent", "--date-check-agent", "--version-check-agent",
+	"--incremental", "--no-incremental", "--wait", "--dont-kill", "--force-queryable", "--bypass-low-target-sdk-block"}
+
+// storeAPK records pkg as installed on r's data partition; adb install and
+// pm install share it, so both see the same packages.
+func (s *sdk) storeAPK(r *emuRun, pkg string, apk []byte) error {
+	if !validPackageName(pkg) {
+		return fmt.Errorf("invalid package name %q", pkg)
+	}
+	return s.withDataLock(r.AVDDir, func() error {
+		dir := filepath.Join(r.DataDir, "app", pkg)
+		if err := os.MkdirAll(dir, dirMode); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "base.apk"), apk, fileMode)
+	})
 }
 
 func (s *sdk) adbUninstall(r *emuRun, args []string) error {
@@ -680,6 +715,13 @@ func (s *sdk) adbUninstall(r *emuRun, args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if removed {
+		// An uninstalled app stops running.
+		_ = s.updateRun(r.ConsolePort, func(cur *emuRun) error {
+			cur.Running = slices.DeleteFunc(cur.Running, func(p string) bool { return p == pkgs[0] })
+			return nil
+		})
 	}
 	if !removed {
 		fmt.Fprintln(s.stdout, "Failure [DELETE_FAILED_INTERNAL_ERROR]")

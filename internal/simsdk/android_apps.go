@@ -13,7 +13,9 @@ import (
 // The app and screen commands third-party clients send: am, screencap and
 // input. Issue 14 builds them out.
 
-func (sh *devShell) am(args []string, _, stderr io.Writer) int { return notSimulated("am", stderr) }
+func (sh *devShell) am(args []string, stdout, stderr io.Writer) int {
+	return sh.amCommand(args, stdout, stderr)
+}
 
 const screencapUsage = `usage: screencap [-hp] [-d display-id] [FILENAME]
    -h: this message
@@ -90,6 +92,7 @@ func (sh *devShell) screencap(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// input taps and types; the simulated screen has nothing to act on, so it
-// succeeds silently like the real one on a booted device.
-func (sh *devShell) input(args []string, _, _ io.Writer) int { return 0 }
+// input taps and types (android_input.go checks the arguments).
+func (sh *devShell) input(args []string, stdout, stderr io.Writer) int {
+	return inputCommand(args, stdout, stderr)
+}

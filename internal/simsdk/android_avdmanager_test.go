@@ -85,7 +85,7 @@ func TestAVDManagerCreateWritesTheAVDFiles(t *testing.T) {
 		}
 	}
 	// The new AVD is listed by the emulator.
-	if out := a.ok("emulator", "-list-avds"); !strings.HasSuffix(out, "\nmy_avd\n") {
+	if out := a.ok("emulator", "-list-avds"); out != "my_avd\n" {
 		t.Errorf("-list-avds: %q", out)
 	}
 }
@@ -202,7 +202,7 @@ func TestAVDManagerDeleteAndBrokenAVDs(t *testing.T) {
 	if out != want {
 		t.Errorf("broken list:\n%s\nwant\n%s", out, want)
 	}
-	if out := a.ok("emulator", "-list-avds"); !strings.HasSuffix(out, "\nkeep\n") {
+	if out := a.ok("emulator", "-list-avds"); out != "keep\n" {
 		t.Errorf("-list-avds lists every .ini: %q", out)
 	}
 }

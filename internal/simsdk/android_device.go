@@ -61,6 +61,9 @@ type emuRun struct {
 	BootID string `json:"bootId,omitempty"`
 	// RAMMB is the guest RAM (-memory, else the AVD's hw.ramSize).
 	RAMMB int `json:"ramMb,omitempty"`
+	// Running are the packages am started and nothing stopped since,
+	// the foreground one last (android_am.go).
+	Running []string `json:"running,omitempty"`
 }
 
 func (r *emuRun) serial() string { return emulatorSerial(r.ConsolePort) }

@@ -147,9 +147,11 @@ func (s *sdk) emulator(ctx context.Context, args []string) int {
 	}
 	switch o.action {
 	case "list-avds":
-		// Emulator 34.1 and later print the crash-data line first, on stdout
-		// (capture: emulator/list-avds-with-info-crashdata-line-2024.txt).
-		s.crashdataLine()
+		// Only the names, one a line, as emulator 36.x prints them. The
+		// crash-data line that 34.1.x put first on stdout (capture:
+		// emulator/list-avds-with-info-crashdata-line-2024.txt) is gone
+		// from the later releases, and current clients (agent-device
+		// 0.21) take every line of this output for an AVD name.
 		avds, err := s.listAVDs()
 		if err != nil {
 			return s.androidReport("emulator", err)

@@ -46,8 +46,17 @@ func (s *sdk) adbShell(ctx context.Context, r *emuRun, args []string) int {
 	// Options of `adb shell` itself come before the command.
 	i := 0
 	for i < len(args) && strings.HasPrefix(args[i], "-") {
-		if args[i] == "-e" {
+		if args[i] == "--" { // the end of adb's own options
 			i++
+			break
+		}
+		switch args[i] {
+		case "-e":
+			i++
+		case "-n", "-T", "-t", "-tt", "-x":
+		default:
+			fmt.Fprintf(s.stderr, "adb: unsupported shell option %s\n", args[i])
+			return 1
 		}
 		i++
 	}
@@ -458,7 +467,12 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Re
 	case "settings":
 		return sh.settings(rest, stdout, stderr)
 	case "cmd":
+		if code, ok := sh.cmdApps(rest, stdout, stderr); ok {
+			return code
+		}
 		return sh.cmd(rest, stdout, stderr)
+	case "pidof":
+		return sh.pidof(rest, stdout)
 	case "dumpsys":
 		return sh.dumpsys(rest, stdout, stderr)
 	case "wm":
@@ -741,22 +755,27 @@ func systemPackages(tag string) []string {
 
 func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: pm list packages | pm path PKG | pm uninstall PKG | pm clear PKG")
+		fmt.Fprintln(stderr, "usage: pm list packages|features | pm path PKG | pm install PATH | pm uninstall PKG | pm clear PKG")
 		return 1
 	}
 	apps := installedApps(sh.run.DataDir)
 	system := systemPackages(sh.run.Tag)
 	switch args[0] {
 	case "list":
+		if len(args) >= 2 && args[1] == "features" {
+			for _, f := range deviceFeatures {
+				fmt.Fprintln(stdout, "feature:"+f)
+			}
+			return 0
+		}
 		if len(args) < 2 || args[1] != "packages" {
-			fmt.Fprintln(stderr, "pm list: only 'pm list packages' is simulated")
+			fmt.Fprintln(stderr, "pm list: only 'pm list packages' and 'pm list features' are simulated")
 			return 1
 		}
-		third, sys, filter := false, false, ""
+		third, sys, paths, uids, versions, filter := false, false, false, false, false, ""
 		onlyDisabled, onlyEnabled, user := false, false, "0"
 		for i := 2; i < len(args); i++ {
-			a := args[i]
-			switch {
+			switch a := args[i]; {
 			case a == "-3":
 				third = true
 			case a == "-s":
@@ -780,7 +799,19 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 					fmt.Fprintf(stderr, "Error: user %s does not exist\n", user)
 					return 1
 				}
-			case !strings.HasPrefix(a, "-"):
+			case a == "-f":
+				paths = true
+			case a == "-U":
+				uids = true
+			case a == "--show-versioncode":
+				versions = true
+			case a == "-i" || a == "-l" || a == "-a" || a == "--apex-only":
+			case a == "--uid":
+				i++
+			case strings.HasPrefix(a, "-"):
+				fmt.Fprintln(stderr, "Error: Unknown option: "+a)
+				return 255
+			default:
 				filter = a
 			}
 		}
@@ -796,28 +827,60 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 		for _, n := range names {
 			state := st.packageState(user, n)
 			disabled := state == "disabled" || state == "disabled-user"
-			if (onlyDisabled && !disabled) || (onlyEnabled && disabled) {
+			if (onlyDisabled && !disabled) || (onlyEnabled && disabled) || !strings.Contains(n, filter) {
 				continue
 			}
-			if strings.Contains(n, filter) {
-				fmt.Fprintln(stdout, "package:"+n)
+			line := "package:"
+			if paths {
+				line += sh.apkPath(n, slices.Contains(apps, n)) + "="
 			}
+			line += n
+			if versions {
+				line += " versionCode:1"
+			}
+			if uids {
+				line += fmt.Sprintf(" uid:%d", 10000+appPID(n)%9000)
+			}
+			fmt.Fprintln(stdout, line)
 		}
 		return 0
 	case "disable-user", "enable", "default-state":
 		return sh.setPackageState(args[0], args[1:], append(append([]string(nil), system...), apps...), stdout, stderr)
 	case "path":
-		if len(args) == 2 && slices.Contains(apps, args[1]) {
-			fmt.Fprintf(stdout, "package:/data/app/%s/base.apk\n", args[1])
+		var pkgs []string
+		for i := 1; i < len(args); i++ {
+			if args[i] == "--user" {
+				i++
+				continue
+			}
+			pkgs = append(pkgs, args[i])
+		}
+		if len(pkgs) == 1 && (slices.Contains(apps, pkgs[0]) || slices.Contains(system, pkgs[0])) {
+			fmt.Fprintf(stdout, "package:%s\n", sh.apkPath(pkgs[0], slices.Contains(apps, pkgs[0])))
 			return 0
 		}
 		return 1
+	case "install", "install-streamed":
+		return sh.pmInstall(args[1:], stdout, stderr)
 	case "uninstall":
-		if len(args) == 2 && slices.Contains(apps, args[1]) {
+		var pkgs []string
+		for i := 1; i < len(args); i++ {
+			switch {
+			case args[i] == "--user" || args[i] == "--versionCode":
+				i++
+			case args[i] == "-k":
+			default:
+				pkgs = append(pkgs, args[i])
+			}
+		}
+		if len(pkgs) == 1 && slices.Contains(apps, pkgs[0]) {
 			err := sh.s.withDataLock(sh.run.AVDDir, func() error {
-				return os.RemoveAll(filepath.Join(sh.run.DataDir, "app", args[1]))
+				return os.RemoveAll(filepath.Join(sh.run.DataDir, "app", pkgs[0]))
 			})
 			if err == nil {
+				_ = sh.setRunning(func(r []string) []string {
+					return slices.DeleteFunc(r, func(p string) bool { return p == pkgs[0] })
+				})
 				fmt.Fprintln(stdout, "Success")
 				return 0
 			}
@@ -834,6 +897,59 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "pm %s: not simulated by the simlock simulated SDK\n", args[0])
 	return 1
+}
+
+// apkPath is where a package's APK lives on the device.
+func (sh *devShell) apkPath(pkg string, user bool) string {
+	if user {
+		return "/data/app/" + pkg + "/base.apk"
+	}
+	return "/system/priv-app/" + pkg + "/" + pkg + ".apk"
+}
+
+// pmInstallFlags are pm install's options without a value.
+var pmInstallFlags = []string{"-r", "-t", "-d", "-g", "-f", "-l", "-s", "--dont-kill", "--force-queryable",
+	"--instant", "--full", "--restrict-permissions", "--staged", "--enable-rollback", "--bypass-low-target-sdk-block"}
+
+// pmInstall installs an APK already on the device (pushed to
+// /data/local/tmp, say) into the same per-device package list that
+// `adb install` fills.
+func (sh *devShell) pmInstall(args []string, stdout, stderr io.Writer) int {
+	var files []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case slices.Contains(pmInstallFlags, a):
+		case a == "--user" || a == "-i" || a == "--install-reason" || a == "-S" || a == "--abi" || a == "-p":
+			i++
+		case strings.HasPrefix(a, "-"):
+			fmt.Fprintln(stderr, "Error: Unknown option: "+a)
+			return 1
+		default:
+			files = append(files, a)
+		}
+	}
+	if len(files) != 1 {
+		fmt.Fprintln(stderr, "Error: APK content must be streamed")
+		return 1
+	}
+	host, ok := devicePath(sh.run, files[0])
+	b, err := os.ReadFile(host)
+	if !ok || err != nil {
+		fmt.Fprintf(stderr, "Error: Unable to open file: %s\nConsider using a file under /data/local/tmp/\n", files[0])
+		return 1
+	}
+	if _, fired, err := sh.s.fire(faultInstallFail); err != nil || fired {
+		fmt.Fprintf(stdout, "Failure [INSTALL_FAILED_INSUFFICIENT_STORAGE: Failed to override installation location] %s\n", faultNote(faultInstallFail))
+		return 1
+	}
+	pkg := apkPackage(files[0], b)
+	if err := sh.s.storeAPK(sh.run, pkg, b); err != nil {
+		fmt.Fprintf(stdout, "Failure [INSTALL_FAILED_INTERNAL_ERROR: %v]\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "Success")
+	return 0
 }
 
 // yes prints its arguments (default "y") on a line, forever: until the

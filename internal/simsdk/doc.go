@@ -26,6 +26,19 @@
 //     jobs per runtime in ios_resources.go, with the idle footprint they
 //     cost). A device may be named by UDID, by a unique name, or as
 //     "booted".
+//     rename; install; uninstall; launch; terminate; getenv; openurl;
+//     listapps; get_app_container [app|data|groups]; spawn (launchctl,
+//     sw_vers, notifyutil -p, defaults read|write|delete, log show|stream).
+//     A device may be named by UDID, by a unique name, or as "booted". Each
+//     subcommand refuses an option it does not take with its usage (exit
+//     64); boot of an unknown device says "Invalid device or device pair".
+//     A device remembers its apps (installed, running: launch sets it,
+//     terminate and a shutdown clear it; terminate of an app that does not
+//     run fails with code 164 "found nothing to terminate") and the URLs
+//     openurl delivered (OpenedURLs).
+//   - xcrun [--sdk NAME[VERSION]] --show-sdk-version|--show-sdk-path|
+//     --show-sdk-platform-path|--show-sdk-platform-version (every SDK of
+//     the simulated Xcode has its version; macosx is the default).
 //   - xcodebuild -version; xcodebuild -downloadPlatform iOS [-buildVersion V]
 //   - xcodebuild -showdestinations -scheme S; xcodebuild test|build -scheme S
 //     -destination SPEC (-project/-workspace or a project in the working
@@ -51,7 +64,8 @@
 //   - sdkmanager --list_installed; --list; [--install] PACKAGE...;
 //     --uninstall PACKAGE...; --version; --licenses (all accepted);
 //     --sdk_root=, --channel= and the proxy options are accepted and ignored.
-//   - emulator -list-avds; -version; -help; -accel-check;
+//   - emulator -list-avds (only the names, one a line, as emulator 36.x
+//     prints them); -version; -help; -accel-check;
 //     emulator -avd NAME|@NAME [-port N] [-no-window] [-no-audio]
 //     [-no-boot-anim] [-no-snapshot-save] [-no-snapshot-load] [-no-snapshot]
 //     [-snapshot NAME] [-wipe-data] [-read-only] [-delay-adb] [-prop K=V]
@@ -68,6 +82,29 @@
 //     redirections, ; && || |; cat of the boot id and /proc/meminfo), emu (kill, ping, avd name|status,
 //     avd snapshot list|save|load|delete NAME), install, uninstall, push,
 //     pull, root, unroot.
+//     start-server, kill-server, shell [-e C|-n|-T|-t|-x] [CMD...] (a small
+//     sh: echo, cat, rm, mkdir, touch, ls, grep, getprop, setprop, pm, am,
+//     cmd package, pidof, input, id, sleep, sh -c, with quoting,
+//     redirections, ; && || |), exec-out CMD (raw: stderr in the same
+//     stream, adb exits 0), emu (kill, ping, avd name|status, avd snapshot
+//     list|save|load|delete NAME), install, uninstall, push, pull, root,
+//     unroot.
+//   - The app commands (android_am.go, android_input.go): am start|
+//     start-activity [-W] [-n CMP|-a ACT -c CAT -p PKG -d URI ...], am
+//     force-stop|kill PKG, am broadcast; pm list packages [-3 -s -f -U
+//     --show-versioncode] [FILTER], pm list features, pm path|install|
+//     uninstall|clear; cmd package query-activities|resolve-activity
+//     [--brief] INTENT, cmd package has-feature F (and cmd package list|
+//     path|install|uninstall, which is pm); input's real argument forms
+//     (text, keyevent, tap, swipe, draganddrop, press, roll, motionevent,
+//     keycombination, scroll), checked and without effect. An installed
+//     APK's package is the one its binary manifest names (else the file
+//     name without ".apk"), its launcher activity <package>/.MainActivity;
+//     adb
+//     install and pm install fill the same package list; the run remembers
+//     which apps am started (pidof finds them) until force-stop, uninstall
+//     or the emulator's exit. Unknown options fail as the device's shell
+//     commands do (Java exceptions exit 255).
 //
 // Each adb server port is its own server. An emulator really binds its
 // console port and the adb port after it on 127.0.0.1 (a launch whose

@@ -41,6 +41,8 @@ type iosDevice struct {
 	LastBootedAt *time.Time `json:"lastBootedAt,omitempty"`
 	DataPathSize int64      `json:"dataPathSize"`
 	Apps         []iosApp   `json:"apps,omitempty"`
+	// OpenedURLs are what simctl openurl delivered, oldest first.
+	OpenedURLs []string `json:"openedURLs,omitempty"`
 
 	// The running device process, if any (PID 0: none).
 	PID           int        `json:"pid,omitempty"`
@@ -53,6 +55,8 @@ type iosDevice struct {
 type iosApp struct {
 	BundleID string `json:"bundleId"`
 	Path     string `json:"path"`
+	// Running is set by launch and cleared by terminate (and a shutdown).
+	Running bool `json:"running,omitempty"`
 }
 
 // clearProcess forgets the device process (after it stopped or died).
@@ -61,6 +65,9 @@ func (d *iosDevice) clearProcess() {
 	d.BootStartedAt = nil
 	d.BootReadyAt = nil
 	d.ShutdownStartedAt = nil
+	for i := range d.Apps {
+		d.Apps[i].Running = false // nothing runs on a device that stopped
+	}
 }
 
 // deviceSet is a directory of devices: the --set directory, or the default

@@ -13,9 +13,20 @@ const xcrunVersion = "xcrun version 70 (simlock simulated SDK)."
 
 // xcrun [options] <tool> [args], xcrun --version, xcrun --find <tool>.
 func (s *sdk) xcrun(ctx context.Context, args []string) int {
+	sdkName := ""
 	for len(args) > 0 {
 		a := args[0]
 		switch a {
+		case "--show-sdk-version", "-show-sdk-version", "--show-sdk-path", "-show-sdk-path",
+			"--show-sdk-platform-path", "-show-sdk-platform-path", "--show-sdk-platform-version", "-show-sdk-platform-version":
+			return s.xcrunShowSDK(sdkName, strings.TrimLeft(a, "-"))
+		case "-sdk", "--sdk":
+			if len(args) < 2 {
+				fmt.Fprintf(s.stderr, "xcrun: error: missing argument for %s\n", a)
+				return 1
+			}
+			sdkName, args = args[1], args[2:]
+			continue
 		case "--version", "-version":
 			fmt.Fprintln(s.stdout, xcrunVersion)
 			return 0
@@ -25,7 +36,7 @@ func (s *sdk) xcrun(ctx context.Context, args []string) int {
 				return 1
 			}
 			return s.xcrunFind(args[1])
-		case "-sdk", "--sdk", "-toolchain", "--toolchain":
+		case "-toolchain", "--toolchain":
 			if len(args) < 2 {
 				fmt.Fprintf(s.stderr, "xcrun: error: missing argument for %s\n", a)
 				return 1
@@ -57,6 +68,42 @@ func (s *sdk) xcrun(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(s.stderr, "xcrun: error: unable to find utility %q, not a developer tool or in PATH\n", args[0])
 	return 72
+}
+
+// sdkPlatforms maps the SDK names xcrun takes to their platform
+// directories; every SDK of this Xcode has its version.
+var sdkPlatforms = map[string]string{
+	"iphonesimulator": "iPhoneSimulator", "iphoneos": "iPhoneOS", "macosx": "MacOSX",
+	"appletvsimulator": "AppleTVSimulator", "appletvos": "AppleTVOS", "watchsimulator": "WatchSimulator",
+	"watchos": "WatchOS", "xrsimulator": "XRSimulator", "xros": "XROS",
+}
+
+// xcrunShowSDK answers --show-sdk-version|path|platform-path|
+// platform-version for an SDK name, optionally suffixed with its version
+// (iphonesimulator26.3); macosx is xcrun's default. The simulated Xcode's
+// SDKs all carry its own version.
+func (s *sdk) xcrunShowSDK(name, what string) int {
+	if name == "" {
+		name = "macosx"
+	}
+	base := strings.ToLower(strings.TrimRight(name, "0123456789."))
+	platform, ok := sdkPlatforms[base]
+	if v := name[len(base):]; !ok || (v != "" && v != xcodeVersion) {
+		item := map[string]string{"show-sdk-version": "SDKVersion", "show-sdk-path": "Path",
+			"show-sdk-platform-path": "PlatformPath", "show-sdk-platform-version": "PlatformVersion"}[what]
+		fmt.Fprintf(s.stderr, "xcrun: error: SDK \"%s\" cannot be located\nxcrun: error: unable to lookup item '%s' in SDK '%s'\n", name, item, name)
+		return 1
+	}
+	platformPath := xcodeDeveloper + "/Platforms/" + platform + ".platform"
+	switch what {
+	case "show-sdk-version", "show-sdk-platform-version":
+		fmt.Fprintln(s.stdout, xcodeVersion)
+	case "show-sdk-path":
+		fmt.Fprintf(s.stdout, "%s/Developer/SDKs/%s%s.sdk\n", platformPath, platform, xcodeVersion)
+	case "show-sdk-platform-path":
+		fmt.Fprintln(s.stdout, platformPath)
+	}
+	return 0
 }
 
 func (s *sdk) xcrunFind(tool string) int {

@@ -50,6 +50,12 @@ func errInvalidDevice(ref string) *toolError {
 	return &toolError{text: "Invalid device: " + ref + "\n", exit: exitNotFound}
 }
 
+// errInvalidDeviceOrPair is boot's lookup failure: boot also accepts a
+// watch pair, and says so.
+func errInvalidDeviceOrPair(ref string) *toolError {
+	return &toolError{text: "Invalid device or device pair: " + ref + "\n", exit: exitNotFound}
+}
+
 func errInvalidDeviceType(ref string) *toolError {
 	return &toolError{text: "Invalid device type: " + ref + "\n", exit: exitNotFound}
 }
@@ -77,6 +83,60 @@ func errUnsupportedCombination(t deviceType, r simRuntime) *toolError {
 // reading a log can tell a simulated fault from a bug.
 func faultNote(name string) string { return "(simlock simulated fault " + name + ")" }
 
+// subcommandFlags are the options each simulated subcommand takes (names
+// ending in "=" take a value) and its usage line; until is how many
+// positional arguments may precede an option: after that the arguments
+// belong to the launched program (launch, spawn), so they are not checked.
+var subcommandFlags = map[string]struct {
+	allowed []string
+	usage   string
+	until   int
+}{
+	"create":            {nil, "create <name> <device type id> [<runtime id>]", 0},
+	"boot":              {[]string{"--arch=", "--disabledJob=", "--enabledJob="}, "boot <device> [--arch=<arch>] [--disabledJob=<job>] [--enabledJob=<job>]", 0},
+	"bootstatus":        {[]string{"-b", "-c", "-d"}, "bootstatus <device> [-bcd]", 0},
+	"shutdown":          {nil, "shutdown <device> | all", 0},
+	"erase":             {nil, "erase <device> [... <device n>] | all", 0},
+	"delete":            {nil, "delete <device> [... <device n>] | unavailable | all", 0},
+	"rename":            {nil, "rename <device> <name>", 0},
+	"install":           {nil, "install <device> <path>", 0},
+	"uninstall":         {nil, "uninstall <device> <app bundle identifier>", 0},
+	"terminate":         {nil, "terminate <device> <app bundle identifier>", 0},
+	"launch":            {[]string{"-w", "--wait-for-debugger", "--console", "--console-pty", "--stdout=", "--stderr=", "--terminate-running-process"}, "launch [-w | --wait-for-debugger] [--console|--console-pty] [--stdout=<path>] [--stderr=<path>] [--terminate-running-process] <device> <app bundle identifier> [<argv 1> <argv 2> ... <argv n>]", 2},
+	"spawn":             {[]string{"-w", "--wait-for-debugger", "-s", "--standalone", "-a", "--arch="}, "spawn [-w | --wait-for-debugger] [-s | --standalone] [-a <arch> | --arch=<arch>] <device> <path to executable> [<argv 1> <argv 2> ... <argv n>]", 1},
+	"getenv":            {nil, "getenv <device> <variable name>", 0},
+	"openurl":           {nil, "openurl <device> <URL>", 0},
+	"listapps":          {nil, "listapps <device>", 0},
+	"get_app_container": {nil, "get_app_container <device> <app bundle identifier> [<container>]", 0},
+}
+
+// checkSubcommandFlags refuses an option sub does not take with its usage,
+// as simctl does (list checks its own).
+func checkSubcommandFlags(sub string, args []string) error {
+	spec, ok := subcommandFlags[sub]
+	if !ok {
+		return nil
+	}
+	pos := 0
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if spec.until > 0 && pos >= spec.until {
+			return nil
+		}
+		if !strings.HasPrefix(a, "-") || len(a) < 2 {
+			pos++
+			continue
+		}
+		if err := rejectFlags([]string{a}, spec.allowed, spec.usage); err != nil {
+			return err
+		}
+		if sub == "spawn" && a == "-a" {
+			i++ // -a's value is not a positional argument
+		}
+	}
+	return nil
+}
+
 func usageErr(usage string) *toolError {
 	return &toolError{text: "Usage: simctl " + usage + "\n", exit: 64}
 }
@@ -97,6 +157,11 @@ Subcommands:
 	launch      Launch an application by identifier on a device.
 	terminate   Terminate an application by identifier on a device.
 	list        List available devices, device types, runtimes, or device pairs.
+	spawn       Spawn a process by executing a given executable on a device.
+	getenv      Print an environment variable from a running device.
+	openurl     Open a URL in a device.
+	listapps    Show the installed applications.
+	get_app_container Print the path of the installed app's container
 	help        Prints the usage for a given subcommand.
 `
 
@@ -131,6 +196,9 @@ options:
 		return s.report(err)
 	}
 	sub, rest := args[0], args[1:]
+	if err := checkSubcommandFlags(sub, rest); err != nil {
+		return s.report(err)
+	}
 	switch sub {
 	case "list":
 		err = s.simctlList(ds, rest)
@@ -160,6 +228,14 @@ options:
 		return s.simctlSpawn(ctx, ds, rest)
 	case "io":
 		err = s.simctlIO(ds, rest)
+	case "getenv":
+		err = s.simctlGetenv(ds, rest)
+	case "openurl":
+		err = s.simctlOpenURL(ds, rest)
+	case "listapps":
+		err = s.simctlListApps(ds, rest)
+	case "get_app_container":
+		err = s.simctlGetAppContainer(ds, rest)
 	default:
 		err = &toolError{
 			text: fmt.Sprintf("Unknown subcommand '%s' (not simulated by the simlock simulated SDK)\n", sub),

@@ -120,10 +120,30 @@ func (s *sdk) simctlLaunch(ds deviceSet, args []string) error {
 		return domainErr("FBSOpenApplicationServiceErrorDomain", 4, 4,
 			fmt.Sprintf("The request to open %q failed.", id))
 	}
+	if err := s.setAppRunning(ds, d.UDID, id, true); err != nil {
+		return err
+	}
 	// A stable pseudo pid: above the device process, different per app.
 	pid := d.PID + 1 + int(crc32.ChecksumIEEE([]byte(id))%5000)
 	_, err = fmt.Fprintf(s.stdout, "%s: %d\n", id, pid)
 	return err
+}
+
+// setAppRunning records whether an installed app runs (system apps are
+// not tracked). It reports whether the app was running before.
+func (s *sdk) setAppRunning(ds deviceSet, udid, id string, running bool) error {
+	return s.withSetLock(ds, func() error {
+		cur, err := ds.load(udid)
+		if err != nil {
+			return errInvalidDevice(udid)
+		}
+		for i := range cur.Apps {
+			if cur.Apps[i].BundleID == id {
+				cur.Apps[i].Running = running
+			}
+		}
+		return ds.save(cur)
+	})
 }
 
 // simctl terminate <device> <bundle id>
@@ -140,5 +160,12 @@ func (s *sdk) simctlTerminate(ds deviceSet, args []string) error {
 		return domainErr("FBSOpenApplicationServiceErrorDomain", 4, 4,
 			fmt.Sprintf("The request to terminate %q failed: it is not installed.", pos[1]))
 	}
-	return nil
+	i := slices.IndexFunc(d.Apps, func(a iosApp) bool { return a.BundleID == pos[1] })
+	if i >= 0 && !d.Apps[i].Running {
+		return simErr(164, "found nothing to terminate")
+	}
+	if i < 0 {
+		return nil // a system app: not tracked
+	}
+	return s.setAppRunning(ds, d.UDID, pos[1], false)
 }

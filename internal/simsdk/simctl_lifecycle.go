@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -99,6 +100,10 @@ func (s *sdk) simctlBoot(ctx context.Context, ds deviceSet, args []string) error
 		return usageErr("boot <device> [--arch=<arch>] [--disabledJob=<job>] [--enabledJob=<job>]")
 	}
 	d, err := s.resolveDevice(ds, pos[0])
+	var te *toolError
+	if errors.As(err, &te) && strings.HasPrefix(te.text, "Invalid device: ") {
+		return errInvalidDeviceOrPair(pos[0])
+	}
 	if err != nil {
 		return err
 	}
@@ -213,8 +218,14 @@ func (s *sdk) simctlBootstatus(ctx context.Context, ds deviceSet, args []string)
 		fmt.Fprintln(s.stdout, "Device already booted, nothing to do.")
 		return nil
 	}
+	sawBoot := false
 	if st == stateShutdown && flags["-b"] {
-		if err := s.bootDevice(ctx, ds, d.UDID); err != nil {
+		// Having booted it ourselves, a Shutdown seen from now on means the
+		// device went away, even if it died before the first poll saw it
+		// Booting (a crash soon after the start, on a loaded machine).
+		err := s.bootDevice(ctx, ds, d.UDID)
+		sawBoot = err == nil
+		if err != nil {
 			// Someone else may have started it meanwhile; that is fine.
 			var te *toolError
 			if cur, lerr := ds.load(d.UDID); !errors.As(err, &te) || lerr != nil ||
@@ -223,7 +234,6 @@ func (s *sdk) simctlBootstatus(ctx context.Context, ds deviceSet, args []string)
 			}
 		}
 	}
-	sawBoot := false
 	var lastBlock time.Time
 	for {
 		cur, err := ds.load(d.UDID)

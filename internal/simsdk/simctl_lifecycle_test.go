@@ -52,7 +52,7 @@ func TestLookupErrors(t *testing.T) {
 		args []string
 		text string
 	}{
-		{[]string{"boot", "NOPE"}, "Invalid device: NOPE\n"},
+		{[]string{"boot", "NOPE"}, "Invalid device or device pair: NOPE\n"}, // boot takes a watch pair too
 		{[]string{"erase", "0BAD0000-0000-0000-0000-000000000000"}, "Invalid device: 0BAD0000-0000-0000-0000-000000000000\n"},
 		{[]string{"create", "x", "iPhone 99"}, "Invalid device type: iPhone 99\n"},
 		{[]string{"create", "x", "iPhone 15", "iOS 18.4"}, "Invalid runtime: iOS 18.4\n"}, // downloadable, not installed
