@@ -122,6 +122,14 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
 		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID}
+	// The wait's clock starts before the request is queued: once anyone
+	// can see it queued (request.queued), its deadline already exists, so
+	// time passing after that moment always counts (a fake clock advanced
+	// by a test that saw the event could otherwise outrun the timer).
+	var timeout <-chan time.Time
+	if r.Timeout > 0 {
+		timeout = e.clock.After(r.Timeout)
+	}
 	var refuse error
 	e.section(func() {
 		if e.stopping {
@@ -159,10 +167,6 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 	e.notifyPositions()
 
-	var timeout <-chan time.Time
-	if r.Timeout > 0 {
-		timeout = e.clock.After(r.Timeout)
-	}
 	for {
 		select {
 		case res := <-w.done:
