@@ -73,7 +73,11 @@ func serveReal(t *testing.T, s *Server) string {
 func TestAnNDJSONClientThatStopsReadingDelaysNoPush(t *testing.T) {
 	b := &floodBackend{worst: make(chan time.Duration, 1), paced: make(chan time.Duration, 1), ended: make(chan struct{})}
 	s := New(Options{Backend: b})
-	s.writeStall = 300 * time.Millisecond
+	// A push that waited for the client would wait the whole write stall;
+	// one that did not waits for the machine only. A long stall keeps the
+	// two apart on a loaded machine (GC and scheduling pauses under -race
+	// reach 100 ms there).
+	s.writeStall = 2 * time.Second
 	addr := serveReal(t, s)
 
 	c, err := net.Dial("tcp", addr)
@@ -86,21 +90,21 @@ func TestAnNDJSONClientThatStopsReadingDelaysNoPush(t *testing.T) {
 	fmt.Fprintf(c, "POST /v1/ops/status.get HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\nAccept: application/x-ndjson\r\nContent-Length: 2\r\n\r\n{}")
 	select {
 	case worst := <-b.worst:
-		if worst > 100*time.Millisecond {
+		if worst > s.writeStall/2 {
 			t.Fatalf("a push waited %s for a client that does not read", worst)
 		}
 		if paced := <-b.paced; paced > s.writeStall+time.Second {
 			t.Fatalf("an output push waited %s, past the %s write deadline", paced, s.writeStall)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the flood never finished: a push blocked")
 	}
 	select {
 	case <-b.ended:
-		if d := time.Since(start); d > 5*time.Second {
+		if d := time.Since(start); d > 4*s.writeStall+5*time.Second {
 			t.Fatalf("the call ended %s after its client stopped reading", d)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the call of a client that stopped reading never ended")
 	}
 }
