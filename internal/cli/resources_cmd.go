@@ -91,7 +91,10 @@ undo exactly what was changed, on the same device and boot only.`,
 			if err != nil {
 				return err
 			}
-			return a.printResources(res)
+			if err := a.printResources(res); err != nil {
+				return err
+			}
+			return unproven(res)
 		},
 	}
 	cmd.Flags().StringVar(&restore, "restore", "", "a file holding an Android answer (or just its restore receipt) to undo")
@@ -121,7 +124,10 @@ func (a *app) resourcesReconcileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printResources(res)
+			if err := a.printResources(res); err != nil {
+				return err
+			}
+			return unproven(res)
 		},
 	}
 	cmd.Flags().BoolVar(&in.Repair, "repair", false, "re-apply the drifted groups, then observe again")
@@ -192,6 +198,16 @@ func (a *app) printResources(res contract.ResourceResult) error {
 	}
 	fmt.Fprintf(a.env.Stdout, "verification: %s, success: %t\n", res.Verification, res.Success)
 	return nil
+}
+
+// unproven turns an answer whose requested state was not observed into
+// exit 1, after the evidence is printed: a script that tuned a device must
+// not carry on as if it had worked.
+func unproven(res contract.ResourceResult) error {
+	if res.Success {
+		return nil
+	}
+	return exitError{1}
 }
 
 // parseResourceMap reads GROUP=STATE pairs (each argument may hold several,

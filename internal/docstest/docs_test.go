@@ -223,3 +223,32 @@ func TestCLIDocMatchesTheCommandTree(t *testing.T) {
 	}
 	compare(t, "command", "docs/cli.md", code, doc)
 }
+
+// docs/cli.md's exit-code table puts every error code on the row of the
+// exit code the error table gives it, and only there.
+func TestCLIExitCodeTableMatchesTheErrorTable(t *testing.T) {
+	sec := section(t, readDoc(t, "cli.md"), "## Exit codes")
+	row := regexp.MustCompile("(?m)^\\| (\\d+) \\| (.*) \\|$")
+	code := regexp.MustCompile("`([A-Z][A-Z_]+)`")
+	seen := map[contract.Code]int{}
+	for _, m := range row.FindAllStringSubmatch(sec, -1) {
+		exit, _ := strconv.Atoi(m[1])
+		for _, c := range code.FindAllStringSubmatch(m[2], -1) {
+			cc := contract.Code(c[1])
+			info, known := contract.ErrorTable[cc]
+			if !known {
+				t.Errorf("cli.md lists unknown code %s under exit %d", cc, exit)
+				continue
+			}
+			if info.ExitCode != exit {
+				t.Errorf("cli.md lists %s under exit %d; the error table says %d", cc, exit, info.ExitCode)
+			}
+			seen[cc] = exit
+		}
+	}
+	for c := range contract.ErrorTable {
+		if _, ok := seen[c]; !ok {
+			t.Errorf("cli.md's exit-code table misses %s (exit %d)", c, contract.ErrorTable[c].ExitCode)
+		}
+	}
+}
