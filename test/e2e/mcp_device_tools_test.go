@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -95,11 +96,13 @@ func errorCodeOf(t *testing.T, text string) string {
 func TestMCPDeviceToolsDriveOnlyTheSessionsLease(t *testing.T) {
 	w := newWorld(t, confineConfig)
 	plain := w.mcpWith(t)
-	if names := strings.Join(plain.toolNames(), ","); strings.Contains(names, "device_") {
-		t.Fatalf("device tools listed without --device-tools: %s", names)
+	for _, n := range plain.toolNames() {
+		if strings.HasPrefix(n, "device_") {
+			t.Fatalf("device tool %s listed without --device-tools: %v", n, plain.toolNames())
+		}
 	}
 	a := w.mcpWith(t, "--device-tools")
-	want := "device_exec,device_install,device_open_url,device_screenshot,lease_simulator,lease_status,list_devices,release_simulator"
+	want := "device_exec,device_install,device_open_url,device_screenshot,get_device_resources,lease_simulator,lease_status,list_devices,release_simulator"
 	if names := strings.Join(a.toolNames(), ","); names != want {
 		t.Fatalf("tools %s\nwant  %s", names, want)
 	}
@@ -138,6 +141,24 @@ func TestMCPDeviceToolsDriveOnlyTheSessionsLease(t *testing.T) {
 	}
 	if json.Unmarshal([]byte(text), &out); isErr || out.ExitCode != 0 || !strings.Contains(out.Stdout, udid) {
 		t.Fatalf("device_exec simctl list: %s", text)
+	}
+	// device_open_url reaches the leased simulator: the simulated device
+	// records what simctl openurl delivered to it.
+	if text, isErr := a.call("device_open_url", map[string]any{"url": "myapp://orders/42"}, nil); isErr {
+		t.Fatalf("device_open_url: %s", text)
+	}
+	var st struct{ Devices []device }
+	w.json(&st, "list", "--json")
+	set := ""
+	for _, d := range st.Devices {
+		if d.UDID == udid {
+			set = d.DeviceSet
+		}
+	}
+	var simDev struct{ OpenedURLs []string }
+	if raw, err := os.ReadFile(filepath.Join(set, udid, "device.json")); err != nil || json.Unmarshal(raw, &simDev) != nil ||
+		!slices.Contains(simDev.OpenedURLs, "myapp://orders/42") {
+		t.Fatalf("the simulator %s was not handed the URL (%v): %+v", udid, err, simDev)
 	}
 	// The pin still applies: simctl may name only the leased UDID.
 	if text, isErr := a.call("device_exec", map[string]any{"tool": "simctl", "args": []string{"io", "booted", "screenshot", "-"}}, nil); !isErr || errorCodeOf(t, text) != "PASSTHROUGH_REFUSED" {
