@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testnpm"
 )
 
 // recipeBlock is one shell block of docs/recipes marked `sh recipe`.
@@ -94,8 +96,17 @@ func TestRecipesRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if p, err := exec.LookPath("agent-device"); err != nil || p == "" {
-		t.Logf("agent-device is not on PATH; its recipe uses the npm package when test/thirdparty installed it")
+	// agent-device is the real npm package (shared with test/thirdparty);
+	// it keeps its own daemon and state under HOME, so HOME is the test's.
+	agentHome := t.TempDir()
+	var agentBin string
+	if testnpm.Required() || hasNPM() {
+		agentBin = filepath.Dir(testnpm.AgentDevice(t))
+		t.Cleanup(func() {
+			c := exec.Command(filepath.Join(agentBin, "agent-device"), "daemon", "stop")
+			c.Env = append(os.Environ(), "HOME="+agentHome)
+			_ = c.Run()
+		})
 	}
 	work := t.TempDir()
 	for _, f := range []string{"App.xcodeproj/project.pbxproj", "App.xctestrun", "flow.yaml"} {
@@ -104,18 +115,20 @@ func TestRecipesRun(t *testing.T) {
 		os.WriteFile(p, []byte("# recipe fixture\n"), 0o644)
 	}
 	path := filepath.Dir(bin) + ":" + stand + ":" + w.sdk + ":" + os.Getenv("PATH")
+	if agentBin != "" {
+		path = agentBin + ":" + path
+	}
 	for _, b := range blocks {
 		t.Run(strings.TrimSuffix(b.file, ".md")+"-line"+strconv.Itoa(b.line), func(t *testing.T) {
-			if strings.Contains(b.script, "agent-device") {
-				if _, err := exec.LookPath("agent-device"); err != nil {
-					t.Skip("agent-device is not installed here (test/thirdparty runs it from npm)")
-				}
+			if strings.Contains(b.script, "agent-device") && agentBin == "" {
+				t.Skip("npm is not installed here, so agent-device is not (CI sets SIMLOCK_NPM_TESTS=require)")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			c := exec.CommandContext(ctx, "sh", "-ec", b.script)
 			c.Dir = work
-			c.Env = append(append([]string{}, w.env...), "PATH="+path)
+			c.Env = append(append([]string{}, w.env...), "PATH="+path, "HOME="+agentHome,
+				"AGENT_DEVICE_NO_UPDATE_CHECK=1", "NO_COLOR=1")
 			out, err := c.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s:%d failed: %v\n%s\n--- script ---\n%s", b.file, b.line, err, out, b.script)
@@ -125,4 +138,9 @@ func TestRecipesRun(t *testing.T) {
 	}
 	// Every recipe released its lease when its command exited.
 	eventually(t, "every recipe lease to be released", 30*time.Second, func() bool { return len(w.status().Leases) == 0 })
+}
+
+func hasNPM() bool {
+	_, err := exec.LookPath("npm")
+	return err == nil
 }

@@ -13,7 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/simlock/simlock/internal/testnpm"
 
 	"github.com/simlock/simlock/internal/testhost"
 )
@@ -39,48 +40,7 @@ func run(m *testing.M) int {
 	return testhost.RunIsolated(m)
 }
 
-// agentDeviceVersion is the pinned agent-device release the test installs.
-const agentDeviceVersion = "0.21.5"
-
-// npmTestsRequired is set by CI: a missing npm then fails instead of
-// skipping.
-func npmTestsRequired() bool { return os.Getenv("SIMLOCK_NPM_TESTS") == "require" }
-
-// installAgentDevice installs agent-device from the npm registry into a
-// cache directory ($XDG_CACHE_HOME/simlock-thirdparty, else a temp dir for
-// this test) and returns its executable. A cached install is reused.
-func installAgentDevice(t *testing.T) string {
-	t.Helper()
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		if npmTestsRequired() {
-			t.Fatal("npm is not installed and SIMLOCK_NPM_TESTS=require")
-		}
-		t.Skip("npm is not installed: skipping the agent-device test (set SIMLOCK_NPM_TESTS=require to make this a failure)")
-	}
-	root := t.TempDir()
-	if c := os.Getenv("XDG_CACHE_HOME"); c != "" {
-		root = filepath.Join(c, "simlock-thirdparty")
-	}
-	dir := filepath.Join(root, "agent-device-"+agentDeviceVersion)
-	exe := filepath.Join(dir, "node_modules", ".bin", "agent-device")
-	if _, err := os.Stat(exe); err == nil {
-		return exe
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	// --ignore-scripts: nothing from the package runs at install time.
-	c := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--no-save",
-		"--ignore-scripts", "--loglevel=error", "agent-device@"+agentDeviceVersion)
-	c.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(root, "npm-cache"), "npm_config_update_notifier=false")
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("npm install agent-device@%s: %v\n%s", agentDeviceVersion, err, out)
-	}
-	t.Logf("installed agent-device@%s in %s", agentDeviceVersion, time.Since(start).Round(time.Millisecond))
-	return exe
-}
+// testnpm.AgentDeviceVersion is the pinned agent-device release the test installs.
 
 // world is one isolated simlock installation on the simulated SDK.
 type world struct {
@@ -165,7 +125,7 @@ type agentDeviceResult struct {
 }
 
 func TestAgentDeviceDrivesALeasedSimulatedEmulator(t *testing.T) {
-	exe := installAgentDevice(t)
+	exe := testnpm.AgentDevice(t)
 	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":1}}}`)
 
 	var grant struct {
