@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -53,6 +54,9 @@ type adbServerState struct {
 	ScanMax   int  `json:"scanMax,omitempty"` // highest adb port scanned
 	NoUSB     bool `json:"noUSB,omitempty"`
 	NoMDNS    bool `json:"noMDNS,omitempty"`
+	// Connected maps an `adb connect` address to the transport key of the
+	// emulator it reached (android_connect.go).
+	Connected map[string]string `json:"connected,omitempty"`
 }
 
 const defaultScanMaxADBPort = 5585
@@ -255,6 +259,10 @@ func (s *sdk) adb(ctx context.Context, args []string) int {
 		return s.androidReport("adb", err)
 	}
 	switch {
+	case cmd == "connect":
+		err = s.adbConnect(o, rest)
+	case cmd == "disconnect":
+		err = s.adbDisconnect(o, rest)
 	case cmd == "devices":
 		err = s.adbDevices(o, rest)
 	case strings.HasPrefix(cmd, "wait-for-"):
@@ -489,6 +497,24 @@ func (s *sdk) adbDevices(o adbOpts, args []string) error {
 		}
 		fmt.Fprintf(&b, " transport_id:%d\n", ids[transportKey(r)])
 	}
+	conn, err := s.connectedRuns(o.port)
+	if err != nil {
+		return err
+	}
+	for _, addr := range slices.Sorted(maps.Keys(conn)) {
+		r := conn[addr]
+		st := r.state(now)
+		if !long {
+			b.WriteString(addr + "\t" + st + "\n")
+			continue
+		}
+		fmt.Fprintf(&b, "%-22s %s", addr, st)
+		if st == "device" {
+			product, device := productNames(r.ABI)
+			fmt.Fprintf(&b, " product:%s model:%s device:%s", product, product, device)
+		}
+		b.WriteString("\n")
+	}
 	for _, d := range phys {
 		if !long {
 			b.WriteString(d.serial + "\tdevice\n")
@@ -534,12 +560,19 @@ func (s *sdk) pickDevice(o adbOpts) (*emuRun, error) {
 		}
 		return nil, adbError(adbNoDevices)
 	}
+	conn, err := s.connectedRuns(o.port)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case o.serial != "":
 		for _, r := range runs {
 			if r.serial() == o.serial {
 				return r, nil
 			}
+		}
+		if r := conn[o.serial]; r != nil {
+			return r, nil
 		}
 		for _, d := range phys {
 			if d.serial == o.serial {
@@ -558,6 +591,9 @@ func (s *sdk) pickDevice(o adbOpts) (*emuRun, error) {
 			}
 		}
 		return nil, adbError(fmt.Sprintf("adb: no device with transport id '%s'\n", o.transportID))
+	}
+	for _, r := range conn {
+		runs = append(runs, r)
 	}
 	switch {
 	case len(runs)+len(phys) == 0:
