@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,53 +129,8 @@ func BenchmarkRealCycles(b *testing.B) {
 		for _, clients := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/clients=%d", p, clients), func(b *testing.B) {
 				w := harness.NewWorld(b, bin, harness.Options{Devices: devices})
-				admin := w.Dial("bench", true)
-				cs := make([]*client.Client, devices)
-				for i := range cs {
-					cs[i] = w.Dial(fmt.Sprintf("bench-%d", i), false)
-				}
-				// Provision and boot all eight, then release them: the
-				// measured cycles start from a full warm pool.
-				var wg sync.WaitGroup
-				ids := make([]string, devices)
-				for i := range cs {
-					wg.Add(1)
-					go func() { defer wg.Done(); ids[i] = harness.Lease(b, cs[i], p).LeaseID }()
-				}
-				wg.Wait()
-				for i, id := range ids {
-					harness.Release(b, cs[i], id)
-				}
-				harness.WaitPlatformReady(b, admin, p, devices)
-
-				var next atomic.Int64
-				errs := make(chan error, clients)
-				b.ResetTimer()
-				start := time.Now()
-				for i := 0; i < clients; i++ {
-					wg.Add(1)
-					go func(c *client.Client) {
-						defer wg.Done()
-						ctx := context.Background()
-						for next.Add(1) <= int64(b.N) {
-							l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, TimeoutMs: 120_000}, nil)
-							if err == nil {
-								_, err = client.Do(ctx, c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
-							}
-							if err != nil {
-								errs <- err
-								return
-							}
-						}
-					}(cs[i])
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
+				elapsed := harness.Cycles(b, w, p, devices, clients, b.N, b.ResetTimer)
 				b.StopTimer()
-				close(errs)
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
 				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
 			})
 		}

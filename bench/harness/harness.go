@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -516,4 +517,56 @@ func RSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// Cycles measures lease+release cycles: it leases and releases devices
+// devices of platform p once (so the measured cycles start from a full warm
+// pool), calls start, then runs n cycles spread over clients connections
+// (each its own requester) and returns how long they took.
+func Cycles(tb TB, w *World, p string, devices, clients, n int, start func()) time.Duration {
+	tb.Helper()
+	admin := w.Dial("bench", true)
+	cs := make([]*client.Client, max(devices, clients))
+	for i := range cs {
+		cs[i] = w.Dial(fmt.Sprintf("bench-%d", i), false)
+	}
+	var wg sync.WaitGroup
+	ids := make([]string, devices)
+	for i := range ids {
+		wg.Go(func() { ids[i] = Lease(tb, cs[i], p).LeaseID })
+	}
+	wg.Wait()
+	for i, id := range ids {
+		Release(tb, cs[i], id)
+	}
+	WaitPlatformReady(tb, admin, p, devices)
+
+	var next atomic.Int64
+	errs := make(chan error, clients)
+	if start != nil {
+		start()
+	}
+	t0 := time.Now()
+	for i := range clients {
+		wg.Go(func() {
+			ctx := context.Background()
+			for next.Add(1) <= int64(n) {
+				l, err := cs[i].LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, TimeoutMs: 120_000}, nil)
+				if err == nil {
+					_, err = client.Do(ctx, cs[i], contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	close(errs)
+	if err := <-errs; err != nil {
+		tb.Fatalf("cycles: %v", err)
+	}
+	return elapsed
 }

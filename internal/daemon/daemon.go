@@ -121,10 +121,8 @@ var ErrAlreadyRunning = errors.New("a simlock daemon already owns this home")
 // vulnerabilities govulncheck reports as reachable (go.mod's toolchain).
 const minSafeGo = "go1.27.3"
 
-// Start claims the home (lock file, then socket) before any device work, so
-// a second daemon fails fast; then it serves the socket while convergence
-// runs behind the readiness gate.
-func Start(ctx context.Context, o Options) (*Daemon, error) {
+// withDefaults fills the ports a caller left out with the real adapters.
+func (o Options) withDefaults() Options {
 	if o.Clock == nil {
 		o.Clock = ports.SystemClock{}
 	}
@@ -143,6 +141,14 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	return o
+}
+
+// Start claims the home (lock file, then socket) before any device work, so
+// a second daemon fails fast; then it serves the socket while convergence
+// runs behind the readiness gate.
+func Start(ctx context.Context, o Options) (*Daemon, error) {
+	o = o.withDefaults()
 	paths := config.PathsFor(o.Home)
 	if err := os.MkdirAll(o.Home, 0o700); err != nil {
 		return nil, err

@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -149,24 +147,7 @@ func (d *Daemon) diagnostic(platform string) func(core.Diagnostic) {
 // o.Home, so they never collide with a running daemon's; done gives them
 // back and closes the registry.
 func StandaloneDrivers(ctx context.Context, o Options) (drivers []core.Driver, done func(), err error) {
-	if o.Clock == nil {
-		o.Clock = ports.SystemClock{}
-	}
-	if o.Runner == nil {
-		o.Runner = ports.ExecRunner{}
-	}
-	if o.Stats == nil {
-		o.Stats = ports.HostStats{}
-	}
-	if o.FS == nil {
-		o.FS = ports.OSFilesystem{}
-	}
-	if o.Getenv == nil {
-		o.Getenv = os.Getenv
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o = o.withDefaults()
 	dir := o.HostDir
 	if dir == "" {
 		dir = config.HostDir(o.Getenv)

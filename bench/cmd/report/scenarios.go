@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/simlock/simlock/bench/harness"
@@ -125,44 +124,8 @@ func measureCycles(r *run, bin *harness.Binary, rep *report) {
 			for range rep.Sizes.Repeats {
 				r.scoped(func() {
 					w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
-					admin := w.Dial("bench", true)
-					cs := make([]*client.Client, devices)
-					for i := range cs {
-						cs[i] = w.Dial(fmt.Sprintf("bench-%d", i), false)
-					}
-					var wg sync.WaitGroup
-					ids := make([]string, devices)
-					for i := range cs {
-						wg.Go(func() { ids[i] = harness.Lease(r, cs[i], p).LeaseID })
-					}
-					wg.Wait()
-					for i, id := range ids {
-						harness.Release(r, cs[i], id)
-					}
-					harness.WaitPlatformReady(r, admin, p, devices)
-					var next atomic.Int64
-					var failed atomic.Value
-					start := time.Now()
-					for i := range clients {
-						wg.Go(func() {
-							ctx := context.Background()
-							for next.Add(1) <= int64(rep.Sizes.Cycles) {
-								l, err := cs[i].LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, TimeoutMs: 120_000}, nil)
-								if err == nil {
-									_, err = client.Do(ctx, cs[i], contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
-								}
-								if err != nil {
-									failed.Store(err)
-									return
-								}
-							}
-						})
-					}
-					wg.Wait()
-					if err, _ := failed.Load().(error); err != nil {
-						r.Fatalf("cycles: %v", err)
-					}
-					t.Rates = append(t.Rates, float64(rep.Sizes.Cycles)/time.Since(start).Seconds())
+					elapsed := harness.Cycles(r, w, p, devices, clients, rep.Sizes.Cycles, nil)
+					t.Rates = append(t.Rates, float64(rep.Sizes.Cycles)/elapsed.Seconds())
 				})
 			}
 			rep.Cycles = append(rep.Cycles, t)

@@ -128,28 +128,29 @@ android.intent.action.VIEW activity on Android. Returns {exitCode, stdout, stder
 	}
 }
 
-// ownLease resolves the lease a device tool acts on: the session's own,
-// never another, even one the daemon would let this principal drive. The
-// session is the agent's boundary; its principal may be shared.
+// ownLease resolves the lease a device tool acts on (sessionLease) and
+// reads it.
 func (s *session) ownLease(ctx context.Context, c *client.Client, id string) (contract.Lease, error) {
-	ids := s.heldIDs()
-	if id == "" {
-		switch len(ids) {
-		case 1:
-			id = ids[0]
-		case 0:
-			return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "this session holds no lease").
-				WithNext("call lease_simulator first; device tools act on the device it leases")
-		default:
-			return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "this session holds %d leases (%s); say which with leaseId",
-				len(ids), strings.Join(ids, ", ")).WithDetails("leaseIds", ids).WithNext("pass leaseId")
-		}
-	}
-	if !s.holds(id) {
-		return contract.Lease{}, contract.Errorf(contract.CodeForbidden, "lease %s is not this session's; device tools act only on the lease this session holds", id).
-			WithDetails("leaseId", id).WithNext("call lease_status for the lease this session holds, or lease_simulator for one")
+	id, err := s.sessionLease(id)
+	if err != nil {
+		return contract.Lease{}, err
 	}
 	return client.Do(ctx, c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: id})
+}
+
+// onOwnLease is every device tool's preamble: decode the arguments into in
+// (whose leaseId field is *id once decoded), connect, and resolve the
+// session's own lease.
+func (s *session) onOwnLease(ctx context.Context, req *mcpsdk.CallToolRequest, in any, id *string) (*client.Client, contract.Lease, error) {
+	if err := decodeArgs(req, in); err != nil {
+		return nil, contract.Lease{}, err
+	}
+	c, err := s.conn(ctx, true)
+	if err != nil {
+		return nil, contract.Lease{}, err
+	}
+	l, err := s.ownLease(ctx, c, *id)
+	return c, l, err
 }
 
 // execOn runs one tool command on the lease through device.exec.
@@ -204,14 +205,7 @@ func udidOf(l contract.Lease) string {
 
 func (s *session) deviceExec(ctx context.Context, req *mcpsdk.CallToolRequest) (any, error) {
 	var in deviceExecIn
-	if err := decodeArgs(req, &in); err != nil {
-		return nil, err
-	}
-	c, err := s.conn(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.ownLease(ctx, c, in.LeaseID)
+	c, l, err := s.onOwnLease(ctx, req, &in, &in.LeaseID)
 	if err != nil {
 		return nil, err
 	}
@@ -231,14 +225,7 @@ func failed(what string, out deviceExecOut) error {
 // MCP server reaches the daemon on its local socket, so both see the file.
 func (s *session) deviceScreenshot(ctx context.Context, req *mcpsdk.CallToolRequest) (any, error) {
 	var in deviceScreenshotIn
-	if err := decodeArgs(req, &in); err != nil {
-		return nil, err
-	}
-	c, err := s.conn(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.ownLease(ctx, c, in.LeaseID)
+	c, l, err := s.onOwnLease(ctx, req, &in, &in.LeaseID)
 	if err != nil {
 		return nil, err
 	}

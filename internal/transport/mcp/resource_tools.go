@@ -108,12 +108,16 @@ func (s *session) toolEnabled(name string) bool {
 
 // sessionLease resolves a tool's leaseId to a lease this session holds:
 // the resource tools act on the session's own device only.
+// sessionLease resolves the lease a tool acts on: the one this session
+// holds (when it holds exactly one and none is named), never another, even
+// one the daemon would let this principal drive. The session is the agent's
+// boundary; its principal may be shared.
 func (s *session) sessionLease(id string) (string, error) {
 	ids := s.heldIDs()
 	if id != "" {
 		if !slices.Contains(ids, id) {
-			return "", contract.Errorf(contract.CodeForbidden, "lease %s is not held by this session", id).
-				WithNext("lease_status lists the leases you hold")
+			return "", contract.Errorf(contract.CodeForbidden, "lease %s is not this session's; these tools act only on the leases this session holds", id).
+				WithDetails("leaseId", id).WithNext("call lease_status for the leases this session holds, or lease_simulator for one")
 		}
 		return id, nil
 	}
@@ -121,22 +125,31 @@ func (s *session) sessionLease(id string) (string, error) {
 	case 1:
 		return ids[0], nil
 	case 0:
-		return "", contract.Errorf(contract.CodeBadRequest, "this session holds no lease").WithNext("call lease_simulator first")
+		return "", contract.Errorf(contract.CodeBadRequest, "this session holds no lease").
+			WithNext("call lease_simulator first; these tools act on the device it leases")
 	}
 	return "", contract.Errorf(contract.CodeBadRequest, "this session holds %d leases (%s); say which with leaseId",
 		len(ids), strings.Join(ids, ", ")).WithDetails("leaseIds", ids).WithNext("pass leaseId")
 }
 
-func (s *session) getResources(ctx context.Context, req *mcpsdk.CallToolRequest) (any, error) {
-	var in getResourcesIn
-	if err := decodeArgs(req, &in); err != nil {
-		return nil, err
+// onSessionLease is every resource tool's preamble: decode the arguments
+// into in (whose leaseId field is *id once decoded), resolve the session's
+// own lease, and connect.
+func (s *session) onSessionLease(ctx context.Context, req *mcpsdk.CallToolRequest, in any, id *string) (*client.Client, string, error) {
+	if err := decodeArgs(req, in); err != nil {
+		return nil, "", err
 	}
-	id, err := s.sessionLease(in.LeaseID)
+	lid, err := s.sessionLease(*id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	c, err := s.conn(ctx, false)
+	return c, lid, err
+}
+
+func (s *session) getResources(ctx context.Context, req *mcpsdk.CallToolRequest) (any, error) {
+	var in getResourcesIn
+	c, id, err := s.onSessionLease(ctx, req, &in, &in.LeaseID)
 	if err != nil {
 		return nil, err
 	}
@@ -145,14 +158,7 @@ func (s *session) getResources(ctx context.Context, req *mcpsdk.CallToolRequest)
 
 func (s *session) setResources(ctx context.Context, req *mcpsdk.CallToolRequest) (any, error) {
 	var in setResourcesIn
-	if err := decodeArgs(req, &in); err != nil {
-		return nil, err
-	}
-	id, err := s.sessionLease(in.LeaseID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.conn(ctx, false)
+	c, id, err := s.onSessionLease(ctx, req, &in, &in.LeaseID)
 	if err != nil {
 		return nil, err
 	}
@@ -161,14 +167,7 @@ func (s *session) setResources(ctx context.Context, req *mcpsdk.CallToolRequest)
 
 func (s *session) reconcileResources(ctx context.Context, req *mcpsdk.CallToolRequest) (any, error) {
 	var in reconcileResourcesIn
-	if err := decodeArgs(req, &in); err != nil {
-		return nil, err
-	}
-	id, err := s.sessionLease(in.LeaseID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.conn(ctx, false)
+	c, id, err := s.onSessionLease(ctx, req, &in, &in.LeaseID)
 	if err != nil {
 		return nil, err
 	}
