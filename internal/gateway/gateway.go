@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -242,8 +243,16 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 		}
 		return g.Status(call.Session, base), nil
 	})
-	dispatch.Handle(d, contract.ListGet, func(context.Context, *dispatch.Call, contract.ListGetIn) (contract.ListGetOut, error) {
-		return contract.ListGetOut{Devices: g.devices()}, nil
+	dispatch.Handle(d, contract.ListGet, func(_ context.Context, _ *dispatch.Call, in contract.ListGetIn) (contract.ListGetOut, error) {
+		devs := g.devices()
+		if in.Booted {
+			// The fleet's booted view from the workers' own views: a device
+			// a worker holds ready or leased is running there.
+			devs = slices.DeleteFunc(devs, func(d contract.Device) bool {
+				return d.State != contract.StateReady && d.State != contract.StateLeased
+			})
+		}
+		return contract.ListGetOut{Devices: devs}, nil
 	})
 	dispatch.Handle(d, contract.CatalogGet, g.catalogGet)
 	dispatch.Handle(d, contract.LeaseRequest, g.leaseRequest)

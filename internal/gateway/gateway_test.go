@@ -921,3 +921,25 @@ func TestIdempotencyKeyIsRefusedNotDropped(t *testing.T) {
 		t.Fatalf("the worker was asked anyway: %v", got)
 	}
 }
+
+// list.get {booted} through a gateway keeps the devices its workers run
+// (ready or leased) and drops the shut-down ones, as a worker's own does.
+func TestListBootedKeepsOnlyRunningDevices(t *testing.T) {
+	h := newHarness(t)
+	a := newFakeWorker("wa", h.clock)
+	a.addDevice("ios", "iPhone 16", "18.2")
+	off := a.addDevice("ios", "iPhone 16", "18.2")
+	off.State = contract.StateShutdown
+	h.attach(a)
+	eventually(t, "wa's two devices in the view", func() bool { v, _ := h.view("wa"); return v.Devices == 2 })
+	var all, booted contract.ListGetOut
+	if err := h.do(context.Background(), admin, contract.ListGet.Name, contract.ListGetIn{}, &all, nil); err != nil || len(all.Devices) != 2 {
+		t.Fatalf("list: %+v %v", all, err)
+	}
+	if err := h.do(context.Background(), admin, contract.ListGet.Name, contract.ListGetIn{Booted: true}, &booted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(booted.Devices) != 1 || booted.Devices[0].State != contract.StateReady {
+		t.Fatalf("booted view %+v", booted.Devices)
+	}
+}
