@@ -228,7 +228,7 @@ func TestCLIDocMatchesTheCommandTree(t *testing.T) {
 // exit code the error table gives it, and only there.
 func TestCLIExitCodeTableMatchesTheErrorTable(t *testing.T) {
 	sec := section(t, readDoc(t, "cli.md"), "## Exit codes")
-	row := regexp.MustCompile("(?m)^\\| (\\d+) \\| (.*) \\|$")
+	row := regexp.MustCompile(`(?m)^\| (\d+) \| (.*) \|$`)
 	code := regexp.MustCompile("`([A-Z][A-Z_]+)`")
 	seen := map[contract.Code]int{}
 	for _, m := range row.FindAllStringSubmatch(sec, -1) {
