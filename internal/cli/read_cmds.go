@@ -63,12 +63,23 @@ func (a *app) printWarmPool(w *contract.WarmPool) {
 	}
 	mode := "configured targets only"
 	if w.Demand {
-		mode = "following demand over " + (time.Duration(w.WindowMs) * time.Millisecond).String()
+		mode = "following demand over " + windowText(time.Duration(w.WindowMs)*time.Millisecond)
 	}
 	a.printf("warm     %s\n", mode)
 	for _, t := range w.Targets {
 		a.printf("  %s: %s (%d ready now)\n", t.Spec, t.Explanation, t.Ready)
 	}
+}
+
+// windowText writes a window as the explanations do: "1 h", "10 min".
+func windowText(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	}
+	return fmt.Sprintf("%g s", d.Seconds())
 }
 
 // ramNote shows the one RAM budget all platforms share, when the strategy
