@@ -37,20 +37,24 @@ const (
 	WarmReasonSpare      = "spare"
 )
 
+// demandSample is one sample period's peak concurrency: a tick opens a
+// period at the level of the moment, and every change within it raises the
+// period's value to the highest level seen. Keeping peaks per period, not
+// one sample per change, bounds the book at window/sample values per spec
+// however many leases churn, and lets idle periods weigh as much as busy
+// ones.
 type demandSample struct {
-	at time.Time
+	at time.Time // the period's start
 	n  int
 }
 
 // demandSeries is one spec's concurrency (leases held plus requests
-// waiting), recorded on every change and on each sample tick.
+// queued), observed on every change and on each sample tick.
 type demandSeries struct {
-	spec      Spec
-	samples   []demandSample
-	last      int
-	leased    int       // leases held at the last observation
-	lastHeld  time.Time // when a lease of the spec was last seen held
-	hasSample bool
+	spec     Spec
+	samples  []demandSample // oldest first, within the window
+	leased   int            // leases held at the last observation
+	lastHeld time.Time      // when a lease of the spec was last seen held
 }
 
 // demandBook is every spec's series. It lives in the decision section and
@@ -67,9 +71,10 @@ type demandNow struct {
 	queued int // queued requests of the spec
 }
 
-// observe records now's concurrency per spec. A series gets a sample when
-// its value changed or on a tick; samples older than the window are
-// dropped, and a series with nothing left in the window is forgotten.
+// observe records now's concurrency per spec: a tick opens a new period,
+// a change raises the current period's peak. Periods that began before the
+// window are dropped, and a series with nothing left in the window is
+// forgotten.
 func (b *demandBook) observe(at time.Time, cur map[string]demandNow, window time.Duration, tick bool) {
 	if b.series == nil {
 		b.series = map[string]*demandSeries{}
@@ -83,9 +88,10 @@ func (b *demandBook) observe(at time.Time, cur map[string]demandNow, window time
 	for key, s := range b.series {
 		c := cur[key]
 		n := c.leased + c.queued
-		if tick || !s.hasSample || n != s.last {
+		if last := len(s.samples) - 1; tick || last < 0 {
 			s.samples = append(s.samples, demandSample{at: at, n: n})
-			s.last, s.hasSample = n, true
+		} else if n > s.samples[last].n {
+			s.samples[last].n = n
 		}
 		// A lease seen held now, or one that was held at the last look and
 		// is gone now, was held until now.
@@ -113,7 +119,8 @@ func allZero(ss []demandSample) bool {
 	return true
 }
 
-// p90 is the nearest-rank 90th percentile of the samples in the window.
+// p90 is the nearest-rank 90th percentile of the periods' peaks in the
+// window.
 func (s *demandSeries) p90() int {
 	if len(s.samples) == 0 {
 		return 0
@@ -218,8 +225,10 @@ func (e *Engine) warmPlanLocked() []WarmTargetStatus {
 			// The requests queued now are served first, by the planner, so
 			// they count as taken: the pool keeps ready what the p90 asks
 			// beyond the devices held or coming for them.
-			if want := t.DemandP90 - t.Leased - t.Waiting; want > t.Count {
-				t.Count, t.Reason = want, WarmReasonDemand
+			// Without a floor, demand is the reason even when it asks for
+			// nothing now.
+			if want := t.DemandP90 - t.Leased - t.Waiting; want > t.Count || t.Configured == 0 {
+				t.Count, t.Reason = max(want, t.Count), WarmReasonDemand
 			}
 			t.Spare = pol.Spare && !s.lastHeld.IsZero() && !s.lastHeld.Before(cutoff)
 			if t.Spare && t.Count < 1 {

@@ -72,9 +72,11 @@ func target(t *testing.T, h *harness) (core.WarmTargetStatus, bool) {
 	return ts[0], true
 }
 
-// A burst of three concurrent leases makes the pool keep three ready (the
-// idle rule leaves them alone); idle ticks decay the p90, and once the
-// window has passed the target is gone and the idle rule shuts them down.
+// A burst of three concurrent leases makes the pool keep the burst's p90
+// ready, less what is still leased, and the idle rule leaves those devices
+// alone; as periods of lower demand fill the window the p90 decays and the
+// idle rule takes what the target no longer counts, and once a window has
+// passed without a lease there is no target at all.
 func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	h, rc := demandHarness(t, one(4), false)
 	if n := len(h.engine.Devices()); n != 0 {
@@ -82,48 +84,66 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	}
 	var gs []core.Grant
 	for _, r := range []string{"a", "b", "c"} {
-		g, err := h.lease(r, "Phone")
+		// Held past the quieter minutes below (the default TTL is 1 min).
+		g, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"},
+			RequesterID: r, OwnerID: r, TTL: 30 * time.Minute}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		gs = append(gs, g)
 	}
-	for _, g := range gs {
+	for _, g := range gs[1:] {
 		if err := h.engine.Release(g.Lease.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h.engine.WaitIdle()
 	tg, ok := target(t, h)
-	if !ok || tg.Count != 3 || tg.Reason != core.WarmReasonDemand || tg.DemandP90 != 3 || tg.Ready != 3 {
-		t.Fatalf("target %+v, want 3 ready for p90 3", tg)
+	if !ok || tg.Count != 2 || tg.Reason != core.WarmReasonDemand || tg.DemandP90 != 3 || tg.Leased != 1 || tg.Ready != 2 {
+		t.Fatalf("target %+v, want p90 3 less 1 leased: 2 ready", tg)
 	}
 	h.clock.Advance(2 * time.Minute)
 	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 0 {
 		t.Fatalf("idle rules took devices the demand keeps: %+v", res)
 	}
-	// Two more idle minutes: ten samples, the 9th ranked is 2.
-	h.clock.Advance(2 * time.Minute)
-	if tg, _ := target(t, h); tg.DemandP90 != 2 || tg.Count != 2 {
-		t.Fatalf("after 4 idle minutes %+v, want p90 2 keeping 2", tg)
+	// Nine periods with only "a" held: ten peaks, the 9th ranked is 1.
+	h.clock.Advance(7 * time.Minute)
+	if tg, _ := target(t, h); tg.DemandP90 != 1 || tg.Count != 0 || tg.Reason != core.WarmReasonDemand {
+		t.Fatalf("after 9 quieter minutes %+v, want p90 1 keeping none beside the lease", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 1 || !res[0].Executed {
-		t.Fatalf("cleanup %+v, want the one device the decayed target lets go", res)
+	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 2 || !res[0].Executed || !res[1].Executed {
+		t.Fatalf("cleanup %+v, want the two devices the decayed target lets go", res)
 	}
 	h.engine.WaitIdle()
-	h.clock.Advance(8 * time.Minute)
+	if err := h.engine.Release(gs[0].Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	if tg, _ := target(t, h); tg.Count != 1 || tg.Ready != 1 {
+		t.Fatalf("after the last release %+v, want its device kept for p90 1", tg)
+	}
+	h.clock.Advance(11 * time.Minute)
 	if tg, ok := target(t, h); ok {
 		t.Fatalf("target %+v left after an idle window", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 2 {
-		t.Fatalf("cleanup %+v, want the last two devices shut down", res)
+	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 1 {
+		t.Fatalf("cleanup %+v, want the last device shut down", res)
 	}
 	h.engine.WaitIdle()
 	if n := countState(h, core.StateReady); n != 0 {
 		t.Fatalf("%d ready after the idle window", n)
 	}
+	if n := countCalls(h.drv.Calls(), "provision"); n != 3 {
+		t.Fatalf("%d provisions, want the burst's 3", n)
+	}
 	if resolves, downloads := rc.counts(); resolves != 3 || downloads != 0 {
 		t.Fatalf("%d resolves (%d with download), want only the 3 requests' own", resolves, downloads)
+	}
+	// A restart forgets the history: nothing is provisioned for it.
+	h.start()
+	h.engine.WaitIdle()
+	if ws := h.engine.WarmPool(); len(ws.Targets) != 0 || countCalls(h.drv.Calls(), "provision") != 3 {
+		t.Fatalf("after a restart %+v, calls %v", ws, h.drv.Calls())
 	}
 }
 
@@ -189,7 +209,7 @@ func TestDemandSpareAppearsWithinCapacityAndDisappears(t *testing.T) {
 		t.Fatalf("the next execution was not a warm hit: %+v", b.Lease.Timing)
 	}
 	// maxRunning 2, both leased: no third device, nothing evicted.
-	if n := countCalls(h.drv.Calls(), "provision"); n != before {
+	if n := countCalls(h.drv.Calls(), "provision"); n != before || countCalls(h.drv.Calls(), "shutdown") != 0 {
 		t.Fatalf("the spare provisioned past running capacity: %v", h.drv.Calls())
 	}
 	if countState(h, core.StateLeased) != 2 || len(h.engine.Devices()) != 2 {

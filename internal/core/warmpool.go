@@ -43,8 +43,13 @@ func (e *Engine) resolveWarmTargets(ctx context.Context) {
 // Demand targets are the specs of devices leased before, so keeping them
 // ready never resolves a spec and can never trigger a download.
 func (e *Engine) refreshWarmLocked() {
+	if !e.cfg.Demand.Enabled {
+		// The hot path pays nothing for demand when it is off.
+		e.warmSpecs = e.warmFloors
+		return
+	}
 	e.sampleDemandLocked(false)
-	e.warmSpecs = e.warmSpecs[:0]
+	e.warmSpecs = nil
 	for _, t := range e.warmPlanLocked() {
 		if t.Count > 0 {
 			e.warmSpecs = append(e.warmSpecs, warmSpec{spec: t.Spec, count: t.Count})
