@@ -387,6 +387,8 @@ type StatusGetOut struct {
 	Capacity   Capacity     `json:"capacity"`
 	QueueDepth int          `json:"queueDepth"`
 	Queue      []QueueEntry `json:"queue"`
+	// WarmPool explains the warm targets (absent from a gateway).
+	WarmPool *WarmPool `json:"warmPool,omitempty"`
 }
 
 type ListGetIn struct {

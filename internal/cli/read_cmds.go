@@ -38,6 +38,7 @@ func (a *app) statusCmd() *cobra.Command {
 			if cp.Host != nil {
 				a.printf("host     %s\n", hostLine(*cp.Host))
 			}
+			a.printWarmPool(st.WarmPool)
 			a.printf("\n")
 			a.printDevices(st.Devices, st.Capacity.DeviceRAMBytes)
 			a.printf("\n")
@@ -52,6 +53,33 @@ func (a *app) statusCmd() *cobra.Command {
 	}
 	a.addJSON(cmd)
 	return cmd
+}
+
+// printWarmPool explains every warm target, one line each; nothing when
+// there is none and demand is off (the pool is then just what is ready).
+func (a *app) printWarmPool(w *contract.WarmPool) {
+	if w == nil || (!w.Demand && len(w.Targets) == 0) {
+		return
+	}
+	mode := "configured targets only"
+	if w.Demand {
+		mode = "following demand over " + windowText(time.Duration(w.WindowMs)*time.Millisecond)
+	}
+	a.printf("warm     %s\n", mode)
+	for _, t := range w.Targets {
+		a.printf("  %s: %s (%d ready now)\n", t.Spec, t.Explanation, t.Ready)
+	}
+}
+
+// windowText writes a window as the explanations do: "1 h", "10 min".
+func windowText(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	}
+	return fmt.Sprintf("%g s", d.Seconds())
 }
 
 // ramNote shows the one RAM budget all platforms share, when the strategy

@@ -121,6 +121,23 @@ type WarmPool struct {
 	// request is waiting.
 	Targets    []WarmTarget `json:"targets,omitempty"`
 	Quarantine Quarantine   `json:"quarantine"`
+	// Demand makes the targets follow recorded demand (ADR 0042).
+	Demand WarmDemand `json:"demand"`
+}
+
+// WarmDemand configures the demand-aware warm pool.
+type WarmDemand struct {
+	// Enabled keeps ready, per spec, the p90 of concurrent demand over the
+	// window plus the requests waiting, less the leases held (default off).
+	Enabled bool `json:"enabled"`
+	// WindowMs is how far back demand is remembered (default 1 h).
+	WindowMs int64 `json:"windowMs"`
+	// SampleMs records the concurrency while nothing changes, so idleness
+	// decays the p90 (default 1 min; at most windowMs).
+	SampleMs int64 `json:"sampleMs"`
+	// Spare keeps one ready device beyond the leased ones for every spec
+	// leased within the window (default true; only with enabled).
+	Spare bool `json:"spare"`
 }
 
 type WarmTarget struct {
@@ -294,14 +311,15 @@ func (d DriverConfig) On() bool { return d.Enabled == nil || *d.Enabled }
 // Default returns the configuration used when the file is absent.
 func Default() Config {
 	return Config{
-		Mode:         "worker",
-		Lease:        Lease{DefaultTTLMs: 30 * 60 * 1000, MaxTTLMs: 24 * 60 * 60 * 1000},
-		Queue:        Queue{MaxPerPrincipal: 32},
-		Capacity:     Capacity{Strategy: "resource", Fixed: Fixed{MaxRunning: 2, MaxManaged: 6}},
-		Downloads:    Downloads{Policy: "on-request"},
-		Log:          Log{Level: "info", RotateBytes: 10 << 20},
-		EventBuffer:  EventBuffer{Size: 1000},
-		WarmPool:     WarmPool{Quarantine: Quarantine{Retries: 3, BackoffMs: 30_000, Multiplier: 2, CapMs: 600_000}},
+		Mode:        "worker",
+		Lease:       Lease{DefaultTTLMs: 30 * 60 * 1000, MaxTTLMs: 24 * 60 * 60 * 1000},
+		Queue:       Queue{MaxPerPrincipal: 32},
+		Capacity:    Capacity{Strategy: "resource", Fixed: Fixed{MaxRunning: 2, MaxManaged: 6}},
+		Downloads:   Downloads{Policy: "on-request"},
+		Log:         Log{Level: "info", RotateBytes: 10 << 20},
+		EventBuffer: EventBuffer{Size: 1000},
+		WarmPool: WarmPool{Quarantine: Quarantine{Retries: 3, BackoffMs: 30_000, Multiplier: 2, CapMs: 600_000},
+			Demand: WarmDemand{WindowMs: 3_600_000, SampleMs: 60_000, Spare: true}},
 		Health:       Health{IntervalMs: 5_000, StableObservations: 2, MaxRecoveryAttempts: 3},
 		Cleanup:      Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
 		DiskPressure: DiskPressure{FreeBytesThreshold: 10 << 30},
@@ -421,6 +439,9 @@ func (c Config) Validate() error {
 		if t.Platform == "" || t.Count <= 0 {
 			errs = append(errs, fmt.Errorf("warmPool.targets[%d]: platform and a positive count are required", i))
 		}
+	}
+	if dm := c.WarmPool.Demand; dm.WindowMs < 1_000 || dm.SampleMs <= 0 || dm.SampleMs > dm.WindowMs {
+		errs = append(errs, errors.New("warmPool.demand: windowMs must be at least 1000 and sampleMs positive and at most windowMs"))
 	}
 	q := c.WarmPool.Quarantine
 	if q.Retries <= 0 || q.BackoffMs <= 0 || q.Multiplier < 1 || q.CapMs < q.BackoffMs {

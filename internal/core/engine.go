@@ -59,6 +59,8 @@ type Config struct {
 	Health      HealthPolicy
 	Cleanup     CleanupPolicy
 	WarmTargets []WarmTarget
+	// Demand makes the warm pool follow recorded demand (off when zero).
+	Demand DemandPolicy
 	// RequestRetention keeps settled lease request receipts this long
 	// (default DefaultRequestRetention).
 	RequestRetention time.Duration
@@ -130,7 +132,10 @@ type Engine struct {
 	healthTimer ports.Timer
 	cleanTimer  ports.Timer
 	pressure    bool       // last disk pressure reading, for edge-triggering
-	warmSpecs   []warmSpec // resolved warm-pool targets
+	warmSpecs   []warmSpec // the warm targets the planner fills now (refreshWarmLocked)
+	warmFloors  []warmSpec // the configured targets, resolved at startup
+	demand      demandBook // recorded concurrency per spec (demand.go)
+	demandTimer ports.Timer
 
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
@@ -158,6 +163,7 @@ func New(cfg Config, d Deps) *Engine {
 	cfg.Quarantine = cfg.Quarantine.withDefaults()
 	cfg.Health = cfg.Health.withDefaults()
 	cfg.Cleanup = cfg.Cleanup.withDefaults()
+	cfg.Demand = cfg.Demand.withDefaults()
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
 		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree, hooks: d.Hooks, quit: make(chan struct{}),

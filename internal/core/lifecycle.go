@@ -153,6 +153,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Data: owner})
 	}
 	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason, Data: owner})
+	e.sampleDemandLocked(false) // every release is a demand sample (demand.go)
 	if ok {
 		e.startReclaimLocked(l.DeviceID)
 	}
@@ -519,7 +520,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
-		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer} {
+		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer, e.demandTimer} {
 			if t != nil {
 				t.Stop()
 			}

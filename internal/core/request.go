@@ -318,6 +318,7 @@ func (e *Engine) scheduleLocked() {
 		return
 	}
 	e.serveTargetedLocked(e.queue.Entries())
+	e.refreshWarmLocked()
 	queue := e.queue.Entries()
 	for _, d := range Plan(e.planInputLocked(queue, true)) {
 		e.planLocked(d, queue)

@@ -5,8 +5,9 @@ import (
 	"sort"
 )
 
-// warmSpec is a warm-pool target resolved once at startup, so keeping the
-// pool full never calls ResolveSpec again (and can never trigger a download).
+// warmSpec is a warm-pool target: a configured one is resolved once at
+// startup, so keeping the pool full never calls ResolveSpec again (and can
+// never trigger a download); a demand one is the spec of a leased device.
 type warmSpec struct {
 	spec  Spec
 	count int
@@ -31,19 +32,41 @@ func (e *Engine) resolveWarmTargets(ctx context.Context) {
 		out = append(out, warmSpec{spec: spec, count: t.Count})
 	}
 	e.section(func() {
-		e.warmSpecs = out
+		e.warmFloors = out
 		e.scheduleLocked()
+		e.armDemandTickLocked()
 	})
 }
 
+// refreshWarmLocked recomputes the warm targets the planner fills: the
+// configured floors and, with demand on, what the recorded demand asks for.
+// Demand targets are the specs of devices leased before, so keeping them
+// ready never resolves a spec and can never trigger a download.
+func (e *Engine) refreshWarmLocked() {
+	if !e.cfg.Demand.Enabled {
+		// The hot path pays nothing for demand when it is off.
+		e.warmSpecs = e.warmFloors
+		return
+	}
+	e.sampleDemandLocked(false)
+	e.warmSpecs = nil
+	for _, t := range e.warmPlanLocked() {
+		if t.Count > 0 {
+			e.warmSpecs = append(e.warmSpecs, warmSpec{spec: t.Spec, count: t.Count})
+		}
+	}
+}
+
 // warmHaveLocked counts what a warm target already has: ready devices of
-// the spec the pool may use, plus the pool's own work in flight. Filling the
+// the spec the pool may use, plus the pool's own work and reclaims in flight. Filling the
 // rest is the planner's (Plan), off the request path: only when no request
 // is waiting, since demand always comes first.
 func (e *Engine) warmHaveLocked(key string) int {
 	have := 0
 	for _, d := range e.devices {
-		if d.Spec.Key() == key && ((d.State == StateReady && e.generalPoolMayUseLocked(d)) || e.opLocks[d.ID] == "warm") {
+		// A device being reclaimed comes back ready: counting it keeps a
+		// release from making the pool provision a device it does not need.
+		if d.Spec.Key() == key && ((d.State == StateReady && e.generalPoolMayUseLocked(d)) || d.State == StateReclaiming || e.opLocks[d.ID] == "warm") {
 			have++
 		}
 	}

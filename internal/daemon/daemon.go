@@ -603,6 +603,8 @@ func engineConfig(c config.Config) core.Config {
 		Cleanup: core.CleanupPolicy{Interval: ms(c.Cleanup.IntervalMs), IdleShutdown: ms(c.Cleanup.IdleShutdownMs),
 			IdleDestroy: ms(c.Cleanup.IdleDestroyMs), DiskPressureFreeBytes: c.DiskPressure.FreeBytesThreshold},
 		RequestRetention: ms(c.Requests.RetentionMs),
+		Demand: core.DemandPolicy{Enabled: c.WarmPool.Demand.Enabled, Window: ms(c.WarmPool.Demand.WindowMs),
+			Sample: ms(c.WarmPool.Demand.SampleMs), Spare: c.WarmPool.Demand.Spare},
 	}
 	for _, t := range c.WarmPool.Targets {
 		out.WarmTargets = append(out.WarmTargets, core.WarmTarget{Count: t.Count,

@@ -341,6 +341,7 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	}
 	// One engine read: devices, leases, queue and capacity at one instant.
 	snap := d.engine.Status()
+	out.WarmPool = warmPoolOut(d.engine.WarmPool())
 	leaseOf := map[string]string{}
 	for _, l := range snap.Leases {
 		leaseOf[l.DeviceID] = l.ID

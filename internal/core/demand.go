@@ -1,0 +1,277 @@
+package core
+
+import (
+	"sort"
+	"time"
+)
+
+// DemandPolicy makes the warm pool follow the leases it has seen (ADR 0042).
+// The zero value is off: the warm pool is exactly the configured targets.
+type DemandPolicy struct {
+	Enabled bool
+	// Window is how far back demand is remembered (default 1 h).
+	Window time.Duration
+	// Sample is the tick that records the concurrency while nothing changes,
+	// so an idle spell weighs in and the p90 decays (default Window/60).
+	Sample time.Duration
+	// Spare keeps one ready device beyond the leased ones for every spec
+	// leased within the window, so a release's purge never makes the next
+	// execution wait.
+	Spare bool
+}
+
+func (p DemandPolicy) withDefaults() DemandPolicy {
+	if p.Window <= 0 {
+		p.Window = time.Hour
+	}
+	if p.Sample <= 0 {
+		p.Sample = p.Window / 60
+	}
+	return p
+}
+
+// Reasons a warm target keeps devices ready, in the words status shows.
+const (
+	WarmReasonConfigured = "configured"
+	WarmReasonDemand     = "demand"
+	WarmReasonSpare      = "spare"
+)
+
+// demandSample is one sample period's peak concurrency: a tick opens a
+// period at the level of the moment, and every change within it raises the
+// period's value to the highest level seen. Keeping peaks per period, not
+// one sample per change, bounds the book at window/sample values per spec
+// however many leases churn, and lets idle periods weigh as much as busy
+// ones.
+type demandSample struct {
+	at time.Time // the period's start
+	n  int
+}
+
+// demandSeries is one spec's concurrency (leases held plus requests
+// queued), observed on every change and on each sample tick.
+type demandSeries struct {
+	spec     Spec
+	samples  []demandSample // oldest first, within the window
+	leased   int            // leases held at the last observation
+	lastHeld time.Time      // when a lease of the spec was last seen held
+}
+
+// demandBook is every spec's series. It lives in the decision section and
+// in memory only: a restart starts without history, so it provisions
+// nothing until leases are seen again.
+type demandBook struct {
+	series map[string]*demandSeries
+}
+
+// demandNow is one spec's concurrency at an instant.
+type demandNow struct {
+	spec   Spec
+	leased int
+	queued int // queued requests of the spec
+}
+
+// observe records now's concurrency per spec: a tick opens a new period,
+// a change raises the current period's peak. Periods that began before the
+// window are dropped, and a series with nothing left in the window is
+// forgotten.
+func (b *demandBook) observe(at time.Time, cur map[string]demandNow, window time.Duration, tick bool) {
+	if b.series == nil {
+		b.series = map[string]*demandSeries{}
+	}
+	for key, c := range cur {
+		if _, ok := b.series[key]; !ok && c.leased+c.queued > 0 {
+			b.series[key] = &demandSeries{spec: c.spec}
+		}
+	}
+	cutoff := at.Add(-window)
+	for key, s := range b.series {
+		c := cur[key]
+		n := c.leased + c.queued
+		if last := len(s.samples) - 1; tick || last < 0 {
+			s.samples = append(s.samples, demandSample{at: at, n: n})
+		} else if n > s.samples[last].n {
+			s.samples[last].n = n
+		}
+		// A lease seen held now, or one that was held at the last look and
+		// is gone now, was held until now.
+		if c.leased > 0 || s.leased > 0 {
+			s.lastHeld = at
+		}
+		s.leased = c.leased
+		drop := 0
+		for drop < len(s.samples) && s.samples[drop].at.Before(cutoff) {
+			drop++
+		}
+		s.samples = s.samples[drop:]
+		if n == 0 && s.lastHeld.Before(cutoff) && allZero(s.samples) {
+			delete(b.series, key)
+		}
+	}
+}
+
+func allZero(ss []demandSample) bool {
+	for _, s := range ss {
+		if s.n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// p90 is the nearest-rank 90th percentile of the periods' peaks in the
+// window.
+func (s *demandSeries) p90() int {
+	if len(s.samples) == 0 {
+		return 0
+	}
+	v := make([]int, len(s.samples))
+	for i, x := range s.samples {
+		v[i] = x.n
+	}
+	sort.Ints(v)
+	rank := (len(v)*9 + 9) / 10 // ceil(0.9 * n)
+	return v[rank-1]
+}
+
+// WarmTargetStatus explains one warm target: how many ready devices it
+// keeps and why.
+type WarmTargetStatus struct {
+	Spec       Spec
+	Count      int    // ready devices the target keeps
+	Reason     string // WarmReason*: the term that sets Count
+	Configured int    // the operator's floor (0: none)
+	DemandP90  int    // p90 of concurrency over the window
+	Leased     int    // leases held now
+	Waiting    int    // requests queued now (each is served, or being served, first)
+	Spare      bool   // the spare applies (a lease in the window)
+	Ready      int    // ready devices of the spec now (plus the pool's own work in flight)
+}
+
+// WarmPoolStatus is the warm pool as status shows it.
+type WarmPoolStatus struct {
+	Demand  bool
+	Window  time.Duration
+	Targets []WarmTargetStatus
+}
+
+// demandNowLocked counts, per spec, the leases held and the requests queued.
+func (e *Engine) demandNowLocked() map[string]demandNow {
+	cur := map[string]demandNow{}
+	for _, l := range e.leases {
+		d, ok := e.devices[l.DeviceID]
+		if !ok {
+			continue
+		}
+		c := cur[d.Spec.Key()]
+		c.spec, c.leased = d.Spec, c.leased+1
+		cur[d.Spec.Key()] = c
+	}
+	for _, w := range e.queue.Entries() {
+		k := w.spec.Key()
+		c := cur[k]
+		if c.spec.Platform == "" {
+			c.spec = w.spec
+		}
+		c.queued++
+		cur[k] = c
+	}
+	return cur
+}
+
+// warmPlanLocked computes every warm target from the configured floors and,
+// when demand is on, the demand book: ready devices wanted are the most of
+// the floor, p90 − leased − queued, and the spare. That keeps the devices in
+// service (leased, coming for a queued request, or ready) at the larger of
+// the p90 and the demand now. Floors come first, in
+// the configured order (the planner fills targets in order and stops at the
+// first that does not fit), then demand targets by spec key.
+func (e *Engine) warmPlanLocked() []WarmTargetStatus {
+	pol := e.cfg.Demand
+	cur := e.demandNowLocked()
+	cutoff := e.clock.Now().Add(-pol.Window)
+	var out []WarmTargetStatus
+	index := map[string]int{}
+	for _, f := range e.warmFloors {
+		k := f.spec.Key()
+		if i, ok := index[k]; ok {
+			out[i].Configured += f.count
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, WarmTargetStatus{Spec: f.spec, Configured: f.count})
+	}
+	if pol.Enabled {
+		keys := make([]string, 0, len(e.demand.series))
+		for k := range e.demand.series {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if _, ok := index[k]; !ok {
+				index[k] = len(out)
+				out = append(out, WarmTargetStatus{Spec: e.demand.series[k].spec})
+			}
+		}
+	}
+	for i := range out {
+		t := &out[i]
+		k := t.Spec.Key()
+		c := cur[k]
+		t.Leased, t.Waiting = c.leased, c.queued
+		t.Count, t.Reason = t.Configured, WarmReasonConfigured
+		if s, ok := e.demand.series[k]; ok && pol.Enabled {
+			t.DemandP90 = s.p90()
+			// The requests queued now are served first, by the planner, so
+			// they count as taken: the pool keeps ready what the p90 asks
+			// beyond the devices held or coming for them.
+			// Without a floor, demand is the reason even when it asks for
+			// nothing now.
+			if want := t.DemandP90 - t.Leased - t.Waiting; want > t.Count || t.Configured == 0 {
+				t.Count, t.Reason = max(want, t.Count), WarmReasonDemand
+			}
+			t.Spare = pol.Spare && !s.lastHeld.IsZero() && !s.lastHeld.Before(cutoff)
+			if t.Spare && t.Count < 1 {
+				t.Count, t.Reason = 1, WarmReasonSpare
+			}
+		}
+		t.Ready = e.warmHaveLocked(k)
+	}
+	return out
+}
+
+// sampleDemandLocked records the concurrency now (tick: even unchanged).
+func (e *Engine) sampleDemandLocked(tick bool) {
+	if !e.cfg.Demand.Enabled {
+		return
+	}
+	e.demand.observe(e.clock.Now(), e.demandNowLocked(), e.cfg.Demand.Window, tick)
+}
+
+// armDemandTickLocked schedules the next sample tick, which also re-plans
+// so a target that decayed lets its devices go and one that grew is filled.
+func (e *Engine) armDemandTickLocked() {
+	if !e.cfg.Demand.Enabled || e.stopping {
+		return
+	}
+	if e.demandTimer != nil {
+		e.demandTimer.Stop()
+	}
+	e.demandTimer = e.clock.AfterFunc(e.cfg.Demand.Sample, func() {
+		e.section(func() {
+			if e.stopping {
+				return
+			}
+			e.sampleDemandLocked(true)
+			e.scheduleLocked()
+			e.armDemandTickLocked()
+		})
+	})
+}
+
+// WarmPool reports every warm target and why it keeps what it keeps.
+func (e *Engine) WarmPool() WarmPoolStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return WarmPoolStatus{Demand: e.cfg.Demand.Enabled, Window: e.cfg.Demand.Window, Targets: e.warmPlanLocked()}
+}
