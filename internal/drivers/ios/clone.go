@@ -1,0 +1,305 @@
+package ios
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/ports"
+)
+
+// Clone provisioning (drivers.ios.clone, ADR 0041). Per (device type,
+// runtime) the driver keeps one golden simulator: created, booted once to
+// completion and shut down, in a device set of its own under the root
+// (<root>/.golden), so it is never listed as one of the root's devices,
+// never leased, and no orphan sweep of the root can take it for one. A
+// new device is then `simctl clone` of the golden into the root: the
+// clone inherits the golden's first-boot data and boots in seconds where
+// create + first boot takes half a minute.
+//
+// The golden is only used while fresh: made with the runtime build and
+// the Xcode that are installed now, and with the slim groups in force. A
+// missing or stale golden is rebuilt in the background while provisioning
+// falls back to create, and so does any failed clone.
+
+// Clone configures clone provisioning.
+type Clone struct {
+	Enabled bool
+}
+
+// goldenDirName is the golden device set, inside the root. The leading
+// dot keeps it out of the root's own listing.
+const goldenDirName = ".golden"
+
+// goldenRecordName is the record of the goldens, beside their set.
+const goldenRecordName = ".golden.json"
+
+// xcodeVersionTTL bounds how long the Xcode version read for staleness
+// checks is trusted; an Xcode update shows up within it.
+const xcodeVersionTTL = 5 * time.Minute
+
+// golden is one golden device as recorded.
+type golden struct {
+	UDID         string    `json:"udid"`
+	ModelID      string    `json:"modelId"`
+	RuntimeID    string    `json:"runtimeId"`
+	RuntimeBuild string    `json:"runtimeBuild"`
+	Xcode        string    `json:"xcode"`
+	Slim         string    `json:"slim,omitempty"`
+	Ready        bool      `json:"ready"` // booted once and shut down again
+	MadeAt       time.Time `json:"madeAt"`
+}
+
+type goldenFile struct {
+	Goldens map[string]golden `json:"goldens"`
+}
+
+// cloneState is the driver's clone provisioning state.
+type cloneState struct {
+	enabled bool
+
+	mu       sync.Mutex
+	building map[string]bool // spec key -> a rebuild is running
+	xcode    string
+	xcodeAt  time.Time
+	wg       sync.WaitGroup
+}
+
+func goldenKey(modelID, runtimeID string) string { return modelID + "|" + runtimeID }
+
+func (d *Driver) goldenSet() string    { return filepath.Join(d.root, goldenDirName) }
+func (d *Driver) goldenRecord() string { return filepath.Join(d.root, goldenRecordName) }
+
+// cloneOn reports whether provisioning tries a clone. Default device-set
+// mode keeps create: a clone would land outside the set the mark and the
+// created-devices record prove ownership in (ADR 0033).
+func (d *Driver) cloneOn() bool { return d.clone.enabled && !d.defaultSet }
+
+func (d *Driver) readGoldens() (goldenFile, error) {
+	f := goldenFile{Goldens: map[string]golden{}}
+	b, err := d.fs.ReadFile(d.goldenRecord())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return f, nil
+		}
+		return f, err
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return goldenFile{Goldens: map[string]golden{}}, fmt.Errorf("ios: golden record: %w", err)
+	}
+	if f.Goldens == nil {
+		f.Goldens = map[string]golden{}
+	}
+	return f, nil
+}
+
+// updateGoldens rewrites the record; the caller holds clone.mu.
+func (d *Driver) updateGoldens(fn func(*goldenFile)) error {
+	f, err := d.readGoldens()
+	if err != nil {
+		return err
+	}
+	fn(&f)
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return d.fs.WriteFileAtomic(d.goldenRecord(), b)
+}
+
+// fingerprint is what a golden must have been made with to be fresh.
+func (d *Driver) fingerprint(ctx context.Context, spec core.Spec) (golden, error) {
+	l, _, err := d.listing.Get(ctx)
+	if err != nil {
+		return golden{}, err
+	}
+	g := golden{ModelID: spec.ModelID, RuntimeID: spec.RuntimeID, Slim: strings.Join(d.res.slim.Groups, ",")}
+	for _, r := range l.Runtimes {
+		if r.Identifier == spec.RuntimeID {
+			g.RuntimeBuild = r.Build
+		}
+	}
+	if g.RuntimeBuild == "" {
+		return golden{}, fmt.Errorf("ios: golden: runtime %s not listed", spec.RuntimeID)
+	}
+	if g.Xcode, err = d.xcodeVersion(ctx); err != nil {
+		return golden{}, err
+	}
+	return g, nil
+}
+
+// xcodeVersion is `xcodebuild -version`, read at most every
+// xcodeVersionTTL.
+func (d *Driver) xcodeVersion(ctx context.Context) (string, error) {
+	now := d.clock.Now()
+	d.clone.mu.Lock()
+	if d.clone.xcode != "" && now.Sub(d.clone.xcodeAt) < xcodeVersionTTL {
+		v := d.clone.xcode
+		d.clone.mu.Unlock()
+		return v, nil
+	}
+	d.clone.mu.Unlock()
+	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "xcodebuild -version")
+	defer cancel()
+	res, err := d.runner.Run(cctx, ports.Command{Name: d.xcodebuild, Args: []string{"-version"}})
+	if err != nil {
+		return "", fmt.Errorf("ios: xcodebuild -version: %w", err)
+	}
+	v := strings.TrimSpace(string(res.Stdout))
+	d.clone.mu.Lock()
+	d.clone.xcode, d.clone.xcodeAt = v, now
+	d.clone.mu.Unlock()
+	return v, nil
+}
+
+// fresh reports whether g was made with want's runtime build, Xcode and
+// slim groups, and finished.
+func (g golden) fresh(want golden) bool {
+	return g.Ready && g.UDID != "" && g.RuntimeBuild == want.RuntimeBuild && g.Xcode == want.Xcode && g.Slim == want.Slim
+}
+
+// provisionByClone clones spec's golden into the root. It reports false,
+// having started a rebuild where one is due, when provisioning must fall
+// back to create: no fresh golden, or the clone failed.
+func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name string) (string, bool) {
+	want, err := d.fingerprint(ctx, spec)
+	if err != nil {
+		d.log.Warn("clone: cannot check the golden; creating", "err", err)
+		return "", false
+	}
+	key := goldenKey(spec.ModelID, spec.RuntimeID)
+	d.clone.mu.Lock()
+	f, err := d.readGoldens()
+	building := d.clone.building[key]
+	d.clone.mu.Unlock()
+	if err != nil {
+		d.log.Warn("clone: golden record unreadable; creating", "err", err)
+		return "", false
+	}
+	g, ok := f.Goldens[key]
+	if building || !ok || !g.fresh(want) {
+		d.ensureGolden(spec, want)
+		return "", false
+	}
+	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl clone")
+	defer cancel()
+	out, err := d.goldenSimctl(cctx, "clone", g.UDID, name, d.root)
+	if err == nil {
+		var udid string
+		if udid, err = ParseCreateOutput(string(out)); err == nil {
+			return udid, true
+		}
+	}
+	// The golden may have been deleted or booted behind simlock's back:
+	// make a new one and create this device meanwhile.
+	d.log.Warn("clone failed; creating and rebuilding the golden", "golden", g.UDID, "err", err)
+	d.clone.mu.Lock()
+	_ = d.updateGoldens(func(f *goldenFile) {
+		if cur, ok := f.Goldens[key]; ok && cur.UDID == g.UDID {
+			cur.Ready = false
+			f.Goldens[key] = cur
+		}
+	})
+	d.clone.mu.Unlock()
+	d.ensureGolden(spec, want)
+	return "", false
+}
+
+// goldenSimctl runs simctl on the golden device set.
+func (d *Driver) goldenSimctl(ctx context.Context, args ...string) ([]byte, error) {
+	full := append([]string{"simctl", "--set", d.goldenSet()}, args...)
+	res, err := d.runner.Run(ctx, ports.Command{Name: d.xcrun, Args: full})
+	if err != nil {
+		return res.Stdout, d.commandError(ctx, "simctl "+args[0], res, err)
+	}
+	return res.Stdout, nil
+}
+
+// ensureGolden starts one background rebuild of spec's golden, unless one
+// runs already.
+func (d *Driver) ensureGolden(spec core.Spec, want golden) {
+	key := goldenKey(spec.ModelID, spec.RuntimeID)
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	if d.clone.building[key] {
+		return
+	}
+	d.clone.building[key] = true
+	d.clone.wg.Go(func() {
+		defer func() {
+			d.clone.mu.Lock()
+			delete(d.clone.building, key)
+			d.clone.mu.Unlock()
+		}()
+		// Detached from the request: the golden serves later requests.
+		ctx, cancel := context.WithTimeout(context.Background(), d.timeouts.Boot+3*d.timeouts.Command)
+		defer cancel()
+		if err := d.buildGolden(ctx, key, want); err != nil {
+			d.log.Warn("golden build failed", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
+		}
+	})
+}
+
+// WaitGoldens waits for the golden rebuilds in flight (tests, shutdown).
+func (d *Driver) WaitGoldens() { d.clone.wg.Wait() }
+
+// buildGolden replaces key's golden: the old one is deleted, a new one is
+// created (and recorded at once, unfinished, so a crash leaves nothing
+// unaccounted), booted to completion and shut down, then marked ready.
+func (d *Driver) buildGolden(ctx context.Context, key string, want golden) error {
+	d.clone.mu.Lock()
+	f, err := d.readGoldens()
+	d.clone.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if old, ok := f.Goldens[key]; ok && old.UDID != "" {
+		if _, err := d.goldenSimctl(ctx, "delete", old.UDID); err != nil && !errors.Is(err, core.ErrDeviceNotFound) {
+			d.log.Debug("old golden not deleted", "udid", old.UDID, "err", err)
+		}
+	}
+	suffix, err := deviceName()
+	if err != nil {
+		return err
+	}
+	out, err := d.goldenSimctl(ctx, "create", strings.Replace(suffix, "simlock-", "simlock-golden-", 1), want.ModelID, want.RuntimeID)
+	if err != nil {
+		return err
+	}
+	udid, err := ParseCreateOutput(string(out))
+	if err != nil {
+		return err
+	}
+	g := want
+	g.UDID, g.Ready, g.MadeAt = udid, false, d.clock.Now().UTC()
+	record := func(g golden) error {
+		d.clone.mu.Lock()
+		defer d.clone.mu.Unlock()
+		return d.updateGoldens(func(f *goldenFile) { f.Goldens[key] = g })
+	}
+	if err := record(g); err != nil {
+		return err
+	}
+	steps := [][]string{{"boot", udid}, {"bootstatus", udid, "-b"}, {"shutdown", udid}}
+	for _, s := range steps {
+		if _, err := d.goldenSimctl(ctx, s...); err != nil {
+			if st, ok := stateOf(err); ok && s[0] == "boot" && (st == StateBooted || st == StateBooting) {
+				continue
+			}
+			return err
+		}
+	}
+	g.Ready = true
+	if err := record(g); err != nil {
+		return err
+	}
+	d.log.Info("golden ready", "udid", udid, "deviceType", want.ModelID, "runtime", want.RuntimeID, "runtimeBuild", want.RuntimeBuild)
+	return nil
+}
