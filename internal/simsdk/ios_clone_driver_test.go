@@ -123,8 +123,25 @@ next:
 func TestCloneProvisioningFromGolden(t *testing.T) {
 	r := newCloneRig(t)
 	ctx := context.Background()
-	if _, cloned := r.provision(); cloned {
-		t.Fatal("first provision cloned without a golden")
+	if r.d.CloneReady(r.spec) {
+		t.Fatal("clone ready before any golden")
+	}
+	if _, err := r.d.CloneDevice(ctx, r.spec); err == nil {
+		t.Fatal("CloneDevice without a golden should fail, not create")
+	}
+	r.d.WaitGoldens() // CloneDevice started the build
+	if n := r.count("--set " + r.root + " create "); n != 0 {
+		t.Fatalf("CloneDevice created %d devices in the root", n)
+	}
+	if _, cloned := r.provision(); !cloned {
+		t.Fatal("no clone once the golden was built")
+	}
+	if !r.d.CloneReady(r.spec) {
+		t.Fatal("CloneReady false with a fresh golden")
+	}
+	p, err := r.d.CloneDevice(ctx, r.spec)
+	if err != nil || p.Handle == "" || p.Attrs[core.AttrDeviceSet] != r.root {
+		t.Fatalf("CloneDevice: %+v %v", p, err)
 	}
 	r.d.WaitGoldens()
 	g := r.golden()
@@ -140,7 +157,7 @@ func TestCloneProvisioningFromGolden(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		p, cloned := r.provision()
 		if !cloned {
-			t.Fatalf("provision %d did not clone from a fresh golden", i+2)
+			t.Fatalf("provision %d did not clone from a fresh golden", i+3)
 		}
 		dev, err := deviceSet{dir: r.root}.load(p.Handle)
 		if err != nil {
@@ -160,8 +177,8 @@ func TestCloneProvisioningFromGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(obs) != 3 {
-		t.Errorf("ListManaged %v: want the three provisioned devices", obs)
+	if len(obs) != 4 {
+		t.Errorf("ListManaged %v: want the four devices made", obs)
 	}
 	for _, o := range obs {
 		if o.Handle == g["udid"] {

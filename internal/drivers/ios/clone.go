@@ -67,9 +67,12 @@ type cloneState struct {
 
 	mu       sync.Mutex
 	building map[string]bool // spec key -> a rebuild is running
-	xcode    string
-	xcodeAt  time.Time
-	wg       sync.WaitGroup
+	// ready holds the goldens last found or made fresh, so CloneReady can
+	// answer without running anything; CloneDevice checks again.
+	ready   map[string]bool
+	xcode   string
+	xcodeAt time.Time
+	wg      sync.WaitGroup
 }
 
 func goldenKey(modelID, runtimeID string) string { return modelID + "|" + runtimeID }
@@ -185,6 +188,7 @@ func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name stri
 	}
 	g, ok := f.Goldens[key]
 	if building || !ok || !g.fresh(want) {
+		d.setCloneReady(key, false)
 		d.ensureGolden(spec, want)
 		return "", false
 	}
@@ -194,12 +198,14 @@ func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name stri
 	if err == nil {
 		var udid string
 		if udid, err = ParseCreateOutput(string(out)); err == nil {
+			d.setCloneReady(key, true)
 			return udid, true
 		}
 	}
 	// The golden may have been deleted or booted behind simlock's back:
 	// make a new one and create this device meanwhile.
 	d.log.Warn("clone failed; creating and rebuilding the golden", "golden", g.UDID, "err", err)
+	d.setCloneReady(key, false)
 	d.clone.mu.Lock()
 	_ = d.updateGoldens(func(f *goldenFile) {
 		if cur, ok := f.Goldens[key]; ok && cur.UDID == g.UDID {
@@ -300,6 +306,53 @@ func (d *Driver) buildGolden(ctx context.Context, key string, want golden) error
 	if err := record(g); err != nil {
 		return err
 	}
+	d.setCloneReady(key, true)
 	d.log.Info("golden ready", "udid", udid, "deviceType", want.ModelID, "runtime", want.RuntimeID, "runtimeBuild", want.RuntimeBuild)
 	return nil
+}
+
+func (d *Driver) setCloneReady(key string, ok bool) {
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	if ok {
+		d.clone.ready[key] = true
+	} else {
+		delete(d.clone.ready, key)
+	}
+}
+
+var _ core.Cloner = (*Driver)(nil)
+
+// CloneReady implements core.Cloner from what this driver last learned:
+// a golden it made, or cloned from, fresh, and that is not being rebuilt.
+// It runs nothing; CloneDevice checks freshness again.
+func (d *Driver) CloneReady(spec core.Spec) bool {
+	if !d.cloneOn() {
+		return false
+	}
+	key := goldenKey(spec.ModelID, spec.RuntimeID)
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	return d.clone.ready[key] && !d.clone.building[key]
+}
+
+// CloneDevice implements core.Cloner: a clone of spec's fresh golden, or
+// an error (and a rebuild started where one is due) without one. It never
+// creates.
+func (d *Driver) CloneDevice(ctx context.Context, spec core.Spec) (core.Provisioned, error) {
+	if !d.cloneOn() {
+		return core.Provisioned{}, errors.New("ios: clone provisioning is off")
+	}
+	name, err := deviceName()
+	if err != nil {
+		return core.Provisioned{}, err
+	}
+	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl clone")
+	defer cancel()
+	udid, ok := d.provisionByClone(cctx, spec, name)
+	if !ok {
+		return core.Provisioned{}, fmt.Errorf("ios: no fresh golden for %s on %s", spec.ModelID, spec.RuntimeID)
+	}
+	d.log.Info("device cloned", "udid", udid, "name", name, "deviceType", spec.ModelID, "runtime", spec.RuntimeID)
+	return d.provisioned(ctx, spec, udid, name, d.root), nil
 }

@@ -169,7 +169,7 @@ func New(opts Options) (*Driver, error) {
 		guard:      opts.DiskGuard,
 		defaultSet: opts.DefaultSet,
 		erasing:    map[string]bool{},
-		clone:      cloneState{enabled: opts.Clone.Enabled, building: map[string]bool{}},
+		clone:      cloneState{enabled: opts.Clone.Enabled, building: map[string]bool{}, ready: map[string]bool{}},
 	}
 	if d.xcrun == "" {
 		d.xcrun = "xcrun"
@@ -263,12 +263,17 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 		}
 	}
 	d.log.Info("device created", "udid", udid, "cloned", cloned, "name", name, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "deviceSet", setDir)
+	return d.provisioned(ctx, spec, udid, name, setDir), nil
+}
+
+// provisioned describes a device just made in setDir.
+func (d *Driver) provisioned(ctx context.Context, spec core.Spec, udid, name, setDir string) core.Provisioned {
 	return core.Provisioned{
 		Handle:    udid,
 		Name:      name,
 		Attrs:     mergeAttrs(map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: setDir}, d.provisionFacts(spec.ModelID)),
 		Simulated: d.isSimulated(ctx),
-	}, nil
+	}
 }
 
 // adopt proves a device just created in the default set simlock's: the
