@@ -151,6 +151,18 @@ func TestCloneProvisioningFromGolden(t *testing.T) {
 	if n := r.count("--set "+r.goldenSet(), " create "); n != 1 {
 		t.Fatalf("golden created %d times, want once", n)
 	}
+	// The core sees the golden (it counts against managed capacity), shut
+	// down, and a restarted driver sees it from its record.
+	if gs := r.d.Goldens(); len(gs) != 1 || gs[0].Handle != g["udid"] || gs[0].Building {
+		t.Fatalf("Goldens() = %+v", gs)
+	}
+	again, err := ios.New(ios.Options{Root: r.root, Runner: inProcRunner{r.h}, Clone: ios.Clone{Enabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gs := again.Goldens(); len(gs) != 1 || !again.CloneReady(r.spec) {
+		t.Fatalf("restarted driver: Goldens() = %+v, CloneReady %v", gs, again.CloneReady(r.spec))
+	}
 	if st := r.h.state(g["udid"].(string), "--set", r.goldenSet()); st != "Shutdown" {
 		t.Fatalf("golden left %s, want Shutdown", st)
 	}

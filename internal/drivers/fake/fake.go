@@ -360,7 +360,8 @@ type Cloning struct {
 	Clock       interface{ Advance(time.Duration) }
 	Cost        map[string]time.Duration
 	// erased marks devices whose next boot is a first boot.
-	erased map[string]bool
+	erased  map[string]bool
+	goldens []core.Golden
 }
 
 var _ core.Cloner = (*Cloning)(nil)
@@ -448,4 +449,20 @@ func (c *Cloning) MakeReady(ctx context.Context, r core.DeviceRef) error {
 		c.spend("boot")
 	}
 	return nil
+}
+
+var _ core.GoldenKeeper = (*Cloning)(nil)
+
+// SetGoldens sets what Goldens reports.
+func (c *Cloning) SetGoldens(g []core.Golden) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.goldens = append([]core.Golden(nil), g...)
+}
+
+// Goldens implements core.GoldenKeeper with what SetGoldens set.
+func (c *Cloning) Goldens() []core.Golden {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]core.Golden(nil), c.goldens...)
 }

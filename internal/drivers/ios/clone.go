@@ -73,6 +73,14 @@ type cloneState struct {
 	xcode   string
 	xcodeAt time.Time
 	wg      sync.WaitGroup
+
+	// view is the golden record as last written (or read at start), and
+	// buildingView the keys being built, for Goldens: it runs inside the
+	// core's decision section, so it must not wait behind file I/O that
+	// mu may be held across.
+	viewMu       sync.Mutex
+	view         map[string]golden
+	buildingView map[string]bool
 }
 
 func goldenKey(modelID, runtimeID string) string { return modelID + "|" + runtimeID }
@@ -114,7 +122,74 @@ func (d *Driver) updateGoldens(fn func(*goldenFile)) error {
 	if err != nil {
 		return err
 	}
-	return d.fs.WriteFileAtomic(d.goldenRecord(), b)
+	if err := d.fs.WriteFileAtomic(d.goldenRecord(), b); err != nil {
+		return err
+	}
+	d.setView(f)
+	return nil
+}
+
+func (d *Driver) setView(f goldenFile) {
+	d.clone.viewMu.Lock()
+	defer d.clone.viewMu.Unlock()
+	d.clone.view = f.Goldens
+}
+
+func (d *Driver) setBuilding(key string, on bool) {
+	d.clone.viewMu.Lock()
+	defer d.clone.viewMu.Unlock()
+	if d.clone.buildingView == nil {
+		d.clone.buildingView = map[string]bool{}
+	}
+	if on {
+		d.clone.buildingView[key] = true
+	} else {
+		delete(d.clone.buildingView, key)
+	}
+}
+
+var _ core.GoldenKeeper = (*Driver)(nil)
+
+// Goldens implements core.GoldenKeeper from memory: the recorded goldens
+// (a half-built one included: it exists), and a build not yet recorded as
+// one more, running.
+func (d *Driver) Goldens() []core.Golden {
+	if !d.cloneOn() {
+		return nil
+	}
+	d.clone.viewMu.Lock()
+	defer d.clone.viewMu.Unlock()
+	var out []core.Golden
+	for key, g := range d.clone.view {
+		out = append(out, core.Golden{Handle: g.UDID, ModelID: g.ModelID, RuntimeID: g.RuntimeID, Building: d.clone.buildingView[key]})
+	}
+	for key := range d.clone.buildingView {
+		if _, ok := d.clone.view[key]; !ok {
+			model, runtime, _ := strings.Cut(key, "|")
+			out = append(out, core.Golden{Handle: "building:" + key, ModelID: model, RuntimeID: runtime, Building: true})
+		}
+	}
+	return out
+}
+
+// loadGoldenView reads the golden record at start-up, so the goldens a
+// previous run made count from the first plan on.
+func (d *Driver) loadGoldenView() {
+	if !d.cloneOn() {
+		return
+	}
+	f, err := d.readGoldens()
+	if err != nil {
+		d.log.Warn("golden record unreadable; goldens will be rebuilt", "err", err)
+		return
+	}
+	d.setView(f)
+	for key, g := range f.Goldens {
+		if g.Ready {
+			// Fresh as far as anyone knows; CloneDevice checks again.
+			d.clone.ready[key] = true
+		}
+	}
 }
 
 // fingerprint is what a golden must have been made with to be fresh.
@@ -238,11 +313,13 @@ func (d *Driver) ensureGolden(spec core.Spec, want golden) {
 		return
 	}
 	d.clone.building[key] = true
+	d.setBuilding(key, true)
 	d.clone.wg.Go(func() {
 		defer func() {
 			d.clone.mu.Lock()
 			delete(d.clone.building, key)
 			d.clone.mu.Unlock()
+			d.setBuilding(key, false)
 		}()
 		// Detached from the request: the golden serves later requests.
 		ctx, cancel := context.WithTimeout(context.Background(), d.timeouts.Boot+3*d.timeouts.Command)

@@ -204,6 +204,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d.devRoot = r
+	d.loadGoldenView()
 	return d, nil
 }
 
