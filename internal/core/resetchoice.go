@@ -56,8 +56,11 @@ type resetFigure struct {
 // choose picks the reset kind for a device of spec key. cloneOK says a
 // clone reset is possible now (a fresh golden exists). An unmeasured kind
 // is tried first; then the faster one, except that every resetProbeEvery
-// resets the slower one runs once.
-func (f *resetFigures) choose(key string, cloneOK bool) string {
+// resets the slower one runs once. probeOK says nobody waits for the
+// spec: a probe is a reset known to be slower, so it waits until no
+// request would wait for it (a release must not make the next execution
+// wait longer than it has to), and runs at the first reset after that.
+func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 	if !cloneOK {
 		return ResetErase
 	}
@@ -77,11 +80,22 @@ func (f *resetFigures) choose(key string, cloneOK bool) string {
 		fast, slow = slow, fast
 	}
 	r.since++
-	if r.since >= resetProbeEvery {
+	if r.since >= resetProbeEvery && probeOK {
 		r.since = 0
 		return slow
 	}
 	return fast
+}
+
+// specWaitedForLocked reports whether a queued request waits for a device
+// of spec key.
+func (e *Engine) specWaitedForLocked(key string) bool {
+	for _, w := range e.queue.Entries() {
+		if w.spec.Key() == key {
+			return true
+		}
+	}
+	return false
 }
 
 // observe folds one measured reset of kind into the figure: a quarter
@@ -182,7 +196,9 @@ func (e *Engine) purgeByClone(ctx context.Context, o *deviceOp, c Cloner) (stopp
 func (e *Engine) purge(ctx context.Context, o *deviceOp) (stopped bool, kind string, err error) {
 	start := e.now()
 	key := o.rec.Spec.Key()
-	if c, ok := o.drv.(Cloner); ok && e.resets.choose(key, c.CloneReady(o.rec.Spec)) == ResetClone {
+	waited := false
+	e.section(func() { waited = e.specWaitedForLocked(key) })
+	if c, ok := o.drv.(Cloner); ok && e.resets.choose(key, c.CloneReady(o.rec.Spec), !waited) == ResetClone {
 		stopped, kind, err = e.purgeByClone(ctx, o, c)
 	} else {
 		kind = ResetErase

@@ -128,3 +128,34 @@ func TestCloneResetReplacesTheDeviceAndFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// The every-eighth probe of the slower kind waits while a request waits
+// for the spec: that reset hands the device to the waiter by the faster
+// kind, and the probe runs at the next reset nobody waits for.
+func TestSlowerResetProbeWaitsWhileARequestWaits(t *testing.T) {
+	h, _ := cloneHarness(t)
+	for range 9 {
+		cycle(t, h) // clone, erase, then seven clones: the probe is due
+	}
+	g := leaseOn(t, h, "r", "ios", "Phone")
+	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "w", OwnerID: "w"})
+	n := len(h.drv.Calls())
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := <-waiting
+	if r.err != nil || r.g.Device.ID != g.Device.ID {
+		t.Fatalf("waiter: %+v %v", r.g.Device, r.err)
+	}
+	if calls := strings.Join(h.drv.Calls()[n:], ","); !strings.Contains(calls, "clone ") || strings.Contains(calls, "erase ") {
+		t.Fatalf("reset with a waiter should be the faster clone: %s", calls)
+	}
+	n = len(h.drv.Calls())
+	if err := h.engine.Release(r.g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	if calls := strings.Join(h.drv.Calls()[n:], ","); !strings.Contains(calls, "erase ") {
+		t.Fatalf("the deferred probe should run once nobody waits: %s", calls)
+	}
+}
