@@ -200,7 +200,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 					return uerr
 				}
 				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: o.rec.Platform,
-					Data: map[string]any{"disposition": string(StateShutdown), "durationMs": o.elapsed(e.now()), "reset": kind}})
+					Data: resetData(map[string]any{"disposition": string(StateShutdown), "durationMs": o.elapsed(e.now())}, kind)})
 				e.scheduleLocked()
 				return nil
 			}
@@ -214,7 +214,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 				e.scheduleLocked()
 				return nil
 			}
-			return e.disposeLocked(id, "device.reclaimed", "reclaim", map[string]any{"durationMs": o.elapsed(e.now()), "reset": kind})
+			return e.disposeLocked(id, "device.reclaimed", "reclaim", resetData(map[string]any{"durationMs": o.elapsed(e.now())}, kind))
 		}}
 }
 

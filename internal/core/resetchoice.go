@@ -192,13 +192,20 @@ func (e *Engine) purgeByClone(ctx context.Context, o *deviceOp, c Cloner) (stopp
 // purge returns a released device to a clean state by the reset kind the
 // recorded figures favour (resetFigures.choose), and folds the duration
 // of a reset that ended booted into the figure of its kind. A reset that
-// skipped the boot is not comparable, so it is not counted.
+// skipped the boot is not comparable, so it is not counted. With a driver
+// that cannot clone there is one kind, reported as "".
 func (e *Engine) purge(ctx context.Context, o *deviceOp) (stopped bool, kind string, err error) {
 	start := e.now()
 	key := o.rec.Spec.Key()
+	c, ok := o.drv.(Cloner)
+	if !ok {
+		// One way to reset (Android's snapshot restore): nothing to choose.
+		stopped, err = e.purgeByErase(ctx, o.drv, o.rec)
+		return stopped, "", err
+	}
 	waited := false
 	e.section(func() { waited = e.specWaitedForLocked(key) })
-	if c, ok := o.drv.(Cloner); ok && e.resets.choose(key, c.CloneReady(o.rec.Spec), !waited) == ResetClone {
+	if e.resets.choose(key, c.CloneReady(o.rec.Spec), !waited) == ResetClone {
 		stopped, kind, err = e.purgeByClone(ctx, o, c)
 	} else {
 		kind = ResetErase
@@ -208,4 +215,13 @@ func (e *Engine) purge(ctx context.Context, o *deviceOp) (stopped bool, kind str
 		e.resets.observe(key, kind, e.now().Sub(start))
 	}
 	return stopped, kind, err
+}
+
+// resetData adds the reset kind to a device.reclaimed fact's data, when
+// the driver has a choice of kinds.
+func resetData(data map[string]any, kind string) map[string]any {
+	if kind != "" {
+		data["reset"] = kind
+	}
+	return data
 }
