@@ -282,6 +282,13 @@ type IOSDriver struct {
 	DeviceSet string `json:"deviceSet,omitempty"`
 	// Slim applies a resource profile to every iOS device the pool creates.
 	Slim Slim `json:"slim"`
+	// Clone provisions by cloning a golden device (ADR 0041).
+	Clone IOSClone `json:"clone"`
+}
+
+// IOSClone is clone provisioning from golden devices.
+type IOSClone struct {
+	Enabled bool `json:"enabled,omitempty"`
 }
 
 // Slim is the opt-in density mode for iOS simulators.

@@ -186,6 +186,8 @@ type CapacityReport struct {
 type UsageReport struct {
 	Running, Managed, Reserved int
 	RAMBytes                   uint64
+	// Goldens is how many of Managed are golden devices (golden.go).
+	Goldens int
 }
 
 // Capacity reports limits and current usage.
@@ -227,6 +229,7 @@ func (e *Engine) capacityLocked() CapacityReport {
 		}
 		r.Platforms[d.Platform] = u
 	}
+	e.addGoldensLocked(&r)
 	return r
 }
 

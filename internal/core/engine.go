@@ -104,6 +104,9 @@ type Engine struct {
 
 	hooks OpHooks
 	est   estimates // measured driver timings, for progress ETAs
+	// resets are the measured figures the reset choice follows
+	// (resetchoice.go).
+	resets resetFigures
 
 	bg       context.Context // cancelled on Stop: aborts background driver work
 	bgCancel context.CancelFunc

@@ -185,10 +185,11 @@ func (e *Engine) startReclaimLocked(id string) {
 
 func (e *Engine) reclaimOp(id string) *deviceOp {
 	var stopped bool
+	var kind string
 	return &deviceOp{kind: OpKindReclaim, lock: "reclaim", id: id,
 		run: func(ctx context.Context, o *deviceOp) error {
 			var err error
-			stopped, err = e.purge(ctx, o.drv, o.rec)
+			stopped, kind, err = e.purge(ctx, o)
 			o.down = err == nil && stopped
 			return err
 		},
@@ -200,7 +201,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 					return uerr
 				}
 				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: o.rec.Platform,
-					Data: map[string]any{"disposition": string(StateShutdown), "durationMs": o.elapsed(e.now())}})
+					Data: resetData(map[string]any{"disposition": string(StateShutdown), "durationMs": o.elapsed(e.now())}, kind)})
 				e.scheduleLocked()
 				return nil
 			}
@@ -214,16 +215,17 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 				e.scheduleLocked()
 				return nil
 			}
-			return e.disposeLocked(id, "device.reclaimed", "reclaim", map[string]any{"durationMs": o.elapsed(e.now())})
+			return e.disposeLocked(id, "device.reclaimed", "reclaim", resetData(map[string]any{"durationMs": o.elapsed(e.now())}, kind))
 		}}
 }
 
-// purge returns a released device to a clean state. A driver that can erase
+// purgeByErase is the erase reset (purge, resetchoice.go, picks it or the
+// clone reset). A driver that can erase
 // without booting (Eraser) lets the planner decide between the two steps: if
 // the device would be evicted at once for a waiter it cannot serve, the boot
 // is skipped (stopped) and the settlement records it shut down. A driver
 // that purges in one step always comes back booted.
-func (e *Engine) purge(ctx context.Context, drv Driver, d DeviceRecord) (stopped bool, err error) {
+func (e *Engine) purgeByErase(ctx context.Context, drv Driver, d DeviceRecord) (stopped bool, err error) {
 	er, ok := drv.(Eraser)
 	if !ok {
 		return false, drv.Reclaim(ctx, d.Ref())

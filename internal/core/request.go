@@ -365,6 +365,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 			Leaving: e.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
+	in.Devices = append(in.Devices, e.goldenPlanDevicesLocked()...)
 	for _, w := range queue {
 		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
 			// A targeted waiter is served by serveTargetedLocked alone: to

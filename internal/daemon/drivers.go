@@ -34,7 +34,8 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 		drv, err := ios.New(ios.Options{Root: root, Runner: o.Runner, FS: o.FS, Clock: o.Clock,
 			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard,
 			DefaultSet: o.Config.IOSDeviceSet() == config.DeviceSetDefault,
-			Slim:       ios.Slim{Enabled: o.Config.Drivers.IOS.Slim.Enabled, Groups: o.Config.Drivers.IOS.Slim.Groups}})
+			Slim:       ios.Slim{Enabled: o.Config.Drivers.IOS.Slim.Enabled, Groups: o.Config.Drivers.IOS.Slim.Groups},
+			Clone:      ios.Clone{Enabled: o.Config.Drivers.IOS.Clone.Enabled}})
 		if err != nil {
 			return nil, fmt.Errorf("ios driver: %w", err)
 		}

@@ -19,7 +19,7 @@
 //   - simctl [--set <dir>] list [devices|devicetypes|runtimes|pairs]
 //     [-j] [-e] [<term>|available]; create; boot; bootstatus [-b];
 //     shutdown <dev>|all; erase <dev>|all; delete <dev>...|all|unavailable;
-//     rename; install; uninstall; launch; terminate; spawn <dev> launchctl
+//     clone <dev> <name> [<destination set>]; rename; install; uninstall; launch; terminate; spawn <dev> launchctl
 //     print system/LABEL | print-disabled system | disable|enable|bootout
 //     system/LABEL | bootstrap system PLIST (per-device overrides and loaded
 //     jobs in the device's data directory, so erase clears them; optional
@@ -150,10 +150,9 @@
 // # Environment
 //
 //	SIMLOCK_SIMSDK_HOME          state directory (default ~/.simlock-simsdk)
-//	SIMLOCK_SIMSDK_SPEED         factor on the measured durations (default 1,
-//	                             0 = instant): iOS boot 30 s, shutdown 1.5 s,
-//	                             erase 0.7 s, create 0.4 s, runtime download
-//	                             60 s; Android cold boot 30 s (adbd after
+//	SIMLOCK_SIMSDK_SPEED         factor on the modelled durations (default 1,
+//	                             0 = instant), see the timing table below;
+//	                             Android cold boot 30 s (adbd after
 //	                             10 s), snapshot restore 3.7 s, avdmanager
 //	                             create 2 s, package download 60 s
 //	SIMLOCK_SIMSDK_FAULTS        injected faults, see below
@@ -169,6 +168,33 @@
 //
 // An invalid SPEED or FAULTS value makes every tool fail with exit status 2,
 // so a typo cannot silently change what a test exercises.
+//
+// # iOS timing model
+//
+// What one simctl step costs at speed 1, and where the figure comes from.
+// A device has first-boot data once it has started a boot; erase removes
+// it, clone copies it (the clone of a device that booted once skips the
+// long first boot, which is what makes clone provisioning pay).
+//
+//	create            0.4 s   sub-second in every capture
+//	first boot        30 s    after create or erase: the top of the
+//	                          20-30 s published for create + boot; the
+//	                          session-broker reference measured 52 s for
+//	                          the boot after an erase on its (loaded) Mac,
+//	                          so 30 s flatters the erase reset if anything
+//	boot (booted once) 1.5 s  with clone 0.5 s this gives the ~2 s
+//	                          published for clone + boot of a device that
+//	                          has booted once (APFS copy-on-write)
+//	clone             0.5 s   see above; the source must be shut down
+//	erase             0.3 s   the session-broker reference's measurement
+//	shutdown          1.5 s   measured; the reference saw ~15 s "stopping"
+//	                          including its own drain
+//	runtime download  60 s    scaled down from real multi-GB downloads
+//
+// Hence on the modelled timings create + first boot is 30.4 s, clone +
+// boot 2 s (1/15 of it), and an erase reset (shutdown, erase, first boot)
+// 31.8 s against 3.5 s for a clone reset (shutdown 1.5 s, delete, which
+// costs nothing here, clone 0.5 s, boot 1.5 s).
 //
 // # Faults
 //

@@ -98,6 +98,7 @@ var subcommandFlags = map[string]struct {
 	"shutdown":          {nil, "shutdown <device> | all", 0},
 	"erase":             {nil, "erase <device> [... <device n>] | all", 0},
 	"delete":            {nil, "delete <device> [... <device n>] | unavailable | all", 0},
+	"clone":             {nil, "clone <device> <new name> [<destination device set path>]", 0},
 	"rename":            {nil, "rename <device> <name>", 0},
 	"install":           {nil, "install <device> <path>", 0},
 	"uninstall":         {nil, "uninstall <device> <app bundle identifier>", 0},
@@ -151,6 +152,7 @@ Subcommands:
 	boot        Boot a device.
 	bootstatus  Checks the boot status of a device.
 	shutdown    Shutdown a device.
+	clone       Clone an existing device.
 	rename      Rename a device.
 	install     Install an app on a device.
 	uninstall   Uninstall an app from a device.
@@ -214,6 +216,8 @@ options:
 		err = s.simctlErase(ctx, ds, rest)
 	case "delete":
 		err = s.simctlDelete(ctx, ds, rest)
+	case "clone":
+		err = s.simctlClone(ctx, ds, rest)
 	case "rename":
 		err = s.simctlRename(ds, rest)
 	case "install":

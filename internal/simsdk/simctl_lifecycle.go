@@ -165,7 +165,7 @@ func (s *sdk) startDevice(ds deviceSet, d *iosDevice) error {
 		ms, _ := strconv.Atoi(f.Value) // validated when parsed
 		crashAfter = time.Duration(ms) * time.Millisecond
 	}
-	bootTime := s.scaled(iosBootTime)
+	bootTime := s.scaled(bootDuration(d))
 	spawnBoot := bootTime
 	if hang {
 		spawnBoot = -1
@@ -198,6 +198,16 @@ func (s *sdk) startDevice(ds deviceSet, d *iosDevice) error {
 		return err
 	}
 	return nil
+}
+
+// bootDuration is how long d takes to boot: the full first boot unless
+// it already has first-boot data (it booted before, or it is a clone of a
+// device that had). An erase clears LastBootedAt and with it that data.
+func bootDuration(d *iosDevice) time.Duration {
+	if d.LastBootedAt == nil {
+		return iosFirstBootTime
+	}
+	return iosRebootTime
 }
 
 // simctl bootstatus <device> [-b] [-d] [-c]: waits until the device has

@@ -9,15 +9,22 @@ import (
 	"time"
 )
 
-// Measured durations of the real tools (see the timing table in the
-// architecture reference). The simulated SDK waits this long multiplied by
-// SIMLOCK_SIMSDK_SPEED, so the orchestration above it sees realistic
-// latencies by default and none at all with speed 0.
+// Measured durations of the real tools (see the timing table in doc.go,
+// which names the source of each figure). The simulated SDK waits this
+// long multiplied by SIMLOCK_SIMSDK_SPEED, so the orchestration above it
+// sees realistic latencies by default and none at all with speed 0.
 const (
-	iosBootTime     = 30 * time.Second
-	iosShutdownTime = 1500 * time.Millisecond
-	iosEraseTime    = 700 * time.Millisecond
-	iosCreateTime   = 400 * time.Millisecond
+	// A first boot (after create or erase) builds the device's first-boot
+	// data (dyld caches, data migration); a device that has that data,
+	// because it booted before or was cloned from one that had, boots in
+	// a fraction of the time.
+	iosFirstBootTime = 30 * time.Second
+	iosRebootTime    = 1500 * time.Millisecond
+	iosShutdownTime  = 1500 * time.Millisecond
+	iosEraseTime     = 300 * time.Millisecond
+	iosCreateTime    = 400 * time.Millisecond
+	// A clone is an APFS copy-on-write copy of the device directory.
+	iosCloneTime    = 500 * time.Millisecond
 	iosBootFailTime = 5 * time.Second // launchd gives up well before a full boot
 	iosDownloadTime = 60 * time.Second
 	downloadSteps   = 10

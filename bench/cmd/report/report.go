@@ -111,10 +111,17 @@ func (r *report) write(dir string) error {
 		}
 		p("| %s | %s | %s | %s |\n", e.Name, num(m), spread(e.TTD), ratio(m, zero))
 	}
-	if len(r.Executions) == 3 {
+	if len(r.Executions) >= 3 {
 		one, two := ms(r.Executions[1].TTD, 0.5), ms(r.Executions[2].TTD, 0.5)
-		p("\nTargets: two running slots ≤ 1/20 of zero pooling: %s (%s). One running slot below zero pooling: %s (%s). Clone provisioning (≤ 1/5 of create + boot) is not built yet, so it has no row.\n\n",
+		p("\nTargets: two running slots ≤ 1/20 of zero pooling: %s (%s). One running slot below zero pooling: %s (%s).",
 			verdict(two <= zero/20), ratio(two, zero), verdict(one < zero), ratio(one, zero))
+		if len(r.Executions) >= 5 {
+			// Zero pooling's time to device is create + boot, by hand.
+			cl, pool := ms(r.Executions[3].TTD, 0.5), ms(r.Executions[4].TTD, 0.5)
+			p(" Clone provisioning ≤ 1/5 of create + boot: %s (%s). One running slot with clone resets below zero pooling: %s (%s).",
+				verdict(cl <= zero/5), ratio(cl, zero), verdict(pool < zero), ratio(pool, zero))
+		}
+		p("\n\n")
 	}
 
 	p("## (b) Cold-grant overhead, iOS\n\n")

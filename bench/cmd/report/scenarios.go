@@ -226,8 +226,11 @@ type execution struct {
 
 // measureTimeToDevice: (a) back-to-back executions on iOS that each hold
 // their device for rep.Hold (scaled by the SDK speed): zero pooling done
-// by hand (create, boot, use, delete each time), and simlock's warm pool
-// with one and with two running slots.
+// by hand (create, boot, use, delete each time), simlock's warm pool with
+// one and with two running slots, clone provisioning by hand (clone of a
+// golden that booted once, boot, use, delete), and simlock's warm pool
+// with one running slot and clone provisioning on, so its resets may be
+// clone resets (ADR 0041).
 func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
 	hold := time.Duration(float64(rep.Hold) * rep.Speed)
 	r.scoped(func() {
@@ -268,6 +271,59 @@ func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
 			rep.Executions = append(rep.Executions, e)
 		})
 	}
+	r.scoped(func() {
+		w := harness.NewWorld(r, bin, harness.Options{Speed: rep.Speed, NoDaemon: true})
+		set := filepath.Join(w.Root, "set")
+		os.MkdirAll(set, 0o700)
+		out, _ := w.Tool("xcrun", "simctl", "--set", set, "create", "golden", "iPhone 16")
+		golden := strings.TrimSpace(out)
+		w.Tool("xcrun", "simctl", "--set", set, "bootstatus", golden, "-b")
+		w.Tool("xcrun", "simctl", "--set", set, "shutdown", golden)
+		e := execution{Name: "clone provisioning by hand (clone a golden that booted once, boot, use, delete)"}
+		for i := range rep.Sizes.Executions {
+			t0 := time.Now()
+			out, _ := w.Tool("xcrun", "simctl", "--set", set, "clone", golden, fmt.Sprintf("cl-%d", i))
+			udid := strings.TrimSpace(out)
+			w.Tool("xcrun", "simctl", "--set", set, "boot", udid)
+			w.Tool("xcrun", "simctl", "--set", set, "bootstatus", udid, "-b")
+			e.TTD = append(e.TTD, time.Since(t0))
+			time.Sleep(hold)
+			w.Tool("xcrun", "simctl", "--set", set, "shutdown", udid)
+			w.Tool("xcrun", "simctl", "--set", set, "delete", udid)
+		}
+		rep.Executions = append(rep.Executions, e)
+	})
+	r.scoped(func() {
+		// One running slot; managed room for the device, its clone during a
+		// reset, and the golden.
+		w := harness.NewWorld(r, bin, harness.Options{Devices: 1, Speed: rep.Speed, Extra: map[string]any{
+			"capacity": map[string]any{"strategy": "fixed", "fixed": map[string]any{"maxRunning": 1, "maxManaged": 3}},
+			"drivers":  map[string]any{"ios": map[string]any{"clone": map[string]any{"enabled": true}}},
+			"warmPool": map[string]any{"targets": []map[string]any{{"platform": "ios", "model": "iPhone 16", "count": 1}}}}})
+		c := w.Dial("bench", true)
+		harness.WaitPlatformReady(r, c, "ios", 1)
+		record := filepath.Join(w.Home, "devices", "ios", ".golden.json")
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			if b, err := os.ReadFile(record); err == nil && strings.Contains(string(b), `"ready": true`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				r.Fatalf("no golden after 5m")
+			}
+		}
+		e := execution{Name: "simlock warm pool with clone provisioning, 1 running slot"}
+		for range rep.Sizes.Executions {
+			t0 := time.Now()
+			l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 16", TimeoutMs: 300_000}, nil)
+			if err != nil {
+				r.Fatalf("lease: %v", err)
+			}
+			e.TTD = append(e.TTD, time.Since(t0))
+			time.Sleep(hold)
+			harness.Release(r, c, l.LeaseID)
+		}
+		rep.Executions = append(rep.Executions, e)
+	})
 }
 
 // dispatch is (e): one routing decision at fleet scale.

@@ -347,3 +347,122 @@ func (d *Driver) ResolvePassthrough(tool string, args []string, scope core.Passt
 	}
 	return cmd, nil
 }
+
+// Cloning is the fake with core.Cloner on top of core.Eraser: a clone
+// reset replaces the device by a new one. Cost, when set, is how long each
+// verb takes on Clock ("erase", "boot" after an erase, "clone", "boot"
+// of a clone), applied by advancing Clock, so a test with the fake clock
+// scripts the timings the core's reset choice follows.
+type Cloning struct {
+	Erasing
+	// GoldenReady is what CloneReady reports.
+	GoldenReady bool
+	Clock       interface{ Advance(time.Duration) }
+	Cost        map[string]time.Duration
+	// erased marks devices whose next boot is a first boot.
+	erased  map[string]bool
+	goldens []core.Golden
+}
+
+var _ core.Cloner = (*Cloning)(nil)
+
+// NewCloning wraps d; clock may be nil (no costs).
+func NewCloning(d *Driver, clock interface{ Advance(time.Duration) }) *Cloning {
+	return &Cloning{Erasing: Erasing{d}, GoldenReady: true, Clock: clock, Cost: map[string]time.Duration{}, erased: map[string]bool{}}
+}
+
+func (c *Cloning) spend(verb string) {
+	if c.Clock == nil {
+		return
+	}
+	c.mu.Lock()
+	d := c.Cost[verb]
+	c.mu.Unlock()
+	if d > 0 {
+		c.Clock.Advance(d)
+	}
+}
+
+// SetGoldenReady changes what CloneReady reports.
+func (c *Cloning) SetGoldenReady(ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.GoldenReady = ok
+}
+
+// SetCost sets how long verb takes.
+func (c *Cloning) SetCost(verb string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Cost[verb] = d
+}
+
+func (c *Cloning) CloneReady(core.Spec) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.GoldenReady
+}
+
+// CloneDevice records "clone <model>" (or fails as scripted, or when no
+// golden is ready) and makes a new shut-down device.
+func (c *Cloning) CloneDevice(_ context.Context, s core.Spec) (core.Provisioned, error) {
+	if !c.CloneReady(s) {
+		return core.Provisioned{}, fmt.Errorf("fake: no golden for %s", s.Key())
+	}
+	if err := c.record("clone", s.Model); err != nil {
+		return core.Provisioned{}, err
+	}
+	c.spend("clone")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	h := fmt.Sprintf("%s-%d", c.platform, c.seq)
+	c.devices[h] = &device{spec: s}
+	data, _ := json.Marshal(map[string]string{"fake": h})
+	return core.Provisioned{Handle: h, Name: "fake " + h, Attrs: map[string]string{core.AttrUDID: c.UDID(h)}, Simulated: true, Data: data}, nil
+}
+
+func (c *Cloning) Erase(ctx context.Context, r core.DeviceRef) error {
+	if err := c.Erasing.Erase(ctx, r); err != nil {
+		return err
+	}
+	c.spend("erase")
+	c.mu.Lock()
+	c.erased[r.Handle] = true
+	c.mu.Unlock()
+	return nil
+}
+
+// MakeReady boots; a boot after an erase costs "first-boot", any other
+// "boot".
+func (c *Cloning) MakeReady(ctx context.Context, r core.DeviceRef) error {
+	if err := c.Driver.MakeReady(ctx, r); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	first := c.erased[r.Handle]
+	delete(c.erased, r.Handle)
+	c.mu.Unlock()
+	if first {
+		c.spend("first-boot")
+	} else {
+		c.spend("boot")
+	}
+	return nil
+}
+
+var _ core.GoldenKeeper = (*Cloning)(nil)
+
+// SetGoldens sets what Goldens reports.
+func (c *Cloning) SetGoldens(g []core.Golden) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.goldens = append([]core.Golden(nil), g...)
+}
+
+// Goldens implements core.GoldenKeeper with what SetGoldens set.
+func (c *Cloning) Goldens() []core.Golden {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]core.Golden(nil), c.goldens...)
+}

@@ -99,6 +99,9 @@ type Options struct {
 	// Slim, when enabled, applies the slim resource profile after every
 	// boot (slim.go).
 	Slim Slim
+	// Clone, when enabled, provisions by cloning a golden device
+	// (clone.go, ADR 0041).
+	Clone Clone
 }
 
 // Driver implements core.Driver over simctl.
@@ -137,6 +140,8 @@ type Driver struct {
 	erasing   map[string]bool
 	// res is the resource controller's state (resources.go, slim.go).
 	res resourceState
+	// clone is the golden devices' state (clone.go).
+	clone cloneState
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -164,6 +169,7 @@ func New(opts Options) (*Driver, error) {
 		guard:      opts.DiskGuard,
 		defaultSet: opts.DefaultSet,
 		erasing:    map[string]bool{},
+		clone:      cloneState{enabled: opts.Clone.Enabled, building: map[string]bool{}, ready: map[string]bool{}},
 	}
 	if d.xcrun == "" {
 		d.xcrun = "xcrun"
@@ -198,6 +204,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d.devRoot = r
+	d.loadGoldenView()
 	return d, nil
 }
 
@@ -235,15 +242,20 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	}
 	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl create")
 	defer cancel()
-	out, err := d.simctl(cctx, "create", name, spec.ModelID, spec.RuntimeID)
-	if err != nil {
-		// The runtime or device type may have gone since it was listed.
-		d.listing.Invalidate()
-		return core.Provisioned{}, err
+	udid, cloned := "", false
+	if d.cloneOn() {
+		udid, cloned = d.provisionByClone(cctx, spec, name)
 	}
-	udid, err := ParseCreateOutput(string(out))
-	if err != nil {
-		return core.Provisioned{}, fmt.Errorf("ios: %w", err)
+	if !cloned {
+		out, err := d.simctl(cctx, "create", name, spec.ModelID, spec.RuntimeID)
+		if err != nil {
+			// The runtime or device type may have gone since it was listed.
+			d.listing.Invalidate()
+			return core.Provisioned{}, err
+		}
+		if udid, err = ParseCreateOutput(string(out)); err != nil {
+			return core.Provisioned{}, fmt.Errorf("ios: %w", err)
+		}
 	}
 	setDir := d.root
 	if d.defaultSet {
@@ -251,13 +263,18 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 			return core.Provisioned{}, err
 		}
 	}
-	d.log.Info("device created", "udid", udid, "name", name, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "deviceSet", setDir)
+	d.log.Info("device created", "udid", udid, "cloned", cloned, "name", name, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "deviceSet", setDir)
+	return d.provisioned(ctx, spec, udid, name, setDir), nil
+}
+
+// provisioned describes a device just made in setDir.
+func (d *Driver) provisioned(ctx context.Context, spec core.Spec, udid, name, setDir string) core.Provisioned {
 	return core.Provisioned{
 		Handle:    udid,
 		Name:      name,
 		Attrs:     mergeAttrs(map[string]string{core.AttrUDID: udid, core.AttrDeviceSet: setDir}, d.provisionFacts(spec.ModelID)),
 		Simulated: d.isSimulated(ctx),
-	}, nil
+	}
 }
 
 // adopt proves a device just created in the default set simlock's: the
