@@ -89,6 +89,9 @@ type Options struct {
 	JoinURL, JoinToken string
 	// NoDaemon leaves the daemon unstarted (for raw SDK timing).
 	NoDaemon bool
+	// Env adds KEY=VALUE entries to the world's environment (the daemon's
+	// too), e.g. SIMLOCK_SIMSDK_MACHINE.
+	Env []string
 	// HostDir, when set, is the host registry directory (a worker sharing
 	// its gateway's machine); default: one of the world's own.
 	HostDir string
@@ -174,6 +177,7 @@ func NewWorld(tb TB, bin *Binary, o Options) *World {
 	w.Env = append(os.Environ(), "PATH="+pathEnv, "SIMLOCK_HOME="+w.Home, "SIMLOCK_HOST_DIR="+hostDir,
 		"SIMLOCK_SIMSDK_HOME="+filepath.Join(root, "sim"), "SIMLOCK_SIMSDK_SPEED="+strconv.FormatFloat(o.Speed, 'g', -1, 64),
 		"SIMLOCK_ADMIN_TOKEN=", "SIMLOCK_PRINCIPAL=")
+	w.Env = append(w.Env, o.Env...)
 	w.Run("simsdk", "install", w.SDK)
 	tb.Cleanup(w.Close)
 	if o.NoDaemon {

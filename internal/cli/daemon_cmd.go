@@ -58,7 +58,16 @@ func (a *app) daemonRunCmd() *cobra.Command {
 			logger := ports.NewLogger(logFile, ports.ParseLevel(cfg.Log.Level))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			d, err := daemon.Start(ctx, daemon.Options{Home: p.Home, Config: cfg, Version: Version, Logger: logger, Getenv: a.env.Getenv})
+			opts := daemon.Options{Home: p.Home, Config: cfg, Version: Version, Logger: logger, Getenv: a.env.Getenv}
+			if v := a.env.Getenv("SIMLOCK_SIMSDK_MACHINE"); v != "" {
+				m, err := parseMachine(v)
+				if err != nil {
+					return err
+				}
+				logger.Warn("planning capacity for a pretended machine (SIMLOCK_SIMSDK_MACHINE), not this one", "cpus", m.CPUs, "ramBytes", m.RAM)
+				opts.Stats = m
+			}
+			d, err := daemon.Start(ctx, opts)
 			if err != nil {
 				logger.Error("daemon failed to start", "err", err)
 				return err
@@ -555,4 +564,16 @@ func (a *app) daemonLogsCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
 	return cmd
+}
+
+// parseMachine reads SIMLOCK_SIMSDK_MACHINE, "RAM_GIB:CPUS" (e.g. "16:8"):
+// the capacity strategy then plans for a machine of that size.
+func parseMachine(v string) (ports.PretendMachine, error) {
+	ram, cpus, ok := strings.Cut(v, ":")
+	g, err1 := strconv.Atoi(ram)
+	c, err2 := strconv.Atoi(cpus)
+	if !ok || err1 != nil || err2 != nil || g <= 0 || c <= 0 {
+		return ports.PretendMachine{}, contract.Errorf(contract.CodeBadRequest, "SIMLOCK_SIMSDK_MACHINE=%q is not RAM_GIB:CPUS (for example 16:8)", v)
+	}
+	return ports.PretendMachine{Base: ports.HostStats{}, CPUs: c, RAM: uint64(g) << 30}, nil
 }

@@ -32,3 +32,23 @@ func (HostStats) FreeDiskBytes(path string) (uint64, error) {
 	}
 	return uint64(st.Bavail) * uint64(st.Bsize), nil
 }
+
+// PretendMachine is SystemStats for a machine of a given size: it answers
+// CPUs and RAM from its fields and everything else (free disk) from Base.
+// It lets the capacity strategy be exercised, on the simulated SDK, as on a
+// Mac of another size (SIMLOCK_SIMSDK_MACHINE, for benchmarks and demos).
+type PretendMachine struct {
+	Base SystemStats
+	CPUs int
+	RAM  uint64
+}
+
+func (m PretendMachine) CPUCount() int         { return m.CPUs }
+func (m PretendMachine) TotalRAMBytes() uint64 { return m.RAM }
+
+// FreeRAMBytes is the whole pretended RAM: nothing else runs on a machine
+// that does not exist.
+func (m PretendMachine) FreeRAMBytes() uint64 { return m.RAM }
+func (m PretendMachine) FreeDiskBytes(path string) (uint64, error) {
+	return m.Base.FreeDiskBytes(path)
+}

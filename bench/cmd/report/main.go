@@ -57,6 +57,7 @@ func main() {
 	speed := flag.Float64("speed", 0.01, "SIMLOCK_SIMSDK_SPEED for the scenarios that model real SDK timing (a, b)")
 	plats := flag.String("platforms", "ios,android", "platforms for the scenarios that cover both")
 	hold := flag.Duration("hold", 2*time.Minute, "how long each execution of (a) holds its device, at real speed (scaled by -speed)")
+	only := flag.String("only", "", "run only these scenarios, by letter (e.g. \"ag\"); the report then lacks the others")
 	replot := flag.String("replot", "", "rewrite the report from a samples file of an earlier run, measuring nothing")
 	flag.Parse()
 	if *replot != "" {
@@ -97,8 +98,12 @@ func main() {
 		{"(a) time to device", measureTimeToDevice},
 		{"(e) gateway dispatch", measureDispatch},
 		{"(f) memory", measureMemory},
+		{"(g) density", measureDensity},
 	}
 	for _, s := range steps {
+		if *only != "" && !strings.Contains(*only, s.name[1:2]) {
+			continue
+		}
 		t0 := time.Now()
 		r.Logf("measuring %s", s.name)
 		r.scoped(func() { s.f(r, bin, rep) })

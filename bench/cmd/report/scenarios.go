@@ -429,3 +429,44 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 	cycle(rep.Sizes.RSSCycles)
 	rep.Memory.AfterCycles, rep.Memory.Cycles = rss(), rep.Sizes.RSSCycles
 }
+
+// density is (g): iOS devices the resource strategy admits on one pretended
+// machine, stock and slim.
+type density struct {
+	Machine     string
+	Stock, Slim int
+}
+
+// measureDensity: (g) lease iOS devices with noWait until the daemon
+// refuses, on a pretended machine (SIMLOCK_SIMSDK_MACHINE) under the
+// resource strategy, with slim simulators off and on; every grant is a
+// booted device that passed readiness.
+func measureDensity(r *run, bin *harness.Binary, rep *report) {
+	for _, m := range []struct{ name, spec string }{{"16 GiB, 8 cores", "16:8"}, {"16 GiB, 32 cores", "16:32"}} {
+		d := density{Machine: m.name}
+		for _, slim := range []bool{false, true} {
+			r.scoped(func() {
+				w := harness.NewWorld(r, bin, harness.Options{Env: []string{"SIMLOCK_SIMSDK_MACHINE=" + m.spec},
+					Extra: map[string]any{"capacity": map[string]any{"strategy": "resource"},
+						"drivers": map[string]any{"ios": map[string]any{"slim": map[string]any{"enabled": slim}}}}})
+				n := 0
+				for ; n < 64; n++ {
+					c := w.Dial(fmt.Sprintf("dense-%d", n), false)
+					_, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 16", NoWait: true}, nil)
+					if client.IsCode(err, contract.CodeNoCapacity) || client.IsCode(err, contract.CodeCapacityExhausted) {
+						break
+					}
+					if err != nil {
+						r.Fatalf("density lease %d (slim %v): %v", n, slim, err)
+					}
+				}
+				if slim {
+					d.Slim = n
+				} else {
+					d.Stock = n
+				}
+			})
+		}
+		rep.Density = append(rep.Density, d)
+	}
+}
