@@ -535,7 +535,12 @@ func (e *Engine) Stop(ctx context.Context) {
 		w.deliver(result{err: ErrStopping})
 	}
 	done := make(chan struct{})
-	go func() { e.wg.Wait(); e.loops.Wait(); close(done) }()
+	go func() {
+		e.wg.Wait()
+		e.loops.Wait()
+		_ = e.wr.flush() // nothing handed over is left behind when the store closes
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -64,6 +64,15 @@ func newWriter(st Store, bus *events.Bus, fatal func(error)) *writer {
 // enqueue hands over one entry. The caller holds the decision mutex, so
 // tickets follow decision order.
 func (w *writer) enqueue(c *Changes, evs []events.Event, sync bool) (*wentry, error) {
+	return w.enqueueKick(c, evs, sync, true)
+}
+
+// enqueueKick with kick false leaves the entry for the next commit to
+// carry: a lease request's receipt then shares one transaction (one fsync)
+// with the grant decided right after it. Anything that tells a caller or a
+// subscriber about it (a later entry, or a wait on its ticket) starts the
+// commit.
+func (w *writer) enqueueKick(c *Changes, evs []events.Event, sync, kick bool) (*wentry, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -75,11 +84,26 @@ func (w *writer) enqueue(c *Changes, evs []events.Event, sync bool) (*wentry, er
 		en.done = make(chan struct{})
 	}
 	w.queue = append(w.queue, en)
-	if !w.running {
+	if kick {
+		w.kickLocked()
+	}
+	return en, nil
+}
+
+func (w *writer) kickLocked() {
+	if !w.running && len(w.queue) > 0 {
 		w.running = true
 		go w.run()
 	}
-	return en, nil
+}
+
+// flush commits whatever is queued and waits for it.
+func (w *writer) flush() error {
+	w.mu.Lock()
+	t := w.last
+	w.kickLocked()
+	w.mu.Unlock()
+	return w.wait(t)
 }
 
 // idle reports whether nothing handed over is still waiting to be
@@ -106,6 +130,7 @@ func (w *writer) wait(t uint64) error {
 			w.mu.Unlock()
 			return nil
 		}
+		w.kickLocked()
 		ch := w.changed
 		w.mu.Unlock()
 		<-ch
@@ -284,7 +309,8 @@ func (e *Engine) putReceiptLocked(rec RequestRecord) (uint64, error) {
 	if e.broken != nil {
 		return 0, e.broken
 	}
-	en, err := e.wr.enqueue(&Changes{PutRequests: []RequestRecord{rec}}, nil, false)
+	// Not kicked: the grant (or refusal) decided next carries it.
+	en, err := e.wr.enqueueKick(&Changes{PutRequests: []RequestRecord{rec}}, nil, false, false)
 	if err != nil {
 		return 0, err
 	}
