@@ -144,6 +144,14 @@ type Engine struct {
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
 	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
+
+	// The single writer (writer.go, ADR 0044): the section hands it its
+	// change sets and facts; nobody is told a fact before it is durable.
+	wr        *writer
+	secTicket uint64        // newest ticket the running section handed over
+	broken    error         // set when the writer failed: nothing more is decided
+	failOnce  sync.Once     // storeFailed runs once
+	failed    chan struct{} // closed once the engine is fenced (Failed)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -180,6 +188,8 @@ func New(cfg Config, d Deps) *Engine {
 		e.drivers[drv.Platform()] = drv
 	}
 	e.reqs = newRequestBook(cfg, d)
+	e.failed = make(chan struct{})
+	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }
@@ -207,26 +217,55 @@ func (e *Engine) Driver(platform string) (Driver, bool) {
 }
 
 // section runs f inside the decision section. The facts f committed are
-// handed to the bus before the section is left, in one batch: they get
-// consecutive sequence numbers in the order they were committed, and
-// sections are numbered in the order they ran, so no subscriber can see a
-// lease released before it was granted. That is safe under the lock because
-// publishing only appends to the bus's ring and wakes subscribers; it never
-// waits for one. Pushes to callers still run after unlock.
-func (e *Engine) section(f func()) {
+// handed over in one batch, after the section's change sets: to the bus at
+// once when the single writer has nothing in flight, else to the writer,
+// which publishes them right after the commit before them. Either way they
+// get consecutive sequence numbers in commit order, and no subscriber can
+// see a lease released before it was granted. The section returns, and its
+// pushes to callers run, only once everything it handed over is durable
+// (ADR 0044): the decision mutex is free while the commit is fsynced.
+func (e *Engine) section(f func()) { _ = e.sectionDurable(f) }
+
+// sectionDurable is section, reporting a commit the writer failed after
+// the section had decided (the engine is then fenced).
+func (e *Engine) sectionDurable(f func()) error {
 	e.mu.Lock()
 	e.inSection = true
+	e.secTicket = 0
 	f()
 	e.inSection = false
 	evs, pushes := e.pending, e.afterUnlock
 	e.pending, e.afterUnlock = nil, nil
-	if e.bus != nil {
-		e.bus.PublishBatch(evs)
+	t := e.secTicket
+	if et := e.publishLocked(evs); et > t {
+		t = et
 	}
 	e.mu.Unlock()
+	if err := e.awaitDurable(t); err != nil {
+		return err // the pushes would report facts the disk does not hold
+	}
 	for _, push := range pushes {
 		push()
 	}
+	return nil
+}
+
+// publishLocked hands facts to the bus in commit order: directly when the
+// writer has nothing unpublished, else behind what it has. It returns the
+// ticket to wait for (0: published already).
+func (e *Engine) publishLocked(evs []events.Event) uint64 {
+	if len(evs) == 0 || e.bus == nil {
+		return 0
+	}
+	if e.wr.idle() {
+		e.bus.PublishBatch(evs)
+		return 0
+	}
+	en, err := e.wr.enqueue(nil, evs, false)
+	if err != nil {
+		return 0 // fenced: these facts were never made durable
+	}
+	return en.ticket
 }
 
 // pushLocked schedules a progress push to w for after the section.
@@ -242,9 +281,7 @@ func (e *Engine) pushLocked(w *waiter, p Progress) {
 func (e *Engine) emitLocked(ev events.Event) {
 	ev.At = e.now()
 	if !e.inSection {
-		if e.bus != nil {
-			e.bus.Publish(ev)
-		}
+		e.publishLocked([]events.Event{ev})
 		return
 	}
 	e.pending = append(e.pending, ev)
@@ -274,16 +311,59 @@ func LegalTransition(from, to DeviceState) bool {
 
 // commitLocked persists c and then applies it to memory. If the store
 // refuses, memory is untouched. Illegal transitions are refused before
-// anything is written.
+// anything is written. It holds the decision mutex across the commit, so it
+// is for the paths that must handle a refusal (device operations and their
+// settlement); the hot paths use commitAsyncLocked.
 func (e *Engine) commitLocked(c Changes) error {
+	if err := e.checkLocked(c); err != nil {
+		return err
+	}
+	en, err := e.wr.enqueue(&c, nil, true)
+	if err == nil {
+		<-en.done
+		err = en.err
+	}
+	if err != nil {
+		return fmt.Errorf("persist registry change: %w", err)
+	}
+	e.applyLocked(c)
+	return nil
+}
+
+// commitAsyncLocked applies c to memory at once and hands it to the single
+// writer; the section's caller is answered only once it is durable
+// (sectionDurable, or the ticket a grant's result carries). A failure
+// there fences the engine (storeFailed), because later decisions may
+// already have built on c. Outside a section it commits synchronously.
+func (e *Engine) commitAsyncLocked(c Changes) (uint64, error) {
+	if !e.inSection {
+		return 0, e.commitLocked(c)
+	}
+	if err := e.checkLocked(c); err != nil {
+		return 0, err
+	}
+	en, err := e.wr.enqueue(&c, nil, false)
+	if err != nil {
+		return 0, fmt.Errorf("persist registry change: %w", err)
+	}
+	e.secTicket = en.ticket
+	e.applyLocked(c)
+	return en.ticket, nil
+}
+
+func (e *Engine) checkLocked(c Changes) error {
+	if e.broken != nil {
+		return e.broken
+	}
 	for _, d := range c.PutDevices {
 		if cur, ok := e.devices[d.ID]; ok && !LegalTransition(cur.State, d.State) {
 			return fmt.Errorf("%w: device %s %s -> %s", ErrIllegalState, d.ID, cur.State, d.State)
 		}
 	}
-	if err := e.store.Apply(context.Background(), c); err != nil {
-		return fmt.Errorf("persist registry change: %w", err)
-	}
+	return nil
+}
+
+func (e *Engine) applyLocked(c Changes) {
 	for _, d := range c.PutDevices {
 		if cur, ok := e.devices[d.ID]; ok && cur.State != d.State {
 			e.emitLocked(events.Event{Type: "device.state-changed", DeviceID: d.ID, Platform: d.Platform,
@@ -307,7 +387,6 @@ func (e *Engine) commitLocked(c Changes) error {
 			e.leaseGoneLocked(id)
 		}
 	}
-	return nil
 }
 
 // setStateLocked moves one device to state and persists it.

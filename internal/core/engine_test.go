@@ -27,6 +27,14 @@ type memStore struct {
 	// database.
 	closed     bool
 	afterClose int
+	// hold, when set, parks every commit it matches until release is
+	// closed, after signalling held (writer_test.go: a slow fsync).
+	hold    func(core.Changes) bool
+	held    chan struct{}
+	release chan struct{}
+	// batchable makes the store a core.BatchStore (group commit).
+	batchable bool
+	txs       int // transactions committed
 }
 
 func newMemStore() *memStore {
@@ -47,8 +55,63 @@ func (m *memStore) Load(context.Context) (core.Snapshot, error) {
 }
 
 func (m *memStore) Apply(_ context.Context, c core.Changes) error {
+	m.park([]core.Changes{c})
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.applyLocked(c); err != nil {
+		return err
+	}
+	m.txs++
+	return nil
+}
+
+// park waits while a hold matches one of cs (outside the lock, so reads
+// still answer).
+func (m *memStore) park(cs []core.Changes) {
+	m.mu.Lock()
+	hold, held, release := m.hold, m.held, m.release
+	m.mu.Unlock()
+	if hold == nil {
+		return
+	}
+	for _, c := range cs {
+		if hold(c) {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+			return
+		}
+	}
+}
+
+// batchStore is memStore with group commit: all change sets or none.
+type batchStore struct{ *memStore }
+
+func (b batchStore) ApplyBatch(_ context.Context, cs []core.Changes) error {
+	m := b.memStore
+	m.park(cs)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing {
+		return errors.New("disk full")
+	}
+	for _, c := range cs {
+		if m.failIf != nil && m.failIf(c) {
+			return errors.New("disk full")
+		}
+	}
+	for _, c := range cs {
+		if err := m.applyLocked(c); err != nil {
+			return err
+		}
+	}
+	m.txs++
+	return nil
+}
+
+func (m *memStore) applyLocked(c core.Changes) error {
 	if m.closed {
 		m.afterClose++
 		return errors.New("sql: database is closed")
@@ -103,9 +166,13 @@ func (h *harness) start() {
 	if drivers == nil {
 		drivers = []core.Driver{h.drv, h.droid}
 	}
+	var st core.Store = h.store
+	if h.store.batchable {
+		st = batchStore{h.store}
+	}
 	h.engine = core.New(h.cfg, core.Deps{
 		DiskFree: func() (uint64, error) { return h.disk, nil },
-		Clock:    h.clock, Store: h.store, Drivers: drivers,
+		Clock:    h.clock, Store: st, Drivers: drivers,
 		Strategy: core.FixedStrategy{L: h.limits}, Bus: h.bus,
 		// Counted across restarts, so a restarted engine never reuses an id.
 		NewID: func() string { h.ids++; return fmt.Sprintf("%04d", h.ids) },

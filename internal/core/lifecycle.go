@@ -94,7 +94,7 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 // the device is purged in the background.
 func (e *Engine) Release(id string) error {
 	var err error
-	e.section(func() {
+	derr := e.sectionDurable(func() {
 		l, ok := e.leases[id]
 		if !ok {
 			err = ErrUnknownLease
@@ -102,6 +102,9 @@ func (e *Engine) Release(id string) error {
 		}
 		err = e.releaseLocked(*l, ReasonReleased)
 	})
+	if err == nil {
+		err = derr // answered only once the release is durable
+	}
 	e.notifyPositions()
 	return err
 }
@@ -141,6 +144,8 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		c.PutDevices = []DeviceRecord{d}
 		delete(e.obs, d.ID)
 	}
+	// Synchronous: a refused release must leave the lease held, and its
+	// purge starts in this section (ADR 0044).
 	if err := e.commitLocked(c); err != nil {
 		return err
 	}
@@ -533,7 +538,12 @@ func (e *Engine) Stop(ctx context.Context) {
 		w.deliver(result{err: ErrStopping})
 	}
 	done := make(chan struct{})
-	go func() { e.wg.Wait(); e.loops.Wait(); close(done) }()
+	go func() {
+		e.wg.Wait()
+		e.loops.Wait()
+		_ = e.wr.flush() // nothing handed over is left behind when the store closes
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():

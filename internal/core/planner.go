@@ -297,7 +297,23 @@ type planner struct {
 	in    PlanInput
 	g     *ledger
 	taken map[string]bool
-	order []int // device indexes, deterministic
+	order []int            // device indexes, deterministic
+	byKey map[string][]int // the same, per spec key: a waiter looks only at the devices that can serve it
+	// waits remembers, per kind of waiter, the wait decided for it while
+	// nothing has been taken or charged since (gen): the next waiter of the
+	// same kind would get the same answer, so a long queue of requests
+	// nothing can serve costs one lookup each, not a scan of the devices.
+	waits map[waitKind]Decision
+	gen   int
+	// visits counts devices examined (tests prove the cost does not grow
+	// with unrelated waiters).
+	visits int
+}
+
+type waitKind struct {
+	platform, key string
+	ram           uint64
+	gen           int
 }
 
 // Plan decides, oldest waiter first, what serves each request: a ready
@@ -309,15 +325,36 @@ type planner struct {
 // When no request is left waiting, the warm-pool targets are filled from
 // what capacity remains.
 func Plan(in PlanInput) []Decision {
-	p := &planner{in: in, g: newLedger(in), taken: map[string]bool{}}
+	out, _ := plan(in)
+	return out
+}
+
+func plan(in PlanInput) ([]Decision, *planner) {
+	p := &planner{in: in, g: newLedger(in), taken: map[string]bool{}, byKey: map[string][]int{}, waits: map[waitKind]Decision{}}
 	for i := range in.Devices {
 		p.order = append(p.order, i)
 	}
 	sort.SliceStable(p.order, func(a, b int) bool { return in.Devices[p.order[a]].ID < in.Devices[p.order[b]].ID })
+	for _, i := range p.order {
+		k := in.Devices[i].SpecKey
+		p.byKey[k] = append(p.byKey[k], i)
+	}
 	out := make([]Decision, 0, len(in.Queue))
 	waiting := false
 	for i, w := range in.Queue {
-		d := p.planWaiter(w)
+		var d Decision
+		wk := waitKind{platform: w.Platform, key: w.SpecKey, ram: w.RAM, gen: p.gen}
+		if memo, ok := p.waits[wk]; ok && !w.Working && !w.Evicting {
+			d = memo
+		} else {
+			d = p.planWaiter(w)
+			switch {
+			case d.Kind == DecideWait && !w.Working && !w.Evicting:
+				p.waits[wk] = d
+			case d.Kind != DecideWait && d.Kind != DecideInFlight:
+				p.gen++ // something was taken or charged: earlier waits may not hold
+			}
+		}
 		d.Waiter = i
 		if d.Kind == DecideWait || d.Kind == DecideEvict {
 			waiting = true
@@ -327,7 +364,7 @@ func Plan(in PlanInput) []Decision {
 	if !waiting {
 		out = append(out, p.planWarm()...)
 	}
-	return out
+	return out, p
 }
 
 // pick returns the usable, untaken device in exactly state st with key (any
@@ -335,7 +372,12 @@ func Plan(in PlanInput) []Decision {
 func (p *planner) pick(st DeviceState, key string, lru bool) (PlanDevice, bool) {
 	var best PlanDevice
 	found := false
-	for _, i := range p.order {
+	idx := p.order
+	if key != "" {
+		idx = p.byKey[key]
+	}
+	for _, i := range idx {
+		p.visits++
 		d := p.in.Devices[i]
 		if d.State != st || !d.Usable || d.Leaving || d.Reserved || p.taken[d.ID] {
 			continue
@@ -446,6 +488,7 @@ func (p *planner) victims(w PlanWaiter, binding []string, ram uint64, newDevice 
 	}
 	var cands []PlanDevice
 	for _, i := range p.order {
+		p.visits++
 		d := p.in.Devices[i]
 		if d.State != want || !d.Usable || d.Leaving || d.Reserved || p.taken[d.ID] || d.ID == boot || d.SpecKey == w.SpecKey {
 			continue

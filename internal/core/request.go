@@ -51,6 +51,9 @@ type Grant struct {
 type result struct {
 	grant Grant
 	err   error
+	// ticket is the grant's commit: the grant is answered only once it is
+	// durable (ADR 0044).
+	ticket uint64
 }
 
 // waiter is one request in the FIFO queue.
@@ -140,6 +143,10 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			refuse = ErrMaintenance
 			return
 		}
+		if e.broken != nil {
+			refuse = e.broken
+			return
+		}
 		if err := e.checkRequesterLocked(r.RequesterID); err != nil {
 			refuse = err
 			return
@@ -170,6 +177,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	for {
 		select {
 		case res := <-w.done:
+			if err := e.awaitDurable(res.ticket); err != nil {
+				return Grant{}, err
+			}
 			return res.grant, res.err
 		case <-timeout:
 			timedOut := false
@@ -314,7 +324,7 @@ func (w *waiter) pushPosition(pos int, stamp uint64) {
 // them in queue order. Plan has already charged each decision against the
 // ones before it, so applying them one after another never over-commits.
 func (e *Engine) scheduleLocked() {
-	if e.stopping || e.maintenance {
+	if e.stopping || e.maintenance || e.broken != nil {
 		return
 	}
 	e.serveTargetedLocked(e.queue.Entries())
@@ -455,7 +465,8 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	if w.tuned != nil {
 		l.Resources = w.tuned.result
 	}
-	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)}); err != nil {
+	ticket, err := e.commitAsyncLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)})
+	if err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
 		e.removeLocked(w)
 		w.deliver(result{err: err})
@@ -467,7 +478,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID,
 			"requestId": l.RequestID, "timing": l.Timing.Data()}})
 	e.pushLocked(w, Progress{Phase: "granted", DeviceID: id})
-	w.deliver(result{grant: Grant{Lease: l, Device: d}})
+	w.deliver(result{grant: Grant{Lease: l, Device: d}, ticket: ticket})
 }
 
 // startBootLocked boots a shut-down device through the op executor,

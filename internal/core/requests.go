@@ -136,6 +136,9 @@ type outcome struct {
 	done  chan struct{} // closed when settled
 	grant Grant
 	err   error
+	// ticket is the settled receipt's commit, waited for before the
+	// outcome is answered (ADR 0044).
+	ticket uint64
 }
 
 // requestBook indexes receipts; guarded by the engine's decision section.
@@ -231,7 +234,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	rec.State, rec.UpdatedAt, rec.Seq = RequestQueued, now, b.seq+1
 	// Stored before anything else happens: if this fails the caller is told
 	// so, and no outcome is claimed.
-	if err := b.store.PutRequest(context.Background(), rec); err != nil {
+	if _, err := e.putReceiptLocked(rec); err != nil {
 		return nil, nil, nil, fmt.Errorf("store the lease request: %w", err)
 	}
 	b.seq++
@@ -267,6 +270,9 @@ func (e *Engine) awaitRequest(ctx context.Context, rq *requestEntry, out *outcom
 	defer rq.unsubscribe(id)
 	select {
 	case <-out.done:
+		if err := e.awaitDurable(out.ticket); err != nil {
+			return Grant{}, err
+		}
 		if out.err == nil {
 			rq.grantedPush(id, out.grant)
 		}
@@ -345,11 +351,13 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 	}
 	if err == nil && rq.committed == g.Lease.ID {
 		// Stored with the grant, in one transaction.
-	} else if perr := b.store.PutRequest(context.Background(), rec); perr != nil {
+	} else if t, perr := e.putReceiptLocked(rec); perr != nil {
 		// The outcome still reaches the callers; after a restart the
 		// receipt reads as interrupted, or as granted when its lease was
 		// committed (the lease row names the request).
 		e.log.Error("store a lease request's outcome", "request", rec.ID, "err", perr)
+	} else {
+		out.ticket = t
 	}
 	rq.rec, rq.w = rec, nil
 	out.grant, out.err = g, err

@@ -363,6 +363,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		// observe or act on a half-restored registry.
 		d.engine.StartHealthMonitor()
 		d.engine.StartReaper(sctx)
+		// A commit the engine's writer failed fences the engine (ADR
+		// 0044): stop with an error so the supervisor restarts the daemon
+		// from what the disk holds.
+		go func() {
+			select {
+			case <-d.engine.Failed():
+				d.log.Error("registry commit failed; stopping so a restart recovers from disk")
+				d.stopErr = core.ErrStoreFailed
+				d.requestStop()
+			case <-sctx.Done():
+			}
+		}()
 		go d.watchHost(sctx)
 		go d.probeExternal(sctx)
 		d.log.Info("daemon ready")

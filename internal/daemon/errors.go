@@ -75,6 +75,7 @@ func toContractError(err error) *contract.Error {
 		{core.ErrBadRequest, contract.CodeBadRequest},
 		{core.ErrStopping, contract.CodeDaemonStopping},
 		{core.ErrMaintenance, contract.CodeDaemonStopping},
+		{core.ErrStoreFailed, contract.CodeDaemonStopping},
 		{core.ErrRequesterQueue, contract.CodeRequesterQueued},
 		{core.ErrUnsupportedPlatform, contract.CodeUnsupportedPlatform},
 		{core.ErrUnknownModel, contract.CodeUnknownModel},

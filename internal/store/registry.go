@@ -62,51 +62,77 @@ func (db *DB) Load(ctx context.Context) (core.Snapshot, error) {
 // checked at commit, so the order of devices and leases does not matter.
 // Deleting an absent ID is not an error.
 func (db *DB) Apply(ctx context.Context, c core.Changes) error {
-	if c.Empty() {
-		return nil
-	}
+	return db.ApplyBatch(ctx, []core.Changes{c})
+}
+
+var _ core.BatchStore = (*DB)(nil)
+
+// ApplyBatch commits several change sets in one transaction, each applied
+// in turn with Apply's rules, so the engine's single writer pays one fsync
+// for whatever queued up while the last commit ran (group commit). All of
+// them or, on any error, none of them.
+func (db *DB) ApplyBatch(ctx context.Context, cs []core.Changes) error {
 	// Encode first, so a record that cannot be stored fails before the
 	// write lock is taken.
-	devArgs := make([][]any, len(c.PutDevices))
-	for i, d := range c.PutDevices {
-		args, err := deviceArgs(d)
-		if err != nil {
-			return fmt.Errorf("store: device %s: %w", d.ID, err)
+	devArgs := make([][][]any, len(cs))
+	empty := true
+	for j, c := range cs {
+		if !c.Empty() {
+			empty = false
 		}
-		devArgs[i] = args
+		devArgs[j] = make([][]any, len(c.PutDevices))
+		for i, d := range c.PutDevices {
+			args, err := deviceArgs(d)
+			if err != nil {
+				return fmt.Errorf("store: device %s: %w", d.ID, err)
+			}
+			devArgs[j][i] = args
+		}
+	}
+	if empty {
+		return nil
 	}
 	return db.immediate(ctx, func(q querier) error {
-		for _, id := range c.DeleteLeases {
-			if _, err := q.ExecContext(ctx, `DELETE FROM leases WHERE id = ?`, id); err != nil {
-				return fmt.Errorf("store: delete lease %s: %w", id, err)
-			}
-		}
-		for _, id := range c.DeleteDevices {
-			if _, err := q.ExecContext(ctx, `DELETE FROM devices WHERE id = ?`, id); err != nil {
-				return fmt.Errorf("store: delete device %s: %w", id, err)
-			}
-		}
-		for i, args := range devArgs {
-			if _, err := q.ExecContext(ctx, upsertDevice, args...); err != nil {
-				return fmt.Errorf("store: put device %s: %w", c.PutDevices[i].ID, err)
-			}
-		}
-		for _, r := range c.PutRequests {
-			if err := putRequest(ctx, q, r); err != nil {
+		for j, c := range cs {
+			if err := applyIn(ctx, q, c, devArgs[j]); err != nil {
 				return err
-			}
-		}
-		for _, l := range c.PutLeases {
-			args, err := leaseArgs(l)
-			if err != nil {
-				return fmt.Errorf("store: lease %s: %w", l.ID, err)
-			}
-			if _, err := q.ExecContext(ctx, upsertLease, args...); err != nil {
-				return fmt.Errorf("store: put lease %s: %w", l.ID, err)
 			}
 		}
 		return nil
 	})
+}
+
+func applyIn(ctx context.Context, q querier, c core.Changes, devArgs [][]any) error {
+	for _, id := range c.DeleteLeases {
+		if _, err := q.ExecContext(ctx, `DELETE FROM leases WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("store: delete lease %s: %w", id, err)
+		}
+	}
+	for _, id := range c.DeleteDevices {
+		if _, err := q.ExecContext(ctx, `DELETE FROM devices WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("store: delete device %s: %w", id, err)
+		}
+	}
+	for i, args := range devArgs {
+		if _, err := q.ExecContext(ctx, upsertDevice, args...); err != nil {
+			return fmt.Errorf("store: put device %s: %w", c.PutDevices[i].ID, err)
+		}
+	}
+	for _, r := range c.PutRequests {
+		if err := putRequest(ctx, q, r); err != nil {
+			return err
+		}
+	}
+	for _, l := range c.PutLeases {
+		args, err := leaseArgs(l)
+		if err != nil {
+			return fmt.Errorf("store: lease %s: %w", l.ID, err)
+		}
+		if _, err := q.ExecContext(ctx, upsertLease, args...); err != nil {
+			return fmt.Errorf("store: put lease %s: %w", l.ID, err)
+		}
+	}
+	return nil
 }
 
 func deviceArgs(d core.DeviceRecord) ([]any, error) {

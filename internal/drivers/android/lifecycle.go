@@ -59,6 +59,9 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	res, err := d.runner.Run(ctx, cmd)
 	if err != nil {
 		reason := avdmanagerError(append(append([]byte{}, res.Stdout...), res.Stderr...))
+		// The system image may have gone since it was listed: the next
+		// resolution reads the SDK again rather than trusting the cache.
+		d.installed.Invalidate()
 		d.removeAVDFiles(name)
 		d.releaseConsole(ctx, name, port)
 		if reason != "" {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -225,6 +226,9 @@ func (d *Driver) newInstalledCache() *listcache.Cache[installedList] {
 			}, nil
 		},
 		Keep: func(l installedList) bool { return l.complete },
+		// A system image installed or removed behind simlock's back moves
+		// these directories' mtimes; seen without starting sdkmanager.
+		Stamp: d.sdkStamp(),
 	})
 }
 
@@ -424,4 +428,13 @@ func (d *Driver) reserveDisk(pkg string) (func(), error) {
 		release = func() {}
 	}
 	return release, nil
+}
+
+// sdkStamp watches the SDK root's package directories (none without a
+// configured root: the stamp is then constant and only the TTL refreshes).
+func (d *Driver) sdkStamp() func() string {
+	if d.sdkRoot == "" {
+		return nil
+	}
+	return listcache.DirStamp(filepath.Join(d.sdkRoot, "system-images"), filepath.Join(d.sdkRoot, "platforms"), d.sdkRoot)
 }

@@ -3,6 +3,7 @@ package ios
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -60,6 +61,13 @@ func (d *Driver) newListingCache() *listcache.Cache[*List] {
 			return d.listAll(lctx)
 		},
 		Keep: func(l *List) bool { return len(l.DeviceTypes) > 0 },
+		// A runtime or an Xcode installed or removed behind simlock's back
+		// moves these directories' mtimes; seen without starting simctl.
+		Stamp: listcache.DirStamp(
+			"/Library/Developer/CoreSimulator/Profiles/Runtimes",
+			"/Library/Developer/CoreSimulator/Volumes",
+			"/Applications",
+			os.Getenv("DEVELOPER_DIR")),
 	})
 }
 

@@ -9,6 +9,9 @@ package listcache
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +34,15 @@ type Options[T any] struct {
 	// to later callers; a read it refuses is still returned to the callers
 	// that waited for it. Nil keeps every successful read.
 	Keep func(T) bool
+	// Stamp, when set, fingerprints what the read lists without starting
+	// a process (the modification times of the SDK's or Xcode's
+	// directories, see DirStamp). A kept value is served only while the
+	// stamp is what it was when its read began, so an install made behind
+	// the driver's back is seen on the next request. It is checked at most
+	// once per StampEvery (default one second): a few stat calls per
+	// second, never per request.
+	Stamp      func() string
+	StampEvery time.Duration
 }
 
 // Cache is safe for concurrent use.
@@ -46,6 +58,9 @@ type Cache[T any] struct {
 	floor   uint64    // reads numbered at or below floor may not be kept
 	flight  *flight[T]
 	waiting int // callers parked on a flight (tests observe it)
+
+	stamp     string    // Stamp when val's read began
+	stampedAt time.Time // when Stamp was last checked
 }
 
 type flight[T any] struct {
@@ -62,6 +77,9 @@ type flight[T any] struct {
 func New[T any](o Options[T]) *Cache[T] {
 	if o.Clock == nil {
 		o.Clock = ports.SystemClock{}
+	}
+	if o.StampEvery <= 0 {
+		o.StampEvery = time.Second
 	}
 	return &Cache[T]{opts: o}
 }
@@ -80,6 +98,7 @@ func (c *Cache[T]) Now() Ticket {
 // refusing.
 func (c *Cache[T]) Get(ctx context.Context) (val T, cached bool, err error) {
 	c.mu.Lock()
+	c.checkStampLocked()
 	if c.have && c.opts.Clock.Now().Sub(c.at) < c.opts.TTL {
 		v := c.val
 		c.mu.Unlock()
@@ -132,9 +151,16 @@ func (c *Cache[T]) Fetch(ctx context.Context, t Ticket) (T, error) {
 		start := c.opts.Clock.Now()
 		c.mu.Unlock()
 
+		stamp := ""
+		if c.opts.Stamp != nil {
+			stamp = c.opts.Stamp() // before the read: a change during it re-reads next time
+		}
 		v, err := c.opts.Read(ctx)
 
 		c.mu.Lock()
+		if err == nil && f.id > c.floor && f.id > c.valID && (c.opts.Keep == nil || c.opts.Keep(v)) {
+			c.stamp, c.stampedAt = stamp, start
+		}
 		f.val, f.err = v, err
 		f.abandoned = err != nil && ctx.Err() != nil
 		if err == nil && f.id > c.floor && f.id > c.valID && (c.opts.Keep == nil || c.opts.Keep(v)) {
@@ -156,12 +182,55 @@ func (c *Cache[T]) Last() (T, bool) {
 	return c.val, c.have
 }
 
+// checkStampLocked drops the value when the stamp moved since its read.
+// The stat calls run under the cache's lock, which is held only for them:
+// they are cheap and bounded to one round per StampEvery.
+func (c *Cache[T]) checkStampLocked() {
+	if c.opts.Stamp == nil || !c.have {
+		return
+	}
+	now := c.opts.Clock.Now()
+	if now.Sub(c.stampedAt) < c.opts.StampEvery {
+		return
+	}
+	c.stampedAt = now
+	if c.opts.Stamp() != c.stamp {
+		c.invalidateLocked()
+	}
+}
+
 // Invalidate drops the value, and the result of any read in flight, so the
 // next Get reads again. Call it after changing what the read lists.
 func (c *Cache[T]) Invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.invalidateLocked()
+}
+
+func (c *Cache[T]) invalidateLocked() {
 	var zero T
 	c.val, c.have, c.valID = zero, false, 0
 	c.floor = c.started
+}
+
+// DirStamp fingerprints directories by their modification times (a missing
+// one reads as absent): installing or removing a runtime, a system image
+// or an Xcode changes an entry of the directory that holds them, which
+// moves its mtime. It stats; it never starts a process.
+func DirStamp(dirs ...string) func() string {
+	return func() string {
+		var b strings.Builder
+		for _, d := range dirs {
+			if d == "" {
+				continue
+			}
+			b.WriteString(d)
+			if fi, err := os.Stat(d); err == nil {
+				fmt.Fprintf(&b, "=%d;", fi.ModTime().UnixNano())
+			} else {
+				b.WriteString("=absent;")
+			}
+		}
+		return b.String()
+	}
 }
