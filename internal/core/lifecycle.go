@@ -126,8 +126,13 @@ func (e *Engine) ReleaseWhere(match func(LeaseRecord) bool) []string {
 func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	now := e.now()
 	c := Changes{DeleteLeases: []string{l.ID}}
-	dev, ok := e.devices[l.DeviceID]
-	if ok {
+	var held []string // every member still in the registry, purged as one release
+	for _, id := range l.DeviceIDs() {
+		dev, ok := e.devices[id]
+		if !ok {
+			continue
+		}
+		held = append(held, id)
 		d := *dev
 		d.State = StateReclaiming
 		d.StateSince = now
@@ -138,7 +143,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		// The purge's intent goes in the same commit: reclaiming is
 		// already the record a crash needs to finish it.
 		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
-		c.PutDevices = []DeviceRecord{d}
+		c.PutDevices = append(c.PutDevices, d)
 		delete(e.obs, d.ID)
 	}
 	if err := e.commitLocked(c); err != nil {
@@ -153,8 +158,8 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Data: owner})
 	}
 	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason, Data: owner})
-	if ok {
-		e.startReclaimLocked(l.DeviceID)
+	for _, id := range held {
+		e.startReclaimLocked(id)
 	}
 	return nil
 }

@@ -51,6 +51,10 @@ type PlanWaiter struct {
 	// Evicting: an eviction for it is in flight; it gets no second one
 	// until that settles (and is then re-planned against what it freed).
 	Evicting bool
+	// Group lists the members of a multi-device request (group.go); its
+	// Blocking says the group's bypass budget is spent.
+	Group    []PlanWaiter
+	Blocking bool
 }
 
 // PlanWarm is one warm-pool target still short of Want devices.
@@ -97,6 +101,9 @@ type Decision struct {
 	// boot, BootID is the shut-down device it will boot.
 	Then   DecisionKind
 	BootID string
+	// Members are a group's per-member decisions (group.go), each with
+	// Waiter the member's index.
+	Members []Decision
 }
 
 // ledger is the running and managed accounting a plan is checked against.
@@ -298,6 +305,9 @@ type planner struct {
 	g     *ledger
 	taken map[string]bool
 	order []int // device indexes, deterministic
+	// blocked: platforms on which a group whose bypass budget is spent
+	// holds later requests back (group.go).
+	blocked map[string]bool
 }
 
 // Plan decides, oldest waiter first, what serves each request: a ready
@@ -355,6 +365,12 @@ func (p *planner) pick(st DeviceState, key string, lru bool) (PlanDevice, bool) 
 }
 
 func (p *planner) planWaiter(w PlanWaiter) Decision {
+	if len(w.Group) > 0 {
+		return p.planGroup(w)
+	}
+	if d, ok := p.heldBack(w); ok {
+		return d
+	}
 	if w.Working {
 		return Decision{Kind: DecideInFlight}
 	}
