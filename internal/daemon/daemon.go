@@ -597,6 +597,8 @@ func engineConfig(c config.Config) core.Config {
 		Cleanup: core.CleanupPolicy{Interval: ms(c.Cleanup.IntervalMs), IdleShutdown: ms(c.Cleanup.IdleShutdownMs),
 			IdleDestroy: ms(c.Cleanup.IdleDestroyMs), DiskPressureFreeBytes: c.DiskPressure.FreeBytesThreshold},
 		RequestRetention: ms(c.Requests.RetentionMs),
+		MaxGroupSize:     c.Queue.MaxGroupSize,
+		GroupBypass:      c.Queue.GroupBypass,
 	}
 	for _, t := range c.WarmPool.Targets {
 		out.WarmTargets = append(out.WarmTargets, core.WarmTarget{Count: t.Count,
