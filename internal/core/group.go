@@ -98,9 +98,6 @@ func (p *planner) planGroup(w PlanWaiter) Decision {
 		commit(w.Blocking)
 		block()
 		return Decision{Kind: DecideWait, Limit: waits}
-	case w.NoWait && !w.Blocking:
-		commit(false)
-		return Decision{Kind: DecideWait, Limit: "noWait"}
 	}
 	commit(true)
 	block()
@@ -191,6 +188,7 @@ func (w *waiter) groupHasPlatform(p string) bool {
 // (nothing is held for the group); an eviction is the group's, so it is
 // not started twice.
 func (e *Engine) prepareGroupLocked(w *waiter, work []Decision) {
+	w.prepared = true
 	if w.prep == nil {
 		w.prep = map[string]bool{}
 	}
@@ -325,4 +323,14 @@ func (e *Engine) grantOfLocked(l LeaseRecord) Grant {
 		}
 	}
 	return g
+}
+
+// noWaitGroupLocked refuses a noWait group that must wait after work was
+// started for it (the devices it prepared were taken meanwhile): noWait
+// never queues, and the group holds nothing, so nothing is lost.
+func (e *Engine) noWaitGroupLocked(w *waiter) {
+	if len(w.group) == 0 || !w.noWait || !w.prepared || len(w.prep) > 0 || !e.queue.Contains(w) {
+		return
+	}
+	e.dropWaiterLocked(w, e.refusalLocked(w))
 }

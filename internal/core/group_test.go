@@ -264,3 +264,20 @@ func drain(ch <-chan events.Event) <-chan events.Event {
 	}()
 	return out
 }
+
+func TestNoWaitGroupIsServedWhenItFitsAndRefusedWhenNot(t *testing.T) {
+	h := newHarness(t, perPlatform(1))
+	r := groupReq("g", 0)
+	r.NoWait = true
+	g, err := h.engine.Request(context.Background(), r, nil)
+	if err != nil || len(g.Members) != 2 {
+		t.Fatalf("a noWait group that fits: %+v %v", g.Members, err)
+	}
+	r.RequesterID = "h"
+	if _, err := h.engine.Request(context.Background(), r, nil); !errors.Is(err, core.ErrNoCapacity) {
+		t.Fatalf("a noWait group while its devices are leased: %v", err)
+	}
+	if q := h.engine.Queue(); len(q) != 0 {
+		t.Fatalf("a refused noWait group stayed queued: %+v", q)
+	}
+}

@@ -84,6 +84,7 @@ type waiter struct {
 	group      []Spec           // a multi-device request's members (group.go); spec is the first
 	bypassed   int              // how often requests behind the group were served before it
 	prep       map[string]bool  // devices whose work was started for the group, until it settles
+	prepared   bool             // work was started for the group at least once
 }
 
 // request serves one admission of a stored request (see Request in
@@ -366,6 +367,7 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 	case DecideWait:
 		if w != nil {
 			w.waitLimit = d.Limit
+			e.noWaitGroupLocked(w)
 		}
 	case DecideGrantGroup:
 		e.grantGroupLocked(w, d.Members)
