@@ -281,3 +281,26 @@ func TestNoWaitGroupIsServedWhenItFitsAndRefusedWhenNot(t *testing.T) {
 		t.Fatalf("a refused noWait group stayed queued: %+v", q)
 	}
 }
+
+// Every member is watched: the second member of a group vanishing ends the
+// whole lease, and both devices leave it.
+func TestGroupLosesItsLeaseWhenAnyMemberVanishes(t *testing.T) {
+	h := withPolicies(t, perPlatform(1), func(c *core.Config) {
+		c.Health = core.HealthPolicy{Interval: 5 * time.Second, StableObservations: 2, MaxRecoveryAttempts: 2}
+	})
+	g, err := h.engine.Request(context.Background(), groupReq("g", 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine.StartHealthMonitor()
+	h.droid.Vanish(g.Members[1].Handle)
+	h.clock.Advance(5 * time.Second)
+	h.clock.Advance(5 * time.Second)
+	if _, ok := h.engine.Lease(g.Lease.ID); ok {
+		t.Fatal("the group kept its lease with a vanished member")
+	}
+	h.engine.WaitIdle()
+	if d, _ := h.engine.Device(g.Members[0].ID); d.State == core.StateLeased {
+		t.Fatalf("the healthy member is still %s", d.State)
+	}
+}

@@ -154,6 +154,9 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		delete(e.timers, l.ID)
 	}
 	owner := map[string]any{"ownerId": l.OwnerID}
+	if len(l.Members) > 0 {
+		owner["devices"] = l.DeviceIDs()
+	}
 	if reason == ReasonExpired {
 		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Data: owner})
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/core/events"
 )
 
 // checkGroupIn refuses a multi-device request that also names a single
@@ -31,4 +32,24 @@ func groupIn(ds []contract.DeviceSpec, allowDownload bool) []core.SpecRequest {
 		out[i] = core.SpecRequest{Platform: m.Platform, Model: m.Model, OSVersion: m.OSVersion, AllowDownload: allowDownload}
 	}
 	return out
+}
+
+// eventDevices lists the devices a lease event is about: every member of a
+// multi-device lease (data.devices), or its one device.
+func eventDevices(e events.Event) []string {
+	switch ds := e.Data["devices"].(type) {
+	case []string:
+		return ds
+	case []any:
+		var out []string
+		for _, d := range ds {
+			if s, ok := d.(string); ok {
+				out = append(out, s)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return []string{e.DeviceID}
 }

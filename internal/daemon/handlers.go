@@ -358,7 +358,9 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	snap := d.engine.Status()
 	leaseOf := map[string]string{}
 	for _, l := range snap.Leases {
-		leaseOf[l.DeviceID] = l.ID
+		for _, id := range l.DeviceIDs() {
+			leaseOf[id] = l.ID
+		}
 	}
 	for _, r := range snap.Devices {
 		out.Devices = append(out.Devices, d.deviceOut(r, leaseOf[r.ID]))
