@@ -334,3 +334,12 @@ func (e *Engine) noWaitGroupLocked(w *waiter) {
 	}
 	e.dropWaiterLocked(w, e.refusalLocked(w))
 }
+
+// requestPlatform is the platform a receipt records: a group's first
+// member's.
+func requestPlatform(r Request) string {
+	if len(r.Group) > 0 {
+		return r.Group[0].Platform
+	}
+	return r.Spec.Platform
+}

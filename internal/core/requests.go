@@ -224,7 +224,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	rec := RequestRecord{}
 	if fresh {
 		rec = RequestRecord{ID: "req_" + e.newID(), RequesterID: r.RequesterID, OwnerID: r.OwnerID,
-			IdempotencyKey: r.IdempotencyKey, Fingerprint: fp, Platform: r.Spec.Platform, CreatedAt: now}
+			IdempotencyKey: r.IdempotencyKey, Fingerprint: fp, Platform: requestPlatform(r), CreatedAt: now}
 	} else {
 		rec = rq.rec
 		rec.LeaseID, rec.Error, rec.Interrupted, rec.Timing = "", nil, false, nil
