@@ -304,3 +304,67 @@ func TestGroupLosesItsLeaseWhenAnyMemberVanishes(t *testing.T) {
 		t.Fatalf("the healthy member is still %s", d.State)
 	}
 }
+
+// Once its bypass budget is spent, a waiting group keeps what it could use:
+// the iPhone released while the group still waits for the emulator goes to
+// the group, not to the single iOS request queued behind it.
+func TestGroupBypassBudgetHoldsCapacityForTheGroup(t *testing.T) {
+	h := newHarness(t, perPlatform(1))
+	h.cfg.GroupBypass = 1
+	h.engine.Stop(context.Background())
+	h.start()
+	a, err := h.lease("a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grp := h.async(groupReq("g", time.Hour))
+	single := func(id, plat string) <-chan result {
+		return h.async(core.Request{Spec: core.SpecRequest{Platform: plat}, RequesterID: id, OwnerID: id, Timeout: time.Hour})
+	}
+	droid := single("c", "android") // passes the group: the one pass it allows
+	rc := recv(t, droid)
+	if rc.err != nil {
+		t.Fatal(rc.err)
+	}
+	ios := single("b", "ios")
+	if err := h.engine.Release(a.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	select {
+	case r := <-ios:
+		t.Fatalf("the single iOS request passed the group after its budget was spent: %+v %v", r.g.Device.ID, r.err)
+	default:
+	}
+	if err := h.engine.Release(rc.g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, grp)
+	if r.err != nil || len(r.g.Members) != 2 || r.g.Members[0].ID != a.Device.ID {
+		t.Fatalf("group: %+v %v", r.g.Members, r.err)
+	}
+	h.engine.WaitIdle()
+	select {
+	case r := <-ios:
+		t.Fatalf("the iOS request was served while the group holds the only iPhone: %+v", r)
+	default:
+	}
+	if err := h.engine.Release(r.g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, ios); r.err != nil || r.g.Device.ID != a.Device.ID {
+		t.Fatalf("the iOS request after the group: %+v %v", r.g.Device.ID, r.err)
+	}
+}
+
+// recv waits for a request's outcome, failing the test instead of hanging.
+func recv(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no outcome within 10s")
+		return result{}
+	}
+}
