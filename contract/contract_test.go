@@ -71,10 +71,15 @@ func TestRegistryNamesAreUniqueAndDotted(t *testing.T) {
 }
 
 func TestSchemaRequiredFollowsOmitempty(t *testing.T) {
-	s := Schema(reflect.TypeFor[LeaseRequestIn]())
+	// LeaseRequestIn's platform became optional with devices[] (ADR
+	// 0043); a group member still requires its own.
+	s := Schema(reflect.TypeFor[DeviceSpec]())
 	b, _ := json.Marshal(s["required"])
 	if string(b) != `["platform"]` {
 		t.Fatalf("required = %s", b)
+	}
+	if r := Schema(reflect.TypeFor[LeaseRequestIn]())["required"]; r != nil {
+		t.Fatalf("lease.request requires %v; every field is omitempty", r)
 	}
 	if s["additionalProperties"] != false {
 		t.Fatal("strict decoding must show as additionalProperties false")

@@ -123,6 +123,10 @@ type Lease struct {
 	// Resources is the result of the request's resources step: applied
 	// after boot and verified before the grant (absent without one).
 	Resources *ResourceResult `json:"resources,omitempty"`
+	// Devices lists every device of a multi-device lease in the order
+	// asked for; deviceId and device are its first member. Absent for a
+	// lease of one device.
+	Devices []Device `json:"devices,omitempty"`
 }
 
 // Admission paths a LeaseTiming names.
@@ -152,7 +156,8 @@ type LeaseTiming struct {
 }
 
 type LeaseRequestIn struct {
-	Platform  string `json:"platform"`
+	// Platform is required unless Devices or Device is given.
+	Platform  string `json:"platform,omitempty"`
 	Model     string `json:"model,omitempty"`
 	OSVersion string `json:"osVersion,omitempty"`
 	// TTLMs is the lease's width; 0 means lease.defaultTtlMs.
@@ -184,6 +189,10 @@ type LeaseRequestIn struct {
 	// Hardware (Android) is written to the AVD before boot; also part of
 	// the spec a warm device must match.
 	Hardware *AndroidHardware `json:"hardware,omitempty"`
+	// Devices asks for several devices in one lease, granted all at once
+	// or not at all (at most queue.maxGroupSize); exclusive with platform,
+	// model, osVersion, device, resources and hardware.
+	Devices []DeviceSpec `json:"devices,omitempty"`
 }
 
 // Lease request states.

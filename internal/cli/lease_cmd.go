@@ -34,9 +34,13 @@ type leaseFlags struct {
 	in                  contract.LeaseRequestIn
 	ttl, timeout        time.Duration
 	resources, hardware string
+	deviceSpecs         []string // --device-spec, one per member of a group (group_flags.go)
+	flags               *pflag.FlagSet
 }
 
 func (lf *leaseFlags) register(f *pflag.FlagSet) {
+	lf.flags = f
+	f.StringArrayVar(&lf.deviceSpecs, "device-spec", nil, "lease several devices at once, all or none: repeat once per device, e.g. --device-spec platform=ios,model=\"iPhone 16\" --device-spec platform=android (keys platform, model, os)")
 	f.StringVar(&lf.in.Platform, "platform", "ios", "ios or android")
 	f.StringVar(&lf.in.Model, "model", "", "device model, e.g. \"iPhone 16\" (default: the platform's default)")
 	f.StringVar(&lf.in.OSVersion, "os", "", "OS version, e.g. 18.0 (default: newest installed that runs the model)")
@@ -62,6 +66,9 @@ func (lf *leaseFlags) request() (contract.LeaseRequestIn, error) {
 		return in, contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
 			WithNext("pass the same --requester with every repeat of the request")
 	}
+	if len(lf.deviceSpecs) > 0 {
+		return lf.groupRequest(in)
+	}
 	if err := checkPlatform(in.Platform, false); err != nil {
 		return in, err
 	}
@@ -79,8 +86,15 @@ func (a *app) acquire(ctx context.Context, lf *leaseFlags) (*client.Client, cont
 	if err != nil {
 		return nil, contract.Lease{}, nil, err
 	}
-	if err := a.checkModel(ctx, in.Platform, in.Model); err != nil {
-		return nil, contract.Lease{}, nil, err
+	if len(in.Devices) == 0 {
+		if err := a.checkModel(ctx, in.Platform, in.Model); err != nil {
+			return nil, contract.Lease{}, nil, err
+		}
+	}
+	for _, m := range in.Devices {
+		if err := a.checkModel(ctx, m.Platform, m.Model); err != nil {
+			return nil, contract.Lease{}, nil, err
+		}
 	}
 	c, err := a.connect(ctx, false)
 	if err != nil {

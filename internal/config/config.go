@@ -176,6 +176,13 @@ type Queue struct {
 	// or being prepared at once; the next is QUEUE_LIMIT_REACHED
 	// (retryable). Default 32.
 	MaxPerPrincipal int `json:"maxPerPrincipal"`
+	// MaxGroupSize caps the devices one multi-device lease request may
+	// ask for (default 4).
+	MaxGroupSize int `json:"maxGroupSize"`
+	// GroupBypass is how many single requests queued behind a waiting
+	// multi-device request may be served before it on its platforms;
+	// then capacity is held for the group until it is granted (default 8).
+	GroupBypass int `json:"groupBypass"`
 }
 
 type Lease struct {
@@ -320,7 +327,7 @@ func Default() Config {
 	return Config{
 		Mode:        "worker",
 		Lease:       Lease{DefaultTTLMs: 30 * 60 * 1000, MaxTTLMs: 24 * 60 * 60 * 1000},
-		Queue:       Queue{MaxPerPrincipal: 32},
+		Queue:       Queue{MaxPerPrincipal: 32, MaxGroupSize: 4, GroupBypass: 8},
 		Capacity:    Capacity{Strategy: "resource", Fixed: Fixed{MaxRunning: 2, MaxManaged: 6}},
 		Downloads:   Downloads{Policy: "on-request"},
 		Log:         Log{Level: "info", RotateBytes: 10 << 20},
@@ -476,6 +483,12 @@ func (c Config) Validate() error {
 	}
 	if c.Queue.MaxPerPrincipal <= 0 {
 		errs = append(errs, errors.New("queue.maxPerPrincipal must be positive"))
+	}
+	if c.Queue.MaxGroupSize < 2 || c.Queue.MaxGroupSize > 16 {
+		errs = append(errs, errors.New("queue.maxGroupSize must be between 2 and 16"))
+	}
+	if c.Queue.GroupBypass <= 0 {
+		errs = append(errs, errors.New("queue.groupBypass must be positive"))
 	}
 	if c.Exec.TimeoutMs <= 0 {
 		errs = append(errs, errors.New("exec.timeoutMs must be positive"))

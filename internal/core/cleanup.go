@@ -147,7 +147,9 @@ func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 		}
 	}
 	for _, l := range e.leases {
-		v.Leased[l.DeviceID] = true
+		for _, id := range l.DeviceIDs() {
+			v.Leased[id] = true
+		}
 	}
 	sortDevices(v.Devices)
 	return v
@@ -265,7 +267,7 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 
 func (e *Engine) leasedLocked(deviceID string) bool {
 	for _, l := range e.leases {
-		if l.DeviceID == deviceID {
+		if l.Holds(deviceID) {
 			return true
 		}
 	}

@@ -180,7 +180,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 		}
 		var lease *LeaseRecord
 		for _, l := range e.leases {
-			if l.DeviceID == d.ID {
+			if l.Holds(d.ID) {
 				lc := *l
 				lease = &lc
 			}

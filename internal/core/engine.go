@@ -64,6 +64,13 @@ type Config struct {
 	// RequestRetention keeps settled lease request receipts this long
 	// (default DefaultRequestRetention).
 	RequestRetention time.Duration
+	// MaxGroupSize bounds the devices one multi-device request may ask for
+	// (default DefaultMaxGroupSize); GroupBypass is how many times single
+	// requests behind a waiting group may be served before it, on its
+	// platforms, before capacity is held back for the group as a whole
+	// (default DefaultGroupBypass). See group.go.
+	MaxGroupSize int
+	GroupBypass  int
 }
 
 // Deps are the engine's collaborators.
@@ -161,6 +168,12 @@ func New(cfg Config, d Deps) *Engine {
 	}
 	if cfg.MaxTTL <= 0 {
 		cfg.MaxTTL = 24 * time.Hour
+	}
+	if cfg.MaxGroupSize <= 0 {
+		cfg.MaxGroupSize = DefaultMaxGroupSize
+	}
+	if cfg.GroupBypass <= 0 {
+		cfg.GroupBypass = DefaultGroupBypass
 	}
 	if d.NewID == nil {
 		d.NewID = randomID

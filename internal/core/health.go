@@ -51,6 +51,11 @@ func (e *Engine) HealthTick(ctx context.Context) {
 	e.mu.Lock()
 	platforms := map[string]bool{}
 	for _, l := range e.leases {
+		for _, id := range l.DeviceIDs() {
+			if d, ok := e.devices[id]; ok {
+				platforms[d.Platform] = true
+			}
+		}
 		platforms[l.Platform] = true
 	}
 	e.mu.Unlock()
@@ -77,51 +82,58 @@ func (e *Engine) HealthTick(ctx context.Context) {
 			return
 		}
 		stable := e.cfg.Health.StableObservations
-		for _, id := range sortedLeaseIDs(e.leases) {
-			l := *e.leases[id]
-			m, ok := seen[l.Platform]
-			if !ok {
-				continue
-			}
-			d, ok := e.devices[l.DeviceID]
-			if !ok || e.opLocks[d.ID] != "" || d.Handle == "" {
-				continue
-			}
-			ob := e.obs[d.ID]
-			if ob == nil {
-				ob = &observation{}
-				e.obs[d.ID] = ob
-			}
-			o, present := m[d.Handle]
-			switch {
-			case !present:
-				ob.missing++
-				if ob.missing >= stable {
-					e.giveUpLocked(l, *d, "device-missing")
+		for _, lid := range sortedLeaseIDs(e.leases) {
+			l := *e.leases[lid]
+			// Every member of a multi-device lease is watched; losing one
+			// ends the whole lease, as a release would.
+			for _, id := range l.DeviceIDs() {
+				if _, live := e.leases[lid]; !live {
+					break
 				}
-			case o.Run == RunRunning:
-				ob.stopped, ob.missing = 0, 0
-				if o.MarkOK != nil && !*o.MarkOK {
-					e.giveUpLocked(l, *d, "provenance-drift")
-				}
-			case o.Run == RunTransitioning:
-				// Booting or shutting down looks like "stopped" for a
-				// moment on both platforms; it proves nothing.
-				ob.missing = 0
-			default:
-				ob.missing = 0
-				ob.stopped++
-				if ob.stopped < stable {
+				d, ok := e.devices[id]
+				if !ok || e.opLocks[d.ID] != "" || d.Handle == "" {
 					continue
 				}
-				ob.stopped = 0
-				e.emitLocked(events.Event{Type: "device.crash-detected", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
-					Platform: d.Platform, Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": d.Health.RecoveryAttempts}})
-				if d.Health.RecoveryAttempts >= e.cfg.Health.MaxRecoveryAttempts {
-					e.giveUpLocked(l, *d, "max-recovery-attempts")
+				m, ok := seen[d.Platform]
+				if !ok {
 					continue
 				}
-				e.startRecoveryLocked(l, d.ID)
+				ob := e.obs[d.ID]
+				if ob == nil {
+					ob = &observation{}
+					e.obs[d.ID] = ob
+				}
+				o, present := m[d.Handle]
+				switch {
+				case !present:
+					ob.missing++
+					if ob.missing >= stable {
+						e.giveUpLocked(l, *d, "device-missing")
+					}
+				case o.Run == RunRunning:
+					ob.stopped, ob.missing = 0, 0
+					if o.MarkOK != nil && !*o.MarkOK {
+						e.giveUpLocked(l, *d, "provenance-drift")
+					}
+				case o.Run == RunTransitioning:
+					// Booting or shutting down looks like "stopped" for a
+					// moment on both platforms; it proves nothing.
+					ob.missing = 0
+				default:
+					ob.missing = 0
+					ob.stopped++
+					if ob.stopped < stable {
+						continue
+					}
+					ob.stopped = 0
+					e.emitLocked(events.Event{Type: "device.crash-detected", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
+						Platform: d.Platform, Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": d.Health.RecoveryAttempts}})
+					if d.Health.RecoveryAttempts >= e.cfg.Health.MaxRecoveryAttempts {
+						e.giveUpLocked(l, *d, "max-recovery-attempts")
+						continue
+					}
+					e.startRecoveryLocked(l, d.ID)
+				}
 			}
 		}
 	})
@@ -142,7 +154,7 @@ func (e *Engine) startRecoveryLocked(l LeaseRecord, id string) {
 		},
 		run: func(ctx context.Context, o *deviceOp) error { return o.drv.MakeReady(ctx, o.rec.Ref()) },
 		settle: func(o *deviceOp, err error) error {
-			if cur, ok := e.leases[l.ID]; !ok || cur.DeviceID != id {
+			if cur, ok := e.leases[l.ID]; !ok || !cur.Holds(id) {
 				// Released while it rebooted: the release reset the
 				// recovery bookkeeping, the purge runs next, and nobody
 				// holds a lease to be told it recovered.

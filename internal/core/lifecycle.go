@@ -129,8 +129,13 @@ func (e *Engine) ReleaseWhere(match func(LeaseRecord) bool) []string {
 func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	now := e.now()
 	c := Changes{DeleteLeases: []string{l.ID}}
-	dev, ok := e.devices[l.DeviceID]
-	if ok {
+	var held []string // every member still in the registry, purged as one release
+	for _, id := range l.DeviceIDs() {
+		dev, ok := e.devices[id]
+		if !ok {
+			continue
+		}
+		held = append(held, id)
 		d := *dev
 		d.State = StateReclaiming
 		d.StateSince = now
@@ -141,7 +146,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		// The purge's intent goes in the same commit: reclaiming is
 		// already the record a crash needs to finish it.
 		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
-		c.PutDevices = []DeviceRecord{d}
+		c.PutDevices = append(c.PutDevices, d)
 		delete(e.obs, d.ID)
 	}
 	// Synchronous: a refused release must leave the lease held, and its
@@ -154,13 +159,16 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		delete(e.timers, l.ID)
 	}
 	owner := map[string]any{"ownerId": l.OwnerID}
+	if len(l.Members) > 0 {
+		owner["devices"] = l.DeviceIDs()
+	}
 	if reason == ReasonExpired {
 		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Data: owner})
 	}
 	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason, Data: owner})
 	e.sampleDemandLocked(false) // every release is a demand sample (demand.go)
-	if ok {
-		e.startReclaimLocked(l.DeviceID)
+	for _, id := range held {
+		e.startReclaimLocked(id)
 	}
 	return nil
 }

@@ -51,6 +51,10 @@ type PlanWaiter struct {
 	// Evicting: an eviction for it is in flight; it gets no second one
 	// until that settles (and is then re-planned against what it freed).
 	Evicting bool
+	// Group lists the members of a multi-device request (group.go); its
+	// Blocking says the group's bypass budget is spent.
+	Group    []PlanWaiter
+	Blocking bool
 }
 
 // PlanWarm is one warm-pool target still short of Want devices.
@@ -97,6 +101,9 @@ type Decision struct {
 	// boot, BootID is the shut-down device it will boot.
 	Then   DecisionKind
 	BootID string
+	// Members are a group's per-member decisions (group.go), each with
+	// Waiter the member's index.
+	Members []Decision
 }
 
 // ledger is the running and managed accounting a plan is checked against.
@@ -308,6 +315,9 @@ type planner struct {
 	// visits counts devices examined (tests prove the cost does not grow
 	// with unrelated waiters).
 	visits int
+	// blocked: platforms on which a group whose bypass budget is spent
+	// holds later requests back (group.go).
+	blocked map[string]bool
 }
 
 type waitKind struct {
@@ -344,12 +354,16 @@ func plan(in PlanInput) ([]Decision, *planner) {
 	for i, w := range in.Queue {
 		var d Decision
 		wk := waitKind{platform: w.Platform, key: w.SpecKey, ram: w.RAM, gen: p.gen}
-		if memo, ok := p.waits[wk]; ok && !w.Working && !w.Evicting {
+		// A group is planned whole every time: its first member's kind
+		// says nothing about the others, so it neither uses nor leaves a
+		// memo a single request of that kind would then trust.
+		memoable := !w.Working && !w.Evicting && len(w.Group) == 0
+		if memo, ok := p.waits[wk]; ok && memoable {
 			d = memo
 		} else {
 			d = p.planWaiter(w)
 			switch {
-			case d.Kind == DecideWait && !w.Working && !w.Evicting:
+			case d.Kind == DecideWait && memoable:
 				p.waits[wk] = d
 			case d.Kind != DecideWait && d.Kind != DecideInFlight:
 				p.gen++ // something was taken or charged: earlier waits may not hold
@@ -397,6 +411,12 @@ func (p *planner) pick(st DeviceState, key string, lru bool) (PlanDevice, bool) 
 }
 
 func (p *planner) planWaiter(w PlanWaiter) Decision {
+	if len(w.Group) > 0 {
+		return p.planGroup(w)
+	}
+	if d, ok := p.heldBack(w); ok {
+		return d
+	}
 	if w.Working {
 		return Decision{Kind: DecideInFlight}
 	}

@@ -94,6 +94,28 @@ type LeaseRecord struct {
 	// one). It lives in memory only: a restart forgets it, the device's
 	// spec keeps the profile itself.
 	Resources *contract.ResourceResult
+	// Members are the further devices of a multi-device lease (ADR 0043),
+	// in the order asked for; DeviceID is the first member. Empty for a
+	// lease of one device.
+	Members []string
+}
+
+// DeviceIDs lists every device the lease holds, DeviceID first.
+func (l LeaseRecord) DeviceIDs() []string {
+	return append([]string{l.DeviceID}, l.Members...)
+}
+
+// Holds reports whether the lease holds device id.
+func (l LeaseRecord) Holds(id string) bool {
+	if l.DeviceID == id {
+		return true
+	}
+	for _, m := range l.Members {
+		if m == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Snapshot is the whole persisted registry.

@@ -29,6 +29,9 @@ type Request struct {
 	// DeviceID, when set, is the one device that may serve the request
 	// (targeted.go); Spec.Platform must be its platform.
 	DeviceID string
+	// Group, when set, asks for all of these devices in one lease
+	// (group.go); Spec is then unused.
+	Group []SpecRequest
 
 	rq *requestEntry // the stored request this admission serves
 }
@@ -46,6 +49,9 @@ type Progress struct {
 type Grant struct {
 	Lease  LeaseRecord
 	Device DeviceRecord
+	// Members are every device of a group lease, Device first (nil for a
+	// lease of one device).
+	Members []DeviceRecord
 }
 
 type result struct {
@@ -78,6 +84,10 @@ type waiter struct {
 	out        *outcome         // the admission of rq it serves
 	made       string           // the device provisioned for it, if any (a failed resource step destroys it)
 	tuned      *resourceOutcome // its resource step's result, once applied (resources_op.go)
+	group      []Spec           // a multi-device request's members (group.go); spec is the first
+	bypassed   int              // how often requests behind the group were served before it
+	prep       map[string]bool  // devices whose work was started for the group, until it settles
+	prepared   bool             // work was started for the group at least once
 }
 
 // request serves one admission of a stored request (see Request in
@@ -97,6 +107,12 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 	if ttl > e.cfg.MaxTTL {
 		return Grant{}, fmt.Errorf("%w: asked for %s, at most %s", ErrTTLTooLong, ttl, e.cfg.MaxTTL)
+	}
+	if len(r.Group) > 0 {
+		if err := e.checkGroup(r.Group); err != nil {
+			return Grant{}, err
+		}
+		r.Spec = r.Group[0]
 	}
 	drv, ok := e.drivers[r.Spec.Platform]
 	if !ok {
@@ -122,9 +138,17 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	if err != nil {
 		return Grant{}, err
 	}
+	group, err := e.resolveGroup(ctx, r)
+	if err != nil {
+		return Grant{}, err
+	}
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
-		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID}
+		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, group: group}
+	if len(group) > 0 {
+		spec = group[0]
+		w.spec = spec
+	}
 	// The wait's clock starts before the request is queued: once anyone
 	// can see it queued (request.queued), its deadline already exists, so
 	// time passing after that moment always counts (a fake clock advanced
@@ -158,7 +182,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		// A noWait request either took capacity just now (a grant, device
 		// work, or an eviction it is committed to, ADR 0010) or is refused;
 		// the planner changed nothing for a request it could not serve.
-		if r.NoWait && !w.working && !w.evicting && e.queue.Contains(w) {
+		if r.NoWait && !w.working && !w.evicting && len(w.prep) == 0 && e.queue.Contains(w) {
 			refuse = e.refusalLocked(w)
 			e.removeLocked(w)
 			e.refusedEventLocked(w, refuse)
@@ -330,7 +354,9 @@ func (e *Engine) scheduleLocked() {
 	e.serveTargetedLocked(e.queue.Entries())
 	e.refreshWarmLocked()
 	queue := e.queue.Entries()
-	for _, d := range Plan(e.planInputLocked(queue, true)) {
+	ds := Plan(e.planInputLocked(queue, true))
+	e.countBypassLocked(ds, queue)
+	for _, d := range ds {
 		e.planLocked(d, queue)
 	}
 }
@@ -356,7 +382,12 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 	case DecideWait:
 		if w != nil {
 			w.waitLimit = d.Limit
+			e.noWaitGroupLocked(w)
 		}
+	case DecideGrantGroup:
+		e.grantGroupLocked(w, d.Members)
+	case DecidePrepareGroup:
+		e.prepareGroupLocked(w, d.Members)
 	case DecideEvict:
 		e.log.Debug("evicting to unblock a limit", "device", d.DeviceID, "limit", d.Limit, "destroy", d.Destroy, "then", string(d.Then), "requester", w.requester)
 		e.startEvictLocked(w, d.DeviceID, d.Destroy)
@@ -377,6 +408,10 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
 	in.Devices = append(in.Devices, e.goldenPlanDevicesLocked()...)
 	for _, w := range queue {
+		if len(w.group) > 0 {
+			in.Queue = append(in.Queue, e.groupPlanLocked(w))
+			continue
+		}
 		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
 			// A targeted waiter is served by serveTargetedLocked alone: to
 			// the planner it is always in flight, so no other device is
@@ -514,7 +549,7 @@ func (e *provisionError) Unwrap() error { return e.err }
 // intent, before the driver is asked for anything; then it creates and
 // boots it through the op executor, holding a running reservation (its op lock), for
 // waiter w or, with w nil, for the warm pool.
-func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
+func (e *Engine) startProvisionLocked(w *waiter, spec Spec) string {
 	now := e.now()
 	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: spec.Platform, Spec: spec,
 		State: StateProvisioning, StateSince: now, CreatedAt: now,
@@ -525,7 +560,7 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 			e.removeLocked(w)
 			w.deliver(result{err: err})
 		}
-		return
+		return ""
 	}
 	id := rec.ID
 	if w != nil {
@@ -555,7 +590,9 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) {
 		if w != nil {
 			e.dropWaiterLocked(w, err)
 		}
+		return ""
 	}
+	return id
 }
 
 // provisionAndBoot is a provision's driver work: create, record the handle,

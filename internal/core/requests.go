@@ -177,10 +177,11 @@ func fingerprint(r Request) string {
 		Platform, Model, OSVersion string
 		AllowDownload, NoWait      bool
 		TTL, Timeout               int64
-		Device                     string `json:",omitempty"` // omitted when unset: older receipts keep their fingerprint
-		Profile                    string `json:",omitempty"` // the resources and hardware asked for, likewise
+		Device                     string   `json:",omitempty"` // omitted when unset: older receipts keep their fingerprint
+		Profile                    string   `json:",omitempty"` // the resources and hardware asked for, likewise
+		Group                      []string `json:",omitempty"` // a group's members, in order
 	}{r.Spec.Platform, r.Spec.Model, r.Spec.OSVersion, r.Spec.AllowDownload, r.NoWait,
-		r.TTL.Milliseconds(), r.Timeout.Milliseconds(), r.DeviceID, ProfileOf(r.Spec.Resources, r.Spec.Hardware)})
+		r.TTL.Milliseconds(), r.Timeout.Milliseconds(), r.DeviceID, ProfileOf(r.Spec.Resources, r.Spec.Hardware), groupPrint(r.Group)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -226,7 +227,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	rec := RequestRecord{}
 	if fresh {
 		rec = RequestRecord{ID: "req_" + e.newID(), RequesterID: r.RequesterID, OwnerID: r.OwnerID,
-			IdempotencyKey: r.IdempotencyKey, Fingerprint: fp, Platform: r.Spec.Platform, CreatedAt: now}
+			IdempotencyKey: r.IdempotencyKey, Fingerprint: fp, Platform: requestPlatform(r), CreatedAt: now}
 	} else {
 		rec = rq.rec
 		rec.LeaseID, rec.Error, rec.Interrupted, rec.Timing = "", nil, false, nil
@@ -384,11 +385,7 @@ func (e *Engine) grantedReceiptLocked(w *waiter, l LeaseRecord) []RequestRecord 
 func (e *Engine) replayLocked(x *requestEntry) result {
 	if x.rec.State == RequestGranted {
 		if l, ok := e.leases[x.rec.LeaseID]; ok && l.RequestID == x.rec.ID {
-			var d DeviceRecord
-			if dp, ok := e.devices[l.DeviceID]; ok {
-				d = *dp
-			}
-			return result{grant: Grant{Lease: *l, Device: d}}
+			return result{grant: e.grantOfLocked(*l)}
 		}
 		return result{err: &GrantEndedError{RequestID: x.rec.ID, LeaseID: x.rec.LeaseID}}
 	}

@@ -227,9 +227,13 @@ func (c *claims) followLeases(ctx context.Context, bus *events.Bus) {
 	observeBus(ctx, bus, func(e events.Event) {
 		switch e.Type {
 		case "lease.granted":
-			c.noteLease(e.DeviceID, e.LeaseID)
+			for _, id := range eventDevices(e) {
+				c.noteLease(id, e.LeaseID)
+			}
 		case "lease.released":
-			c.noteLease(e.DeviceID, "")
+			for _, id := range eventDevices(e) {
+				c.noteLease(id, "")
+			}
 		}
 	})
 }
@@ -371,7 +375,9 @@ func (c *claims) reconcile(ctx context.Context, devices []core.DeviceRecord, lea
 	}
 	c.kick()
 	for _, l := range leases {
-		c.leasesNoteLocked(l.DeviceID, l.ID)
+		for _, id := range l.DeviceIDs() {
+			c.leasesNoteLocked(id, l.ID)
+		}
 	}
 }
 

@@ -617,6 +617,8 @@ func engineConfig(c config.Config) core.Config {
 		RequestRetention: ms(c.Requests.RetentionMs),
 		Demand: core.DemandPolicy{Enabled: c.WarmPool.Demand.Enabled, Window: ms(c.WarmPool.Demand.WindowMs),
 			Sample: ms(c.WarmPool.Demand.SampleMs), Spare: c.WarmPool.Demand.Spare},
+		MaxGroupSize: c.Queue.MaxGroupSize,
+		GroupBypass:  c.Queue.GroupBypass,
 	}
 	for _, t := range c.WarmPool.Targets {
 		out.WarmTargets = append(out.WarmTargets, core.WarmTarget{Count: t.Count,

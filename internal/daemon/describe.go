@@ -291,7 +291,9 @@ func (d *Daemon) listDevices(ctx context.Context, in contract.ListGetIn) contrac
 	snap := d.engine.Status()
 	leaseOf := map[string]string{}
 	for _, l := range snap.Leases {
-		leaseOf[l.DeviceID] = l.ID
+		for _, id := range l.DeviceIDs() {
+			leaseOf[id] = l.ID
+		}
 	}
 	runs, g := d.inv.observe(ctx, d.engine.Platforms(), budget)
 	out := contract.ListGetOut{Devices: []contract.Device{}}

@@ -41,7 +41,7 @@ func (d *Daemon) deviceRelease(ctx context.Context, _ *dispatch.Call, in contrac
 	}
 	out.DeviceID = rec.ID
 	for _, l := range d.engine.Leases() {
-		if l.DeviceID == rec.ID {
+		if l.Holds(rec.ID) {
 			if err := d.engine.Release(l.ID); err != nil && !errors.Is(err, core.ErrUnknownLease) {
 				return out, err
 			}

@@ -201,7 +201,11 @@ func (d *Daemon) leaseReleaseAll(_ context.Context, call *dispatch.Call, in cont
 }
 
 func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
-	if in.Platform == "" && in.Device == "" {
+	if len(in.Devices) > 0 {
+		if err := checkGroupIn(in); err != nil {
+			return contract.Lease{}, err
+		}
+	} else if in.Platform == "" && in.Device == "" {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
 			WithNext("name a platform: ios or android")
 	}
@@ -253,6 +257,7 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 		TTL:     time.Duration(in.TTLMs) * time.Millisecond,
 		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
 		NoWait:  in.NoWait, RequesterID: req, OwnerID: owner, IdempotencyKey: in.IdempotencyKey,
+		Group: groupIn(in.Devices, allow),
 	}
 	// A component install the driver reports for this requester marks the
 	// lease's admission path as download.
@@ -288,6 +293,9 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 	out := d.leaseOut(g.Lease)
 	dev := d.deviceOut(g.Device, g.Lease.ID)
 	out.Device = &dev
+	if len(out.Devices) > 0 {
+		out.Devices[0] = dev
+	}
 	return out, nil
 }
 
@@ -321,6 +329,13 @@ func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {
 		cd := d.deviceOut(dev, l.ID)
 		out.Device = &cd
 	}
+	if len(l.Members) > 0 {
+		for _, id := range l.DeviceIDs() {
+			if dev, ok := d.engine.Device(id); ok {
+				out.Devices = append(out.Devices, d.deviceOut(dev, l.ID))
+			}
+		}
+	}
 	return out
 }
 
@@ -344,7 +359,9 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	out.WarmPool = warmPoolOut(d.engine.WarmPool())
 	leaseOf := map[string]string{}
 	for _, l := range snap.Leases {
-		leaseOf[l.DeviceID] = l.ID
+		for _, id := range l.DeviceIDs() {
+			leaseOf[id] = l.ID
+		}
 	}
 	for _, r := range snap.Devices {
 		out.Devices = append(out.Devices, d.deviceOut(r, leaseOf[r.ID]))

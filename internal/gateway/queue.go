@@ -25,6 +25,7 @@ const (
 type pending struct {
 	id        uint64
 	in        contract.LeaseRequestIn // the client's request, TTL resolved
+	group     *groupRoute             // its members, for a multi-device request (group.go)
 	requester string                  // client-side
 	owner     string                  // client-side
 	noWait    bool
@@ -51,7 +52,7 @@ type outcome struct {
 }
 
 func (p *pending) route() routeRequest {
-	return routeRequest{Platform: p.in.Platform, Model: p.in.Model, OSVersion: p.in.OSVersion, AllowDownload: p.in.AllowDownload}
+	return routeRequest{Platform: p.in.Platform, Model: p.in.Model, OSVersion: p.in.OSVersion, AllowDownload: p.in.AllowDownload, group: p.group}
 }
 
 // push sends a progress push to the caller; a queue position never
@@ -96,7 +97,7 @@ func (p *pending) event(typ string, kv ...any) events.Event {
 // QUEUE_TIMEOUT, noWait refuses at once with NO_CAPACITY, lease.cancel
 // withdraws it, and queued progress carries the position.
 func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
-	if in.Platform == "" {
+	if in.Platform == "" && len(in.Devices) == 0 {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
 			WithNext("name a platform: ios or android")
 	}
@@ -143,7 +144,7 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 		return contract.Lease{}, contract.Errorf(contract.CodeRequesterQueued, "requester %s already has a pending request", requester)
 	}
 	g.nextReq++
-	p := &pending{id: g.nextReq, in: in, requester: requester, owner: owner, noWait: in.NoWait, call: call,
+	p := &pending{id: g.nextReq, in: in, group: groupOf(in), requester: requester, owner: owner, noWait: in.NoWait, call: call,
 		avoid: map[string]uint64{}, done: make(chan outcome, 1)}
 	var timeout time.Duration
 	if !p.noWait && in.TimeoutMs > 0 {
@@ -411,7 +412,7 @@ func noCapacity(p *pending) error {
 func (g *Gateway) attempt(p *pending, wid string, lk *link) {
 	fwd := contract.LeaseRequestIn{Platform: p.in.Platform, Model: p.in.Model, OSVersion: p.in.OSVersion,
 		TTLMs: p.in.TTLMs, NoWait: true, RequesterID: g.ns(p.requester), AllowDownload: p.in.AllowDownload,
-		OwnerID: g.ns(p.owner)}
+		OwnerID: g.ns(p.owner), Devices: p.in.Devices}
 	var l contract.Lease
 	var err error
 	if lk == nil {

@@ -12,6 +12,9 @@ type routeRequest struct {
 	Model         string
 	OSVersion     string
 	AllowDownload bool
+	// group, when set, is a multi-device request: routed and booked as a
+	// whole on one worker (group.go).
+	group *groupRoute
 }
 
 // viewSnapshot is one worker view as routing reads it. Routing never
@@ -313,6 +316,10 @@ func newPlanner(route routeFunc, views []viewSnapshot) *planner {
 // book records a request already in flight against its worker's view.
 func (pl *planner) book(workerID string, req routeRequest) {
 	if i, ok := pl.idx[workerID]; ok {
+		if req.group != nil {
+			claimGroup(&pl.views[i], req.group)
+			return
+		}
 		claim(&pl.views[i], req)
 	}
 }
@@ -333,7 +340,13 @@ func (pl *planner) place(req routeRequest, skip func(workerID string) bool) (str
 		}
 		views = pl.buf
 	}
-	id, ok := pl.route(views, req)
+	var id string
+	var ok bool
+	if req.group != nil {
+		id, ok = routeGroup(views, req.group)
+	} else {
+		id, ok = pl.route(views, req)
+	}
 	if !ok {
 		if skip == nil {
 			pl.dead[req] = true

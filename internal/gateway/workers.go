@@ -573,6 +573,14 @@ func (g *Gateway) leaseOut(workerID, label string, l contract.Lease) contract.Le
 		d := g.deviceOut(&worker{id: workerID}, *l.Device)
 		l.Device = &d
 	}
+	if len(l.Devices) > 0 {
+		// A group's members are all on this one worker (group.go).
+		ds := make([]contract.Device, len(l.Devices))
+		for i, d := range l.Devices {
+			ds[i] = g.deviceOut(&worker{id: workerID}, d)
+		}
+		l.Devices = ds
+	}
 	return l
 }
 

@@ -115,6 +115,11 @@ CREATE TABLE events (
 
 CREATE INDEX events_at ON events (at);
 `,
+	// 6: multi-device leases (ADR 0043): the further members of a group
+	// lease, a JSON array of device ids; NULL for a lease of one device.
+	`
+ALTER TABLE leases ADD COLUMN members TEXT;
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock; the

@@ -326,3 +326,20 @@ func TestIntentMigrationUpgradesOldDatabase(t *testing.T) {
 		t.Fatalf("a cleared intent is stored as %v (%v), want NULL", raw, err)
 	}
 }
+
+// A group lease keeps its further members across a restart (ADR 0043).
+func TestGroupLeaseMembersRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	devs := []core.DeviceRecord{{ID: "d1"}, {ID: "d2"}, {ID: "d3"}}
+	l := fullLease("l1", "d1", "r1")
+	l.Members = []string{"d3", "d2"}
+	if err := db.Apply(ctx, core.Changes{PutDevices: devs, PutLeases: []core.LeaseRecord{l}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := db.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSnapshot(t, snap, devs, []core.LeaseRecord{l})
+}

@@ -133,6 +133,15 @@ func (a *actor) acquire(ctx context.Context) {
 	spec := chaosSpecs[a.rng.IntN(len(chaosSpecs))]
 	at := &attempt{in: contract.LeaseRequestIn{Platform: spec.platform, Model: spec.model, TTLMs: 600000}}
 	switch r := a.rng.IntN(100); {
+	case r < 12:
+		// A multi-device lease (ADR 0043): an iPhone and an emulator, all
+		// or nothing, contending with the single requests for both of the
+		// drill's running slots.
+		at.kind = "group"
+		at.in.Platform, at.in.Model = "", ""
+		at.in.Devices = []contract.DeviceSpec{{Platform: "ios", Model: chaosSpecs[a.rng.IntN(3)].model},
+			{Platform: "android", Model: chaosSpecs[3+a.rng.IntN(3)].model}}
+		at.in.TimeoutMs = int64(1000 + a.rng.IntN(3000))
 	case r < 45:
 		at.kind = "request"
 		at.in.TimeoutMs = int64(300 + a.rng.IntN(1700))
@@ -228,6 +237,11 @@ func (a *actor) settle(ctx context.Context, at *attempt, l contract.Lease, err e
 	if client.IsCode(err, contract.CodeRequesterQueued) {
 		a.ch.note("%s: %s %s/%s sent at %s was refused REQUESTER_ALREADY_QUEUED; the previous request was %s",
 			a.name, at.kind, at.in.Platform, at.in.Model, at.sentAt.Format(time.StampMilli), prev)
+	}
+	if err == nil && len(at.in.Devices) > 0 {
+		if len(l.Devices) != len(at.in.Devices) || l.Devices[0].Platform != "ios" || l.Devices[1].Platform != "android" || l.Devices[0].ID != l.DeviceID {
+			a.ch.violate("%s: group %+v was granted %s with devices %+v", a.name, at.in.Devices, l.LeaseID, l.Devices)
+		}
 	}
 	switch {
 	case err == nil:

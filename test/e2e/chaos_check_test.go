@@ -28,6 +28,7 @@ type incarnation struct {
 // source: the holder's answers, status snapshots and the event log.
 type leaseRec struct {
 	id, owner, device, platform string
+	devices                     []string  // every member of a multi-device lease (device is the first)
 	granted                     time.Time // the daemon's grantedAt
 	lastAlive                   time.Time // latest instant the lease provably existed
 	expires                     time.Time // latest expiresAt the daemon told its holder
@@ -58,6 +59,7 @@ func (ch *chaos) noteLease(owner string, l contract.Lease, now time.Time) {
 	defer ch.mu.Unlock()
 	r := ch.lease(l.LeaseID)
 	r.owner, r.device, r.platform, r.granted = owner, l.DeviceID, l.Platform, l.GrantedAt
+	r.noteMembers(leaseDevices(l))
 	r.alive(l.LastRenewedAt)
 	r.alive(l.GrantedAt)
 	if l.ExpiresAt.After(r.expires) {
@@ -287,6 +289,7 @@ func (ch *chaos) checkSnapshot(st contract.StatusGetOut, sent time.Time) {
 		if r.device == "" {
 			r.device, r.platform, r.granted, r.owner = l.DeviceID, l.Platform, l.GrantedAt, l.RequesterID
 		}
+		r.noteMembers(leaseDevices(l))
 		r.alive(l.GrantedAt)
 		// The lease existed at some moment after the request was sent.
 		r.alive(sent)
@@ -295,10 +298,12 @@ func (ch *chaos) checkSnapshot(st contract.StatusGetOut, sent time.Time) {
 
 	leased := map[string]string{}
 	for _, l := range st.Leases {
-		if other, dup := leased[l.DeviceID]; dup {
-			ch.violate("device %s has two leases at once: %s and %s", l.DeviceID, other, l.LeaseID)
+		for _, id := range leaseDevices(l) {
+			if other, dup := leased[id]; dup {
+				ch.violate("device %s has two leases at once: %s and %s", id, other, l.LeaseID)
+			}
+			leased[id] = l.LeaseID
 		}
-		leased[l.DeviceID] = l.LeaseID
 	}
 	up := map[string]int{}
 	for _, d := range st.Devices {
@@ -372,6 +377,15 @@ func (ch *chaos) analyse(nukeAt time.Time) (grants int, lost uint64) {
 			switch e.Type {
 			case "lease.granted":
 				grants++
+				if ds, ok := e.Data["devices"].([]any); ok {
+					var ids []string
+					for _, d := range ds {
+						if s, ok := d.(string); ok {
+							ids = append(ids, s)
+						}
+					}
+					r.noteMembers(ids)
+				}
 				if r.granted.IsZero() {
 					r.granted = e.At
 				}
@@ -399,7 +413,9 @@ func (ch *chaos) checkIntervalsLocked() {
 		if r.device == "" || r.granted.IsZero() {
 			continue
 		}
-		byDevice[r.device] = append(byDevice[r.device], r)
+		for _, d := range r.members() {
+			byDevice[d] = append(byDevice[d], r)
+		}
 	}
 	for dev, rs := range byDevice {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].granted.Before(rs[j].granted) })
@@ -529,4 +545,32 @@ func (ch *chaos) eventCountLocked() int {
 		n += len(inc.events)
 	}
 	return n
+}
+
+// leaseDevices lists every device a lease holds: the members of a
+// multi-device lease, or its one device.
+func leaseDevices(l contract.Lease) []string {
+	if len(l.Devices) == 0 {
+		return []string{l.DeviceID}
+	}
+	ids := make([]string, len(l.Devices))
+	for i, d := range l.Devices {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
+// noteMembers records a group's members, first learned wins; a different
+// set later would be a lease changing its devices, which never happens.
+func (r *leaseRec) noteMembers(ids []string) {
+	if len(ids) > 1 && len(r.devices) == 0 {
+		r.devices = ids
+	}
+}
+
+func (r *leaseRec) members() []string {
+	if len(r.devices) > 0 {
+		return r.devices
+	}
+	return []string{r.device}
 }

@@ -29,6 +29,11 @@ func (w *world) workers() []workerView {
 
 // fleet starts a gateway and n workers that join it over real WebSockets.
 func fleet(t *testing.T, n int) (gw *world, workers []*world, base string) {
+	return fleetWith(t, n, `{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}`)
+}
+
+// fleetWith is fleet with each worker's capacity section.
+func fleetWith(t *testing.T, n int, capacity string) (gw *world, workers []*world, base string) {
 	// A fixed port, so workers find a restarted gateway at the same address.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,8 +53,8 @@ func fleet(t *testing.T, n int) (gw *world, workers []*world, base string) {
 	gw.json(&tok, "token", "create", "--role", "worker", "--name", "join", "--json")
 	for i := 0; i < n; i++ {
 		w := newWorld(t, "")
-		cfg := fmt.Sprintf(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
- "gateway":{"url":"ws://%s","token":%q,"label":"mac-%d"}}`, st.Daemon.HTTP, tok.Token, i+1)
+		cfg := fmt.Sprintf(`{"capacity":%s,
+ "gateway":{"url":"ws://%s","token":%q,"label":"mac-%d"}}`, capacity, st.Daemon.HTTP, tok.Token, i+1)
 		if err := os.WriteFile(filepath.Join(w.home, "config.json"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -55,9 +55,12 @@ func run(base, token string) error {
 	var rep report
 
 	wait := "wait=30"
+	// platform is optional since a request may name devices[] instead
+	// (ADR 0043), so the generated body holds it by pointer.
+	ios, iso := simlockapi.Ios, simlockapi.Platform("iso")
 	requester := "oapigen"
 	got, err := c.LeaseRequestWithResponse(ctx, &simlockapi.LeaseRequestParams{Prefer: &wait},
-		simlockapi.LeaseRequestJSONRequestBody{Platform: simlockapi.Ios, RequesterId: &requester})
+		simlockapi.LeaseRequestJSONRequestBody{Platform: &ios, RequesterId: &requester})
 	if err != nil {
 		return fmt.Errorf("lease request: %w", err)
 	}
@@ -87,7 +90,7 @@ func run(base, token string) error {
 		return fmt.Errorf("lease get after release: %v, status %d, body %s", err, after.StatusCode(), after.Body)
 	}
 	rep.AfterCode = string(after.JSON404.Error.Code)
-	bad, err := c.LeaseRequestWithResponse(ctx, nil, simlockapi.LeaseRequestJSONRequestBody{Platform: "iso", RequesterId: &requester})
+	bad, err := c.LeaseRequestWithResponse(ctx, nil, simlockapi.LeaseRequestJSONRequestBody{Platform: &iso, RequesterId: &requester})
 	if err != nil {
 		return fmt.Errorf("bad platform: %w", err)
 	}

@@ -354,12 +354,14 @@ func TestToolsListShowsFourToolsWithSchemas(t *testing.T) {
 		}
 		in := tl.InputSchema.(map[string]any)
 		props := in["properties"].(map[string]any)
-		for _, p := range []string{"platform", "model", "osVersion", "ttl", "timeout", "allowDownload"} {
+		for _, p := range []string{"platform", "model", "osVersion", "ttl", "timeout", "allowDownload", "devices"} {
 			if props[p] == nil || props[p].(map[string]any)["description"] == nil {
 				t.Errorf("lease_simulator input lacks a described %q", p)
 			}
 		}
-		if req, _ := in["required"].([]any); len(req) != 1 || req[0] != "platform" {
+		// platform or devices (ADR 0043): neither is required alone, and
+		// the daemon refuses a call that names neither (BAD_REQUEST).
+		if in["required"] != nil {
 			t.Errorf("required %v", in["required"])
 		}
 		out := tl.OutputSchema.(map[string]any)["properties"].(map[string]any)

@@ -49,7 +49,7 @@ type listDevicesOut struct {
 }
 
 type leaseSimulatorIn struct {
-	Platform      string          `json:"platform"`
+	Platform      string          `json:"platform,omitempty"`
 	Model         string          `json:"model,omitempty"`
 	OSVersion     string          `json:"osVersion,omitempty"`
 	TTL           json.RawMessage `json:"ttl,omitempty"`
@@ -57,6 +57,8 @@ type leaseSimulatorIn struct {
 	AllowDownload bool            `json:"allowDownload,omitempty"`
 	// Resources tunes the device before the grant (no opt-in needed).
 	Resources map[string]contract.ResourceState `json:"resources,omitempty"`
+	// Devices leases several devices at once, all or none (ADR 0043).
+	Devices []contract.DeviceSpec `json:"devices,omitempty"`
 }
 
 type leaseSimulatorOut struct {
@@ -137,7 +139,7 @@ QUEUE_TIMEOUT (retry with a longer timeout), NO_CAPACITY, DEVICE_FAILED and INSU
 first: the lease may have been granted).`,
 			Annotations: &mcpsdk.ToolAnnotations{Title: "Lease a simulator or emulator", DestructiveHint: new(false), OpenWorldHint: new(false)},
 			InputSchema: schemaFor[leaseSimulatorIn](map[string]any{
-				"platform":  map[string]any{"enum": []string{"ios", "android"}, "description": "ios (Simulator) or android (Emulator)."},
+				"platform":  map[string]any{"enum": []string{"ios", "android"}, "description": "ios (Simulator) or android (Emulator); required unless devices is given."},
 				"model":     map[string]any{"description": `Device model, e.g. "iPhone 16" or "Pixel 8" (default: the platform's default). See list_devices.`},
 				"osVersion": map[string]any{"description": `OS version, e.g. "18.0" or "35" (default: the newest installed that runs the model).`},
 				"ttl": map[string]any{"type": []string{"string", "integer"}, "examples": []any{"15m", 900000},
@@ -145,6 +147,7 @@ first: the lease may have been granted).`,
 				"timeout": map[string]any{"type": []string{"string", "integer"}, "examples": []any{"5m", 300000},
 					"description": `Give up waiting in the queue after this long (QUEUE_TIMEOUT): a duration like "5m" or milliseconds (default: wait until a device is free).`},
 				"allowDownload": map[string]any{"description": "Permit installing a missing OS runtime (multi-GB, slow). Default false."},
+				"devices":       map[string]any{"description": `Several devices in one lease, granted all at once or not at all, e.g. [{"platform":"ios","model":"iPhone 16"},{"platform":"android"}] (instead of platform, model and osVersion; at most the daemon's queue.maxGroupSize). lease.devices lists them in this order; lease.device is the first. Renew and release act on all of them.`},
 				"resources":     map[string]any{"description": `Tune the device before it is granted: a map of resource group to "enabled" or "disabled", e.g. {"animations": "disabled"} (see get_device_resources for the groups). The result is lease.resources; on iOS a group that cannot be proven fails the lease with RESOURCE_PROFILE_UNPROVEN (details.resourceDrift) and leaves no device behind.`},
 			}),
 			OutputSchema: schemaFor[leaseSimulatorOut](nil),
@@ -292,7 +295,8 @@ func (s *session) leaseSimulator(ctx context.Context, req *mcpsdk.CallToolReques
 		return nil, err
 	}
 	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion,
-		TTLMs: ttl.Milliseconds(), TimeoutMs: timeout.Milliseconds(), AllowDownload: in.AllowDownload, Resources: in.Resources}, progressRelay(ctx, req))
+		TTLMs: ttl.Milliseconds(), TimeoutMs: timeout.Milliseconds(), AllowDownload: in.AllowDownload, Resources: in.Resources,
+		Devices: in.Devices}, progressRelay(ctx, req))
 	if err != nil {
 		if ctx.Err() != nil {
 			s.withdraw(c)

@@ -1,0 +1,345 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/simlock/simlock/internal/core/events"
+)
+
+// Multi-device leases (ADR 0043). A group request asks for several devices
+// and is granted all of them in one commit or none. It never holds a device
+// while it waits for another: when the planner cannot serve every member at
+// once, the group takes nothing and requests behind it may be served
+// instead. Each such pass on one of the group's platforms is counted; once
+// the count reaches the bypass budget the group stops being passed: the
+// planner charges what the group can use now and makes every later request
+// on the group's platforms wait, so capacity that frees up can only go to
+// the group (or to requests older than it) until it is granted.
+
+const (
+	// DefaultMaxGroupSize bounds the members of one request.
+	DefaultMaxGroupSize = 4
+	// DefaultGroupBypass is how often a waiting group may be passed.
+	DefaultGroupBypass = 8
+	// LimitGroup names the wait of a request held back behind a group
+	// whose bypass budget is spent.
+	LimitGroup = "queue.groupBypass"
+)
+
+// Decisions for a group waiter.
+const (
+	// DecideGrantGroup leases every member's ready device (Members' DeviceIDs) at once.
+	DecideGrantGroup DecisionKind = "grant-group"
+	// DecidePrepareGroup starts the boots, provisions or evictions in
+	// Members, none of it held for the group: the devices join the general
+	// pool, and the group is planned again once the work has settled.
+	DecidePrepareGroup DecisionKind = "prepare-group"
+)
+
+// planGroup plans a group waiter: its members one after another against a
+// copy of the plan's state, so nothing is taken unless the outcome says so.
+func (p *planner) planGroup(w PlanWaiter) Decision {
+	block := func() {
+		if !w.Blocking {
+			return
+		}
+		if p.blocked == nil {
+			p.blocked = map[string]bool{}
+		}
+		for _, m := range w.Group {
+			p.blocked[m.Platform] = true
+		}
+	}
+	if w.Working {
+		block()
+		return Decision{Kind: DecideInFlight}
+	}
+	taken, g := p.taken, p.g
+	p.taken, p.g = make(map[string]bool, len(taken)), g.clone()
+	for k, v := range taken {
+		p.taken[k] = v
+	}
+	blocked := p.blocked
+	p.blocked = nil // the group's own members are never held back by it
+	members := make([]Decision, 0, len(w.Group))
+	grants, waits, evicts := 0, "", false
+	for i, m := range w.Group {
+		d := p.planWaiter(m)
+		d.Waiter = i // the member it serves
+		members = append(members, d)
+		switch d.Kind {
+		case DecideGrant:
+			grants++
+		case DecideWait:
+			if waits == "" {
+				waits = d.Limit
+			}
+		case DecideEvict:
+			evicts = true
+		}
+	}
+	p.blocked = blocked
+	commit := func(ok bool) {
+		if !ok {
+			p.taken, p.g = taken, g
+		}
+	}
+	switch {
+	case grants == len(w.Group):
+		commit(true)
+		return Decision{Kind: DecideGrantGroup, Members: members}
+	case waits != "":
+		// Passed over unless its budget is spent; then what it could use
+		// now stays charged to it, and nothing behind it on its platforms
+		// is served.
+		commit(w.Blocking)
+		block()
+		return Decision{Kind: DecideWait, Limit: waits}
+	}
+	commit(true)
+	block()
+	var work []Decision
+	for _, d := range members {
+		// Evictions first, alone: what they free is planned next time.
+		if d.Kind == DecideEvict || (!evicts && d.Kind != DecideGrant) {
+			work = append(work, d)
+		}
+	}
+	return Decision{Kind: DecidePrepareGroup, Members: work}
+}
+
+// heldBack is the wait of a request behind a group whose budget is spent.
+func (p *planner) heldBack(w PlanWaiter) (Decision, bool) {
+	if len(w.Group) == 0 && p.blocked[w.Platform] && !w.Working {
+		return Decision{Kind: DecideWait, Limit: LimitGroup}, true
+	}
+	return Decision{}, false
+}
+
+// ---- the engine's side ----
+
+// groupPlanLocked is a group waiter as the planner sees it.
+func (e *Engine) groupPlanLocked(w *waiter) PlanWaiter {
+	pw := PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), NoWait: w.noWait,
+		Working: w.evicting || e.groupPreparingLocked(w), Blocking: w.bypassed >= e.cfg.GroupBypass}
+	for _, s := range w.group {
+		pw.Group = append(pw.Group, PlanWaiter{Platform: s.Platform, SpecKey: s.Key(), RAM: e.footprintLocked(s)})
+	}
+	return pw
+}
+
+// groupPreparingLocked reports whether device work started for group w is
+// still in flight; once all of it settled the group is planned again.
+func (e *Engine) groupPreparingLocked(w *waiter) bool {
+	for id := range w.prep {
+		if _, ok := e.devices[id]; ok && e.opLocks[id] != "" {
+			return true
+		}
+		delete(w.prep, id)
+	}
+	return false
+}
+
+// countBypassLocked charges every waiting group with the requests behind
+// it on its platforms that this plan serves.
+func (e *Engine) countBypassLocked(ds []Decision, queue []*waiter) {
+	var open []*waiter
+	for _, d := range ds {
+		if d.Waiter < 0 {
+			continue
+		}
+		w := queue[d.Waiter]
+		if len(w.group) > 0 {
+			if d.Kind != DecideGrantGroup {
+				open = append(open, w)
+			}
+			continue
+		}
+		switch d.Kind {
+		case DecideGrant, DecideBoot, DecideProvision, DecideEvict:
+		default:
+			continue
+		}
+		for _, g := range open {
+			if g.groupHasPlatform(w.spec.Platform) && g.bypassed < e.cfg.GroupBypass {
+				g.bypassed++
+				if g.bypassed == e.cfg.GroupBypass {
+					e.log.Debug("group request's bypass budget spent; holding capacity for it", "requester", g.requester)
+				}
+			}
+		}
+	}
+}
+
+func (w *waiter) groupHasPlatform(p string) bool {
+	for _, s := range w.group {
+		if s.Platform == p {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareGroupLocked starts the device work a group needs before it can be
+// granted at once. Boots and provisions run as the general pool's own work
+// (nothing is held for the group); an eviction is the group's, so it is
+// not started twice.
+func (e *Engine) prepareGroupLocked(w *waiter, work []Decision) {
+	w.prepared = true
+	if w.prep == nil {
+		w.prep = map[string]bool{}
+	}
+	for _, d := range work {
+		switch d.Kind {
+		case DecideBoot:
+			w.prep[d.DeviceID] = true
+			e.startBootLocked(nil, d.DeviceID)
+		case DecideProvision:
+			if id := e.startProvisionLocked(nil, w.group[d.Waiter]); id != "" {
+				w.prep[id] = true
+			}
+		case DecideEvict:
+			if !w.evicting {
+				e.startEvictLocked(w, d.DeviceID, d.Destroy)
+			}
+		}
+	}
+}
+
+// grantGroupLocked commits one lease over every member's device.
+func (e *Engine) grantGroupLocked(w *waiter, members []Decision) {
+	now := e.now()
+	ids := make([]string, len(members))
+	devs := make([]DeviceRecord, len(members))
+	for i, m := range members {
+		d := *e.devices[m.DeviceID]
+		d.State, d.StateSince, d.LastLeasedAt = StateLeased, now, now
+		ids[i], devs[i] = d.ID, d
+	}
+	l := LeaseRecord{
+		ID: "lse_" + e.newID(), DeviceID: ids[0], Members: ids[1:], RequesterID: w.requester, OwnerID: w.owner,
+		Platform: devs[0].Platform, TTL: w.ttl, GrantedAt: now, ExpiresAt: now.Add(w.ttl), LastRenewedAt: now,
+	}
+	w.stampLease(&l, now)
+	if err := e.commitLocked(Changes{PutDevices: devs, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)}); err != nil {
+		e.log.Error("group grant commit failed", "devices", ids, "err", err)
+		e.removeLocked(w)
+		w.deliver(result{err: err})
+		return
+	}
+	e.removeLocked(w)
+	e.armExpiryLocked(l)
+	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: ids[0], RequesterID: l.RequesterID, Platform: l.Platform,
+		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID,
+			"requestId": l.RequestID, "timing": l.Timing.Data(), "devices": ids}})
+	e.pushLocked(w, Progress{Phase: "granted", DeviceID: ids[0]})
+	w.deliver(result{grant: Grant{Lease: l, Device: devs[0], Members: devs}})
+}
+
+// checkGroup refuses a group the engine could never grant: too many
+// members, a member a single request could not have, or more devices of a
+// platform than its limits ever allow running at once.
+func (e *Engine) checkGroup(g []SpecRequest) error {
+	if len(g) > e.cfg.MaxGroupSize {
+		return fmt.Errorf("%w: %d devices asked for, at most %d (queue.maxGroupSize)", ErrBadRequest, len(g), e.cfg.MaxGroupSize)
+	}
+	if len(g) < 2 {
+		return fmt.Errorf("%w: a device group needs at least two devices", ErrBadRequest)
+	}
+	lim := e.strategy.Limits()
+	per := map[string]int{}
+	for _, s := range g {
+		if s.Platform == "" {
+			return fmt.Errorf("%w: every device of a group names its platform", ErrBadRequest)
+		}
+		if len(s.Resources) > 0 || s.Hardware != nil {
+			return fmt.Errorf("%w: resources and hardware are not supported for a device group", ErrBadRequest)
+		}
+		per[s.Platform]++
+	}
+	var over []string
+	for p, n := range per {
+		if m := lim.Platforms[p].MaxRunning; m > 0 && n > m {
+			over = append(over, fmt.Sprintf("%d %s devices, %s allows %d", n, p, platformLimit(p, LimitRunning), m))
+		}
+	}
+	if lim.MaxRunning > 0 && len(g) > lim.MaxRunning {
+		over = append(over, fmt.Sprintf("%d devices, %s allows %d", len(g), LimitRunning, lim.MaxRunning))
+	}
+	if len(over) > 0 {
+		sort.Strings(over)
+		return fmt.Errorf("%w: the group can never run at once: %s", ErrNoCapacity, strings.Join(over, "; "))
+	}
+	return nil
+}
+
+// resolveGroup resolves every member's spec through its platform's driver
+// (outside the decision section, as a single request's spec is).
+func (e *Engine) resolveGroup(ctx context.Context, r Request) ([]Spec, error) {
+	if len(r.Group) == 0 {
+		return nil, nil
+	}
+	out := make([]Spec, 0, len(r.Group))
+	for _, m := range r.Group {
+		drv, ok := e.drivers[m.Platform]
+		if !ok {
+			return nil, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", m.Platform), "platforms", e.Platforms())
+		}
+		m.RequesterID = r.RequesterID
+		s, err := drv.ResolveSpec(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// groupPrint is a group's members for the request fingerprint.
+func groupPrint(g []SpecRequest) []string {
+	var out []string
+	for _, m := range g {
+		out = append(out, m.Platform+"/"+m.Model+"/"+m.OSVersion)
+	}
+	return out
+}
+
+// grantOfLocked is the grant a lease stands for, every member included.
+func (e *Engine) grantOfLocked(l LeaseRecord) Grant {
+	g := Grant{Lease: l}
+	for i, id := range l.DeviceIDs() {
+		var d DeviceRecord
+		if dp, ok := e.devices[id]; ok {
+			d = *dp
+		}
+		if i == 0 {
+			g.Device = d
+		}
+		if len(l.Members) > 0 {
+			g.Members = append(g.Members, d)
+		}
+	}
+	return g
+}
+
+// noWaitGroupLocked refuses a noWait group that must wait after work was
+// started for it (the devices it prepared were taken meanwhile): noWait
+// never queues, and the group holds nothing, so nothing is lost.
+func (e *Engine) noWaitGroupLocked(w *waiter) {
+	if len(w.group) == 0 || !w.noWait || !w.prepared || len(w.prep) > 0 || !e.queue.Contains(w) {
+		return
+	}
+	e.dropWaiterLocked(w, e.refusalLocked(w))
+}
+
+// requestPlatform is the platform a receipt records: a group's first
+// member's.
+func requestPlatform(r Request) string {
+	if len(r.Group) > 0 {
+		return r.Group[0].Platform
+	}
+	return r.Spec.Platform
+}
