@@ -194,6 +194,20 @@ func (d *Driver) consolePort(ctx context.Context, name string, recorded int) (in
 	if err != nil {
 		return 0, err
 	}
+	// A program outside the registry (another simlock install's emulator, a
+	// user's tool) can take the pair between the allocator's bind check and
+	// the hold below. A new lease names nothing yet, so hand it back and
+	// take another, rather than fail this AVD's first boot on it.
+	for attempt := 0; recorded == 0 && attempt < 3 && !loopbackFree(port, 2); attempt++ {
+		if rerr := d.ports.ReleaseConsole(ctx, name, port); rerr != nil {
+			d.log.Warn("release a console port another program took", "avd", name, "port", port, "err", rerr)
+			break
+		}
+		d.log.Info("console port taken by another program before it was held; leasing another", "avd", name, "port", port)
+		if port, err = d.ports.ConsolePort(ctx, name, 0); err != nil {
+			return 0, err
+		}
+	}
 	if recorded != 0 && port != recorded {
 		// The port the device is known by went to another home while no
 		// daemon of this one was running: hand the new one back and fail

@@ -160,3 +160,61 @@ func TestExternalRunningCountsBoundUnleasedScannedConsoles(t *testing.T) {
 		t.Fatalf("ExternalRunning ran commands: %q", h.run.Unexpected)
 	}
 }
+
+// A program that binds the pair between the allocator's bind check and the
+// driver's hold does not fail the AVD: a new lease names nothing yet, so
+// the driver hands it back and takes another.
+func TestConsolePortTakenBeforeItIsHeldIsLeasedAgain(t *testing.T) {
+	ctx := context.Background()
+	db, err := hostreg.OpenWithProber(ctx, t.TempDir(), liveProber{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var l net.Listener
+	base := 0
+	for p := 20200; p < 20300 && l == nil; p += 2 {
+		if loopbackFree(p, 4) {
+			if l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+				base = p
+			}
+		}
+	}
+	if l == nil {
+		t.Skip("no free port pairs to test with")
+	}
+	defer l.Close()
+	// The allocator's first look sees the pair free (the program binds it
+	// just after); later looks see the truth.
+	looked := false
+	racy := func(p, n int) bool {
+		if !looked && p == base {
+			looked = true
+			return true
+		}
+		return loopbackFree(p, n)
+	}
+	hp := hostPorts(t, db, "/homes/a", 10, racy)
+	hp.ConsoleBase = base
+	h := newHarness(t, func(o *Options) { o.Ports = &fixedADB{HostPorts: hp} })
+	got, err := h.d.consolePort(ctx, "simlock-r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == base {
+		t.Fatalf("kept console port %d although another program bound it", base)
+	}
+	st, _ := db.Ports(ctx)
+	n := 0
+	for _, s := range st {
+		if s.Lease.Serves == "simlock-r" {
+			n++
+			if s.Lease.Port != got {
+				t.Fatalf("the registry leases %d to the AVD, the driver uses %d", s.Lease.Port, got)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d leases for the AVD, want 1: %+v", n, st)
+	}
+}
