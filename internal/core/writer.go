@@ -273,9 +273,7 @@ func (e *Engine) storeFailed(err error) {
 		} else {
 			e.devices, e.leases, e.byRequester = map[string]*DeviceRecord{}, map[string]*LeaseRecord{}, map[string]string{}
 		}
-		for _, w := range e.queue.Entries() {
-			waiters = append(waiters, w)
-		}
+		waiters = append(waiters, e.queue.Entries()...)
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
