@@ -257,18 +257,8 @@ func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
 				Extra: map[string]any{"warmPool": map[string]any{"targets": []map[string]any{{"platform": "ios", "model": "iPhone 16", "count": slots}}}}})
 			c := w.Dial("bench", true)
 			harness.WaitPlatformReady(r, c, "ios", slots)
-			e := execution{Name: fmt.Sprintf("simlock warm pool, %d running slot%s", slots, map[bool]string{true: "s"}[slots > 1])}
-			for range rep.Sizes.Executions {
-				t0 := time.Now()
-				l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 16", TimeoutMs: 300_000}, nil)
-				if err != nil {
-					r.Fatalf("lease: %v", err)
-				}
-				e.TTD = append(e.TTD, time.Since(t0))
-				time.Sleep(hold)
-				harness.Release(r, c, l.LeaseID)
-			}
-			rep.Executions = append(rep.Executions, e)
+			rep.Executions = append(rep.Executions, backToBack(r, c,
+				fmt.Sprintf("simlock warm pool, %d running slot%s", slots, map[bool]string{true: "s"}[slots > 1]), rep.Sizes.Executions, hold))
 		})
 	}
 	r.scoped(func() {
@@ -311,18 +301,7 @@ func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
 				r.Fatalf("no golden after 5m")
 			}
 		}
-		e := execution{Name: "simlock warm pool with clone provisioning, 1 running slot"}
-		for range rep.Sizes.Executions {
-			t0 := time.Now()
-			l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 16", TimeoutMs: 300_000}, nil)
-			if err != nil {
-				r.Fatalf("lease: %v", err)
-			}
-			e.TTD = append(e.TTD, time.Since(t0))
-			time.Sleep(hold)
-			harness.Release(r, c, l.LeaseID)
-		}
-		rep.Executions = append(rep.Executions, e)
+		rep.Executions = append(rep.Executions, backToBack(r, c, "simlock warm pool with clone provisioning, 1 running slot", rep.Sizes.Executions, hold))
 	})
 }
 
@@ -469,4 +448,21 @@ func measureDensity(r *run, bin *harness.Binary, rep *report) {
 		}
 		rep.Density = append(rep.Density, d)
 	}
+}
+
+// backToBack runs n executions one after another through simlock: each
+// leases an iPhone 16 (the time to device), holds it for hold, releases it.
+func backToBack(r *run, c *client.Client, name string, n int, hold time.Duration) execution {
+	e := execution{Name: name}
+	for range n {
+		t0 := time.Now()
+		l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 16", TimeoutMs: 300_000}, nil)
+		if err != nil {
+			r.Fatalf("lease: %v", err)
+		}
+		e.TTD = append(e.TTD, time.Since(t0))
+		time.Sleep(hold)
+		harness.Release(r, c, l.LeaseID)
+	}
+	return e
 }

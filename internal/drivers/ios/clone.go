@@ -2,10 +2,8 @@ package ios
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -95,15 +93,8 @@ func (d *Driver) cloneOn() bool { return d.clone.enabled && !d.defaultSet }
 
 func (d *Driver) readGoldens() (goldenFile, error) {
 	f := goldenFile{Goldens: map[string]golden{}}
-	b, err := d.fs.ReadFile(d.goldenRecord())
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return f, nil
-		}
-		return f, err
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		return goldenFile{Goldens: map[string]golden{}}, fmt.Errorf("ios: golden record: %w", err)
+	if err := readRecordFile(d.fs, d.goldenRecord(), &f); err != nil {
+		return goldenFile{Goldens: map[string]golden{}}, err
 	}
 	if f.Goldens == nil {
 		f.Goldens = map[string]golden{}
@@ -118,11 +109,7 @@ func (d *Driver) updateGoldens(fn func(*goldenFile)) error {
 		return err
 	}
 	fn(&f)
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := d.fs.WriteFileAtomic(d.goldenRecord(), b); err != nil {
+	if err := writeRecordFile(d.fs, d.goldenRecord(), f); err != nil {
 		return err
 	}
 	d.setView(f)

@@ -3,9 +3,7 @@ package ios
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"sort"
 	"time"
@@ -81,15 +79,8 @@ func (d *Driver) createdPath() string { return filepath.Join(d.root, createdFile
 // readCreated reads the record; a missing one is empty.
 func (d *Driver) readCreated() (createdRecord, error) {
 	rec := createdRecord{Devices: map[string]createdDevice{}}
-	b, err := d.fs.ReadFile(d.createdPath())
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return rec, nil
-		}
-		return rec, fmt.Errorf("ios: read %s: %w", d.createdPath(), err)
-	}
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return rec, fmt.Errorf("ios: %s is not a created-devices record: %w", d.createdPath(), err)
+	if err := readRecordFile(d.fs, d.createdPath(), &rec); err != nil {
+		return createdRecord{Devices: map[string]createdDevice{}}, err
 	}
 	if rec.Devices == nil {
 		rec.Devices = map[string]createdDevice{}
@@ -106,11 +97,7 @@ func (d *Driver) updateCreated(fn func(*createdRecord)) error {
 		return err
 	}
 	fn(&rec)
-	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return d.fs.WriteFileAtomic(d.createdPath(), append(b, '\n'))
+	return writeRecordFile(d.fs, d.createdPath(), rec)
 }
 
 // markDevice writes the provenance mark into the device's data directory

@@ -3,10 +3,8 @@ package ios
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -628,15 +626,8 @@ func (d *Driver) recordPath() string { return filepath.Join(d.root, resourceReco
 
 func (d *Driver) readRecord() (resourceRecord, error) {
 	rec := resourceRecord{Incarnations: map[string]map[string]string{}}
-	data, err := d.fs.ReadFile(d.recordPath())
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return rec, nil
-		}
-		return rec, err
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return rec, fmt.Errorf("ios: %s: %w", d.recordPath(), err)
+	if err := readRecordFile(d.fs, d.recordPath(), &rec); err != nil {
+		return resourceRecord{Incarnations: map[string]map[string]string{}}, err
 	}
 	if rec.Incarnations == nil {
 		rec.Incarnations = map[string]map[string]string{}
@@ -669,11 +660,7 @@ func (d *Driver) updateRecord(inc incarnation, fn func(map[string]string)) error
 	} else {
 		rec.Incarnations[inc.key()] = m
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return d.fs.WriteFileAtomic(d.recordPath(), append(data, '\n'))
+	return writeRecordFile(d.fs, d.recordPath(), rec)
 }
 
 // forgetResources drops every recorded incarnation of a deleted device:
@@ -696,11 +683,7 @@ func (d *Driver) forgetResources(udid string) {
 	if !dropped {
 		return
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err == nil {
-		err = d.fs.WriteFileAtomic(d.recordPath(), append(data, '\n'))
-	}
-	if err != nil {
+	if err := writeRecordFile(d.fs, d.recordPath(), rec); err != nil {
 		d.log.Warn("resource record not pruned", "udid", udid, "err", err)
 	}
 }
