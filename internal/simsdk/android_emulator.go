@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/simlock/simlock/internal/loopback"
 	"golang.org/x/sys/unix"
 )
 
@@ -295,27 +296,27 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	var listeners []net.Listener
 	port := 0
 	for _, p := range ports {
-		ls, ok := bindPair(p)
+		ls, ok := loopback.Hold(p, 2)
 		if !ok {
 			continue
 		}
 		l, ok, err := tryLock(procLockPath(s.runDir(p)))
 		if err != nil {
-			closeAll(ls)
+			loopback.Close(ls)
 			return s.androidReport("emulator", err)
 		}
 		if ok {
 			portLock, port, listeners = l, p, ls
 			break
 		}
-		closeAll(ls)
+		loopback.Close(ls)
 	}
 	if portLock == nil {
 		s.emuLog("ERROR", "It seems too many emulator instances are running on this machine. Aborting.")
 		return 1
 	}
 	defer portLock.release()
-	defer closeAll(listeners)
+	defer loopback.Close(listeners)
 	dir := s.runDir(port)
 
 	readOnly := o.flags["read-only"]
@@ -572,35 +573,4 @@ func (s *sdk) emulatorLoop(ctx context.Context, plan bootPlan, dir string, sigs 
 	o := deviceOpts{platform: "android", id: run.serial(), name: run.AVD, dir: dir, boot: -1, crash: plan.crashAfter}
 	logf := func(format string, a ...any) { s.emuLog("INFO", format, a...) }
 	return deviceLoop(ctx, o, deviceHooks{logf: logf, poll: poll, sigs: sigs})
-}
-
-// bindPair listens on the console port and the adb port after it, on the
-// loopback interface, as a running emulator does. Connections are accepted
-// and closed: the simulated console and adbd are reached through files.
-func bindPair(console int) ([]net.Listener, bool) {
-	var ls []net.Listener
-	for _, p := range []int{console, console + 1} {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			closeAll(ls)
-			return nil, false
-		}
-		ls = append(ls, l)
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_ = c.Close()
-			}
-		}()
-	}
-	return ls, true
-}
-
-func closeAll(ls []net.Listener) {
-	for _, l := range ls {
-		_ = l.Close()
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/loopback"
 	"golang.org/x/sys/unix"
 )
 
@@ -206,10 +207,10 @@ func TestEmulatorInTheScanRangeIsSeenByEveryServer(t *testing.T) {
 	a.createAVD("scanned", hostImage(35, "google_apis"), "pixel_6")
 	// The capture names 5554, which an emulator of another test package
 	// (or of the machine's user) may hold: ports are really bound.
-	if ls, ok := bindPair(5554); !ok {
+	if ls, ok := loopback.Hold(5554, 2); !ok {
 		t.Skip("console port 5554 or 5555 is in use on this machine")
 	} else {
-		closeAll(ls)
+		loopback.Close(ls)
 	}
 	emu := a.startEmulator(emulatorArgs("scanned", "5554", "-delay-adb")...)
 	a.waitState("emulator-5554", "offline")

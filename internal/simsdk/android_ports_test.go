@@ -13,6 +13,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/loopback"
 )
 
 // freeConsole finds an even port in [from, to] whose pair is bindable now,
@@ -23,8 +24,8 @@ import (
 func freeConsole(t *testing.T, from, to int) int {
 	t.Helper()
 	for p := from; p <= to; p += 2 {
-		if ls, ok := bindPair(p); ok {
-			closeAll(ls)
+		if ls, ok := loopback.Hold(p, 2); ok {
+			loopback.Close(ls)
 			return p
 		}
 	}
@@ -50,8 +51,8 @@ func TestEmulatorBindsItsPortsLikeTheRealOne(t *testing.T) {
 		}
 		return err == nil
 	})
-	if ls, ok := bindPair(p); ok {
-		closeAll(ls)
+	if ls, ok := loopback.Hold(p, 2); ok {
+		loopback.Close(ls)
 		t.Fatal("the console port of a running emulator can be bound")
 	}
 	emu.signal(15)
@@ -266,8 +267,8 @@ func TestTwoDriversShareAHostWithoutSharingPorts(t *testing.T) {
 	}
 	// While its daemon lives, the stopped AVD's ports stay bound, so
 	// programs that do not read the registry see them taken too.
-	if ls, ok := bindPair(base); ok {
-		closeAll(ls)
+	if ls, ok := loopback.Hold(base, 2); ok {
+		loopback.Close(ls)
 		t.Error("a stopped AVD's console pair is not held")
 	}
 	if err := dA.Close(ctx); err != nil { // the daemon's end lets go of them
@@ -287,8 +288,8 @@ func TestTwoDriversShareAHostWithoutSharingPorts(t *testing.T) {
 	if _, err := dA2.ListManaged(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ls, ok := bindPair(base); ok {
-		closeAll(ls)
+	if ls, ok := loopback.Hold(base, 2); ok {
+		loopback.Close(ls)
 		t.Error("the restarted driver does not hold its AVD's console pair")
 	}
 	if err := dA2.MakeReady(ctx, devA); err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/devroot"
 	"github.com/simlock/simlock/internal/drivers/listcache"
+	"github.com/simlock/simlock/internal/loopback"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -337,7 +338,7 @@ func (d *Driver) Close(ctx context.Context) error {
 		p.markStopping()
 	}
 	for name, ls := range d.holds {
-		closeListeners(ls)
+		loopback.Close(ls)
 		delete(d.holds, name)
 	}
 	d.mu.Unlock()

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/loopback"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -65,26 +65,6 @@ const (
 	externalConsoleHigh = scannedPortHigh - 1
 )
 
-// loopbackFree proves ports port..port+n-1 unused by binding each on the
-// loopback interface, where emulators and adb servers listen, and closing
-// it again at once.
-func loopbackFree(port, n int) bool {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			_ = l.Close()
-		}
-	}()
-	for p := port; p < port+n; p++ {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			return false
-		}
-		held = append(held, l)
-	}
-	return true
-}
-
 // HostPorts is the PortAllocator over the host registry, for one daemon
 // (owner) of one home.
 type HostPorts struct {
@@ -95,7 +75,7 @@ type HostPorts struct {
 	Clock ports.Clock
 	// ConsoleBase is the first console port tried (default 5700).
 	ConsoleBase int
-	// Free is the bind proof; default loopbackFree.
+	// Free is the bind proof; default loopback.Free.
 	Free func(port, n int) bool
 }
 
@@ -104,7 +84,7 @@ var _ PortAllocator = (*HostPorts)(nil)
 func (h *HostPorts) free(n int) func(int) bool {
 	f := h.Free
 	if f == nil {
-		f = loopbackFree
+		f = loopback.Free
 	}
 	return func(p int) bool { return f(p, n) }
 }
@@ -198,7 +178,7 @@ func (d *Driver) consolePort(ctx context.Context, name string, recorded int) (in
 	// user's tool) can take the pair between the allocator's bind check and
 	// the hold below. A new lease names nothing yet, so hand it back and
 	// take another, rather than fail this AVD's first boot on it.
-	for attempt := 0; recorded == 0 && attempt < 3 && !loopbackFree(port, 2); attempt++ {
+	for attempt := 0; recorded == 0 && attempt < 3 && !loopback.Free(port, 2); attempt++ {
 		if rerr := d.ports.ReleaseConsole(ctx, name, port); rerr != nil {
 			d.log.Warn("release a console port another program took", "avd", name, "port", port, "err", rerr)
 			break
@@ -256,7 +236,7 @@ func (d *Driver) hold(name string, port int) {
 	if p := d.procs[name]; p != nil && p.alive() {
 		return
 	}
-	if ls, ok := listenPair(port); ok {
+	if ls, ok := loopback.Hold(port, 2); ok {
 		d.holds[name] = ls
 	}
 }
@@ -272,7 +252,7 @@ func (d *Driver) holdExited(name string, port int) {
 	if d.closed || d.holds[name] != nil {
 		return
 	}
-	if ls, ok := listenPair(port); ok {
+	if ls, ok := loopback.Hold(port, 2); ok {
 		d.holds[name] = ls
 	}
 }
@@ -283,7 +263,7 @@ func (d *Driver) unhold(name string) {
 	ls := d.holds[name]
 	delete(d.holds, name)
 	d.mu.Unlock()
-	closeListeners(ls)
+	loopback.Close(ls)
 }
 
 // proveConsoleFree lets go of the held pair and binds it once more just
@@ -294,41 +274,10 @@ func (d *Driver) proveConsoleFree(name string, port int) error {
 		return nil
 	}
 	d.unhold(name)
-	if loopbackFree(port, 2) {
+	if loopback.Free(port, 2) {
 		return nil
 	}
 	return fmt.Errorf("android driver: cannot boot %s: console port %d or adb port %d is in use by another program", name, port, port+1)
-}
-
-// listenPair binds port and port+1 on the loopback interface. Connections
-// are accepted and closed at once, so nothing that probes a held port
-// hangs.
-func listenPair(port int) ([]net.Listener, bool) {
-	var ls []net.Listener
-	for p := port; p < port+2; p++ {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			closeListeners(ls)
-			return nil, false
-		}
-		ls = append(ls, l)
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_ = c.Close()
-			}
-		}()
-	}
-	return ls, true
-}
-
-func closeListeners(ls []net.Listener) {
-	for _, l := range ls {
-		_ = l.Close()
-	}
 }
 
 // startServer makes sure the private adb server runs before an emulator
@@ -363,7 +312,7 @@ func (d *Driver) ExternalRunning(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if leased(p) || loopbackFree(p, 1) {
+		if leased(p) || loopback.Free(p, 1) {
 			continue
 		}
 		n++

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/loopback"
 	"github.com/simlock/simlock/internal/ports/fake"
 )
 
@@ -72,7 +73,7 @@ func TestConsolePortSkipsAPortAProgramHolds(t *testing.T) {
 	var l net.Listener
 	base := 0
 	for p := 20000; p < 20100 && l == nil; p += 2 {
-		if loopbackFree(p, 2) {
+		if loopback.Free(p, 2) {
 			if l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1)); err == nil {
 				base = p
 			}
@@ -82,7 +83,7 @@ func TestConsolePortSkipsAPortAProgramHolds(t *testing.T) {
 		t.Skip("no free port pair to test with")
 	}
 	defer l.Close()
-	if loopbackFree(base, 2) {
+	if loopback.Free(base, 2) {
 		t.Fatal("loopbackFree ignored a bound adb port")
 	}
 	h := hostPorts(t, db, "/homes/a", 10, nil)
@@ -141,7 +142,7 @@ func TestExternalRunningCountsBoundUnleasedScannedConsoles(t *testing.T) {
 	}
 	var l net.Listener
 	for p := externalConsoleLow; p <= externalConsoleHigh && l == nil; p += 2 {
-		if loopbackFree(p, 1) {
+		if loopback.Free(p, 1) {
 			l, _ = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		}
 	}
@@ -174,7 +175,7 @@ func TestConsolePortTakenBeforeItIsHeldIsLeasedAgain(t *testing.T) {
 	var l net.Listener
 	base := 0
 	for p := 20200; p < 20300 && l == nil; p += 2 {
-		if loopbackFree(p, 4) {
+		if loopback.Free(p, 4) {
 			if l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
 				base = p
 			}
@@ -192,7 +193,7 @@ func TestConsolePortTakenBeforeItIsHeldIsLeasedAgain(t *testing.T) {
 			looked = true
 			return true
 		}
-		return loopbackFree(p, n)
+		return loopback.Free(p, n)
 	}
 	hp := hostPorts(t, db, "/homes/a", 10, racy)
 	hp.ConsoleBase = base
