@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// The app and screen commands third-party clients send: am, screencap and
-// input. Issue 14 builds them out.
+// The app and screen commands third-party clients send: am (android_am.go),
+// screencap and input (android_input.go).
 
 func (sh *devShell) am(args []string, stdout, stderr io.Writer) int {
 	return sh.amCommand(args, stdout, stderr)

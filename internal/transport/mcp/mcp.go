@@ -1,6 +1,7 @@
 // Package mcp is simlock's stdio MCP server: one agent session per process,
-// exposing four tools (list_devices, lease_simulator, lease_status,
-// release_simulator) over the typed client. It keeps only what MCP needs on
+// exposing its tools (leasing: list_devices, lease_simulator, lease_status,
+// release_simulator; resources; and, opt-in, the device tools) over the
+// typed client. It keeps only what MCP needs on
 // top of the client: the connection lifecycle (a new client after the old
 // one is lost), the holding policy (renew at TTL/3, release on exit) and the
 // progress relay. Every decision stays with the daemon.
