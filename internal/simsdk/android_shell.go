@@ -482,8 +482,7 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Re
 	case "screencap":
 		return sh.screencap(rest, stdout, stderr)
 	case "logcat", "svc", "screenrecord", "monkey", "reboot":
-		fmt.Fprintf(stderr, "%s: not simulated by the simlock simulated SDK\n", name)
-		return 1
+		return notSimulated(name, stderr)
 	}
 	// mksh's answer for a command that does not exist.
 	fmt.Fprintf(stderr, "/system/bin/sh: %s: inaccessible or not found\n", name)
@@ -895,8 +894,7 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "Failed")
 		return 1
 	}
-	fmt.Fprintf(stderr, "pm %s: not simulated by the simlock simulated SDK\n", args[0])
-	return 1
+	return notSimulated("pm "+args[0], stderr)
 }
 
 // apkPath is where a package's APK lives on the device.
