@@ -409,23 +409,14 @@ func WaitPlatformReady(tb TB, c *client.Client, platform string, n int) {
 	}
 }
 
-// Lease asks for a device of platform, waiting up to 5 minutes. A
-// retryable DEVICE_FAILED is retried twice, as a client would, and logged:
-// eight Android devices provisioned at once sometimes fail one boot with
-// "console port N ... is in use by another program" (an open defect).
+// Lease asks for a device of platform, waiting up to 5 minutes.
 func Lease(tb TB, c *client.Client, platform string) contract.Lease {
 	tb.Helper()
-	for attempt := 0; ; attempt++ {
-		l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: platform, TimeoutMs: 300_000}, nil)
-		if err == nil {
-			return l
-		}
-		if ce := contract.AsError(err); attempt < 2 && ce != nil && ce.Code == contract.CodeDeviceFailed && ce.Retryable {
-			tb.Logf("lease %s: %v; retrying", platform, err)
-			continue
-		}
+	l, err := c.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: platform, TimeoutMs: 300_000}, nil)
+	if err != nil {
 		tb.Fatalf("lease %s: %v", platform, err)
 	}
+	return l
 }
 
 // Release gives a lease back.

@@ -297,7 +297,7 @@ func (d *Driver) boot(ctx context.Context, dev core.DeviceRef, name string, port
 	}); err != nil {
 		return err
 	}
-	if err := d.proveConsoleFree(name, port); err != nil {
+	if err := d.proveConsoleFree(ctx, name, port); err != nil {
 		return err
 	}
 	if err := d.startServer(ctx); err != nil {

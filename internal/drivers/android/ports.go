@@ -266,16 +266,34 @@ func (d *Driver) unhold(name string) {
 	loopback.Close(ls)
 }
 
+// proofAttempts and proofRetryDelay bound how long a boot looks for its
+// console pair to come free.
+const (
+	proofAttempts   = 4
+	proofRetryDelay = 25 * time.Millisecond
+)
+
 // proveConsoleFree lets go of the held pair and binds it once more just
 // before an emulator is launched on it, so a program that took one since
 // the lease fails the boot with a clear reason instead of the emulator's.
-func (d *Driver) proveConsoleFree(name string, port int) error {
+func (d *Driver) proveConsoleFree(ctx context.Context, name string, port int) error {
 	if d.ports == nil {
 		return nil
 	}
 	d.unhold(name)
-	if loopback.Free(port, 2) {
-		return nil
+	// Where a fork does not wait for its child's exec (macOS), a child
+	// started just before the unhold may keep the pair bound for a moment
+	// (see package loopback): look again before blaming another program.
+	for attempt := 0; ; attempt++ {
+		if loopback.Free(port, 2) {
+			return nil
+		}
+		if attempt == proofAttempts-1 {
+			break
+		}
+		if err := d.sleep(ctx, proofRetryDelay, nil); err != nil {
+			return err
+		}
 	}
 	return fmt.Errorf("android driver: cannot boot %s: console port %d or adb port %d is in use by another program", name, port, port+1)
 }

@@ -1,0 +1,65 @@
+package loopback
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A pair let go must be bindable at once, even while other goroutines of
+// this process are starting child processes: a child mid-fork holds a
+// copy of every descriptor until its exec.
+func TestClosedPairIsFreeWhileChildrenStart(t *testing.T) {
+	true_, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1) to start")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_ = exec.Command(true_).Run()
+			}
+		}()
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	retried := 0
+	defer func() { t.Logf("%d proofs looked again", retried) }()
+	for i := range 300 {
+		ls, ok := Hold(port, 1)
+		if !ok {
+			t.Fatalf("round %d: port %d could not be held", i, port)
+		}
+		Close(ls)
+		// The kernel closes a starting child's copies during its exec, a
+		// moment after the fork returns: the port must come free at
+		// once or after a few milliseconds, never stay bound.
+		free := false
+		for try := 0; try < 20 && !free; try++ {
+			if try > 0 {
+				time.Sleep(time.Millisecond)
+			}
+			free = Free(port, 1)
+			if !free {
+				retried++
+			}
+		}
+		if !free {
+			t.Fatalf("round %d: port %d still bound 20 ms after Close returned", i, port)
+		}
+	}
+}
