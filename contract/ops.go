@@ -115,6 +115,27 @@ var (
 	Passthrough        = define[PassthroughIn, PassthroughOut]("driver.passthrough", RoleAgent, ClaimRequireOwner, "Resolve a platform tool invocation (simctl, adb) to the command scoped to simlock's device root, for the caller to run.")
 )
 
+// Sessions (session-broker/v1) and managed slots (managed-slots/v1). An
+// operation joins Registry() in the commit that gives the daemon its
+// handler; until then it is declared here only.
+var (
+	CapabilitiesGet          = define[CapabilitiesGetIn, CapabilitiesGetOut]("capabilities.get", RoleAgent, ClaimNone, "The contracts this daemon serves (session-broker/v1, managed-slots/v1, ...).", unparked)
+	SessionPrepare           = define[SessionPrepareIn, SessionReceipt]("session.prepare", RoleAgent, ClaimAcquire, "Ask for a device by requirements under an owner token; the same token and configuration always answer with the same durable receipt.")
+	SessionStatus            = define[SessionStatusIn, SessionReceipt]("session.status", RoleAgent, ClaimObserve, "Read a session request's receipt by request id and owner token.")
+	SessionAbandon           = define[SessionAbandonIn, SessionReceipt]("session.abandon", RoleAgent, ClaimRelease, "Consume a session request's identity, seen or not: a late prepare cannot allocate from it; its device, if any, is destroyed.")
+	SessionRelease           = define[SessionReleaseIn, SessionReleaseOut]("session.release", RoleAgent, ClaimRelease, "Give a session's device back through the session's reset; answers released, cleanup_pending or unknown_session.")
+	SessionHeartbeat         = define[SessionHeartbeatIn, SessionHeartbeatOut]("session.heartbeat", RoleAgent, ClaimNone, "A keeper's proof that the session's owner is alive; without it the session ends as session_owner_exited.")
+	SessionInfo              = define[SessionInfoIn, SessionInfoOut]("session.info", RoleAgent, ClaimObserve, "A session's bound device, descriptive only.")
+	SessionStats             = define[SessionStatsIn, SessionStatsOut]("session.stats", RoleAgent, ClaimNone, "Acquisition and reset statistics over recent session receipts, per platform and resolved profile.")
+	SessionGetExport         = define[SessionExportIn, SessionExportOut]("session.getExport", RoleAgent, ClaimObserve, "Read a pinned session export by its prepare id and request digest.")
+	SessionAcknowledgeExport = define[SessionExportIn, SessionAcknowledgeOut]("session.acknowledgeExport", RoleAgent, ClaimNone, "Acknowledge a pinned session export so its receipt may be pruned.")
+	SlotAcquire              = define[SlotAcquireIn, ManagedSlotsResult]("slot.acquire", RoleAgent, ClaimAcquire, "Reconcile a launch configuration's scoped slot to its spec and lease the slot's device for one execution.")
+	SlotHeartbeat            = define[SlotHeartbeatIn, SlotHeartbeatOut]("slot.heartbeat", RoleAgent, ClaimNone, "An execution owner's heartbeat; without it the execution's lease ends about 10 s later.")
+	SlotRelease              = define[SlotReleaseIn, SlotReleaseOut]("slot.release", RoleAgent, ClaimRelease, "End an execution: its lease ends, the slot keeps its device.")
+	SlotResetScope           = define[SlotResetScopeIn, SlotResetScopeOut]("slot.resetScope", RoleAdmin, ClaimRelease, "Invalidate a runner incarnation's scope once its owners and cleanup settle, moving its devices to the managed free pool.")
+	SlotList                 = define[SlotListIn, SlotListOut]("slot.list", RoleAdmin, ClaimObserve, "Every slot assignment and free-pool device in the host registry.")
+)
+
 // GatewayOnly names the operations only a gateway answers; a worker daemon
 // leaves them unregistered (UNKNOWN_OPERATION).
 func GatewayOnly() []string {

@@ -41,6 +41,8 @@ type Config struct {
 	Upload       Upload       `json:"upload"`
 	Resources    Resources    `json:"resources"`
 	Inventory    Inventory    `json:"inventory"`
+	// Sessions configures the session broker; nil: no session-broker/v1.
+	Sessions *Sessions `json:"sessions,omitempty"`
 
 	// explicit records the top-level keys and the http.enabled flag the
 	// file actually set, for gateway-mode checks.

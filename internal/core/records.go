@@ -98,6 +98,9 @@ type LeaseRecord struct {
 	// in the order asked for; DeviceID is the first member. Empty for a
 	// lease of one device.
 	Members []string
+	// Release is what the release does to the devices (the request's
+	// ReleasePolicy).
+	Release ReleasePolicy
 }
 
 // DeviceIDs lists every device the lease holds, DeviceID first.

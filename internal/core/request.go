@@ -32,6 +32,9 @@ type Request struct {
 	// Group, when set, asks for all of these devices in one lease
 	// (group.go); Spec is then unused.
 	Group []SpecRequest
+	// Release is what the lease's release does to its devices (zero: the
+	// pool's purge).
+	Release ReleasePolicy
 
 	rq *requestEntry // the stored request this admission serves
 }
