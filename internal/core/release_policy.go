@@ -9,13 +9,16 @@ import "time"
 type ReleasePolicy struct {
 	// Mode is "" (the pool's purge) or a contract reset mode: destroy,
 	// erase (iOS), keep-booted or snapshot (Android).
-	Mode string
+	Mode string `json:"mode,omitempty"`
 	// Fallback is what a failed keep-booted cleaning falls back to:
 	// destroy ("" too) or snapshot.
-	Fallback string
+	Fallback string `json:"fallback,omitempty"`
 	// MaxUses retires a keep-booted device after this many leases (0:
 	// the default, 20).
-	MaxUses int
+	MaxUses int `json:"maxUses,omitempty"`
 	// Timeout bounds the whole reset (0: the default).
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeoutNs,omitempty"`
 }
+
+// IsZero reports the pool's own purge.
+func (p ReleasePolicy) IsZero() bool { return p == ReleasePolicy{} }

@@ -25,3 +25,9 @@ func (d *Daemon) resolveSession(_ context.Context, req contract.DeviceRequiremen
 	}
 	return p, nil
 }
+
+// sessionLeaseRequest is the lease request a resolved profile makes: the
+// spec fields only; the broker adds the identity, TTL and release policy.
+func sessionLeaseRequest(p contract.SessionProfile) contract.LeaseRequestIn {
+	return contract.LeaseRequestIn{Platform: p.Platform, Model: p.Model, OSVersion: p.OSVersion}
+}

@@ -120,6 +120,11 @@ CREATE INDEX events_at ON events (at);
 	`
 ALTER TABLE leases ADD COLUMN members TEXT;
 `,
+	// 7: what a lease's release does to its devices (a session's reset,
+	// ADR 0045), a JSON core.ReleasePolicy; NULL is the pool's purge.
+	`
+ALTER TABLE leases ADD COLUMN release_policy TEXT;
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock; the

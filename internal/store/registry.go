@@ -16,7 +16,7 @@ const deviceColumns = `id, platform, handle, name, state, spec, attrs, simulated
 	state_since, created_at, last_leased_at, last_released_at, data, health, intent`
 
 const leaseColumns = `id, device_id, requester_id, owner_id, platform, ttl_ms,
-	granted_at, expires_at, last_renewed_at, request_id, timing, members`
+	granted_at, expires_at, last_renewed_at, request_id, timing, members, release_policy`
 
 // ON CONFLICT DO UPDATE rather than INSERT OR REPLACE: REPLACE would silently
 // delete any other row that collides on a UNIQUE column (a second lease for
@@ -32,13 +32,14 @@ const upsertDevice = `INSERT INTO devices (` + deviceColumns + `)
 		intent = excluded.intent`
 
 const upsertLease = `INSERT INTO leases (` + leaseColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
 		device_id = excluded.device_id, requester_id = excluded.requester_id,
 		owner_id = excluded.owner_id, platform = excluded.platform,
 		ttl_ms = excluded.ttl_ms, granted_at = excluded.granted_at,
 		expires_at = excluded.expires_at, last_renewed_at = excluded.last_renewed_at,
-		request_id = excluded.request_id, timing = excluded.timing, members = excluded.members`
+		request_id = excluded.request_id, timing = excluded.timing, members = excluded.members,
+		release_policy = excluded.release_policy`
 
 // Load reads the whole registry, devices ordered by creation and leases by
 // grant time (ties broken by ID). Times come back in UTC.
@@ -182,9 +183,17 @@ func leaseArgs(l core.LeaseRecord) ([]any, error) {
 		}
 		members = string(b)
 	}
+	var release any // NULL for the pool's own purge
+	if !l.Release.IsZero() {
+		b, err := json.Marshal(l.Release)
+		if err != nil {
+			return nil, err
+		}
+		release = string(b)
+	}
 	return []any{
 		l.ID, l.DeviceID, l.RequesterID, l.OwnerID, l.Platform, l.TTL.Milliseconds(),
-		unixMs(l.GrantedAt), unixMs(l.ExpiresAt), unixMs(l.LastRenewedAt), nullString(l.RequestID), timing, members,
+		unixMs(l.GrantedAt), unixMs(l.ExpiresAt), unixMs(l.LastRenewedAt), nullString(l.RequestID), timing, members, release,
 	}, nil
 }
 
@@ -252,10 +261,10 @@ func loadLeases(ctx context.Context, q querier) ([]core.LeaseRecord, error) {
 			ttl                       int64
 			granted, expires, renewed sql.NullInt64
 			requestID, timing         sql.NullString
-			members                   sql.NullString
+			members, release          sql.NullString
 		)
 		if err := rows.Scan(&l.ID, &l.DeviceID, &l.RequesterID, &l.OwnerID, &l.Platform, &ttl,
-			&granted, &expires, &renewed, &requestID, &timing, &members); err != nil {
+			&granted, &expires, &renewed, &requestID, &timing, &members, &release); err != nil {
 			return nil, fmt.Errorf("store: load leases: %w", err)
 		}
 		l.TTL = time.Duration(ttl) * time.Millisecond
@@ -269,6 +278,11 @@ func loadLeases(ctx context.Context, q querier) ([]core.LeaseRecord, error) {
 		if members.Valid {
 			if err := json.Unmarshal([]byte(members.String), &l.Members); err != nil {
 				return nil, fmt.Errorf("store: lease %s: decode members: %w", l.ID, err)
+			}
+		}
+		if release.Valid {
+			if err := json.Unmarshal([]byte(release.String), &l.Release); err != nil {
+				return nil, fmt.Errorf("store: lease %s: decode release policy: %w", l.ID, err)
 			}
 		}
 		out = append(out, l)

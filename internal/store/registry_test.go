@@ -343,3 +343,26 @@ func TestGroupLeaseMembersRoundTrip(t *testing.T) {
 	}
 	assertSnapshot(t, snap, devs, []core.LeaseRecord{l})
 }
+
+// A lease's release policy (a session's reset, ADR 0045) survives a
+// restart; the pool's own purge is stored as NULL.
+func TestLeaseReleasePolicyRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	devs := []core.DeviceRecord{{ID: "d1"}, {ID: "d2"}}
+	session := fullLease("l1", "d1", "r1")
+	session.Release = core.ReleasePolicy{Mode: "keep-booted", Fallback: "snapshot", MaxUses: 5, Timeout: 90 * time.Second}
+	pool := fullLease("l2", "d2", "r2")
+	if err := db.Apply(ctx, core.Changes{PutDevices: devs, PutLeases: []core.LeaseRecord{session, pool}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := db.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSnapshot(t, snap, devs, []core.LeaseRecord{session, pool})
+	var raw sql.NullString
+	if err := db.sql.QueryRowContext(ctx, `SELECT release_policy FROM leases WHERE id = 'l2'`).Scan(&raw); err != nil || raw.Valid {
+		t.Fatalf("the pool's purge is stored as %v (%v), want NULL", raw, err)
+	}
+}
