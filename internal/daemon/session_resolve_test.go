@@ -218,3 +218,18 @@ func TestResolveSessionWithoutSessionsOrDriver(t *testing.T) {
 		t.Fatalf("unmapped tablet without an Android driver: %v", err)
 	}
 }
+
+// The exact simlock-model form (the catalog name a lease request takes)
+// still works with no defaults and a model the catalog does not list: it
+// goes to the lease as given, and the driver resolves it.
+func TestResolveSessionSimlockModelPassesThrough(t *testing.T) {
+	s := daemontest.Start(t, daemontest.Options{Config: func(c *config.Config) { c.Sessions = &config.Sessions{} }})
+	p, err := s.Daemon.ResolveSession(context.Background(), contract.DeviceRequirement{SchemaVersion: 1, Platform: "ios",
+		Hardware: &contract.HardwareRequirement{Kind: contract.HardwareModel, Model: &contract.ModelIdentity{Namespace: "simlock-model", Value: "Phone"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr := daemon.SessionLeaseRequest(p); lr.Platform != "ios" || lr.Model != "Phone" || lr.OSVersion != "" || lr.Hardware != nil {
+		t.Fatalf("profile %+v lease request %+v", p, lr)
+	}
+}

@@ -34,6 +34,13 @@ type Plan struct {
 	MemoryMB   int
 	os         selector
 	osText     string
+	// canPass says a simlock-model the catalog does not list goes to the
+	// lease as given (with passOS), for the driver's own resolution to
+	// answer, as a lease request's model would: the form simlock's
+	// session tests and older callers use. Only when the OS needs no
+	// catalog either: exact, or omitted with no policy.
+	canPass bool
+	passOS  string
 
 	classes map[string]string
 }
@@ -54,9 +61,15 @@ func PlanFor(policy config.Sessions, req contract.DeviceRequirement) (Plan, erro
 	}
 	def, ok := policy.Defaults[req.Platform]
 	if !ok {
-		return Plan{}, refuse(contract.CodeUnsupportedPlatform,
-			fmt.Sprintf("ask for a platform this daemon's sessions.defaults has (%s), or have the operator add defaults.%s", strings.Join(platformsOf(policy), ", "), req.Platform),
-			"this daemon's sessions configuration has no defaults for %s", req.Platform)
+		// Without the platform's defaults nothing coarse can be mapped;
+		// an exact model needs no mapping, and its omitted OS is the
+		// newest installed.
+		if req.Hardware == nil || req.Hardware.Kind != contract.HardwareModel {
+			return Plan{}, refuse(contract.CodeUnsupportedHardware,
+				fmt.Sprintf("ask for an exact model, or have the operator add sessions.defaults.%s (configured: %s)", req.Platform, strings.Join(platformsOf(policy), ", ")),
+				"this daemon's sessions configuration has no defaults for %s, so it maps no %s hardware", req.Platform, req.Platform)
+		}
+		def.OS.Selector.Kind = contract.OSLatest
 	}
 	p := Plan{Platform: req.Platform, PolicyVersion: def.PolicyVersion}
 	if req.Platform == PlatformIOS {
@@ -78,6 +91,14 @@ func PlanFor(policy config.Sessions, req contract.DeviceRequirement) (Plan, erro
 		return Plan{}, err
 	}
 	p.os, p.osText = sel, text
+	if p.Model.Namespace == NamespaceSimlockModel {
+		switch {
+		case req.OS != nil && req.OS.Kind == contract.OSExact:
+			p.passOS, p.canPass = req.OS.Version, true
+		case (req.OS == nil || req.OS.Kind == contract.OSOmitted) && !ok:
+			p.canPass = true
+		}
+	}
 	return p, nil
 }
 
@@ -187,6 +208,16 @@ func (p Plan) profile() contract.SessionProfile {
 	return contract.SessionProfile{Platform: p.Platform, ModelType: p.ModelType, MemoryMB: p.MemoryMB, PolicyVersion: p.PolicyVersion}
 }
 
+// passThrough is the profile of a simlock-model the catalog does not
+// list: the name and OS as given.
+func (p Plan) passThrough() contract.SessionProfile {
+	out := p.profile()
+	out.Model = p.Model.Value
+	out.ModelIdentifier = &contract.ModelIdentity{Namespace: p.Model.Namespace, Value: p.Model.Value}
+	out.OSVersion = p.passOS
+	return out
+}
+
 // classify checks the catalog entry's classification against the plan.
 func (p Plan) classify(what string, keys ...string) (string, error) {
 	class := ""
@@ -239,6 +270,9 @@ func (p Plan) bindIOS(cat IOSCatalog) (contract.SessionProfile, error) {
 		}
 		return false
 	})
+	if i < 0 && p.canPass {
+		return p.passThrough(), nil
+	}
 	if i < 0 {
 		return contract.SessionProfile{}, p.missingModel(fmt.Sprintf("no iOS device type with %s %s", m.Namespace, m.Value))
 	}
@@ -326,6 +360,9 @@ func (p Plan) bindAndroid(cat AndroidCatalog) (contract.SessionProfile, error) {
 	i := slices.IndexFunc(cat.Profiles, func(pr AndroidProfile) bool { return pr.ID == m.Value })
 	if i < 0 && m.Namespace == NamespaceSimlockModel {
 		i = slices.IndexFunc(cat.Profiles, func(pr AndroidProfile) bool { return strings.EqualFold(pr.Name, m.Value) })
+	}
+	if i < 0 && p.canPass {
+		return p.passThrough(), nil
 	}
 	if i < 0 {
 		return contract.SessionProfile{}, p.missingModel(fmt.Sprintf("no AVD hardware profile %s", m.Value))
