@@ -62,18 +62,23 @@ func (s Sessions) Effective() Sessions {
 	return e
 }
 
-// markSessionKeys records which sessions.reset keys the file spelled out,
-// so a mode-specific key set to its zero value is still seen as set (and
-// refused when its mode is not chosen).
+// markSessionKeys records which sessions keys (top level and under
+// reset) the file spelled out, so a key written as zero is still seen as
+// set: refused when its mode is not chosen, or as a non-positive duration,
+// rather than quietly read as its default.
 func markSessionKeys(explicit map[string]bool, sessions json.RawMessage) {
-	var s struct {
-		Reset map[string]json.RawMessage `json:"reset"`
-	}
-	if explicit == nil || json.Unmarshal(sessions, &s) != nil {
+	var top map[string]json.RawMessage
+	if explicit == nil || json.Unmarshal(sessions, &top) != nil {
 		return
 	}
-	for k := range s.Reset {
-		explicit["sessions.reset."+k] = true
+	for k := range top {
+		explicit["sessions."+k] = true
+	}
+	var reset map[string]json.RawMessage
+	if json.Unmarshal(top["reset"], &reset) == nil {
+		for k := range reset {
+			explicit["sessions.reset."+k] = true
+		}
 	}
 }
 
@@ -123,7 +128,7 @@ func (c Config) validateSessions() error {
 		v   int64
 	}{{"receiptRetentionMs", s.ReceiptRetentionMs}, {"exportMaxAgeMs", s.ExportMaxAgeMs}, {"heartbeatTtlMs", s.HeartbeatTTLMs},
 		{"defaultIdleTimeoutMs", s.DefaultIdleTimeoutMs}, {"releaseReplyBudgetMs", s.ReleaseReplyBudgetMs}} {
-		if d.v < 0 {
+		if d.v < 0 || d.v == 0 && c.explicit["sessions."+d.key] {
 			bad("%s: %d must be positive (or absent for the default)", d.key, d.v)
 		}
 	}

@@ -157,6 +157,11 @@ func TestSessionsRefusals(t *testing.T) {
 		{"negative retention", "sessions.receiptRetentionMs", -5, nil, "receiptRetentionMs: -5 must be positive"},
 		{"negative heartbeat", "sessions.heartbeatTtlMs", -5, nil, "heartbeatTtlMs: -5 must be positive"},
 		{"negative idle timeout", "sessions.defaultIdleTimeoutMs", -5, nil, "defaultIdleTimeoutMs: -5 must be positive"},
+		{"zero retention", "sessions.receiptRetentionMs", 0, nil, "receiptRetentionMs: 0 must be positive"},
+		{"zero export age", "sessions.exportMaxAgeMs", 0, nil, "exportMaxAgeMs: 0 must be positive"},
+		{"zero reply budget", "sessions.releaseReplyBudgetMs", 0, nil, "releaseReplyBudgetMs: 0 must be positive"},
+		{"zero heartbeat", "sessions.heartbeatTtlMs", 0, nil, "heartbeatTtlMs: 0 must be positive"},
+		{"zero idle timeout", "sessions.defaultIdleTimeoutMs", 0, nil, "defaultIdleTimeoutMs: 0 must be positive"},
 		{"export shorter than retention", "sessions.exportMaxAgeMs", 1000, nil, "exportMaxAgeMs: 1000 is shorter than receiptRetentionMs"},
 	}
 	for _, c := range cases {
