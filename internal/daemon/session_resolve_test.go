@@ -233,3 +233,43 @@ func TestResolveSessionSimlockModelPassesThrough(t *testing.T) {
 		t.Fatalf("profile %+v lease request %+v", p, lr)
 	}
 }
+
+// A resolved Android profile's memoryMb reaches the lease's spec as its
+// hardware profile, which is part of the spec key: a device made for it is
+// never handed to a session that asked for other memory, nor the reverse.
+func TestSessionMemoryConstrainsTheLeasedSpec(t *testing.T) {
+	s, _ := startSessions(t, sessionsConfig(), true)
+	ctx := context.Background()
+	phone, err := s.Daemon.ResolveSession(ctx, contract.DeviceRequirement{SchemaVersion: 1, Platform: "android"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l contract.Lease
+	s.Admin(contract.LeaseRequest.Name, daemon.SessionLeaseRequest(phone), &l)
+	dev, ok := s.Daemon.Engine().Device(l.DeviceID)
+	if !ok {
+		t.Fatalf("no device %s", l.DeviceID)
+	}
+	want := core.ProfileOf(nil, &contract.AndroidHardware{MemoryMB: 4096})
+	if dev.Spec.Profile == "" || dev.Spec.Profile != want || dev.Spec.Model != "pixel_9" || dev.Spec.OSVersion != "16" {
+		t.Fatalf("spec %+v, want profile %q", dev.Spec, want)
+	}
+	// Back to the pool, warm; a request without memoryMb gets another
+	// device, the same profile gets this one again.
+	s.Admin(contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: l.LeaseID}, nil)
+	s.Daemon.Engine().WaitIdle()
+	other := phone
+	other.MemoryMB = 0
+	var l2 contract.Lease
+	s.Admin(contract.LeaseRequest.Name, daemon.SessionLeaseRequest(other), &l2)
+	if l2.DeviceID == l.DeviceID {
+		t.Fatalf("a lease without memoryMb reused the 4096 MB device %s", l.DeviceID)
+	}
+	s.Admin(contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: l2.LeaseID}, nil)
+	s.Daemon.Engine().WaitIdle()
+	var l3 contract.Lease
+	s.Admin(contract.LeaseRequest.Name, daemon.SessionLeaseRequest(phone), &l3)
+	if l3.DeviceID != l.DeviceID {
+		t.Fatalf("the 4096 MB profile got %s, not its warm device %s", l3.DeviceID, l.DeviceID)
+	}
+}
