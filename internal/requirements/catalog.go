@@ -7,7 +7,7 @@ import "github.com/simlock/simlock/internal/core"
 func FromCore(ios, android core.Catalog) Catalog {
 	var c Catalog
 	for _, m := range ios.Models {
-		c.IOS.DeviceTypes = append(c.IOS.DeviceTypes, IOSDeviceType{Name: m.Name, Identifier: m.Identifier, ProductFamily: m.Family, ProductModel: m.ProductModel})
+		c.IOS.DeviceTypes = append(c.IOS.DeviceTypes, IOSDeviceType{Name: m.Name, Identifier: m.Identifier, ProductFamily: m.Family, ProductModel: m.ProductModel, MinOS: m.MinOS, MaxOS: m.MaxOS})
 	}
 	for _, r := range ios.Runtimes {
 		c.IOS.Runtimes = append(c.IOS.Runtimes, IOSRuntime{Version: r.Version, Identifier: r.Identifier, Available: r.Available, SupportedTypes: r.SupportedModels})

@@ -64,6 +64,9 @@ type IOSDeviceType struct {
 	// ProductModel is the hardware model identifier (iPhone17,1), empty
 	// before Xcode 14.
 	ProductModel string
+	// MinOS and MaxOS bound the runtimes the type runs, when the listing
+	// says (empty before Xcode 11; MaxOS empty when unbounded).
+	MinOS, MaxOS string
 }
 
 // IOSRuntime is one `simctl list runtimes` entry.

@@ -294,7 +294,7 @@ func (p Plan) bindIOS(cat IOSCatalog) (contract.SessionProfile, error) {
 			continue
 		}
 		switch {
-		case len(rt.SupportedTypes) > 0 && !slices.Contains(rt.SupportedTypes, dt.Identifier):
+		case !runs(rt, dt, v):
 			unsupported = append(unsupported, rt.Version)
 		case !rt.Available:
 			unavailable = append(unavailable, rt.Version)
@@ -340,6 +340,21 @@ func (p Plan) bindIOS(cat IOSCatalog) (contract.SessionProfile, error) {
 	}
 	out.OSVersion, out.RuntimeID = pick.rt.Version, pick.rt.Identifier
 	return out, nil
+}
+
+// runs reports whether runtime rt (at version v) runs device type dt: the
+// runtime's own list when it has one, else the type's version range.
+func runs(rt IOSRuntime, dt IOSDeviceType, v version) bool {
+	if len(rt.SupportedTypes) > 0 {
+		return slices.Contains(rt.SupportedTypes, dt.Identifier)
+	}
+	if lo, ok := parseVersion(dt.MinOS); ok && v.compare(lo) < 0 {
+		return false
+	}
+	if hi, ok := parseVersion(dt.MaxOS); ok && v.compare(hi) > 0 {
+		return false
+	}
+	return true
 }
 
 func iosVersions(rts []IOSRuntime) []string {

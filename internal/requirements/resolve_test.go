@@ -33,20 +33,25 @@ func fixture(t *testing.T, name string) string {
 	return string(b)
 }
 
-func realCatalog(t *testing.T) requirements.Catalog {
+func iosCatalog(t *testing.T, capture string) core.Catalog {
 	t.Helper()
-	ctx := context.Background()
-
 	irun := fake.NewRunner()
-	irun.Always(fake.Step{Match: "xcrun simctl *", Stdout: fixture(t, "simctl-list-json-xcode16.0.json")})
+	irun.Always(fake.Step{Match: "xcrun simctl *", Stdout: fixture(t, capture)})
 	idrv, err := ios.New(ios.Options{Root: t.TempDir(), Runner: irun})
 	if err != nil {
 		t.Fatal(err)
 	}
-	icat, err := idrv.Catalog(ctx)
+	icat, err := idrv.Catalog(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return icat
+}
+
+func realCatalog(t *testing.T) requirements.Catalog {
+	t.Helper()
+	ctx := context.Background()
+	icat := iosCatalog(t, "simctl-list-json-xcode16.0.json")
 
 	arun := fake.NewRunner()
 	arun.Always(fake.Step{Match: "avdmanager list device", Stdout: fixture(t, "avdmanager-list-device-excerpt-2025.txt")})
@@ -379,5 +384,51 @@ func TestFromCore(t *testing.T) {
 	}
 	if img := c.Android.Images[0]; img.Tag != "google_apis" || img.APILevel != 36 || !img.Installed || c.Android.Profiles[0].ID != "pixel_9" {
 		t.Errorf("android %+v", c.Android)
+	}
+}
+
+// Xcode 12.3 lists no product models and no supported device types, and
+// its iOS 10.0 runtime is unavailable on the capturing host.
+func TestResolveOnXcode12(t *testing.T) {
+	cat := requirements.FromCore(iosCatalog(t, "simctl-list-json-xcode12.3.json"), core.Catalog{})
+	p := config.Sessions{IOSClassifications: map[string]string{"iPhone 12": "phone"}}
+
+	got, err := requirements.Resolve(p, cat, req("ios", model("device-type", "com.apple.CoreSimulator.SimDeviceType.iPhone-12"), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Model != "iPhone 12" || got.Archetype != "phone" || got.OSVersion != "14.3" || got.RuntimeID != "com.apple.CoreSimulator.SimRuntime.iOS-14-3" ||
+		*got.ModelIdentifier != (contract.ModelIdentity{Namespace: "device-type", Value: "com.apple.CoreSimulator.SimDeviceType.iPhone-12"}) {
+		t.Fatalf("%+v", got)
+	}
+	if _, err := requirements.Resolve(p, cat, req("ios", model("product-model", "iPhone13,2"), nil)); !isCode(err, contract.CodeUnknownModel) {
+		t.Fatalf("a product model Xcode 12 does not list: %v", err)
+	}
+	// The iPhone 12 starts at iOS 14; the iPhone 7 ran iOS 10, whose
+	// runtime this host lists as unavailable.
+	if _, err = requirements.Resolve(p, cat, req("ios", model("device-type", "com.apple.CoreSimulator.SimDeviceType.iPhone-12"), osOf("exact", "10.0"))); !isCode(err, contract.CodeOSOutOfRange) {
+		t.Fatalf("iPhone 12 on iOS 10.0: %v", err)
+	}
+	_, err = requirements.Resolve(p, cat, req("ios", model("device-type", "com.apple.CoreSimulator.SimDeviceType.iPhone-7"), osOf("exact", "10.0")))
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeRuntimeMissing || !strings.Contains(ce.Message, "unavailable") {
+		t.Fatalf("the unavailable iOS 10.0: %v", err)
+	}
+}
+
+// Without the runtime's own list, the device type's range decides.
+func TestResolveUsesTheTypeRangeWithoutARuntimeList(t *testing.T) {
+	cat := requirements.Catalog{IOS: requirements.IOSCatalog{
+		DeviceTypes: []requirements.IOSDeviceType{{Name: "iPhone 12", Identifier: "t12", MinOS: "14.0.0"}, {Name: "iPhone 6s", Identifier: "t6s", MinOS: "9.0.0", MaxOS: "15.255.255"}},
+		Runtimes:    []requirements.IOSRuntime{{Version: "10.0", Identifier: "r10", Available: true}, {Version: "16.4", Identifier: "r16", Available: true}},
+	}}
+	p := config.Sessions{}
+	if got, err := requirements.Resolve(p, cat, req("ios", model("simlock-model", "iPhone 12"), nil)); err != nil || got.RuntimeID != "r16" {
+		t.Fatalf("iPhone 12: %+v, %v", got, err)
+	}
+	if got, err := requirements.Resolve(p, cat, req("ios", model("simlock-model", "iPhone 6s"), nil)); err != nil || got.RuntimeID != "r10" {
+		t.Fatalf("iPhone 6s: %+v, %v", got, err)
+	}
+	if _, err := requirements.Resolve(p, cat, req("ios", model("simlock-model", "iPhone 12"), osOf("exact", "10.0"))); !isCode(err, contract.CodeOSOutOfRange) {
+		t.Fatalf("iPhone 12 on 10.0: %v", err)
 	}
 }
