@@ -118,6 +118,11 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		}
 		r.Spec = r.Group[0]
 	}
+	for _, sr := range append([]SpecRequest{r.Spec}, r.Group...) {
+		if err := r.Release.Validate(sr.Platform); err != nil {
+			return Grant{}, err // reset.go: a policy the device cannot run
+		}
+	}
 	drv, ok := e.drivers[r.Spec.Platform]
 	if !ok {
 		return Grant{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", r.Spec.Platform), "platforms", e.Platforms())

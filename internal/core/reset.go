@@ -51,6 +51,14 @@ type KeepBootedCleaner interface {
 	CheckHealth(ctx context.Context, dev DeviceRef) error
 }
 
+// SnapshotRestorer is the optional driver ability to restore a device's
+// baseline snapshot and nothing else (no fallback of its own), so the
+// snapshot reset can tell a restore from the data wipe it falls back to.
+// Without it the snapshot reset uses the driver's purge (Reclaim).
+type SnapshotRestorer interface {
+	RestoreSnapshot(ctx context.Context, dev DeviceRef) error
+}
+
 // DataWiper is the optional driver ability the snapshot reset falls back
 // to when the snapshot cannot be restored: restart the device with its
 // data wiped.

@@ -130,7 +130,11 @@ func (e *Engine) runSnapshot(ctx context.Context, o *deviceOp, r *resetResult, p
 		}
 		return contract.ResetOutcomeFallbackPrefix + mode
 	}
-	err := e.step(r, prefix+"restore", func() error { return o.drv.Reclaim(ctx, ref) })
+	restore := o.drv.Reclaim
+	if sr, ok := o.drv.(SnapshotRestorer); ok {
+		restore = sr.RestoreSnapshot
+	}
+	err := e.step(r, prefix+"restore", func() error { return restore(ctx, ref) })
 	if err == nil {
 		r.mode, r.outcome = contract.ResetSnapshot, outcome(contract.ResetSnapshot)
 		return true

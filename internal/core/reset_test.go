@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -416,5 +417,51 @@ func TestResetCrashMidResetDestroysOnRestart(t *testing.T) {
 	<-done
 	if rec, _, _ = h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
 		t.Fatalf("reset after the restart %+v", rec)
+	}
+}
+
+// Of several clean reset devices, the one returned most recently serves
+// the next session.
+func TestResetPrefersTheMostRecentlyReturnedDevice(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(3))
+	p := core.ReleasePolicy{Mode: contract.ResetErase}
+	first := h.sessionLease("a", "ios", p)
+	second := h.sessionLease("b", "ios", p)
+	for _, g := range []core.Grant{second, first} {
+		if err := h.engine.Release(g.Lease.ID); err != nil {
+			t.Fatal(err)
+		}
+		if rec := h.settled(g.Lease.ID); rec.Outcome != contract.ResetOutcomeClean {
+			t.Fatalf("reset %+v", rec)
+		}
+		h.clock.Advance(10 * time.Second) // within the leases' TTL
+	}
+	if g := h.sessionLease("c", "ios", p); g.Device.ID != first.Device.ID {
+		t.Fatalf("got %s, want %s, returned last", g.Device.ID, first.Device.ID)
+	}
+}
+
+// A policy the device cannot run is refused at admission.
+func TestReleasePolicyIsCheckedAtAdmission(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(2))
+	for _, c := range []struct {
+		platform string
+		p        core.ReleasePolicy
+	}{
+		{"android", core.ReleasePolicy{Mode: contract.ResetErase}},
+		{"ios", core.ReleasePolicy{Mode: contract.ResetKeepBooted}},
+		{"ios", core.ReleasePolicy{Mode: contract.ResetSnapshot}},
+		{"android", core.ReleasePolicy{Mode: contract.ResetSnapshot, Fallback: contract.ResetDestroy}},
+		{"android", core.ReleasePolicy{Mode: contract.ResetKeepBooted, Fallback: contract.ResetErase}},
+		{"ios", core.ReleasePolicy{Mode: "scrub"}},
+	} {
+		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: c.platform},
+			RequesterID: "a", OwnerID: "a", Release: c.p, NoWait: true}, nil)
+		if !errors.Is(err, core.ErrBadRequest) {
+			t.Errorf("%s %+v: %v, want a bad request", c.platform, c.p, err)
+		}
+	}
+	if exist, _ := h.drv.Count(); exist != 0 {
+		t.Fatalf("a refused request created %d devices", exist)
 	}
 }
