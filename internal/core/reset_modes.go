@@ -158,21 +158,49 @@ func (e *Engine) runSnapshot(ctx context.Context, o *deviceOp, r *resetResult, p
 	return true
 }
 
-// captureBaselineFor captures the keep-booted baseline of a device that
-// has just booted for a request whose release keeps it booted. A failed
-// capture does not fail the request: the release finds no baseline and
-// falls back (or destroys the device).
-func (e *Engine) captureBaselineFor(ctx context.Context, w *waiter, drv Driver, ref DeviceRef) {
-	if w == nil || w.release.Mode != contract.ResetKeepBooted {
-		return
+// OpKindBaseline is the keep-booted baseline capture before a grant. A
+// crash during it leaves nothing to finish: the device is ready as it was.
+const OpKindBaseline OpKind = "baseline"
+
+// baselineBeforeGrantLocked starts the keep-booted baseline capture of
+// device id for w, whose release keeps the device booted, when the driver
+// can clean and the step has not run for w yet; its settlement grants.
+// The driver captures once per incarnation, so a device cleaned before
+// keeps the baseline it has. A capture that fails does not fail the
+// request: the release finds no baseline and falls back or destroys.
+func (e *Engine) baselineBeforeGrantLocked(w *waiter, id string) bool {
+	if w.release.Mode != contract.ResetKeepBooted || w.baselined {
+		return false
 	}
-	kb, ok := drv.(KeepBootedCleaner)
+	kb, ok := e.drivers[e.devices[id].Platform].(KeepBootedCleaner)
 	if !ok {
-		return
+		return false
 	}
-	cctx, cancel := context.WithTimeout(ctx, KeepBootedBudget)
-	defer cancel()
-	if err := kb.CaptureBaseline(cctx, ref); err != nil {
-		e.log.Warn("keep-booted baseline not captured; the release will not reuse the device", "device", ref.ID, "err", err)
+	w.baselined = true
+	o := &deviceOp{kind: OpKindBaseline, lock: "baseline", id: id,
+		run: func(ctx context.Context, o *deviceOp) error {
+			ctx, cancel := context.WithTimeout(ctx, KeepBootedBudget)
+			defer cancel()
+			return kb.CaptureBaseline(ctx, o.rec.Ref())
+		},
+		settle: func(o *deviceOp, err error) error {
+			w.working = false
+			if err != nil {
+				e.log.Warn("keep-booted baseline not captured; the release will not reuse the device", "device", id, "err", err)
+			}
+			if w.abandoned || !e.queue.Contains(w) {
+				e.removeLocked(w)
+				e.scheduleLocked()
+				return nil
+			}
+			e.grantLocked(w, id)
+			e.scheduleLocked()
+			return nil
+		}}
+	w.working = true
+	if err := e.startOpLocked(o); err != nil {
+		w.working = false
+		return false // stopping: the grant goes on (and fails) as it would
 	}
+	return true
 }

@@ -465,3 +465,26 @@ func TestReleasePolicyIsCheckedAtAdmission(t *testing.T) {
 		t.Fatalf("a refused request created %d devices", exist)
 	}
 }
+
+// A keep-booted session served by a warm device that was never captured
+// (the pool's own purge left it) gets its baseline before the grant, so
+// its release cleans instead of giving the device up.
+func TestResetKeepBootedCapturesBeforeGrantingAWarmDevice(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(2))
+	pool := h.sessionLease("pool", "android", core.ReleasePolicy{})
+	if err := h.engine.Release(pool.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	g := h.sessionLease("a", "android", core.ReleasePolicy{Mode: contract.ResetKeepBooted})
+	calls := h.droid.Calls()
+	if g.Device.ID != pool.Device.ID || callIndex(calls, "capture android-1") < callIndex(calls, "reclaim android-1") {
+		t.Fatalf("device %s, calls %v: want the warm device, captured after its purge", g.Device.ID, calls)
+	}
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.settled(g.Lease.ID); rec.Outcome != contract.ResetOutcomeClean {
+		t.Fatalf("reset %+v", rec)
+	}
+}
