@@ -406,12 +406,9 @@ func (e *Engine) resetOp(id, leaseID string, p ReleasePolicy) *deviceOp {
 		settle: func(o *deviceOp, _ error) error {
 			if r.destroy {
 				// The destroy is a teardown of its own (its host claim goes
-				// with it); the record keeps the intent until it lands.
-				if _, err := e.updateLocked(id, func(d *DeviceRecord) {
-					d.Intent = DeviceIntent{Op: OpKindDestroy, Since: e.now(), Release: p, LeaseID: leaseID}
-				}); err != nil {
-					return err
-				}
+				// with it). Nothing is committed before it begins, so the
+				// record keeps the release's intent until the destroy's own
+				// replaces it: a crash in between still destroys.
 				e.startResetDestroyLocked(id, leaseID, p, r)
 				return nil
 			}
