@@ -79,6 +79,7 @@ type resetTrack struct {
 // resetBook keeps the resets of released leases (under the engine's lock).
 type resetBook struct {
 	byLease map[string]*resetTrack
+	boots   chan struct{} // erase boots in flight (Config.MaxConcurrentResetBoots)
 }
 
 func (b *resetBook) get(leaseID string) *resetTrack {

@@ -34,7 +34,14 @@ func (e *Engine) runErase(ctx context.Context, o *deviceOp) resetResult {
 	}{
 		{"stop", func() error { return o.drv.Shutdown(ctx, ref) }},
 		{"erase", func() error { return er.Erase(ctx, ref) }},
-		{"boot", func() error { return o.drv.MakeReady(ctx, ref) }},
+		{"boot", func() error {
+			release, err := e.takeResetBoot(ctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+			return o.drv.MakeReady(ctx, ref)
+		}},
 		{"verify", func() error { return ver.VerifyErased(ctx, ref) }},
 	} {
 		if err := e.step(&r, s.name, s.f); err != nil {
@@ -44,6 +51,26 @@ func (e *Engine) runErase(ctx context.Context, o *deviceOp) resetResult {
 	}
 	r.mode, r.outcome = contract.ResetErase, contract.ResetOutcomeClean
 	return r
+}
+
+// takeResetBoot waits for a slot among the erase boots allowed at once
+// (the wait counts as boot time) and returns its release.
+func (e *Engine) takeResetBoot(ctx context.Context) (func(), error) {
+	e.mu.Lock()
+	if e.cfg.MaxConcurrentResetBoots > 0 && e.rs.boots == nil {
+		e.rs.boots = make(chan struct{}, e.cfg.MaxConcurrentResetBoots)
+	}
+	gate := e.rs.boots
+	e.mu.Unlock()
+	if gate == nil {
+		return func() {}, nil
+	}
+	select {
+	case gate <- struct{}{}:
+		return func() { <-gate }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // runKeepBooted is the keep-booted reset: the device stays booted and the

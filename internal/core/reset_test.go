@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -486,5 +487,69 @@ func TestResetKeepBootedCapturesBeforeGrantingAWarmDevice(t *testing.T) {
 	}
 	if rec := h.settled(g.Lease.ID); rec.Outcome != contract.ResetOutcomeClean {
 		t.Fatalf("reset %+v", rec)
+	}
+}
+
+// countingBoots is the resetting fake whose boots, once counting is on,
+// record how many run at once.
+type countingBoots struct {
+	fakedrv.Resetting
+	mu             sync.Mutex
+	on             bool
+	now, most, all int
+}
+
+func (c *countingBoots) MakeReady(ctx context.Context, r core.DeviceRef) error {
+	c.mu.Lock()
+	on := c.on
+	if on {
+		c.now++
+		c.all++
+		c.most = max(c.most, c.now)
+	}
+	c.mu.Unlock()
+	if on {
+		// Wait (boundedly) for the other boot to arrive: without a bound
+		// both run here at once; with a bound of one the other never
+		// comes while this one runs.
+		for i := 0; i < 30; i++ {
+			c.mu.Lock()
+			both := c.now == 2
+			c.mu.Unlock()
+			if both {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
+	}
+	return c.Resetting.MakeReady(ctx, r)
+}
+
+// MaxConcurrentResetBoots bounds the erase resets that boot at once.
+func TestResetEraseBootsAreBounded(t *testing.T) {
+	for _, limit := range []int{1, 0} {
+		h := newHarness(t, one(3))
+		cb := &countingBoots{Resetting: fakedrv.NewResetting(h.drv)}
+		h.drivers = []core.Driver{cb, h.droid}
+		h.cfg.MaxConcurrentResetBoots = limit
+		h.start()
+		p := core.ReleasePolicy{Mode: contract.ResetErase}
+		a, b := h.sessionLease("a", "ios", p), h.sessionLease("b", "ios", p)
+		cb.mu.Lock()
+		cb.on = true
+		cb.mu.Unlock()
+		h.engine.ReleaseWhere(func(core.LeaseRecord) bool { return true })
+		for _, g := range []core.Grant{a, b} {
+			if rec := h.settled(g.Lease.ID); rec.Outcome != contract.ResetOutcomeClean {
+				t.Fatalf("limit %d: reset %+v", limit, rec)
+			}
+		}
+		cb.mu.Lock()
+		most, all := cb.most, cb.all
+		cb.mu.Unlock()
+		if all != 2 || (limit == 1 && most != 1) || (limit == 0 && most != 2) {
+			t.Fatalf("limit %d: %d boots, at most %d at once", limit, all, most)
+		}
 	}
 }
