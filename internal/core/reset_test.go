@@ -553,3 +553,39 @@ func TestResetEraseBootsAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// A multi-device lease's reset is one record over every member: it
+// settles when the last member does, and one member given up makes it
+// destroyed.
+func TestResetOfAGroupLeaseCoversEveryMember(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(3))
+	p := core.ReleasePolicy{Mode: contract.ResetErase}
+	g, err := h.engine.Request(context.Background(), core.Request{Group: []core.SpecRequest{{Platform: "ios"}, {Platform: "ios"}},
+		RequesterID: "a", OwnerID: "a", Release: p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Lease.Members) != 1 || g.Lease.Release != p {
+		t.Fatalf("group lease %+v", g.Lease)
+	}
+	h.drv.SetFail("verify", 1) // one of the two erases is not verified
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.settled(g.Lease.ID)
+	if rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "verify") {
+		t.Fatalf("reset %+v", rec)
+	}
+	left := 0
+	for _, id := range g.Lease.DeviceIDs() {
+		if d, ok := h.engine.Device(id); ok {
+			left++
+			if d.State != core.StateReady || d.ReuseCount != 1 {
+				t.Fatalf("the verified member: %+v", d)
+			}
+		}
+	}
+	if left != 1 {
+		t.Fatalf("%d members left, want the verified one", left)
+	}
+}
