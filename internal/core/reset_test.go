@@ -389,35 +389,57 @@ func TestResetSnapshotAndWipeData(t *testing.T) {
 // (whatever the mode, nobody saw the reset finish) and reports the reset
 // destroyed under the lease.
 func TestResetCrashMidResetDestroysOnRestart(t *testing.T) {
-	h, _, _ := newResetHarness(t, one(2))
-	g := h.sessionLease("a", "ios", core.ReleasePolicy{Mode: contract.ResetErase})
-	h.drv.Gate = make(chan struct{}) // the boot after the erase never returns: "kill -9"
-	if err := h.engine.Release(g.Lease.ID); err != nil {
-		t.Fatal(err)
-	}
-	for callIndex(h.drv.Calls(), "erase ios-1") < 0 {
-		time.Sleep(time.Millisecond)
-	}
-	var d core.DeviceRecord
-	h.store.with(func(m *memStore) { d = m.devices[g.Device.ID] })
-	if d.Intent.Release.Mode != contract.ResetErase || d.Intent.LeaseID != g.Lease.ID {
-		t.Fatalf("stored intent mid-reset %+v", d.Intent)
-	}
-	h.start()
-	h.engine.WaitIdle()
-	if _, ok := h.engine.Device(g.Device.ID); ok {
-		t.Fatal("the device of an interrupted reset survived the restart")
-	}
-	if callIndex(h.drv.Calls(), "destroy ios-1") < 0 {
-		t.Fatalf("not destroyed: %v", h.drv.Calls())
-	}
-	rec, done, ok := h.engine.ResetOf(g.Lease.ID)
-	if !ok {
-		t.Fatal("the restarted engine does not know the reset")
-	}
-	<-done
-	if rec, _, _ = h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
-		t.Fatalf("reset after the restart %+v", rec)
+	for _, c := range []struct {
+		platform, mode string
+		// inFlight is the call that shows the reset under way; without
+		// one, the release's own commit of the intent is the cut.
+		inFlight string
+	}{
+		{"ios", contract.ResetErase, "erase ios-1"}, // held in the boot after the erase
+		{"android", contract.ResetKeepBooted, ""},   // held in the cleaning
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			h, _, _ := newResetHarness(t, one(2))
+			g := h.sessionLease("a", c.platform, core.ReleasePolicy{Mode: c.mode})
+			drv := h.drv
+			if c.platform == "android" {
+				drv = h.droid
+			}
+			drv.Gate = make(chan struct{}) // the held call never returns: "kill -9"
+			if err := h.engine.Release(g.Lease.ID); err != nil {
+				t.Fatal(err)
+			}
+			var d core.DeviceRecord
+			for i := 0; ; i++ {
+				h.store.with(func(m *memStore) { d = m.devices[g.Device.ID] })
+				if c.inFlight != "" && callIndex(drv.Calls(), c.inFlight) >= 0 || c.inFlight == "" && d.Intent.Op == core.OpKindReclaim {
+					break
+				}
+				if i > 5000 {
+					t.Fatalf("the reset never got under way: %v", drv.Calls())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if d.Intent.Release.Mode != c.mode || d.Intent.LeaseID != g.Lease.ID {
+				t.Fatalf("stored intent mid-reset %+v", d.Intent)
+			}
+			h.start()
+			h.engine.WaitIdle()
+			if _, ok := h.engine.Device(g.Device.ID); ok {
+				t.Fatal("the device of an interrupted reset survived the restart")
+			}
+			if callIndex(drv.Calls(), "destroy "+g.Device.Handle) < 0 {
+				t.Fatalf("not destroyed: %v", drv.Calls())
+			}
+			_, done, ok := h.engine.ResetOf(g.Lease.ID)
+			if !ok {
+				t.Fatal("the restarted engine does not know the reset")
+			}
+			<-done
+			if rec, _, _ := h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
+				t.Fatalf("reset after the restart %+v", rec)
+			}
+		})
 	}
 }
 
