@@ -71,6 +71,10 @@ type Config struct {
 	// (default DefaultGroupBypass). See group.go.
 	MaxGroupSize int
 	GroupBypass  int
+	// MaxConcurrentResetBoots bounds how many erase resets of session
+	// devices boot at once (0: no bound of their own; running capacity
+	// still applies). See reset_modes.go.
+	MaxConcurrentResetBoots int
 }
 
 // Deps are the engine's collaborators.
@@ -150,6 +154,7 @@ type Engine struct {
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
+	rs         resetBook                // session resets of released leases (reset.go)
 	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its

@@ -91,6 +91,8 @@ type waiter struct {
 	bypassed   int              // how often requests behind the group were served before it
 	prep       map[string]bool  // devices whose work was started for the group, until it settles
 	prepared   bool             // work was started for the group at least once
+	release    ReleasePolicy    // what the lease's release does to its devices (reset.go)
+	baselined  bool             // its keep-booted baseline step ran (reset_modes.go)
 }
 
 // request serves one admission of a stored request (see Request in
@@ -116,6 +118,11 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			return Grant{}, err
 		}
 		r.Spec = r.Group[0]
+	}
+	for _, sr := range append([]SpecRequest{r.Spec}, r.Group...) {
+		if err := r.Release.Validate(sr.Platform); err != nil {
+			return Grant{}, err // reset.go: a policy the device cannot run
+		}
 	}
 	drv, ok := e.drivers[r.Spec.Platform]
 	if !ok {
@@ -147,7 +154,8 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
-		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, group: group}
+		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, group: group,
+		release: r.Release}
 	if len(group) > 0 {
 		spec = group[0]
 		w.spec = spec
@@ -489,6 +497,9 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		// verified before the grant; the step's settlement grants.
 		e.startTuneLocked(w, id)
 		return
+	}
+	if e.baselineBeforeGrantLocked(w, id) {
+		return // the keep-booted baseline's settlement grants (reset_modes.go)
 	}
 	now := e.now()
 	d := *e.devices[id]
