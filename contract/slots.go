@@ -1,5 +1,11 @@
 package contract
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
 // Managed slots (contract managed-slots/v1): a CI runner declares "I am
 // slot N of scope S, and I want this spec", and simlock keeps one device
 // assigned to that scoped slot across executions. The assignment lives in
@@ -244,4 +250,35 @@ type SlotListOut struct {
 	Assignments []SlotAssignment `json:"assignments"`
 	// FreePool lists devices of retired scopes that only a slot can adopt.
 	FreePool []SlotDevice `json:"freePool"`
+}
+
+// ScopeKey is the registry key of a runner scope: the SHA-256 hex of the
+// three parts, NUL-separated. NUL can never appear in a part (launch-config
+// text refuses control characters), so distinct triples never collide by
+// shifting a boundary.
+func ScopeKey(managedHostScope, runnerNamespace, runnerIncarnation string) string {
+	h := sha256.New()
+	h.Write([]byte(managedHostScope))
+	h.Write([]byte{0})
+	h.Write([]byte(runnerNamespace))
+	h.Write([]byte{0})
+	h.Write([]byte(runnerIncarnation))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SpecFingerprintVersion is the version of SlotSpecFingerprint's recipe;
+// it changes if the recipe does, so old fingerprints are never compared
+// with new ones as if equal.
+const SpecFingerprintVersion = 1
+
+// SlotSpecFingerprint fingerprints a platform and requested spec: the
+// SHA-256 of their canonical JSON (encoding/json sorts map keys and the
+// struct's field order is fixed).
+func SlotSpecFingerprint(platform string, spec SlotSpec) SpecFingerprint {
+	b, _ := json.Marshal(struct {
+		Platform string   `json:"platform"`
+		Spec     SlotSpec `json:"spec"`
+	}{platform, spec})
+	sum := sha256.Sum256(b)
+	return SpecFingerprint{Version: SpecFingerprintVersion, Hash: hex.EncodeToString(sum[:])}
 }
