@@ -1089,3 +1089,6 @@ func (db *DB) ManagedDevices(ctx context.Context) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// SlotKey names a scoped slot in one string (the engines' assignment label).
+func SlotKey(scope string, slot int) string { return fmt.Sprintf("%s/%d", scope, slot) }
