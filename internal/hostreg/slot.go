@@ -1067,8 +1067,12 @@ func (db *DB) DropFreeDevice(ctx context.Context, stableID string) error {
 	})
 }
 
+// FreePoolLabel is ManagedDevices' label of a free-pool device.
+const FreePoolLabel = "free-pool"
+
 // ManagedDevices maps every device the slots hold (assigned or in the
-// free pool) to a description, for the engines' general-pool predicate.
+// free pool) to its slot key (SlotKey) or FreePoolLabel, for the engines'
+// general-pool predicate.
 func (db *DB) ManagedDevices(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	slots, err := db.Slots(ctx)
@@ -1077,7 +1081,7 @@ func (db *DB) ManagedDevices(ctx context.Context) (map[string]string, error) {
 	}
 	for _, s := range slots {
 		if s.Device.StableID != "" {
-			out[s.Device.StableID] = fmt.Sprintf("slot %d of scope %.12s", s.SlotIndex, s.ScopeKey)
+			out[s.Device.StableID] = SlotKey(s.ScopeKey, s.SlotIndex)
 		}
 	}
 	free, err := db.FreePool(ctx)
@@ -1085,7 +1089,7 @@ func (db *DB) ManagedDevices(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	for _, f := range free {
-		out[f.StableID] = "managed free pool"
+		out[f.StableID] = FreePoolLabel
 	}
 	return out, nil
 }
