@@ -52,6 +52,7 @@ type slotExec struct {
 	token       string
 	leaseID     string
 	requester   string
+	principal   string // the execution's connection principal (the lease's owner)
 	deviceID    string
 	idle        time.Duration
 	lastControl time.Time
@@ -170,7 +171,7 @@ func (m *slotManager) rehydrate(ctx context.Context) error {
 			continue
 		}
 		x := &slotExec{scope: r.ScopeKey, slot: r.SlotIndex, gen: r.Generation, token: o.Token, leaseID: l.ID, requester: l.RequesterID,
-			deviceID: l.DeviceID, idle: time.Duration(contract.DefaultSlotIdleTimeoutMs) * time.Millisecond, lastControl: now}
+			principal: l.OwnerID, deviceID: l.DeviceID, idle: time.Duration(contract.DefaultSlotIdleTimeoutMs) * time.Millisecond, lastControl: now}
 		m.track(ctx, x)
 		m.log.Info("slot execution rehydrated", "scope", r.ScopeKey, "slot", r.SlotIndex, "lease", l.ID)
 	}
@@ -273,7 +274,7 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 		return failed(err, out.Decisions)
 	}
 	x := &slotExec{scope: key, slot: req.SlotIndex, gen: out.Record.Generation, token: in.OwnerToken, leaseID: g.Lease.ID, requester: requester,
-		deviceID: g.Device.ID, idle: time.Duration(cfg.EffectiveIdleTimeoutMs()) * time.Millisecond, lastControl: m.d.clock.Now()}
+		principal: call.Session.Principal, deviceID: g.Device.ID, idle: time.Duration(cfg.EffectiveIdleTimeoutMs()) * time.Millisecond, lastControl: m.d.clock.Now()}
 	m.track(context.WithoutCancel(ctx), x)
 
 	resolved := out.Device.Resolved
@@ -536,11 +537,12 @@ func (m *slotManager) list(ctx context.Context, _ *dispatch.Call, _ contract.Slo
 	return out, nil
 }
 
-// guardLease is the enforcement on lease-addressed calls (exec, release):
-// a slot execution's lease answers only to that execution (its requester),
+// guardLease is the enforcement on lease-addressed calls (exec): a slot
+// execution's lease answers only to that execution (its principal and
+// requester; an admin is no exception, since no force overrides a slot),
 // and an ended execution answers MANAGED_EXECUTION_ENDED. A control call
 // by the execution restarts its idle window.
-func (m *slotManager) guardLease(l core.LeaseRecord, requester string, control bool) error {
+func (m *slotManager) guardLease(l core.LeaseRecord, principal, requester string, control bool) error {
 	x, ok := m.exec(l.ID)
 	if !ok {
 		if slot, assigned := m.d.engine.AssignedSlot(l.DeviceID); assigned && l.RequesterID != requester {
@@ -548,7 +550,7 @@ func (m *slotManager) guardLease(l core.LeaseRecord, requester string, control b
 		}
 		return nil
 	}
-	if requester != x.requester {
+	if requester != x.requester || principal != x.principal {
 		return assignedRefusal(l.DeviceID, hostreg.SlotKey(x.scope, x.slot))
 	}
 	if m.endIdle(x) {
