@@ -57,6 +57,30 @@ type slotExec struct {
 	idle        time.Duration
 	lastControl time.Time
 	ended       *contract.SlotExecutionEnded
+	endedAt     time.Time
+}
+
+// slotEndedKeep is how long an ended execution still answers
+// MANAGED_EXECUTION_ENDED (rather than UNKNOWN_LEASE) before it is forgotten.
+const slotEndedKeep = time.Hour
+
+// end marks x ended for good (first reason wins); m.mu must be held.
+func (m *slotManager) endLocked(x *slotExec, e contract.SlotExecutionEnded) bool {
+	if x.ended != nil {
+		return false
+	}
+	x.ended, x.endedAt = &e, m.d.clock.Now()
+	return true
+}
+
+// pruneLocked forgets executions that ended long ago; m.mu must be held.
+func (m *slotManager) pruneLocked() {
+	now := m.d.clock.Now()
+	for id, x := range m.byLease {
+		if x.ended != nil && now.Sub(x.endedAt) > slotEndedKeep {
+			delete(m.byLease, id)
+		}
+	}
 }
 
 // slotManager holds this daemon's executions. Its state is per daemon;
@@ -182,6 +206,7 @@ func (m *slotManager) rehydrate(ctx context.Context) error {
 // TTL, an idle release, a restart that lost it).
 func (m *slotManager) track(ctx context.Context, x *slotExec) {
 	m.mu.Lock()
+	m.pruneLocked()
 	m.byLease[x.leaseID] = x
 	m.mu.Unlock()
 	ended := m.d.engine.LeaseEnded(x.leaseID)
@@ -192,12 +217,9 @@ func (m *slotManager) track(ctx context.Context, x *slotExec) {
 			return
 		}
 		m.mu.Lock()
-		already := x.ended != nil
-		if !already {
-			x.ended = &contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch}
-		}
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
 		m.mu.Unlock()
-		if !already {
+		if first {
 			if err := m.d.host.ReleaseSlot(context.WithoutCancel(ctx), x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
 				m.log.Warn("release an ended slot execution", "scope", x.scope, "slot", x.slot, "err", err)
 			}
@@ -346,7 +368,7 @@ func (m *slotManager) endIdle(x *slotExec) bool {
 		m.mu.Unlock()
 		return false
 	}
-	x.ended = &contract.SlotExecutionEnded{Reason: "idle", Idle: true, NextAction: nextRelaunch}
+	m.endLocked(x, contract.SlotExecutionEnded{Reason: "idle", Idle: true, NextAction: nextRelaunch})
 	m.mu.Unlock()
 	_ = m.d.engine.Release(x.leaseID)
 	if err := m.d.host.ReleaseSlot(context.Background(), x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
@@ -378,15 +400,17 @@ func (m *slotManager) release(ctx context.Context, _ *dispatch.Call, in contract
 	if err != nil {
 		return contract.SlotReleaseOut{}, err
 	}
-	m.mu.Lock()
-	if x.ended == nil {
-		reason := in.Reason
-		if reason == "" {
-			reason = "released"
-		}
-		x.ended = &contract.SlotExecutionEnded{Reason: reason, NextAction: nextRelaunch}
+	reason := in.Reason
+	if reason == "" {
+		reason = "released"
 	}
+	m.mu.Lock()
+	first := m.endLocked(x, contract.SlotExecutionEnded{Reason: reason, NextAction: nextRelaunch})
 	m.mu.Unlock()
+	if !first {
+		// Released already, or its lease ended on its own: terminal.
+		return contract.SlotReleaseOut{}, executionEnded(x)
+	}
 	if err := m.d.engine.Release(x.leaseID); err != nil && !errors.Is(err, core.ErrUnknownLease) {
 		return contract.SlotReleaseOut{}, err
 	}

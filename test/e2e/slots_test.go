@@ -338,3 +338,40 @@ func TestKill9MidReplacementConvergesToOneDevice(t *testing.T) {
 		t.Fatalf("doctor after convergence: exit %d\n%s%s", doc.code, doc.stdout, doc.stderr)
 	}
 }
+
+// A daemon restart keeps a live execution: its lease is durable, the new
+// daemon re-owns the registry's record, and the execution's heartbeat and
+// release work against it.
+func TestASlotExecutionSurvivesADaemonRestart(t *testing.T) {
+	w := newWorld(t, slotWorldConfig)
+	w.mustRun("daemon", "start")
+	c := w.dial(t, "runner")
+	res, tok := acquireSlot(t, c, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s := mustReady(t, res, contract.SlotCreated)
+	c.Close()
+	w.mustRun("daemon", "stop")
+	w.mustRun("daemon", "start")
+	c = w.dial(t, "runner")
+	hb, err := client.Do(context.Background(), c, contract.SlotHeartbeat, contract.SlotHeartbeatIn{LeaseID: s.LeaseID, OwnerToken: tok})
+	if err != nil || hb.ExpiresAtMs == 0 {
+		t.Fatalf("heartbeat after the restart: %+v %v", hb, err)
+	}
+	// Still the slot's: a second execution is refused.
+	dup, _ := acquireSlot(t, c, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	if failureCode(dup) != contract.CodeSlotInUse {
+		t.Fatalf("second execution after the restart: %+v", dup.Failure)
+	}
+	releaseSlot(t, c, s, tok)
+	// Released through the restarted daemon, the slot reuses its device.
+	res, tok = acquireSlot(t, c, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s2 := mustReady(t, res, contract.SlotReused)
+	if s2.Device.StableID != s.Device.StableID {
+		t.Fatalf("after the restart the slot got %s, want %s", s2.Device.StableID, s.Device.StableID)
+	}
+	releaseSlot(t, c, s2, tok)
+	// A call on the ended execution is terminal.
+	_, err = client.Do(context.Background(), c, contract.SlotHeartbeat, contract.SlotHeartbeatIn{LeaseID: s2.LeaseID, OwnerToken: tok})
+	if !client.IsCode(err, contract.CodeExecutionEnded) {
+		t.Fatalf("heartbeat of a released execution: %v", err)
+	}
+}
