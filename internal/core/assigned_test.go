@@ -16,7 +16,7 @@ func TestAnAssignedDeviceServesOnlyItsSlot(t *testing.T) {
 	h := newHarness(t, one(3))
 	ctx := context.Background()
 	var recorded string
-	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", func(id string) error { recorded = id; return nil })
+	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", "simlock-slot-test", func(id string) error { recorded = id; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -679,7 +681,7 @@ func (s slotDevices) ByID(id string) (slots.Device, bool) {
 	return slotDevice(rec), true
 }
 
-func (s slotDevices) Create(ctx context.Context, platform string, spec contract.SlotSpec, key string, recorded func(string) error) (slots.Device, error) {
+func (s slotDevices) Create(ctx context.Context, platform string, spec contract.SlotSpec, key, namePrefix string, recorded func(string) error) (slots.Device, error) {
 	if len(spec.Configuration) > 0 {
 		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply an Android configuration to a slot device yet").
 			WithNext("omit requestedSpec.configuration")
@@ -688,7 +690,12 @@ func (s slotDevices) Create(ctx context.Context, platform string, spec contract.
 		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply a display cutout to a slot device yet").
 			WithNext("omit requestedSpec.displayCutout")
 	}
-	rec, err := s.d.engine.ProvisionAssigned(ctx, slotSpecRequest(platform, spec), key, recorded)
+	var suffix [3]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return slots.Device{}, err
+	}
+	name := namePrefix + "-" + hex.EncodeToString(suffix[:])
+	rec, err := s.d.engine.ProvisionAssigned(ctx, slotSpecRequest(platform, spec), key, name, recorded)
 	if err != nil {
 		if rec.ID != "" {
 			return slotDevice(rec), err

@@ -104,6 +104,9 @@ func TestManagedSlotLifecycleOnTheSimulatedSDK(t *testing.T) {
 		t.Fatalf("first acquisition: %+v", res)
 	}
 	devD := s1.Device.StableID
+	if want := fmt.Sprintf("simlock-slot-%.8s-0-g", *res.Scope.ScopeKey); !strings.HasPrefix(s1.Device.Name, want) {
+		t.Fatalf("slot device named %q, want %s<n>-<suffix>", s1.Device.Name, want)
+	}
 
 	// A plain lease of the same spec gets another device.
 	l, err := plain.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 15", OSVersion: "18.0", TTLMs: 60000, NoWait: false, TimeoutMs: 30000}, nil)
