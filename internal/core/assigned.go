@@ -50,6 +50,20 @@ func (e *Engine) assignedLocked(id string) (string, bool) {
 	return s, ok
 }
 
+// checkAssigned refuses, at once rather than by queueing forever, a
+// targeted request for a device a managed slot holds, unless it is that
+// slot's own execution.
+func (e *Engine) checkAssigned(id, slot string) error {
+	held, ok := e.AssignedSlot(id)
+	if !ok || (slot != "" && slot != FreePoolSlot && held == slot) {
+		return nil
+	}
+	if held == FreePoolSlot {
+		return fmt.Errorf("%w: %s is in the managed free pool", ErrAssigned, id)
+	}
+	return fmt.Errorf("%w: %s", ErrAssigned, id)
+}
+
 // slotMayUseLocked is the targeted path's exception to the general pool:
 // a slot's own execution may use its assigned device, idle and untouched
 // by anyone else on the host.

@@ -157,6 +157,10 @@ func TestManagedSlotLifecycleOnTheSimulatedSDK(t *testing.T) {
 	if _, err := client.Do(ctx, plain, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l2.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
+	// Naming the idle slot device in a plain lease request is refused at once.
+	if r := w.run("lease", "--device", devD, "--no-wait", "--json"); r.code == 0 || !strings.Contains(r.stderr, string(contract.CodeDeviceAssignedToSlot)) {
+		t.Fatalf("plain lease of the slot's device: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	// device.release of the idle slot device is refused too.
 	if r := w.run("device", "release", "ios:udid:"+devD); r.code == 0 || !strings.Contains(r.stderr+r.stdout, string(contract.CodeDeviceAssignedToSlot)) {
 		t.Fatalf("device release of a slot device: exit %d %s %s", r.code, r.stdout, r.stderr)
