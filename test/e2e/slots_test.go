@@ -133,6 +133,11 @@ func TestManagedSlotLifecycleOnTheSimulatedSDK(t *testing.T) {
 	if _, err := client.Do(ctx, plain, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
+	// release --everyone leaves the slot's lease alone.
+	w.mustRun("release", "--everyone", "--yes")
+	if _, err := client.Do(ctx, runner, contract.SlotHeartbeat, contract.SlotHeartbeatIn{LeaseID: s1.LeaseID, OwnerToken: tok}); err != nil {
+		t.Fatalf("the slot's lease after release --everyone: %v", err)
+	}
 	// The execution itself may exec on its device.
 	if _, err := runner.Exec(ctx, contract.DeviceExecIn{LeaseID: s1.LeaseID, RequesterID: s1.RequesterID, Tool: "simctl", Args: []string{"getenv", devD, "HOME"}}, nil); err != nil {
 		t.Fatalf("exec by the slot's own execution: %v", err)
