@@ -387,3 +387,34 @@ func TestASlotExecutionSurvivesADaemonRestart(t *testing.T) {
 		t.Fatalf("heartbeat of a released execution: %v", err)
 	}
 }
+
+// A new incarnation waits for the old one's live execution
+// (SCOPE_TRANSITION_PENDING), reset-scope reports the live owner and exits
+// 2, and once the execution ends the new incarnation adopts the device.
+func TestScopeTransitionWaitsForTheOldIncarnation(t *testing.T) {
+	w := newWorld(t, slotWorldConfig)
+	w.mustRun("daemon", "start")
+	c := w.dial(t, "runner")
+	res, tok := acquireSlot(t, c, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s := mustReady(t, res, contract.SlotCreated)
+
+	r := w.run("slot", "reset-scope", "--runner-namespace", "runner-A", "--incarnation", "boot-1", "--wait-ms", "0", "--force")
+	if r.code != 2 || !strings.Contains(r.stderr, "live_owner") || !strings.Contains(r.stdout, `"waiting"`) {
+		t.Fatalf("reset-scope with a live owner: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	pending, _ := acquireSlot(t, c, slotConfig("runner-A", "boot-2", "iPhone 15"))
+	if failureCode(pending) != contract.CodeScopeTransitionPending || !pending.Failure.Retryable {
+		t.Fatalf("new incarnation while the old one runs: %+v", pending.Failure)
+	}
+	// The live execution keeps working meanwhile.
+	if _, err := client.Do(context.Background(), c, contract.SlotHeartbeat, contract.SlotHeartbeatIn{LeaseID: s.LeaseID, OwnerToken: tok}); err != nil {
+		t.Fatalf("heartbeat of the old incarnation's execution: %v", err)
+	}
+	releaseSlot(t, c, s, tok)
+	res, tok = acquireSlot(t, c, slotConfig("runner-A", "boot-2", "iPhone 15"))
+	s2 := mustReady(t, res, contract.SlotAdopted)
+	if s2.Device.StableID != s.Device.StableID {
+		t.Fatalf("adopted %s, want %s", s2.Device.StableID, s.Device.StableID)
+	}
+	releaseSlot(t, c, s2, tok)
+}
