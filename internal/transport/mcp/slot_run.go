@@ -46,9 +46,6 @@ func runSlot(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) 
 				cancel()
 				return
 			case <-life.Done():
-				if ctx.Err() != nil {
-					x.setEndReason("signal")
-				}
 				return
 			}
 		}
@@ -58,6 +55,9 @@ func runSlot(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) 
 	x.start()
 
 	err := s.server().Run(life, &lineTransport{r: in, w: stdout, log: o.Logger})
+	if ctx.Err() != nil {
+		x.setEndReason("signal") // unless stdin or the owner ended it first
+	}
 	cancel()
 	if errors.Is(err, context.Canceled) {
 		err = nil
