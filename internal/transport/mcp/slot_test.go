@@ -369,3 +369,24 @@ func TestSlotExecutionHeartbeatsWaitsForAnAbsentDaemonAndReleasesAtOwnerLoss(t *
 		t.Fatalf("release %+v (token %v), want L1 with the acquiring token and reason owner_exited", be.released, be.tokens)
 	}
 }
+
+func TestSlotPreparationDeadlineFailsTheAcquisitionAndStillServes(t *testing.T) {
+	be := &fakeSlots{acquire: func(ctx context.Context) (contract.ManagedSlotsResult, error) {
+		<-ctx.Done()
+		return contract.ManagedSlotsResult{}, ctx.Err()
+	}}
+	cfg, err := contract.ParseSlotLaunchConfig([]byte(strings.Replace(testSlotConfig, `"localSlotCapacity":1`, `"localSlotCapacity":1,"preparationTimeoutMs":50`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Socket: "/nonexistent", Clock: fake.NewClock(time.Unix(1_700_000_000, 0)), Logger: slog.New(newLogs()),
+		Slot: &SlotOptions{Config: cfg, Backend: be, OwnerWatch: &fakeParent{gone: make(chan struct{})}}}
+	s := serve(t, o)
+	res := capabilityResult(t, s)
+	if res.Outcome != contract.SlotOutcomeFailed || res.Failure == nil || res.Failure.Code != contract.CodePreparationTimeout {
+		t.Fatalf("result %+v, want failed with PREPARATION_TIMEOUT", res)
+	}
+	if _, cerr := s.call(ToolLeaseStatus, map[string]any{}, nil); cerr == nil || cerr.Code != contract.CodeSlotAcquisitionFailed {
+		t.Fatalf("call: %+v", cerr)
+	}
+}
