@@ -145,7 +145,8 @@ func GatewayOnly() []string {
 // WorkerOnly names the operations a gateway refuses with
 // UNSUPPORTED_IN_GATEWAY_MODE: they act on one machine's devices.
 func WorkerOnly() []string {
-	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name}
+	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name,
+		SlotAcquire.Name, SlotHeartbeat.Name, SlotRelease.Name, SlotResetScope.Name, SlotList.Name}
 }
 
 // Registry lists every operation, in a stable order.
@@ -155,7 +156,8 @@ func Registry() []Op {
 		LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
 		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, DeviceRelease.Op,
 		DeviceUpload.Op, ResourcesGet.Op, ResourcesSet.Op, ResourcesReconcile.Op,
-		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op}
+		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op,
+		SlotAcquire.Op, SlotHeartbeat.Op, SlotRelease.Op, SlotResetScope.Op, SlotList.Op, CapabilitiesGet.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

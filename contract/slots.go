@@ -133,20 +133,23 @@ type SlotExecutionEnded struct {
 
 // SlotResult is one slot's acquisition evidence.
 type SlotResult struct {
-	SlotIndex            int                 `json:"slotIndex"`
-	Role                 string              `json:"role"`
-	Platform             string              `json:"platform"`
-	AssignmentGeneration int64               `json:"assignmentGeneration"`
-	Device               *SlotDevice         `json:"device,omitempty"`
-	LeaseID              string              `json:"leaseId,omitempty"`
-	RequestedSpec        SlotSpec            `json:"requestedSpec"`
-	ResolvedSpec         *SlotSpec           `json:"resolvedSpec,omitempty"`
-	SpecFingerprint      *SpecFingerprint    `json:"specFingerprint,omitempty"`
-	Disposition          string              `json:"disposition,omitempty"`
-	Readiness            string              `json:"readiness,omitempty"`
-	Decisions            []SlotDecision      `json:"decisions,omitempty"`
-	Failure              *SlotFailure        `json:"failure,omitempty"`
-	ExecutionEnded       *SlotExecutionEnded `json:"executionEnded,omitempty"`
+	SlotIndex            int         `json:"slotIndex"`
+	Role                 string      `json:"role"`
+	Platform             string      `json:"platform"`
+	AssignmentGeneration int64       `json:"assignmentGeneration"`
+	Device               *SlotDevice `json:"device,omitempty"`
+	LeaseID              string      `json:"leaseId,omitempty"`
+	// RequesterID is the execution lease's requester, which device.exec on
+	// the lease must name.
+	RequesterID     string              `json:"requesterId,omitempty"`
+	RequestedSpec   SlotSpec            `json:"requestedSpec"`
+	ResolvedSpec    *SlotSpec           `json:"resolvedSpec,omitempty"`
+	SpecFingerprint *SpecFingerprint    `json:"specFingerprint,omitempty"`
+	Disposition     string              `json:"disposition,omitempty"`
+	Readiness       string              `json:"readiness,omitempty"`
+	Decisions       []SlotDecision      `json:"decisions,omitempty"`
+	Failure         *SlotFailure        `json:"failure,omitempty"`
+	ExecutionEnded  *SlotExecutionEnded `json:"executionEnded,omitempty"`
 }
 
 // ManagedSlotsResult is the acquisition result: the initialize capability

@@ -78,6 +78,7 @@ type Daemon struct {
 	hostSubs []hostSub
 	hostKick chan struct{}
 	claims   *claims          // the op hooks: this home's claims in the host registry
+	slots    *slotManager     // managed slot executions (slots.go)
 	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
@@ -261,6 +262,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
 	d.setupHostUsage(drivers)
+	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
 		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
@@ -343,6 +345,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 				d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
 				d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
 			}
+			// Slot devices leave the general pool before anyone is served.
+			d.slots.start(sctx)
 			// Before the gate opens, so no upload races the sweep.
 			d.uploads.sweep(d.engine.Leases())
 			// Published before the gate opens too, so whoever is let in

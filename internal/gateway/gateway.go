@@ -286,6 +286,16 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 	unsupported(d, contract.Passthrough)
 	unsupported(d, contract.LeaseRequestStatus)
 	unsupported(d, contract.DeviceRelease)
+	// A gateway serves none of the optional contracts itself.
+	dispatch.Handle(d, contract.CapabilitiesGet, func(context.Context, *dispatch.Call, contract.CapabilitiesGetIn) (contract.CapabilitiesGetOut, error) {
+		return contract.CapabilitiesGetOut{Contracts: []string{}}, nil
+	})
+	// Slots live in one host's registry: a runner talks to that host.
+	unsupported(d, contract.SlotAcquire)
+	unsupported(d, contract.SlotHeartbeat)
+	unsupported(d, contract.SlotRelease)
+	unsupported(d, contract.SlotResetScope)
+	unsupported(d, contract.SlotList)
 }
 
 // unsupported registers op as refused for good on a gateway: it acts on one
