@@ -66,6 +66,12 @@ func (x *slotExec) bounds() (slotBounds, bool) {
 	return b, true
 }
 
+// requester is the execution lease's requester, which device.exec names.
+func (x *slotExec) requester() string {
+	slot, _ := x.ownSlot()
+	return slot.RequesterID
+}
+
 func outside(reason, format string, args ...any) *contract.Error {
 	return contract.Errorf(contract.CodeDeviceOutsideSlots, format, args...).WithDetails("reason", reason).
 		WithNext("act only on this execution's own slot device; to stop or change it, end the execution and relaunch")
