@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -284,4 +286,80 @@ func TestManagedSlotMalformedSpecFailsFastAndCreatesNothing(t *testing.T) {
 	if _, _, ok := w.slotAssignment("runner-A", "boot-1", 0); ok {
 		t.Fatal("a malformed spec left an assignment")
 	}
+}
+
+// While the daemon is away a slot proxy answers DAEMON_STALLED (waiting to
+// reclaim, never starting a daemon itself); once a daemon is back it
+// re-binds the same lease and its tools work again.
+func TestManagedSlotProxyWaitsOutADaemonRestart(t *testing.T) {
+	w := newWorld(t, slotsConfig)
+	w.mustRun("daemon", "start")
+	p := w.slotProxy(t, slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 15"))
+	if p.res.Outcome != "ready" {
+		t.Fatalf("acquisition %+v (%s)", p.res, p.res.failureCode())
+	}
+	d, lease := p.res.device(), p.res.Slots[0].LeaseID
+	listapps := map[string]any{"tool": "simctl", "args": []string{"listapps", d}}
+	if text, isErr := p.call("device_exec", listapps, nil); isErr {
+		t.Fatal(text)
+	}
+
+	w.mustRun("daemon", "stop")
+	text, isErr := p.call("lease_status", map[string]any{}, nil)
+	if !isErr || !strings.Contains(text, "DAEMON_STALLED") || !strings.Contains(text, "wait_for_managed_reclaim") {
+		t.Fatalf("a call while the daemon is away: %s", text)
+	}
+	if w.daemonRunning() {
+		t.Fatal("the slot proxy started a daemon")
+	}
+
+	w.mustRun("daemon", "start")
+	eventually(t, "the proxy to re-bind its execution", 15*time.Second, func() bool {
+		text, isErr := p.call("device_exec", listapps, nil)
+		return !isErr || !strings.Contains(text, "DAEMON_STALLED")
+	})
+	if text, isErr := p.call("device_exec", listapps, nil); isErr {
+		t.Fatalf("after the re-bind: %s", text)
+	}
+	if _, l, _ := w.slotAssignment("runner-A", "boot-1", 0); l != lease {
+		t.Fatalf("after the restart the slot's lease is %q, want the same %s", l, lease)
+	}
+	p.end()
+	eventually(t, "the execution to be released at EOF", 15*time.Second, func() bool {
+		_, l, ok := w.slotAssignment("runner-A", "boot-1", 0)
+		return ok && l == ""
+	})
+}
+
+// executionOwnerPid's exit ends the execution even though the proxy's
+// parent (this test) lives on: the proxy exits and releases the slot,
+// which keeps its device.
+func TestManagedSlotEndsWhenItsExecutionOwnerExits(t *testing.T) {
+	w := newWorld(t, slotsConfig)
+	w.mustRun("daemon", "start")
+	owner := exec.Command("sleep", "120")
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Process.Kill()
+	cfg := strings.Replace(slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 15"), `"localSlotCapacity":1`,
+		fmt.Sprintf(`"localSlotCapacity":1,"executionOwnerPid":%d`, owner.Process.Pid), 1)
+	p := w.slotProxy(t, cfg)
+	if p.res.Outcome != "ready" {
+		t.Fatalf("acquisition %+v (%s)", p.res, p.res.failureCode())
+	}
+	d := p.res.device()
+	owner.Process.Kill()
+	_ = owner.Wait()
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy outlived its execution owner")
+	}
+	eventually(t, "the slot to be released with its device kept", 10*time.Second, func() bool {
+		dev, l, ok := w.slotAssignment("runner-A", "boot-1", 0)
+		return ok && dev == d && l == ""
+	})
 }
