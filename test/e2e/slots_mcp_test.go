@@ -314,10 +314,20 @@ func TestManagedSlotProxyWaitsOutADaemonRestart(t *testing.T) {
 	}
 
 	w.mustRun("daemon", "start")
+	var notice any
 	eventually(t, "the proxy to re-bind its execution", 15*time.Second, func() bool {
-		text, isErr := p.call("device_exec", listapps, nil)
-		return !isErr || !strings.Contains(text, "DAEMON_STALLED")
+		r, err := p.cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "device_exec", Arguments: listapps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, ok := r.Meta["simlock/managedSlots"].(map[string]any); ok {
+			notice = m["notice"]
+		}
+		return !r.IsError || !strings.Contains(r.Content[0].(*mcpsdk.TextContent).Text, "DAEMON_STALLED")
 	})
+	if notice != "daemon_restart_resumed" {
+		t.Fatalf("the first answer after the re-bind carries notice %v, want daemon_restart_resumed", notice)
+	}
 	if text, isErr := p.call("device_exec", listapps, nil); isErr {
 		t.Fatalf("after the re-bind: %s", text)
 	}

@@ -92,10 +92,16 @@ type slotExec struct {
 	awaySince    time.Time
 	awayAttempts int
 	awayErr      string
-	ended        *contract.SlotExecutionEnded
-	endReason    string
-	hb           ports.Timer
-	closing      bool
+	// awayDials is the session's dial count when the daemon went away; a
+	// re-bind over a new connection means the daemon restarted.
+	awayDials int
+	// notice is said once, on the next tool call after a re-bind.
+	notice    string
+	dials     func() int
+	ended     *contract.SlotExecutionEnded
+	endReason string
+	hb        ports.Timer
+	closing   bool
 }
 
 func newSlotExec(o SlotOptions, be SlotBackend, clock ports.Clock, log *slog.Logger) *slotExec {
@@ -292,7 +298,11 @@ func (x *slotExec) beat() {
 	switch {
 	case err == nil:
 		if !x.awaySince.IsZero() {
-			x.log.Info("the daemon answers again; the execution is re-bound", "leaseId", id,
+			x.notice = "daemon_stall_resumed"
+			if x.dials != nil && x.dials() != x.awayDials {
+				x.notice = "daemon_restart_resumed"
+			}
+			x.log.Info("the daemon answers again; the execution is re-bound", "leaseId", id, "notice", x.notice,
 				"awayFor", x.clock.Now().Sub(x.awaySince).Round(time.Millisecond), "attempts", x.awayAttempts)
 		}
 		x.awaySince, x.awayAttempts, x.awayErr = time.Time{}, 0, ""
@@ -310,6 +320,9 @@ func (x *slotExec) beat() {
 func (x *slotExec) markAwayLocked(err error) {
 	if x.awaySince.IsZero() {
 		x.awaySince = x.clock.Now()
+		if x.dials != nil {
+			x.awayDials = x.dials()
+		}
 		x.log.Warn("the daemon is away; waiting to reclaim the execution", "leaseId", x.leaseID, "err", err)
 	}
 	x.awayAttempts++
@@ -410,6 +423,15 @@ func (x *slotExec) toolError(err error) error {
 		return g
 	}
 	return err
+}
+
+// takeNotice returns the re-bind notice once.
+func (x *slotExec) takeNotice() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := x.notice
+	x.notice = ""
+	return n
 }
 
 // setEndReason remembers the first reason the execution is ending.

@@ -20,6 +20,11 @@ func runSlot(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) 
 		be = daemonSlots{s: s}
 	}
 	x := newSlotExec(*o.Slot, be, o.Clock, o.Logger)
+	x.dials = func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.dials
+	}
 	s.slot = x
 
 	in := newStdinPump(stdin)

@@ -61,17 +61,32 @@ func (x *slotExec) install(srv *mcpsdk.Server) {
 			if !ok || call.Params == nil {
 				return next(ctx, method, req)
 			}
-			if err := x.gate(); err != nil {
-				return errorResult(err), nil
-			}
-			if b, ok := x.bounds(); ok {
-				if err := b.admit(call.Params.Name, call.Params.Arguments); err != nil {
-					return errorResult(err), nil
+			res, err := x.gated(ctx, call, func() (mcpsdk.Result, error) { return next(ctx, method, req) })
+			// The first answer after a re-bind says the daemon came back.
+			if r, ok := res.(*mcpsdk.CallToolResult); ok && err == nil {
+				if n := x.takeNotice(); n != "" {
+					if r.Meta == nil {
+						r.Meta = mcpsdk.Meta{}
+					}
+					r.Meta[SlotCapability] = map[string]any{"notice": n}
 				}
 			}
-			return next(ctx, method, req)
+			return res, err
 		}
 	})
+}
+
+// gated runs a tool call past the execution's state and its confinement.
+func (x *slotExec) gated(_ context.Context, call *mcpsdk.CallToolRequest, next func() (mcpsdk.Result, error)) (mcpsdk.Result, error) {
+	if err := x.gate(); err != nil {
+		return errorResult(err), nil
+	}
+	if b, ok := x.bounds(); ok {
+		if err := b.admit(call.Params.Name, call.Params.Arguments); err != nil {
+			return errorResult(err), nil
+		}
+	}
+	return next()
 }
 
 func (x *slotExec) readResource(_ context.Context, req *mcpsdk.ReadResourceRequest) (*mcpsdk.ReadResourceResult, error) {

@@ -355,6 +355,21 @@ func TestSlotExecutionHeartbeatsWaitsForAnAbsentDaemonAndReleasesAtOwnerLoss(t *
 	// the stall gate again, to meet confinement (which runs after it).
 	be.setHeartbeat(nil)
 	clock.Advance(slotHeartbeatEvery)
+	// The first answer after the re-bind says so (the same connection
+	// answered again: a stall, not a restart), and only the first.
+	for i, want := range []any{"daemon_stall_resumed", nil} {
+		r, err := s.cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: ToolLeaseSimulator, Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got any
+		if m, ok := r.Meta[SlotCapability].(map[string]any); ok {
+			got = m["notice"]
+		}
+		if got != want {
+			t.Fatalf("answer %d after the re-bind: notice %v, want %v", i, got, want)
+		}
+	}
 	if _, cerr := s.call(ToolDeviceExec, map[string]any{"tool": "simctl", "args": []string{"shutdown", "AAAAAAAA-0000-0000-0000-000000000001"}}, nil); cerr == nil || cerr.Code != contract.CodeDeviceOutsideSlots {
 		t.Fatalf("lifecycle on the own device after re-bind: %+v", cerr)
 	}
