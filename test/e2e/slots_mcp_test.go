@@ -12,9 +12,9 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Three devices may run at once: runner A's and runner B's slot devices,
+// Four devices may run at once: runner A's slot device, runner B's two,
 // and a replacement beside them.
-const slotsConfig = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":3,"maxManaged":6}}}`
+const slotsConfig = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":4,"maxManaged":8}}}`
 
 // The simulated SDK's iOS runtime the slot specs ask for.
 const slotRuntime = "com.apple.CoreSimulator.SimRuntime.iOS-18-0"
@@ -207,6 +207,12 @@ func TestManagedSlotsSixStepsThroughRealMCPProxies(t *testing.T) {
 		t.Fatalf("step 3: a plain client's shutdown of D: exit %d %s", r.code, r.stderr)
 	}
 	pb.end()
+	// B's slot 0 is another scoped identity than A's slot 0: its own device.
+	pb0 := w.slotProxy(t, slotLaunchJSON("runner-B", "boot-1", 0, "iPhone 15"))
+	if pb0.res.Outcome != "ready" || pb0.res.device() == d || pb0.res.device() == pb.res.device() {
+		t.Fatalf("step 3: runner B's slot 0 %+v, want a third device", pb0.res)
+	}
+	pb0.end()
 
 	// 4. A's next execution reuses D with a fresh lease.
 	p2 := w.slotProxy(t, slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 15"))

@@ -405,3 +405,26 @@ func TestSlotPreparationDeadlineFailsTheAcquisitionAndStillServes(t *testing.T) 
 		t.Fatalf("call: %+v", cerr)
 	}
 }
+
+func TestExecOwnerWatchSeesAnExplicitOwnerExit(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gone := execOwnerWatch{pid: cmd.Process.Pid, interval: 5 * time.Millisecond}.Watch(ctx)
+	select {
+	case <-gone:
+		t.Fatal("a running owner was reported gone")
+	case <-time.After(50 * time.Millisecond):
+	}
+	cmd.Process.Kill()
+	_ = cmd.Wait()
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the owner's exit went unnoticed")
+	}
+}
