@@ -222,6 +222,9 @@ func TestManagedSlotsSixStepsThroughRealMCPProxies(t *testing.T) {
 	if text, isErr := p2.call("device_exec", map[string]any{"tool": "simctl", "args": []string{"listapps", d}}, nil); isErr {
 		t.Fatalf("step 4: the slot's own device: %s", text)
 	}
+	if text, isErr := p2.call("lease_status", map[string]any{}, nil); isErr || !strings.Contains(text, p2.res.Slots[0].LeaseID) {
+		t.Fatalf("step 4: lease_status on the slot connection: %s", text)
+	}
 	p2.end()
 
 	// 5. A spec change replaces D: deleted, absence verified, then E created.
