@@ -50,6 +50,20 @@ func (e *Engine) assignedLocked(id string) (string, bool) {
 	return s, ok
 }
 
+// checkAssigned refuses, at once rather than by queueing forever, a
+// targeted request for a device a managed slot holds, unless it is that
+// slot's own execution.
+func (e *Engine) checkAssigned(id, slot string) error {
+	held, ok := e.AssignedSlot(id)
+	if !ok || (slot != "" && slot != FreePoolSlot && held == slot) {
+		return nil
+	}
+	if held == FreePoolSlot {
+		return fmt.Errorf("%w: %s is in the managed free pool", ErrAssigned, id)
+	}
+	return fmt.Errorf("%w: %s", ErrAssigned, id)
+}
+
 // slotMayUseLocked is the targeted path's exception to the general pool:
 // a slot's own execution may use its assigned device, idle and untouched
 // by anyone else on the host.
@@ -69,14 +83,14 @@ func (e *Engine) slotMayUseLocked(w *waiter, d *DeviceRecord) bool {
 	return d.State == StateReady || d.State == StateShutdown
 }
 
-// ProvisionAssigned creates and boots a new device for slot (a slot key)
-// and returns it ready and idle. The device is marked as the slot's before
+// ProvisionAssigned creates and boots a new device for slot (a slot key),
+// named name when the driver can, and returns it ready and idle. The device is marked as the slot's before
 // the decision section that records it ends, so the general pool never
 // sees it. recorded runs with the new device's id as soon as its record is
 // durable and before the driver creates anything, so the caller's journal
 // can name the device across a crash (a restart finds it by that id, or
 // the core's recovery drops an interrupted provision).
-func (e *Engine) ProvisionAssigned(ctx context.Context, req SpecRequest, slot string, recorded func(id string) error) (DeviceRecord, error) {
+func (e *Engine) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, name string, recorded func(id string) error) (DeviceRecord, error) {
 	drv, ok := e.drivers[req.Platform]
 	if !ok {
 		return DeviceRecord{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", req.Platform), "platforms", e.Platforms())
@@ -85,6 +99,7 @@ func (e *Engine) ProvisionAssigned(ctx context.Context, req SpecRequest, slot st
 	if err != nil {
 		return DeviceRecord{}, err
 	}
+	spec.NameHint = name
 	var id string
 	e.section(func() {
 		if e.stopping {

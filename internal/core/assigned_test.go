@@ -16,7 +16,7 @@ func TestAnAssignedDeviceServesOnlyItsSlot(t *testing.T) {
 	h := newHarness(t, one(3))
 	ctx := context.Background()
 	var recorded string
-	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", func(id string) error { recorded = id; return nil })
+	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", "simlock-slot-test", func(id string) error { recorded = id; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,20 +30,18 @@ func TestAnAssignedDeviceServesOnlyItsSlot(t *testing.T) {
 	if g.Device.ID == d.ID {
 		t.Fatal("a plain request was granted the slot's device")
 	}
-	other := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "b", OwnerID: "b", DeviceID: d.ID, Slot: "scopeB/0"})
-	select {
-	case r := <-other:
-		t.Fatalf("another slot's execution got the device: %+v %v", r.g.Device.ID, r.err)
-	default:
+	// Another slot's execution and a plain targeted request are refused
+	// at once.
+	for _, slot := range []string{"scopeB/0", ""} {
+		_, err := h.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "b", OwnerID: "b", DeviceID: d.ID, Slot: slot}, nil)
+		if !errors.Is(err, core.ErrAssigned) {
+			t.Fatalf("targeted request from slot %q: %v", slot, err)
+		}
 	}
 	own, err := h.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a", OwnerID: "a", DeviceID: d.ID, Slot: "scopeA/0"}, nil)
 	if err != nil || own.Device.ID != d.ID {
 		t.Fatalf("own slot: %v %v", own.Device.ID, err)
 	}
-	if err := h.engine.Cancel("b"); err != nil {
-		t.Fatal(err)
-	}
-	<-other
 	// The registry now reports it (as the daemon would); the made mark
 	// and the daemon's map agree.
 	h.engine.SetAssigned(map[string]string{d.ID: "scopeA/0"})
@@ -80,14 +78,10 @@ func TestAFreePoolDeviceServesNoExecution(t *testing.T) {
 	h.engine.Release(g.Lease.ID)
 	h.engine.WaitIdle()
 	h.engine.SetAssigned(map[string]string{g.Device.ID: core.FreePoolSlot})
-	ch := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "s", OwnerID: "s", DeviceID: g.Device.ID, Slot: core.FreePoolSlot})
-	select {
-	case r := <-ch:
-		t.Fatalf("a free-pool device was granted: %v", r.err)
-	default:
+	_, err = h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "s", OwnerID: "s", DeviceID: g.Device.ID, Slot: core.FreePoolSlot}, nil)
+	if !errors.Is(err, core.ErrAssigned) {
+		t.Fatalf("a free-pool device was requested: %v", err)
 	}
-	h.engine.Cancel("s")
-	<-ch
 	g2, err := h.lease("b", "Phone")
 	if err != nil || g2.Device.ID == g.Device.ID {
 		t.Fatalf("plain request got the free-pool device: %v %v", g2.Device.ID, err)

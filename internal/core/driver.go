@@ -54,6 +54,10 @@ type Spec struct {
 	// (ProfileOf). It is part of Key only when set, so a spec without a
 	// profile keeps the key existing records were stored under.
 	Profile string `json:"profile,omitempty"`
+	// NameHint, when set, is the name a new device should get (a managed
+	// slot's device, assigned.go). It only labels the device for people;
+	// never stored with the spec and not part of Key.
+	NameHint string `json:"-"`
 }
 
 // Key identifies the interchangeability class of a spec.
@@ -157,6 +161,11 @@ type CatalogModel struct {
 	Identifier string
 	MinOS      string
 	MaxOS      string
+	// Family is the iOS product family (iPhone, iPad), when the SDK says.
+	Family string
+	// ProductModel is the iOS hardware model identifier (iPhone17,1), when
+	// the SDK says.
+	ProductModel string
 }
 
 type CatalogRuntime struct {
@@ -166,6 +175,11 @@ type CatalogRuntime struct {
 	Identifier      string
 	Available       bool
 	SupportedModels []string
+	// Tag, ABI and APILevel describe an Android system image
+	// (google_apis, x86_64, 36); empty on iOS.
+	Tag      string
+	ABI      string
+	APILevel int
 }
 
 // Driver is the narrow boundary between the core and one platform. The core

@@ -133,6 +133,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	var err error
 	if r.DeviceID != "" {
 		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
+		if err == nil {
+			err = e.checkAssigned(r.DeviceID, r.Slot)
+		}
 		if err == nil && len(r.Spec.Resources) > 0 {
 			// The one device is named, so no profile key selects it; the
 			// profile is still applied before the grant.

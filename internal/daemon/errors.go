@@ -29,6 +29,9 @@ func toContractError(err error) *contract.Error {
 	if errors.As(err, &slot) {
 		return slotRefused(slot)
 	}
+	if errors.Is(err, core.ErrAssigned) {
+		return contract.Errorf(contract.CodeDeviceAssignedToSlot, "%s; only that slot's execution may lease it", err.Error())
+	}
 	if ce := capacityExhausted(err); ce != nil {
 		return ce
 	}

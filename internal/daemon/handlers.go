@@ -197,7 +197,8 @@ func (d *Daemon) leaseReleaseAll(_ context.Context, call *dispatch.Call, in cont
 			return owns(call.Session, l) && (l.RequesterID == req || strings.HasPrefix(l.RequesterID, req+"/"))
 		}
 	}
-	ids := d.engine.ReleaseWhere(match)
+	// A slot execution's lease ends only through slot.release.
+	ids := d.engine.ReleaseWhere(func(l core.LeaseRecord) bool { return match(l) && d.slots.guardRelease(l.ID) == nil })
 	if ids == nil {
 		ids = []string{}
 	}

@@ -8,6 +8,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +90,9 @@ func (m *slotManager) pruneLocked() {
 type slotManager struct {
 	d   *Daemon
 	log *slog.Logger
+	// ctx is the daemon's serving context (set by start): watchers end
+	// with it, so a stopping daemon leaves its executions to the next one.
+	ctx context.Context
 
 	mu      sync.Mutex
 	byLease map[string]*slotExec
@@ -97,7 +102,7 @@ type slotManager struct {
 }
 
 func newSlotManager(d *Daemon, log *slog.Logger) *slotManager {
-	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}}
+	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}, ctx: context.Background()}
 }
 
 func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
@@ -115,6 +120,9 @@ func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
 // the engine before any request is served, executions whose lease
 // survived a restart are re-owned, and the poller follows other daemons.
 func (m *slotManager) start(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
 	if err := m.rehydrate(ctx); err != nil {
 		m.log.Error("rehydrate slot executions", "err", err)
 	}
@@ -196,7 +204,7 @@ func (m *slotManager) rehydrate(ctx context.Context) error {
 		}
 		x := &slotExec{scope: r.ScopeKey, slot: r.SlotIndex, gen: r.Generation, token: o.Token, leaseID: l.ID, requester: l.RequesterID,
 			principal: l.OwnerID, deviceID: l.DeviceID, idle: time.Duration(contract.DefaultSlotIdleTimeoutMs) * time.Millisecond, lastControl: now}
-		m.track(ctx, x)
+		m.track(x)
 		m.log.Info("slot execution rehydrated", "scope", r.ScopeKey, "slot", r.SlotIndex, "lease", l.ID)
 	}
 	return nil
@@ -204,8 +212,9 @@ func (m *slotManager) rehydrate(ctx context.Context) error {
 
 // track registers x and ends it when its lease ends (an expired heartbeat
 // TTL, an idle release, a restart that lost it).
-func (m *slotManager) track(ctx context.Context, x *slotExec) {
+func (m *slotManager) track(x *slotExec) {
 	m.mu.Lock()
+	ctx := m.ctx
 	m.pruneLocked()
 	m.byLease[x.leaseID] = x
 	m.mu.Unlock()
@@ -297,7 +306,7 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 	}
 	x := &slotExec{scope: key, slot: req.SlotIndex, gen: out.Record.Generation, token: in.OwnerToken, leaseID: g.Lease.ID, requester: requester,
 		principal: call.Session.Principal, deviceID: g.Device.ID, idle: time.Duration(cfg.EffectiveIdleTimeoutMs()) * time.Millisecond, lastControl: m.d.clock.Now()}
-	m.track(context.WithoutCancel(ctx), x)
+	m.track(x)
 
 	resolved := out.Device.Resolved
 	sr.AssignmentGeneration, sr.LeaseID, sr.RequesterID = out.Record.Generation, g.Lease.ID, requester
@@ -368,7 +377,10 @@ func (m *slotManager) endIdle(x *slotExec) bool {
 		m.mu.Unlock()
 		return false
 	}
-	m.endLocked(x, contract.SlotExecutionEnded{Reason: "idle", Idle: true, NextAction: nextRelaunch})
+	if !m.endLocked(x, contract.SlotExecutionEnded{Reason: "idle", Idle: true, NextAction: nextRelaunch}) {
+		m.mu.Unlock()
+		return true
+	}
 	m.mu.Unlock()
 	_ = m.d.engine.Release(x.leaseID)
 	if err := m.d.host.ReleaseSlot(context.Background(), x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
@@ -386,6 +398,16 @@ func (m *slotManager) heartbeat(_ context.Context, _ *dispatch.Call, in contract
 		return contract.SlotHeartbeatOut{}, executionEnded(x)
 	}
 	l, err := m.d.engine.Renew(x.leaseID, slotHeartbeatTTL)
+	if errors.Is(err, core.ErrUnknownLease) {
+		// Expired just now: its watcher is about to say so; answer the same.
+		m.mu.Lock()
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
+		m.mu.Unlock()
+		if first {
+			m.releaseClaim(x.scope, x.slot, x.token, err)
+		}
+		return contract.SlotHeartbeatOut{}, executionEnded(x)
+	}
 	if err != nil {
 		return contract.SlotHeartbeatOut{}, err
 	}
@@ -679,7 +701,7 @@ func (s slotDevices) ByID(id string) (slots.Device, bool) {
 	return slotDevice(rec), true
 }
 
-func (s slotDevices) Create(ctx context.Context, platform string, spec contract.SlotSpec, key string, recorded func(string) error) (slots.Device, error) {
+func (s slotDevices) Create(ctx context.Context, platform string, spec contract.SlotSpec, key, namePrefix string, recorded func(string) error) (slots.Device, error) {
 	if len(spec.Configuration) > 0 {
 		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply an Android configuration to a slot device yet").
 			WithNext("omit requestedSpec.configuration")
@@ -688,7 +710,12 @@ func (s slotDevices) Create(ctx context.Context, platform string, spec contract.
 		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply a display cutout to a slot device yet").
 			WithNext("omit requestedSpec.displayCutout")
 	}
-	rec, err := s.d.engine.ProvisionAssigned(ctx, slotSpecRequest(platform, spec), key, recorded)
+	var suffix [3]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return slots.Device{}, err
+	}
+	name := namePrefix + "-" + hex.EncodeToString(suffix[:])
+	rec, err := s.d.engine.ProvisionAssigned(ctx, slotSpecRequest(platform, spec), key, name, recorded)
 	if err != nil {
 		if rec.ID != "" {
 			return slotDevice(rec), err

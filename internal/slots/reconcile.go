@@ -50,8 +50,9 @@ type Devices interface {
 	// ByID finds a device by the daemon's id.
 	ByID(id string) (Device, bool)
 	// Create makes a new device for the spec, marked as slotKey's before
-	// anyone can see it; recorded runs with its id before the driver acts.
-	Create(ctx context.Context, platform string, spec contract.SlotSpec, slotKey string, recorded func(id string) error) (Device, error)
+	// anyone can see it, named namePrefix plus a unique suffix; recorded
+	// runs with its id before the driver acts.
+	Create(ctx context.Context, platform string, spec contract.SlotSpec, slotKey, namePrefix string, recorded func(id string) error) (Device, error)
 	// Destroy deletes an idle device and returns once it is gone.
 	Destroy(ctx context.Context, d Device) error
 	// Present re-reads the platform inventory for stableID; ok=false when
@@ -294,7 +295,10 @@ func (x *run) create(ctx context.Context, gen int64, cur hostreg.SlotRecord, dis
 func (x *run) createWith(ctx context.Context, gen int64, in hostreg.SlotIntent, disp string) (Outcome, error) {
 	key := hostreg.SlotKey(x.scope, x.req.SlotIndex)
 	x.note("create", "creating a %s device for the spec", x.req.Platform)
-	d, err := x.r.Devs.Create(ctx, x.req.Platform, x.req.RequestedSpec, key, func(id string) error {
+	// Opaque to everyone but people: scope prefix, slot, the generation
+	// the binding will take (at least), then the adapter's unique suffix.
+	name := fmt.Sprintf("simlock-slot-%.8s-%d-g%d", x.scope, x.req.SlotIndex, gen+1)
+	d, err := x.r.Devs.Create(ctx, x.req.Platform, x.req.RequestedSpec, key, name, func(id string) error {
 		return x.r.Reg.NoteIntentDevice(ctx, in.ID, devicePrefix+id)
 	})
 	if err != nil {

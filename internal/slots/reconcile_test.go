@@ -33,6 +33,7 @@ type devices struct {
 	failDel   bool
 	noCap     bool
 	crashMade bool // Create records the device, then "crashes" before returning
+	names     []string
 }
 
 func newDevices() *devices { return &devices{byID: map[string]Device{}} }
@@ -47,9 +48,10 @@ func (f *devices) ByStableID(_ context.Context, platform, stable string) (Device
 	return Device{}, false, !f.partial
 }
 func (f *devices) ByID(id string) (Device, bool) { d, ok := f.byID[id]; return d, ok }
-func (f *devices) Create(_ context.Context, platform string, spec contract.SlotSpec, key string, recorded func(string) error) (Device, error) {
+func (f *devices) Create(_ context.Context, platform string, spec contract.SlotSpec, key, name string, recorded func(string) error) (Device, error) {
 	f.n++
-	d := Device{ID: fmt.Sprintf("dev_%d", f.n), StableID: fmt.Sprintf("UDID-%d", f.n), Name: "n", Platform: platform, Resolved: spec}
+	d := Device{ID: fmt.Sprintf("dev_%d", f.n), StableID: fmt.Sprintf("UDID-%d", f.n), Name: name, Platform: platform, Resolved: spec}
+	f.names = append(f.names, name)
 	if err := recorded(d.ID); err != nil {
 		return Device{}, err
 	}
@@ -133,6 +135,9 @@ func TestReconcileCreateReuseRecreateReplaceAdopt(t *testing.T) {
 	o1, err := f.acquire(scope, req("pixel_6"), "p1")
 	if err != nil || o1.Disposition != contract.SlotCreated || o1.Record.Generation < 1 {
 		t.Fatalf("first: %+v %v", o1, err)
+	}
+	if want := fmt.Sprintf("simlock-slot-%.8s-0-g1", scope); f.devs.names[0] != want {
+		t.Fatalf("created device named %q, want %q", f.devs.names[0], want)
 	}
 	o2, err := f.acquire(scope, req("pixel_6"), "p2")
 	if err != nil || o2.Disposition != contract.SlotReused || o2.Device.StableID != o1.Device.StableID {

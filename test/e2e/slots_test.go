@@ -104,6 +104,9 @@ func TestManagedSlotLifecycleOnTheSimulatedSDK(t *testing.T) {
 		t.Fatalf("first acquisition: %+v", res)
 	}
 	devD := s1.Device.StableID
+	if want := fmt.Sprintf("simlock-slot-%.8s-0-g", *res.Scope.ScopeKey); !strings.HasPrefix(s1.Device.Name, want) {
+		t.Fatalf("slot device named %q, want %s<n>-<suffix>", s1.Device.Name, want)
+	}
 
 	// A plain lease of the same spec gets another device.
 	l, err := plain.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Model: "iPhone 15", OSVersion: "18.0", TTLMs: 60000, NoWait: false, TimeoutMs: 30000}, nil)
@@ -130,6 +133,11 @@ func TestManagedSlotLifecycleOnTheSimulatedSDK(t *testing.T) {
 	if _, err := client.Do(ctx, plain, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID}); err != nil {
 		t.Fatal(err)
 	}
+	// release --everyone leaves the slot's lease alone.
+	w.mustRun("release", "--everyone", "--yes")
+	if _, err := client.Do(ctx, runner, contract.SlotHeartbeat, contract.SlotHeartbeatIn{LeaseID: s1.LeaseID, OwnerToken: tok}); err != nil {
+		t.Fatalf("the slot's lease after release --everyone: %v", err)
+	}
 	// The execution itself may exec on its device.
 	if _, err := runner.Exec(ctx, contract.DeviceExecIn{LeaseID: s1.LeaseID, RequesterID: s1.RequesterID, Tool: "simctl", Args: []string{"getenv", devD, "HOME"}}, nil); err != nil {
 		t.Fatalf("exec by the slot's own execution: %v", err)
@@ -153,6 +161,10 @@ func TestManagedSlotLifecycleOnTheSimulatedSDK(t *testing.T) {
 	}
 	if _, err := client.Do(ctx, plain, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l2.LeaseID}); err != nil {
 		t.Fatal(err)
+	}
+	// Naming the idle slot device in a plain lease request is refused at once.
+	if r := w.run("lease", "--device", devD, "--no-wait", "--json"); r.code == 0 || !strings.Contains(r.stderr, string(contract.CodeDeviceAssignedToSlot)) {
+		t.Fatalf("plain lease of the slot's device: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	// device.release of the idle slot device is refused too.
 	if r := w.run("device", "release", "ios:udid:"+devD); r.code == 0 || !strings.Contains(r.stderr+r.stdout, string(contract.CodeDeviceAssignedToSlot)) {
@@ -374,4 +386,35 @@ func TestASlotExecutionSurvivesADaemonRestart(t *testing.T) {
 	if !client.IsCode(err, contract.CodeExecutionEnded) {
 		t.Fatalf("heartbeat of a released execution: %v", err)
 	}
+}
+
+// A new incarnation waits for the old one's live execution
+// (SCOPE_TRANSITION_PENDING), reset-scope reports the live owner and exits
+// 2, and once the execution ends the new incarnation adopts the device.
+func TestScopeTransitionWaitsForTheOldIncarnation(t *testing.T) {
+	w := newWorld(t, slotWorldConfig)
+	w.mustRun("daemon", "start")
+	c := w.dial(t, "runner")
+	res, tok := acquireSlot(t, c, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s := mustReady(t, res, contract.SlotCreated)
+
+	r := w.run("slot", "reset-scope", "--runner-namespace", "runner-A", "--incarnation", "boot-1", "--wait-ms", "0", "--force")
+	if r.code != 2 || !strings.Contains(r.stderr, "live_owner") || !strings.Contains(r.stdout, `"waiting"`) {
+		t.Fatalf("reset-scope with a live owner: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	pending, _ := acquireSlot(t, c, slotConfig("runner-A", "boot-2", "iPhone 15"))
+	if failureCode(pending) != contract.CodeScopeTransitionPending || !pending.Failure.Retryable {
+		t.Fatalf("new incarnation while the old one runs: %+v", pending.Failure)
+	}
+	// The live execution keeps working meanwhile.
+	if _, err := client.Do(context.Background(), c, contract.SlotHeartbeat, contract.SlotHeartbeatIn{LeaseID: s.LeaseID, OwnerToken: tok}); err != nil {
+		t.Fatalf("heartbeat of the old incarnation's execution: %v", err)
+	}
+	releaseSlot(t, c, s, tok)
+	res, tok = acquireSlot(t, c, slotConfig("runner-A", "boot-2", "iPhone 15"))
+	s2 := mustReady(t, res, contract.SlotAdopted)
+	if s2.Device.StableID != s.Device.StableID {
+		t.Fatalf("adopted %s, want %s", s2.Device.StableID, s.Device.StableID)
+	}
+	releaseSlot(t, c, s2, tok)
 }

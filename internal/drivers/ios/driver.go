@@ -240,6 +240,9 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if err != nil {
 		return core.Provisioned{}, err
 	}
+	if spec.NameHint != "" {
+		name = spec.NameHint
+	}
 	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl create")
 	defer cancel()
 	udid, cloned := "", false
@@ -525,7 +528,7 @@ func catalogOf(l *List) core.Catalog {
 		if !isIOSType(t) {
 			continue
 		}
-		m := core.CatalogModel{Name: t.Name, Identifier: t.Identifier}
+		m := core.CatalogModel{Name: t.Name, Identifier: t.Identifier, Family: t.ProductFamily, ProductModel: t.ModelIdentifier}
 		if !t.MinRuntime.IsZero() {
 			m.MinOS = t.MinRuntime.String()
 		}
