@@ -176,6 +176,9 @@ func TestManagedSlotsSixStepsThroughRealMCPProxies(t *testing.T) {
 		t.Fatalf("step 1: %+v (failure %s)", p1.res, p1.res.failureCode())
 	}
 	d, lease1 := p1.res.device(), p1.res.Slots[0].LeaseID
+	if name := p1.res.Slots[0].Device.Name; !strings.HasPrefix(name, "simlock-slot-") {
+		t.Fatalf("step 1: device name %q, want simlock-slot-...", name)
+	}
 	t.Logf("step 1: created %s (%s) in %s", d, p1.res.Slots[0].Device.Name, p1.initTook)
 	if code, reason := p1.refusal("lease_simulator", map[string]any{"platform": "ios"}); code != "DEVICE_OUTSIDE_MANAGED_SLOTS" || reason != "tool" {
 		t.Fatalf("step 1: lease_simulator on a slot connection: %s %s", code, reason)
@@ -230,7 +233,8 @@ func TestManagedSlotsSixStepsThroughRealMCPProxies(t *testing.T) {
 	// 5. A spec change replaces D: deleted, absence verified, then E created.
 	p3 := w.slotProxy(t, slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 16"))
 	e := p3.res.device()
-	if p3.res.Outcome != "ready" || p3.res.Slots[0].Disposition != "replaced" || e == "" || e == d {
+	if p3.res.Outcome != "ready" || p3.res.Slots[0].Disposition != "replaced" || e == "" || e == d ||
+		p3.res.Slots[0].AssignmentGeneration <= p2.res.Slots[0].AssignmentGeneration {
 		t.Fatalf("step 5: %+v", p3.res)
 	}
 	cmds := w.commandLog(logPath)
