@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,6 +229,12 @@ func TestManagedSlotsSixStepsThroughRealMCPProxies(t *testing.T) {
 	if text, isErr := p2.call("lease_status", map[string]any{}, nil); isErr || !strings.Contains(text, p2.res.Slots[0].LeaseID) {
 		t.Fatalf("step 4: lease_status on the slot connection: %s", text)
 	}
+	// A duplicate proxy for the live slot is served, refused SLOT_IN_USE.
+	dup := w.slotProxy(t, slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 15"))
+	if dup.res.Outcome != "failed" || dup.res.failureCode() != "SLOT_IN_USE" {
+		t.Fatalf("step 4: duplicate proxy %+v (%s)", dup.res, dup.res.failureCode())
+	}
+	dup.end()
 	p2.end()
 
 	// 5. A spec change replaces D: deleted, absence verified, then E created.
@@ -385,4 +392,34 @@ func TestManagedSlotEndsWhenItsExecutionOwnerExits(t *testing.T) {
 		dev, l, ok := w.slotAssignment("runner-A", "boot-1", 0)
 		return ok && dev == d && l == ""
 	})
+}
+
+// SIGTERM ends the execution like stdin EOF: the proxy releases the slot at
+// once (not after the heartbeat expiry) and exits; the device stays.
+func TestManagedSlotProxyReleasesOnSIGTERM(t *testing.T) {
+	w := newWorld(t, slotsConfig)
+	w.mustRun("daemon", "start")
+	p := w.slotProxy(t, slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 15"))
+	if p.res.Outcome != "ready" {
+		t.Fatalf("acquisition %+v (%s)", p.res, p.res.failureCode())
+	}
+	d := p.res.device()
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy did not exit on SIGTERM")
+	}
+	if _, l, ok := w.slotAssignment("runner-A", "boot-1", 0); !ok || l != "" {
+		t.Fatalf("after SIGTERM the slot still has lease %q (ok %v)", l, ok)
+	}
+	t.Logf("SIGTERM to released and exited: %s", time.Since(start).Round(time.Millisecond))
+	if dev, _, _ := w.slotAssignment("runner-A", "boot-1", 0); dev != d {
+		t.Fatalf("the slot's device changed to %s", dev)
+	}
 }
