@@ -49,6 +49,9 @@ type Options struct {
 	// resources.enabled, serves both.
 	EnableTools      []string
 	ResourcesEnabled bool
+	// Slot, when set, makes the session one execution of a managed slot
+	// (--slot-config): acquired before initialize, confined to its device.
+	Slot *SlotOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -76,6 +79,9 @@ func (o Options) withDefaults() Options {
 // failed is returned (its lease stays until its deadline).
 func Run(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) error {
 	o = o.withDefaults()
+	if o.Slot != nil {
+		return runSlot(ctx, o, stdin, stdout)
+	}
 	life, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := newSession(o, life)

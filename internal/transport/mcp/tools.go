@@ -90,11 +90,18 @@ func (s *session) server() *mcpsdk.Server {
 	if s.o.DeviceTools {
 		instr += deviceInstructions
 	}
-	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version},
-		&mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}})
+	opts := &mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}}
+	if s.slot != nil {
+		s.slot.decorate(opts)
+	}
+	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version}, opts)
 	tools := append(s.tools(), s.resourceTools()...)
 	if s.o.DeviceTools {
 		tools = append(tools, s.deviceTools()...)
+	}
+	if s.slot != nil {
+		tools = s.slot.tools(tools)
+		s.slot.install(srv)
 	}
 	for _, t := range tools {
 		srv.AddTool(t.decl, s.handler(t.run))
@@ -212,6 +219,9 @@ func (s *session) handler(run func(context.Context, *mcpsdk.CallToolRequest) (an
 		defer s.releaseSlot()
 		out, err := run(ctx, req)
 		if err != nil {
+			if s.slot != nil {
+				err = s.slot.toolError(err)
+			}
 			return errorResult(err), nil
 		}
 		if r, ok := out.(*mcpsdk.CallToolResult); ok {
