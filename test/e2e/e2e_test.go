@@ -259,7 +259,13 @@ func TestKill9KeepsLeaseWithSameDeadline(t *testing.T) {
 	eventually(t, "the killed daemon to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
 	// A fresh daemon starts over the same home (status itself starts none).
 	w.mustRun("daemon", "start")
-	st := w.status()
+	// start answers once the socket does; the restart's recovery may still
+	// be converging (health starting) for a moment on a loaded machine.
+	var st status
+	eventually(t, "the restarted daemon to finish converging", 10*time.Second, func() bool {
+		st = w.status()
+		return st.Daemon.Health != "starting"
+	})
 	if st.Daemon.PID == pid || st.Daemon.Health != "running" {
 		t.Fatalf("after restart %+v", st.Daemon)
 	}
