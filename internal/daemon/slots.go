@@ -701,15 +701,34 @@ func (s slotDevices) ByID(id string) (slots.Device, bool) {
 	return slotDevice(rec), true
 }
 
-func (s slotDevices) Create(ctx context.Context, platform string, spec contract.SlotSpec, key, namePrefix string, recorded func(string) error) (slots.Device, error) {
+func (s slotDevices) CheckSpec(ctx context.Context, platform string, spec contract.SlotSpec) error {
 	if len(spec.Configuration) > 0 {
-		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply an Android configuration to a slot device yet").
+		return contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply an Android configuration to a slot device yet").
 			WithNext("omit requestedSpec.configuration")
 	}
 	if spec.DisplayCutout != "" {
-		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply a display cutout to a slot device yet").
+		return contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply a display cutout to a slot device yet").
 			WithNext("omit requestedSpec.displayCutout")
 	}
+	drv, ok := s.d.engine.Driver(platform)
+	if !ok {
+		return contract.Errorf(contract.CodeSpecUnsupported, "this daemon serves no %s devices", platform)
+	}
+	if _, err := drv.ResolveSpec(ctx, slotSpecRequest(platform, spec)); err != nil {
+		ce := toContractError(err)
+		switch ce.Code {
+		case contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeOSOutOfRange, contract.CodeUnsupportedPlatform, contract.CodeBadRequest:
+			// What this host has not installed, or a spec it cannot read:
+			// nothing was changed, and a retry cannot help.
+			return contract.Errorf(contract.CodeSpecUnsupported, "requestedSpec %+v cannot be served on this host: %s", spec, ce.Message).
+				WithNext("name an installed runtime and device type (`simlock catalog`)").WithDetails("cause", string(ce.Code))
+		}
+		return ce
+	}
+	return nil
+}
+
+func (s slotDevices) Create(ctx context.Context, platform string, spec contract.SlotSpec, key, namePrefix string, recorded func(string) error) (slots.Device, error) {
 	var suffix [3]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
 		return slots.Device{}, err

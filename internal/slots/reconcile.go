@@ -58,6 +58,11 @@ type Devices interface {
 	// Present re-reads the platform inventory for stableID; ok=false when
 	// the inventory could not be read.
 	Present(ctx context.Context, platform, stableID string) (present, ok bool)
+	// CheckSpec answers SPEC_UNSUPPORTED (a *contract.Error) when a
+	// device for spec could not be made on this host: a runtime, image or
+	// device type that is not installed, or a key the daemon cannot apply.
+	// It changes nothing, so it runs before anything is deleted.
+	CheckSpec(ctx context.Context, platform string, spec contract.SlotSpec) error
 	// MayBoot answers CAPACITY_EXHAUSTED (a *contract.Error) when a new
 	// device of platform could not boot now, counting freeing as gone.
 	MayBoot(platform string, freeing *Device) error
@@ -191,7 +196,12 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 			x.note("recreate", "assigned device %s was deleted out of band; recreating it", cur.Device.StableID)
 			return x.create(ctx, gen, cur, contract.SlotReused, hostreg.StepCreate)
 		}
-		// Replace: capacity first, then delete, prove absence, create.
+		// Replace: a spec this host can serve and capacity first, then
+		// delete, prove absence, create.
+		if err := r.Devs.CheckSpec(ctx, req.Platform, req.RequestedSpec); err != nil {
+			x.note("spec", "refused: %v", err)
+			return x.out, err
+		}
 		var freeing *Device
 		if found {
 			freeing = &d
@@ -280,6 +290,10 @@ func (x *run) markCleanup(ctx context.Context) {
 
 // create journals a create step and makes the device.
 func (x *run) create(ctx context.Context, gen int64, cur hostreg.SlotRecord, disp, step string) (Outcome, error) {
+	if err := x.r.Devs.CheckSpec(ctx, x.req.Platform, x.req.RequestedSpec); err != nil {
+		x.note("spec", "refused: %v", err)
+		return x.out, err
+	}
 	if err := x.r.Devs.MayBoot(x.req.Platform, nil); err != nil {
 		x.note("capacity", "refused: %v", err)
 		return x.out, err

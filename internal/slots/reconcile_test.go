@@ -34,6 +34,7 @@ type devices struct {
 	noCap     bool
 	crashMade bool // Create records the device, then "crashes" before returning
 	names     []string
+	installed map[string]bool // device types the host has; nil: every one
 }
 
 func newDevices() *devices { return &devices{byID: map[string]Device{}} }
@@ -74,6 +75,12 @@ func (f *devices) Present(ctx context.Context, platform, stable string) (bool, b
 	_, found, complete := f.ByStableID(ctx, platform, stable)
 	f.log = append(f.log, "list")
 	return found, complete
+}
+func (f *devices) CheckSpec(_ context.Context, _ string, spec contract.SlotSpec) error {
+	if f.installed != nil && !f.installed[spec.DeviceType] {
+		return contract.Errorf(contract.CodeSpecUnsupported, "device type %q is not installed", spec.DeviceType)
+	}
+	return nil
 }
 func (f *devices) MayBoot(platform string, freeing *Device) error {
 	if f.noCap && freeing == nil {
@@ -197,6 +204,33 @@ func TestReplaceChecksCapacityBeforeDeleting(t *testing.T) {
 	}
 	if len(f.devs.log) != 0 {
 		t.Fatalf("device work before the capacity check: %q", f.devs.log)
+	}
+}
+
+// A replacement to a spec the host cannot serve is refused before the old
+// device is touched: the slot keeps its device and its generation.
+func TestReplaceToAnUninstalledSpecChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	o1, err := f.acquire(scope, req("pixel_6"), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.devs.installed = map[string]bool{"pixel_6": true}
+	f.devs.log = nil
+	_, err = f.acquire(scope, req("pixel_404"), "p2")
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeSpecUnsupported {
+		t.Fatalf("want SPEC_UNSUPPORTED, got %v", err)
+	}
+	if len(f.devs.log) != 0 {
+		t.Fatalf("device work for a spec the host cannot serve: %q", f.devs.log)
+	}
+	if _, ok := f.devs.byID[o1.Device.ID]; !ok {
+		t.Fatal("the old device was deleted")
+	}
+	o3, err := f.acquire(scope, req("pixel_6"), "p3")
+	if err != nil || o3.Device.ID != o1.Device.ID || o3.Record.Generation != o1.Record.Generation {
+		t.Fatalf("the slot did not keep its device and generation: %+v, %v (had %s gen %d)", o3.Record, err, o1.Device.ID, o1.Record.Generation)
 	}
 }
 

@@ -285,10 +285,9 @@ func TestManagedSlotMalformedSpecFailsFastAndCreatesNothing(t *testing.T) {
 	if p.initTook >= time.Second {
 		t.Fatalf("initialize took %s, want under 1 s", p.initTook)
 	}
-	// The daemon's reconciler names the refusal (today RUNTIME_NOT_INSTALLED
-	// for a runtime the SDK does not know); what matters here is that it is
-	// typed, immediate, and served.
-	if p.res.Outcome != "failed" || p.res.failureCode() == "" {
+	// A runtime the host has not installed is SPEC_UNSUPPORTED, decided
+	// before any device work.
+	if p.res.Outcome != "failed" || p.res.failureCode() != "SPEC_UNSUPPORTED" {
 		t.Fatalf("result %+v (%s)", p.res, p.res.failureCode())
 	}
 	tools, err := p.cs.ListTools(context.Background(), nil)
