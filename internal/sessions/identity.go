@@ -132,3 +132,11 @@ func CheckConfig(cfg contract.SessionConfig) error {
 	}
 	return nil
 }
+
+// AbandonIdentity keys the tombstone session.abandon writes: it answers
+// for the owner and request id whatever configuration a late prepare of
+// them brings.
+func AbandonIdentity(ownerDigest, requestID string) string {
+	h := sha256.Sum256([]byte("simlock-session-abandon\x00" + ownerDigest + "\x00" + requestID))
+	return hex.EncodeToString(h[:])
+}

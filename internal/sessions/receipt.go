@@ -1,7 +1,9 @@
 package sessions
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -99,3 +101,26 @@ func DecodeRecord(b []byte) (Record, error) {
 
 // Encode is DecodeRecord's inverse.
 func (r Record) Encode() ([]byte, error) { return json.Marshal(r) }
+
+// Store errors the daemon maps onto contract codes.
+var (
+	// ErrExportMismatch: the export identity is linked differently already.
+	ErrExportMismatch = errors.New("sessions: export identity linked to another request or digest")
+	// ErrTerminal: a committed terminal receipt cannot be replaced.
+	ErrTerminal = errors.New("sessions: the receipt is already terminal")
+)
+
+// Store is what the broker needs from durable storage (the daemon's
+// database implements it, migration 8).
+type Store interface {
+	CommitSessionReceipt(ctx context.Context, r Record, exp *Export) (Record, bool, error)
+	UpdateSessionReceipt(ctx context.Context, r Record) error
+	SessionReceipt(ctx context.Context, identity string) (Record, bool, error)
+	SessionReceiptByRequest(ctx context.Context, ownerDigest, requestID string) (Record, bool, error)
+	SessionReceiptBySession(ctx context.Context, sessionID string) (Record, bool, error)
+	OpenSessionReceipts(ctx context.Context) ([]Record, error)
+	RecentSessionReceipts(ctx context.Context, since time.Time, limit int) ([]Record, bool, error)
+	SessionExport(ctx context.Context, prepareID string) (Export, bool, error)
+	AcknowledgeSessionExport(ctx context.Context, prepareID string, at time.Time) error
+	PruneSessionReceipts(ctx context.Context, now time.Time, retention, exportMaxAge time.Duration) (int, error)
+}
