@@ -145,7 +145,9 @@ func GatewayOnly() []string {
 // WorkerOnly names the operations a gateway refuses with
 // UNSUPPORTED_IN_GATEWAY_MODE: they act on one machine's devices.
 func WorkerOnly() []string {
-	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name}
+	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name,
+		SessionPrepare.Name, SessionStatus.Name, SessionAbandon.Name, SessionRelease.Name, SessionHeartbeat.Name,
+		SessionInfo.Name, SessionStats.Name, SessionGetExport.Name, SessionAcknowledgeExport.Name}
 }
 
 // Registry lists every operation, in a stable order.
@@ -155,7 +157,9 @@ func Registry() []Op {
 		LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
 		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, DeviceRelease.Op,
 		DeviceUpload.Op, ResourcesGet.Op, ResourcesSet.Op, ResourcesReconcile.Op,
-		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op}
+		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op,
+		CapabilitiesGet.Op, SessionPrepare.Op, SessionStatus.Op, SessionAbandon.Op, SessionRelease.Op, SessionHeartbeat.Op,
+		SessionInfo.Op, SessionStats.Op, SessionGetExport.Op, SessionAcknowledgeExport.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

@@ -1,0 +1,324 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/store"
+)
+
+func sessionDaemon(t *testing.T, mutate func(*config.Sessions)) *fixture {
+	return startDaemon(t, func(c *config.Config) {
+		c.Capacity.Fixed = config.Fixed{MaxRunning: 3, MaxManaged: 3}
+		c.Sessions = &config.Sessions{HeartbeatTTLMs: 60_000}
+		if mutate != nil {
+			mutate(c.Sessions)
+		}
+	})
+}
+
+func sessionConfig(req string) contract.SessionConfig {
+	return contract.SessionConfig{ContractVersion: 1, RequestID: req,
+		Device: contract.DeviceRequirement{SchemaVersion: 1, Platform: "ios",
+			Hardware: &contract.HardwareRequirement{Kind: contract.HardwareModel, Model: &contract.ModelIdentity{Namespace: "simlock-model", Value: "Phone"}}}}
+}
+
+func prepare(t *testing.T, c *client.Client, req, token string) contract.SessionReceipt {
+	t.Helper()
+	r, err := client.Do(context.Background(), c, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig(req), OwnerToken: token})
+	if err != nil {
+		t.Fatalf("prepare %s: %v", req, err)
+	}
+	return r
+}
+
+func TestSessionPrepareReplaysOneReceiptAndOneDevice(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	a := f.dial("alice", "")
+	// Concurrent duplicates join the first preparation.
+	var wg sync.WaitGroup
+	got := make([]contract.SessionReceipt, 3)
+	for i := range got {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = prepare(t, a, "run-1", "owner-a") }()
+	}
+	wg.Wait()
+	first := got[0]
+	if first.Status != contract.SessionReady || first.SessionID == "" || first.LeaseID == "" || first.Device == nil {
+		t.Fatalf("first receipt %+v", first)
+	}
+	for _, r := range got[1:] {
+		if r.SessionID != first.SessionID || r.LeaseID != first.LeaseID {
+			t.Fatalf("a duplicate got another session: %+v vs %+v", r, first)
+		}
+	}
+	again := prepare(t, f.dial("alice", ""), "run-1", "owner-a")
+	if again.SessionID != first.SessionID || again.Device.ID != first.Device.ID {
+		t.Fatalf("replay got another session: %+v", again)
+	}
+	other := prepare(t, a, "run-2", "owner-a")
+	if other.SessionID == first.SessionID || other.Device.ID == first.Device.ID {
+		t.Fatalf("a new request id shares the first session: %+v", other)
+	}
+	if n := len(f.d.engine.Leases()); n != 2 {
+		t.Fatalf("%d leases, want 2", n)
+	}
+	acq := first.Timing.Acquisition
+	if acq.Outcome != contract.SessionReady || acq.TotalMs == nil || acq.CompletedAtMs == nil || acq.QueueMs == nil {
+		t.Fatalf("acquisition %+v", acq)
+	}
+	if acq.Admission != contract.AdmissionCreate || acq.CreateMs == nil {
+		t.Errorf("a fresh device's acquisition %+v, want create with createMs", acq)
+	}
+	st, err := client.Do(context.Background(), a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "run-1", OwnerToken: "owner-a"})
+	if err != nil || st.SessionID != first.SessionID {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if _, err := client.Do(context.Background(), a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "run-1", OwnerToken: "owner-b"}); !client.IsCode(err, contract.CodeUnknownRequest) {
+		t.Fatalf("another owner read the receipt: %v", err)
+	}
+}
+
+func TestSessionRefusalBeforeAdmissionIsStoredAndReplayed(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	a := f.dial("alice", "")
+	in := contract.SessionPrepareIn{OwnerToken: "o", Config: contract.SessionConfig{ContractVersion: 1, RequestID: "r",
+		Device: contract.DeviceRequirement{SchemaVersion: 1, Platform: "ios", Hardware: &contract.HardwareRequirement{Kind: contract.HardwareArchetype, Archetype: "foldable"}}}}
+	r1, err := client.Do(context.Background(), a, contract.SessionPrepare, in)
+	if err != nil || r1.Status != contract.SessionFailed || r1.Failure == nil || r1.Failure.Code != contract.CodeUnsupportedHardware || r1.Failure.Retryable {
+		t.Fatalf("refusal %+v %v", r1, err)
+	}
+	r2, err := client.Do(context.Background(), a, contract.SessionPrepare, in)
+	if err != nil || r2.CreatedAtMs != r1.CreatedAtMs || r2.Failure.Message != r1.Failure.Message {
+		t.Fatalf("replay %+v %v, want the stored refusal", r2, err)
+	}
+	if n := len(f.d.engine.Devices()); n != 0 {
+		t.Fatalf("a refusal created %d devices", n)
+	}
+	in.Config.ContractVersion = 2
+	if _, err := client.Do(context.Background(), a, contract.SessionPrepare, in); !client.IsCode(err, contract.CodeContractUnsupported) {
+		t.Fatalf("contractVersion 2: %v", err)
+	}
+}
+
+func TestSessionsNotConfigured(t *testing.T) {
+	f := startDaemon(t, nil)
+	a := f.dial("alice", "")
+	if _, err := client.Do(context.Background(), a, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("r"), OwnerToken: "o"}); !client.IsCode(err, contract.CodeSessionsNotConfigured) {
+		t.Fatalf("prepare without sessions: %v", err)
+	}
+	caps, err := client.Do(context.Background(), a, contract.CapabilitiesGet, contract.CapabilitiesGetIn{})
+	if err != nil || len(caps.Contracts) != 0 {
+		t.Fatalf("capabilities %+v %v", caps, err)
+	}
+	g := sessionDaemon(t, nil)
+	caps, err = client.Do(context.Background(), g.dial("alice", ""), contract.CapabilitiesGet, contract.CapabilitiesGetIn{})
+	if err != nil || len(caps.Contracts) != 2 || caps.Contracts[0] != contract.ContractSessionBroker || caps.Contracts[1] != contract.ContractSessionBrokerExport {
+		t.Fatalf("capabilities %+v %v", caps, err)
+	}
+}
+
+func TestSessionReleaseChecksTheOwnerAndSettles(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	a := f.dial("alice", "")
+	r := prepare(t, a, "run", "owner")
+	ctx := context.Background()
+	if _, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "thief"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+		t.Fatalf("another token released: %v", err)
+	}
+	out, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "owner"})
+	if err != nil || out.Outcome != contract.ReleaseReleased || out.Receipt.Status != contract.SessionReleased || out.Receipt.CleanupPending {
+		t.Fatalf("release %+v %v", out, err)
+	}
+	rs := out.Receipt.Timing.Reset
+	if rs == nil || rs.Outcome == contract.ResetOutcomePending || rs.CompletedAtMs == nil || rs.TotalMs == nil {
+		t.Fatalf("reset record %+v", rs)
+	}
+	if _, held := f.d.engine.Lease(r.LeaseID); held {
+		t.Fatal("the session's lease survived its release")
+	}
+	again, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "owner"})
+	if err != nil || again.Outcome != contract.ReleaseReleased {
+		t.Fatalf("second release %+v %v", again, err)
+	}
+	unk, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: "nope", OwnerToken: "owner"})
+	if err != nil || unk.Outcome != contract.ReleaseUnknownSession {
+		t.Fatalf("unknown %+v %v", unk, err)
+	}
+	// The replayed prepare answers the released receipt; it never
+	// allocates a second device.
+	if rp := prepare(t, a, "run", "owner"); rp.Status != contract.SessionReleased || rp.SessionID != r.SessionID {
+		t.Fatalf("replay after release %+v", rp)
+	}
+	if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "owner"}); !client.IsCode(err, contract.CodeSessionEnded) {
+		t.Fatalf("heartbeat on a released session: %v", err)
+	}
+	st, err := client.Do(ctx, a, contract.SessionStats, contract.SessionStatsIn{})
+	if err != nil || len(st.Groups) != 1 || st.Groups[0].Acquisitions != 1 || st.Groups[0].Resets != 1 || st.Groups[0].Phases["totalMs"].Count != 1 {
+		t.Fatalf("stats %+v %v", st, err)
+	}
+}
+
+func TestSessionAbandonConsumesTheIdentity(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	a := f.dial("alice", "")
+	ctx := context.Background()
+	ab, err := client.Do(ctx, a, contract.SessionAbandon, contract.SessionAbandonIn{RequestID: "never", OwnerToken: "o"})
+	if err != nil || ab.Status != contract.SessionFailed || ab.Failure.Code != contract.CodeSessionAbandoned {
+		t.Fatalf("abandon of an unseen id %+v %v", ab, err)
+	}
+	late := prepare(t, a, "never", "o")
+	if late.Status != contract.SessionFailed || late.Failure.Code != contract.CodeSessionAbandoned || len(f.d.engine.Devices()) != 0 {
+		t.Fatalf("a late prepare allocated: %+v, %d devices", late, len(f.d.engine.Devices()))
+	}
+	live := prepare(t, a, "live", "o")
+	ab, err = client.Do(ctx, a, contract.SessionAbandon, contract.SessionAbandonIn{RequestID: "live", OwnerToken: "o"})
+	if err != nil || ab.Status != contract.SessionFailed || ab.Failure.Code != contract.CodeSessionAbandoned || ab.SessionID != live.SessionID {
+		t.Fatalf("abandon of a ready session %+v %v", ab, err)
+	}
+	if _, held := f.d.engine.Lease(live.LeaseID); held {
+		t.Fatal("an abandoned session kept its lease")
+	}
+}
+
+func TestSessionHeartbeatLapseEndsAsOwnerExited(t *testing.T) {
+	f := sessionDaemon(t, func(s *config.Sessions) { s.HeartbeatTTLMs = 1500 })
+	a := f.dial("alice", "")
+	r := prepare(t, a, "run", "o")
+	hb, err := client.Do(context.Background(), a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "o"})
+	if err != nil || hb.ExpiresAtMs == 0 {
+		t.Fatalf("heartbeat %+v %v", hb, err)
+	}
+	st := waitReceipt(t, a, "run", "o", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionFailed && !r.CleanupPending })
+	if st.Failure.Code != contract.CodeSessionOwnerExited || st.SessionID != r.SessionID {
+		t.Fatalf("after the lapse %+v", st)
+	}
+}
+
+func waitReceipt(t *testing.T, c *client.Client, req, token string, ok func(contract.SessionReceipt) bool) contract.SessionReceipt {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := client.Do(context.Background(), c, contract.SessionStatus, contract.SessionStatusIn{RequestID: req, OwnerToken: token})
+		if err == nil && ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("receipt never settled: %+v %v", r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func restartDaemon(t *testing.T, f *fixture, crash bool) {
+	t.Helper()
+	cfg := f.d.cfg
+	f.d.Stop()
+	if crash {
+		// What a kill -9 leaves: no handoff mark.
+		db, err := store.Open(context.Background(), f.d.paths.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SetMeta(context.Background(), metaHandoff, ""); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	d, err := Start(context.Background(), Options{Home: f.home, Config: cfg, Version: "test", Drivers: []core.Driver{f.drv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop() })
+	f.d = d
+}
+
+func TestSessionGracefulRestartAdoptsTheSameSession(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	r := prepare(t, f.dial("alice", ""), "run", "o")
+	restartDaemon(t, f, false)
+	a := f.dial("alice", "")
+	st := prepare(t, a, "run", "o")
+	if st.Status != contract.SessionReady || st.SessionID != r.SessionID || st.LeaseID != r.LeaseID {
+		t.Fatalf("after a graceful restart %+v, want %s ready", st, r.SessionID)
+	}
+	if _, err := client.Do(context.Background(), a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "o"}); err != nil {
+		t.Fatalf("the keeper's heartbeat after the restart: %v", err)
+	}
+	if n := len(f.d.engine.Leases()); n != 1 {
+		t.Fatalf("%d leases after the restart and replay, want 1", n)
+	}
+}
+
+func TestSessionCrashEndsEverySessionAsOwnerExited(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	r := prepare(t, f.dial("alice", ""), "run", "o")
+	restartDaemon(t, f, true)
+	a := f.dial("alice", "")
+	st := waitReceipt(t, a, "run", "o", func(r contract.SessionReceipt) bool { return !r.CleanupPending })
+	if st.Status != contract.SessionFailed || st.Failure.Code != contract.CodeSessionOwnerExited || st.SessionID != r.SessionID {
+		t.Fatalf("after a crash %+v", st)
+	}
+	if _, held := f.d.engine.Lease(r.LeaseID); held {
+		t.Fatal("the crashed daemon's session kept its lease")
+	}
+	// Also on replay: the same identity never gets a new device.
+	if rp := prepare(t, a, "run", "o"); rp.Status != contract.SessionFailed || rp.Failure.Code != contract.CodeSessionOwnerExited {
+		t.Fatalf("replay after the crash %+v", rp)
+	}
+	if n := len(f.d.engine.Leases()); n != 0 {
+		t.Fatalf("%d leases after the replay, want 0", n)
+	}
+}
+
+func TestSessionExportPinsAndAcknowledges(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	a := f.dial("alice", "")
+	ctx := context.Background()
+	exp := &contract.SessionExport{PrepareID: "p-1", RequestDigest: "d-1"}
+	r, err := client.Do(ctx, a, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("run"), OwnerToken: "o", Export: exp})
+	if err != nil || r.Status != contract.SessionReady {
+		t.Fatalf("prepare %+v %v", r, err)
+	}
+	if _, err := client.Do(ctx, a, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("run"), OwnerToken: "o",
+		Export: &contract.SessionExport{PrepareID: "p-1", RequestDigest: "other"}}); !client.IsCode(err, contract.CodeSessionExportMismatch) {
+		t.Fatalf("a conflicting export: %v", err)
+	}
+	in := contract.SessionExportIn{PrepareID: "p-1", RequestDigest: "d-1", OwnerToken: "o"}
+	got, err := client.Do(ctx, a, contract.SessionGetExport, in)
+	if err != nil || got.Acknowledged || got.Result.SessionID != r.SessionID {
+		t.Fatalf("getExport %+v %v", got, err)
+	}
+	bad := in
+	bad.OwnerToken = "x"
+	if _, err := client.Do(ctx, a, contract.SessionGetExport, bad); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+		t.Fatalf("another owner read the export: %v", err)
+	}
+	ack, err := client.Do(ctx, a, contract.SessionAcknowledgeExport, in)
+	if err != nil || ack.Outcome != "acknowledged" {
+		t.Fatalf("ack %+v %v", ack, err)
+	}
+	if got, _ := client.Do(ctx, a, contract.SessionGetExport, in); !got.Acknowledged {
+		t.Fatal("the acknowledgement was not kept")
+	}
+	unk, err := client.Do(ctx, a, contract.SessionAcknowledgeExport, contract.SessionExportIn{PrepareID: "none", RequestDigest: "d", OwnerToken: "o"})
+	if err != nil || unk.Outcome != "unknown_export" {
+		t.Fatalf("unknown export %+v %v", unk, err)
+	}
+}
+
+func TestSessionCapsRefuseWithNewRequestID(t *testing.T) {
+	f := sessionDaemon(t, func(s *config.Sessions) { s.Limits.SessionCap = 1 })
+	a := f.dial("alice", "")
+	prepare(t, a, "one", "o")
+	r := prepare(t, a, "two", "o")
+	if r.Status != contract.SessionFailed || r.Failure.Code != contract.CodeCapacityExhausted || r.Failure.RetryRequires != "new_request_id" {
+		t.Fatalf("past the session cap %+v", r)
+	}
+}
