@@ -140,3 +140,18 @@ func AbandonIdentity(ownerDigest, requestID string) string {
 	h := sha256.Sum256([]byte("simlock-session-abandon\x00" + ownerDigest + "\x00" + requestID))
 	return hex.EncodeToString(h[:])
 }
+
+// LoadConfig reads a session configuration given on a command line or in
+// the environment: a value starting with "{" is the JSON itself, anything
+// else names a file (read through readFile).
+func LoadConfig(v string, readFile func(string) ([]byte, error)) (contract.SessionConfig, error) {
+	raw := []byte(v)
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		b, err := readFile(v)
+		if err != nil {
+			return contract.SessionConfig{}, contract.Errorf(contract.CodeSessionConfigInvalid, "read the session config: %v", err)
+		}
+		raw = b
+	}
+	return DecodeConfig(raw)
+}
