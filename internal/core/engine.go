@@ -150,6 +150,7 @@ type Engine struct {
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
+	rs         resetBook                // session resets of released leases (reset.go)
 	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its

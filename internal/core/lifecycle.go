@@ -144,8 +144,13 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		d.Health.RecoveryAttempts = 0
 		d.Health.RecoveringSince = time.Time{}
 		// The purge's intent goes in the same commit: reclaiming is
-		// already the record a crash needs to finish it.
+		// already the record a crash needs to finish it. A session's
+		// release policy goes with it (reset.go): a restart that finds it
+		// destroys the device.
 		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
+		if !l.Release.IsZero() {
+			keepIntent(id, l.Release, l.ID)(&d)
+		}
 		c.PutDevices = append(c.PutDevices, d)
 		delete(e.obs, d.ID)
 	}
@@ -167,6 +172,9 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	}
 	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason, Data: owner})
 	e.sampleDemandLocked(false) // every release is a demand sample (demand.go)
+	if !l.Release.IsZero() && len(held) > 0 {
+		e.openResetLocked(l, len(held))
+	}
 	for _, id := range held {
 		e.startReclaimLocked(id)
 	}
@@ -182,6 +190,11 @@ func (e *Engine) startReclaimLocked(id string) {
 	d := e.devices[id]
 	if _, ok := e.drivers[d.Platform]; !ok {
 		_ = e.quarantineLocked(id, "no-driver", OpKindReclaim)
+		return
+	}
+	if !d.Intent.Release.IsZero() {
+		// A session's release: its own reset, not the pool's purge.
+		e.startResetLocked(id, d.Intent.LeaseID, d.Intent.Release)
 		return
 	}
 	o := e.reclaimOp(id)
@@ -345,6 +358,10 @@ func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
 		// The create never reached the driver, or its handle was never
 		// stored and the device was destroyed again (provisionAndBoot).
 		return nil, e.commitLocked(Changes{DeleteDevices: []string{d.ID}})
+	case !d.Intent.Release.IsZero() && d.State != StateQuarantined:
+		// Cut off in a session's reset, whatever its mode: a device whose
+		// reset nobody saw finish is never handed out again (reset.go).
+		return e.recoverResetLocked(d), nil
 	case d.Intent.Op == OpKindDestroy && d.State != StateQuarantined:
 		// The destroy may or may not have happened: finish it.
 		return e.destroyOp(d.ID, "converge", "destroy-failed", func(DeviceRecord) {

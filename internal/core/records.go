@@ -43,6 +43,10 @@ type DeviceRecord struct {
 	// call and cleared by its settlement (ops.go). Found set at startup, it
 	// names an operation a crash cut off, and Converge recovers it by kind.
 	Intent DeviceIntent
+	// ReuseCount counts the clean session resets (release policies) the
+	// device came through since it was created: 0 for a new device.
+	// Persisted with the device.
+	ReuseCount int
 }
 
 // DeviceIntent records an operation that has begun on a device. The zero
@@ -50,6 +54,14 @@ type DeviceRecord struct {
 type DeviceIntent struct {
 	Op    OpKind    `json:"op"`
 	Since time.Time `json:"since"`
+	// Release is the release policy of the lease whose release began this
+	// operation (zero: the pool's purge or no release at all). It is
+	// written in the release's own commit, so a restart that finds it
+	// knows the device was a session's, mid-reset, and destroys it.
+	Release ReleasePolicy `json:"release,omitzero"`
+	// LeaseID names that released lease, so the reset a restart finishes
+	// is still reported under it (ResetOf).
+	LeaseID string `json:"leaseId,omitempty"`
 }
 
 // DeviceHealth tracks a device the core cannot fully vouch for.

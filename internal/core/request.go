@@ -91,6 +91,7 @@ type waiter struct {
 	bypassed   int              // how often requests behind the group were served before it
 	prep       map[string]bool  // devices whose work was started for the group, until it settles
 	prepared   bool             // work was started for the group at least once
+	release    ReleasePolicy    // what the lease's release does to its devices (reset.go)
 }
 
 // request serves one admission of a stored request (see Request in
@@ -147,7 +148,8 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
-		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, group: group}
+		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, group: group,
+		release: r.Release}
 	if len(group) > 0 {
 		spec = group[0]
 		w.spec = spec
@@ -529,7 +531,11 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 			w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(o.drv, OpBoot)})
 			w.begin(PhaseBoot, e.now())
 			defer func() { w.end(PhaseBoot, e.now()) }()
-			return e.measure(o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) })
+			if err := e.measure(o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) }); err != nil {
+				return err
+			}
+			e.captureBaselineFor(ctx, w, o.drv, o.rec.Ref()) // reset_modes.go
+			return nil
 		},
 		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
 	}
@@ -652,7 +658,11 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(drv, OpBoot)})
 	w.begin(PhaseBoot, e.now())
 	defer func() { w.end(PhaseBoot, e.now()) }()
-	return e.measure(drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) })
+	if err := e.measure(drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) }); err != nil {
+		return err
+	}
+	e.captureBaselineFor(ctx, w, drv, ref) // reset_modes.go
+	return nil
 }
 
 // workLock names the operation lock device work holds: the warm pool's own work is

@@ -148,8 +148,10 @@ func deviceArgs(d core.DeviceRecord) ([]any, error) {
 		return nil, fmt.Errorf("encode attrs: %w", err)
 	}
 	var health any // NULL when there is nothing to remember
-	if d.Health != (core.DeviceHealth{}) {
-		b, err := json.Marshal(d.Health)
+	if d.Health != (core.DeviceHealth{}) || d.ReuseCount != 0 {
+		// The reuse count rides in the health column's JSON: core
+		// bookkeeping of the device, with no migration of its own.
+		b, err := json.Marshal(healthColumn{DeviceHealth: d.Health, ReuseCount: d.ReuseCount})
 		if err != nil {
 			return nil, fmt.Errorf("encode health: %w", err)
 		}
@@ -228,9 +230,11 @@ func loadDevices(ctx context.Context, q querier) ([]core.DeviceRecord, error) {
 		d.LastReleasedAt = fromUnixMs(released)
 		d.Data = decodeRaw(data)
 		if health.Valid {
-			if err := json.Unmarshal([]byte(health.String), &d.Health); err != nil {
+			var hc healthColumn
+			if err := json.Unmarshal([]byte(health.String), &hc); err != nil {
 				return nil, fmt.Errorf("store: device %s: decode health: %w", d.ID, err)
 			}
+			d.Health, d.ReuseCount = hc.DeviceHealth, hc.ReuseCount
 			d.Health.NextRetryAt = d.Health.NextRetryAt.UTC()
 			d.Health.RecoveringSince = d.Health.RecoveringSince.UTC()
 		}
@@ -291,4 +295,11 @@ func loadLeases(ctx context.Context, q querier) ([]core.LeaseRecord, error) {
 		return nil, fmt.Errorf("store: load leases: %w", err)
 	}
 	return out, nil
+}
+
+// healthColumn is the devices table's health JSON: the core's health
+// bookkeeping and the device's reuse count beside it.
+type healthColumn struct {
+	core.DeviceHealth
+	ReuseCount int `json:"reuseCount,omitempty"`
 }

@@ -25,6 +25,7 @@ type device struct {
 	running       bool
 	transitioning bool  // reads as booting/shutting down
 	markOK        *bool // provenance mark as last read, when set
+	baseline      bool  // a keep-booted baseline exists for this boot (reset.go)
 }
 
 // Driver is the scriptable fake.
@@ -196,6 +197,7 @@ func (d *Driver) bringUp(ctx context.Context, verb string, r core.DeviceRef) err
 	}
 	if verb == "reclaim" {
 		d.resetResourcesLocked(r.Handle) // a purge erases what was written
+		dev.baseline = false             // and begins a new boot
 	} else if !dev.running && d.res != nil {
 		d.res.boots[r.Handle]++ // a new boot: receipts of the old one no longer apply
 	}
@@ -211,6 +213,7 @@ func (d *Driver) Shutdown(_ context.Context, r core.DeviceRef) error {
 	defer d.mu.Unlock()
 	if dev, ok := d.devices[r.Handle]; ok {
 		dev.running = false
+		dev.baseline = false // the next boot is a new incarnation
 	}
 	return nil
 }
