@@ -77,6 +77,10 @@ type liveSession struct {
 	idle      time.Duration
 	lastTouch time.Time
 	timer     interface{ Stop() bool }
+	// lastBeat is the keeper's last heartbeat (or a handoff's grace end);
+	// beat fires when the heartbeat TTL passes after it.
+	lastBeat time.Time
+	beat     interface{ Stop() bool }
 	// cleanup is true once the session ended but its device's teardown
 	// is not confirmed: it still counts against totalDeviceCap.
 	cleanup bool
@@ -118,6 +122,11 @@ func msDur(ms int64, def time.Duration) time.Duration {
 }
 
 func (b *broker) heartbeatTTL() time.Duration { return msDur(b.cfg.HeartbeatTTLMs, 10*time.Second) }
+
+// leaseTTL is the width of a session's lease: longer than the heartbeat
+// TTL, so the broker's own lapse check ends the session first and as a
+// destroy; the lease's expiry is only the backstop.
+func (b *broker) leaseTTL() time.Duration { return b.heartbeatTTL() * 3 / 2 }
 
 func (b *broker) releasePolicy(platform string) core.ReleasePolicy {
 	r := b.cfg.Reset
@@ -319,7 +328,7 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 
 	lr := sessionLeaseRequest(profile)
 	r := core.Request{Spec: core.SpecRequest{Platform: lr.Platform, Model: lr.Model, OSVersion: lr.OSVersion},
-		TTL: b.heartbeatTTL(), RequesterID: "session/" + sid, OwnerID: call.Session.Principal,
+		TTL: b.leaseTTL(), RequesterID: "session/" + sid, OwnerID: call.Session.Principal,
 		IdempotencyKey: sessions.IdempotencyKey(id), Release: b.releasePolicy(profile.Platform)}
 	g, err := b.d.engine.Request(ctx, r, nil)
 	if err != nil {
@@ -433,18 +442,19 @@ func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, start
 	dev := b.d.deviceOut(g.Device, g.Lease.ID)
 	r.Device = &dev
 	acquisitionOf(r.Timing.Acquisition, g.Lease.Timing, started, now)
+	r.Timing.Acquisition.ReuseCount = g.Device.ReuseCount
 	if err := b.st.UpdateSessionReceipt(context.WithoutCancel(ctx), rec); err != nil {
 		// Not claimed: a replay of the identity finds the core's request
 		// by its key and the same lease.
 		return rec, err
 	}
-	b.adopt(rec, g.Lease.ID, g.Device.ID)
+	b.adopt(rec, g.Lease.ID, g.Device.ID, 0)
 	return rec, nil
 }
 
 // adopt registers a ready session: its idle timer and the watch on its
 // lease's end.
-func (b *broker) adopt(rec sessions.Record, leaseID, deviceID string) {
+func (b *broker) adopt(rec sessions.Record, leaseID, deviceID string, grace time.Duration) {
 	sid := rec.Receipt.SessionID
 	b.mu.Lock()
 	s, ok := b.live[sid]
@@ -452,8 +462,9 @@ func (b *broker) adopt(rec sessions.Record, leaseID, deviceID string) {
 		s = &liveSession{identity: rec.Identity, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond}
 		b.live[sid] = s
 	}
-	s.leaseID, s.deviceID, s.lastTouch = leaseID, deviceID, b.now()
+	s.leaseID, s.deviceID, s.lastTouch, s.lastBeat = leaseID, deviceID, b.now(), b.now().Add(grace)
 	b.armIdleLocked(sid, s)
+	b.armBeatLocked(sid, s)
 	b.mu.Unlock()
 	ended := b.d.engine.LeaseEnded(leaseID)
 	b.wg.Add(1)
@@ -494,6 +505,43 @@ func (b *broker) idleCheck(sid string) {
 	b.log.Info("session idle; releasing", "session", sid)
 	if _, err := b.beginRelease(context.Background(), sid, "idle_timeout", nil); err != nil {
 		b.log.Warn("idle release failed", "session", sid, "err", err)
+	}
+}
+
+func (b *broker) armBeatLocked(sid string, s *liveSession) {
+	if s.beat != nil {
+		s.beat.Stop()
+	}
+	s.beat = b.d.clock.AfterFunc(b.heartbeatTTL()-b.now().Sub(s.lastBeat), func() { b.beatCheck(sid) })
+}
+
+// beatCheck ends a session whose keeper stopped heartbeating: the owner
+// exited, and its device is destroyed whatever the session's reset.
+func (b *broker) beatCheck(sid string) {
+	b.mu.Lock()
+	s, ok := b.live[sid]
+	if !ok || s.cleanup || b.stopping {
+		b.mu.Unlock()
+		return
+	}
+	if b.now().Sub(s.lastBeat) < b.heartbeatTTL() {
+		b.armBeatLocked(sid, s)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.log.Info("session keeper stopped heartbeating; the owner exited", "session", sid)
+	if _, err := b.beginRelease(context.Background(), sid, ownerExited, nil); err != nil {
+		b.log.Warn("owner-exit release failed", "session", sid, "err", err)
+	}
+}
+
+// beat records a keeper's heartbeat.
+func (b *broker) beat(sid string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.live[sid]; ok && !s.cleanup && b.now().After(s.lastBeat) {
+		s.lastBeat = b.now()
 	}
 }
 

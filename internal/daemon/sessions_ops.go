@@ -145,16 +145,19 @@ func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.Se
 	if rec.Receipt.Status != contract.SessionReady {
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s is %s", in.SessionID, rec.Receipt.Status)
 	}
-	// Always the configured width: a handed-off lease carries a longer
-	// one for the restart, and the first heartbeat ends that grace.
-	l, err := b.d.engine.Renew(rec.Receipt.LeaseID, b.heartbeatTTL())
+	// Always the session's width: a handed-off lease carries a longer one
+	// for the restart, and the first heartbeat ends that grace.
+	_, err = b.d.engine.Renew(rec.Receipt.LeaseID, b.leaseTTL())
 	if errors.Is(err, core.ErrUnknownLease) {
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s has ended", in.SessionID)
 	}
 	if err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
-	return contract.SessionHeartbeatOut{SessionID: in.SessionID, ExpiresAtMs: l.ExpiresAt.UnixMilli()}, nil
+	b.beat(in.SessionID)
+	// The keeper's deadline is the heartbeat TTL, not the lease's wider
+	// backstop.
+	return contract.SessionHeartbeatOut{SessionID: in.SessionID, ExpiresAtMs: b.now().Add(b.heartbeatTTL()).UnixMilli()}, nil
 }
 
 func (b *broker) info(ctx context.Context, _ *dispatch.Call, in contract.SessionInfoIn) (contract.SessionInfoOut, error) {
@@ -316,7 +319,7 @@ func (b *broker) recover(ctx context.Context) {
 					b.log.Error("adopt a handed-off session", "session", sid, "err", err)
 					continue
 				}
-				b.adopt(rec, l.ID, l.DeviceID)
+				b.adopt(rec, l.ID, l.DeviceID, handoffGrace)
 				b.log.Info("session adopted after a restart", "session", sid)
 				continue
 			}
@@ -378,6 +381,9 @@ func (b *broker) stop() {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
+		if s.beat != nil {
+			s.beat.Stop()
+		}
 		if !s.cleanup && s.leaseID != "" {
 			live[sid] = *s
 		}
@@ -396,7 +402,7 @@ func (b *broker) stop() {
 	}
 	ctx := context.Background()
 	for sid, s := range live {
-		if _, err := b.d.engine.Renew(s.leaseID, b.heartbeatTTL()+handoffGrace); err != nil {
+		if _, err := b.d.engine.Renew(s.leaseID, b.leaseTTL()+handoffGrace); err != nil {
 			continue // ended meanwhile: its receipt says how
 		}
 		rec, ok, err := b.st.SessionReceipt(ctx, s.identity)

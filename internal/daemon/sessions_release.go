@@ -158,6 +158,9 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 	if s != nil && s.timer != nil {
 		s.timer.Stop()
 	}
+	if s != nil && s.beat != nil {
+		s.beat.Stop()
+	}
 	if err := b.releaseLease(r.LeaseID, destroy); err != nil {
 		b.log.Warn("session lease release", "session", sid, "err", err)
 	}
@@ -225,9 +228,8 @@ func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracke
 				reset = &contract.SessionReset{Mode: contract.ResetDestroy, StartedAtMs: now.UnixMilli()}
 			}
 			if hasRep {
-				if core, _, ok := rep.ResetOf(leaseID); ok {
-					core.StartedAtMs = reset.StartedAtMs
-					reset = &core
+				if rec, _, ok := rep.ResetOf(leaseID); ok {
+					reset = &rec // the core's own record: mode, outcome, native phases
 				}
 			} else if _, there := b.d.engine.Device(deviceID); !there {
 				reset.Outcome = contract.ResetOutcomeDestroyed

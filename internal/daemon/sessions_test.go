@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
+	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -21,6 +23,35 @@ func sessionDaemon(t *testing.T, mutate func(*config.Sessions)) *fixture {
 			mutate(c.Sessions)
 		}
 	})
+}
+
+// sessionDaemonResetting is sessionDaemon over the fake driver with every
+// session reset ability (erase and verify, keep-booted cleaning).
+func sessionDaemonResetting(t *testing.T, mutate func(*config.Sessions)) *fixture {
+	t.Helper()
+	home, err := os.MkdirTemp("", "sld-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Capacity.Strategy = "fixed"
+	cfg.Capacity.Fixed = config.Fixed{MaxRunning: 3, MaxManaged: 3}
+	cfg.Capacity.Host.MaxRunning = 8
+	cfg.Sessions = &config.Sessions{HeartbeatTTLMs: 60_000}
+	if mutate != nil {
+		mutate(cfg.Sessions)
+	}
+	drv := fakedrv.New("ios")
+	d, err := Start(context.Background(), Options{Home: home, Config: cfg, Version: "test", Drivers: []core.Driver{fakedrv.NewResetting(drv)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, d: d, home: home, drv: drv}
+	t.Cleanup(func() {
+		f.d.Stop()
+		os.RemoveAll(home)
+	})
+	return f
 }
 
 func sessionConfig(req string) contract.SessionConfig {
@@ -143,6 +174,16 @@ func TestSessionReleaseChecksTheOwnerAndSettles(t *testing.T) {
 	if _, held := f.d.engine.Lease(r.LeaseID); held {
 		t.Fatal("the session's lease survived its release")
 	}
+	// Zero pooling: the receipt settles only once the device is gone.
+	if rs.Mode != contract.ResetDestroy || rs.Outcome != contract.ResetOutcomeDestroyed {
+		t.Errorf("default reset %+v, want destroy/destroyed", rs)
+	}
+	if _, there := f.d.engine.Device(r.Device.ID); there {
+		t.Error("the released session's device is still in the registry")
+	}
+	if exist, _ := f.drv.Count(); exist != 0 {
+		t.Errorf("%d devices left in the fake SDK after a zero-pooling release", exist)
+	}
 	again, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "owner"})
 	if err != nil || again.Outcome != contract.ReleaseReleased {
 		t.Fatalf("second release %+v %v", again, err)
@@ -219,6 +260,7 @@ func waitReceipt(t *testing.T, c *client.Client, req, token string, ok func(cont
 func restartDaemon(t *testing.T, f *fixture, crash bool) {
 	t.Helper()
 	cfg := f.d.cfg
+	drv, _ := f.d.engine.Driver("ios")
 	f.d.Stop()
 	if crash {
 		// What a kill -9 leaves: no handoff mark.
@@ -231,7 +273,7 @@ func restartDaemon(t *testing.T, f *fixture, crash bool) {
 		}
 		db.Close()
 	}
-	d, err := Start(context.Background(), Options{Home: f.home, Config: cfg, Version: "test", Drivers: []core.Driver{f.drv}})
+	d, err := Start(context.Background(), Options{Home: f.home, Config: cfg, Version: "test", Drivers: []core.Driver{drv}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,5 +362,37 @@ func TestSessionCapsRefuseWithNewRequestID(t *testing.T) {
 	r := prepare(t, a, "two", "o")
 	if r.Status != contract.SessionFailed || r.Failure.Code != contract.CodeCapacityExhausted || r.Failure.RetryRequires != "new_request_id" {
 		t.Fatalf("past the session cap %+v", r)
+	}
+}
+
+func TestSessionEraseResetIsReusedByTheNextSession(t *testing.T) {
+	f := sessionDaemonResetting(t, func(s *config.Sessions) { s.Reset.IOS = contract.ResetErase })
+	a := f.dial("alice", "")
+	ctx := context.Background()
+	one := prepare(t, a, "one", "o")
+	out, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: one.SessionID, OwnerToken: "o"})
+	if err != nil || out.Outcome != contract.ReleaseReleased {
+		t.Fatalf("release %+v %v", out, err)
+	}
+	if rs := out.Receipt.Timing.Reset; rs.Mode != contract.ResetErase || rs.Outcome != contract.ResetOutcomeClean {
+		t.Fatalf("erase reset %+v", rs)
+	}
+	two := prepare(t, a, "two", "o")
+	acq := two.Timing.Acquisition
+	if two.Device.ID != one.Device.ID || acq.Admission != contract.AdmissionReuse || acq.ReuseCount != 1 || acq.CreateMs == nil || *acq.CreateMs != 0 {
+		t.Fatalf("second session %s %+v, want reuse of %s with reuseCount 1 and zero create", two.Device.ID, acq, one.Device.ID)
+	}
+	// A keeper that stops heartbeating destroys the device even though the
+	// session's reset would keep it.
+	f.d.sessions.mu.Lock()
+	f.d.sessions.live[two.SessionID].lastBeat = time.Now().Add(-2 * time.Minute)
+	f.d.sessions.mu.Unlock()
+	f.d.sessions.beatCheck(two.SessionID)
+	st := waitReceipt(t, a, "two", "o", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionFailed && !r.CleanupPending })
+	if st.Failure.Code != contract.CodeSessionOwnerExited || st.Timing.Reset.Outcome != contract.ResetOutcomeDestroyed {
+		t.Fatalf("owner exit %+v reset %+v", st.Failure, st.Timing.Reset)
+	}
+	if _, there := f.d.engine.Device(two.Device.ID); there {
+		t.Fatal("an exited owner's device was kept")
 	}
 }
