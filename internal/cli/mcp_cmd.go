@@ -17,6 +17,7 @@ import (
 func (a *app) mcpCmd() *cobra.Command {
 	var admin, deviceTools bool
 	var enable []string
+	var sessionConfig string
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve MCP over stdio for an AI agent",
@@ -29,9 +30,21 @@ its leased device: device_exec, device_screenshot, device_install, device_open_u
 confined to the session's own lease. See docs/mcp.md.
 
 The session is an agent: it sees and releases only its own leases. --admin connects with the
-operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead.`,
+operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead.
+
+--session-config (or SIMLOCK_SESSION_CONFIG) makes the process the keeper of one broker session: the
+config (inline JSON starting with {, or a file path) is checked first, the session is prepared
+before initialize is answered and published under capabilities.experimental["simlock/session"];
+without a ready session no tools are listed and every call is refused with the typed failure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sess, err := a.mcpSession(cmd, sessionConfig)
+			if err != nil {
+				// A bad session config ends the process before the server
+				// starts: one JSON error on stderr, the typed exit code.
+				a.jsonOut = true
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			o := mcp.Options{
@@ -54,6 +67,7 @@ operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead
 				}
 			}
 			o.EnableTools = enable
+			o.Session = sess
 			// The daemon's own config turning resources on serves the
 			// tuning tools too; an unreadable file leaves them opt-in.
 			if cfg, err := a.loadConfig(); err == nil {
@@ -64,6 +78,7 @@ operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead
 	}
 	cmd.Flags().BoolVar(&admin, "admin", false, "connect with the operator credential instead of as an agent")
 	cmd.Flags().BoolVar(&deviceTools, "device-tools", false, "also list device_exec, device_screenshot, device_install and device_open_url, confined to the session's lease")
+	cmd.Flags().StringVar(&sessionConfig, "session-config", "", "keep one broker session: its config as inline JSON or a file path, prepared before initialize (default $"+mcp.SessionConfigEnv+")")
 	cmd.Flags().StringArrayVar(&enable, "enable-tool", nil, "serve an opt-in tool: set_device_resources or reconcile_device_resources (repeatable; both are on when the daemon config sets resources.enabled)")
 	return cmd
 }
@@ -76,4 +91,20 @@ func (a *app) mcpPrincipal() string {
 	}
 	host, _ := os.Hostname()
 	return fmt.Sprintf("mcp:%s:%d", host, os.Getpid())
+}
+
+// mcpSession reads and checks a session config, if one is given; nil means
+// a plain MCP session. Nothing here reaches a daemon.
+func (a *app) mcpSession(cmd *cobra.Command, flag string) (*mcp.SessionOptions, error) {
+	cfg, ok, err := mcp.LoadSessionConfig(flag, a.env.Getenv(mcp.SessionConfigEnv), os.ReadFile)
+	if err != nil || !ok {
+		return nil, err
+	}
+	// A managed slot picks its device another way; one process cannot be
+	// the keeper of both.
+	if f := cmd.Flags().Lookup("slot-config"); (f != nil && f.Changed) || a.env.Getenv("SIMLOCK_SLOT_CONFIG") != "" {
+		return nil, contract.Errorf(contract.CodeSessionConfigInvalid, "--session-config cannot be combined with --slot-config").
+			WithNext("give one of --session-config and --slot-config")
+	}
+	return &mcp.SessionOptions{Config: cfg, OwnerToken: a.env.Getenv(mcp.SessionOwnerTokenEnv)}, nil
 }

@@ -50,3 +50,24 @@ func TestSessionPrepareChecksItsInputBeforeTheDaemon(t *testing.T) {
 		t.Errorf("a config file with an unknown field: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// A bad --session-config (or SIMLOCK_SESSION_CONFIG) ends `simlock mcp`
+// before it serves: one JSON error, the typed exit code; the flag wins.
+func TestMCPSessionConfigIsCheckedBeforeServing(t *testing.T) {
+	home := t.TempDir()
+	bad := `{"contractVersion":1,"requestId":"","device":{"schemaVersion":1,"platform":"ios"}}`
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		code contract.Code
+	}{
+		{map[string]string{"SIMLOCK_HOME": home}, []string{"mcp", "--session-config", bad}, contract.CodeSessionConfigInvalid},
+		{map[string]string{"SIMLOCK_HOME": home, "SIMLOCK_SESSION_CONFIG": `{"contractVersion":3}`}, []string{"mcp"}, contract.CodeContractUnsupported},
+		{map[string]string{"SIMLOCK_HOME": home, "SIMLOCK_SESSION_CONFIG": `{"contractVersion":3}`}, []string{"mcp", "--session-config", bad}, contract.CodeSessionConfigInvalid},
+	} {
+		r := runCLI(t, c.env, false, append([]string{"--home", home}, c.args...)...)
+		if r.code != contract.ErrorTable[c.code].ExitCode || !strings.Contains(r.stderr, `"code":"`+string(c.code)+`"`) {
+			t.Errorf("%v %v: exit %d, stderr %q, want %s", c.env, c.args, r.code, r.stderr, c.code)
+		}
+	}
+}

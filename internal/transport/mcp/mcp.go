@@ -49,6 +49,9 @@ type Options struct {
 	// resources.enabled, serves both.
 	EnableTools      []string
 	ResourcesEnabled bool
+	// Session, when set, makes the process the keeper of one broker
+	// session (--session-config), prepared before initialize.
+	Session *SessionOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -76,6 +79,9 @@ func (o Options) withDefaults() Options {
 // failed is returned (its lease stays until its deadline).
 func Run(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) error {
 	o = o.withDefaults()
+	if o.Session != nil {
+		return runSessionAcquire(ctx, o, stdin, stdout)
+	}
 	life, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := newSession(o, life)

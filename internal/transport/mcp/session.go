@@ -34,6 +34,9 @@ type session struct {
 	dials   int
 	held    map[string]*heldLease
 	closing bool
+
+	// acquired is the broker session this process keeps (session_acquire.go).
+	acquired *acquired
 }
 
 // heldLease is a lease this session renews and releases on exit.
@@ -52,6 +55,9 @@ func newSession(o Options, life context.Context) *session {
 func (s *session) conn(ctx context.Context, launch bool) (*client.Client, error) {
 	s.dialMu.Lock()
 	defer s.dialMu.Unlock()
+	if s.acquired != nil {
+		launch = false // a session's keeper reaches its daemon, never starts one
+	}
 	s.mu.Lock()
 	old := s.c
 	s.mu.Unlock()

@@ -90,11 +90,18 @@ func (s *session) server() *mcpsdk.Server {
 	if s.o.DeviceTools {
 		instr += deviceInstructions
 	}
-	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version},
-		&mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}})
+	opts := &mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}}
+	if s.acquired != nil {
+		s.acquired.decorate(opts)
+	}
+	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version}, opts)
 	tools := append(s.tools(), s.resourceTools()...)
 	if s.o.DeviceTools {
 		tools = append(tools, s.deviceTools()...)
+	}
+	if s.acquired != nil {
+		tools = s.acquired.tools(tools)
+		s.acquired.install(srv)
 	}
 	for _, t := range tools {
 		srv.AddTool(t.decl, s.handler(t.run))
