@@ -1,0 +1,297 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sessionsConfig is a daemon with the session broker: room for two iOS
+// devices, the given reset and caps, a long heartbeat TTL (the CLI has no
+// keeper) and the periodic work quiet so the command log is the sessions'.
+func sessionsConfig(reset string, caps string) string {
+	return `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":2,"maxManaged":2}},
+ "health":{"intervalMs":600000},"cleanup":{"intervalMs":600000,"idleShutdownMs":600000,"idleDestroyMs":6000000},
+ "sessions":{"heartbeatTtlMs":600000,"limits":{` + caps + `},"reset":{` + reset + `}}}`
+}
+
+type sessionReceipt struct {
+	RequestID string `json:"requestId"`
+	SessionID string `json:"sessionId"`
+	Status    string `json:"status"`
+	LeaseID   string `json:"leaseId"`
+	Failure   *struct {
+		Code          string `json:"code"`
+		RetryRequires string `json:"retryRequires"`
+	} `json:"failure"`
+	Device         *device `json:"device"`
+	CleanupPending bool    `json:"cleanupPending"`
+	Timing         *struct {
+		Acquisition *struct {
+			Admission  string `json:"admission"`
+			ReuseCount int    `json:"reuseCount"`
+			CreateMs   *int64 `json:"createMs"`
+			TotalMs    *int64 `json:"totalMs"`
+		} `json:"acquisition"`
+		Reset *struct {
+			Mode    string `json:"mode"`
+			Outcome string `json:"outcome"`
+		} `json:"reset"`
+	} `json:"timing"`
+}
+
+func sessionJSON(req string) string {
+	return `{"contractVersion":1,"requestId":"` + req + `","device":{"schemaVersion":1,"platform":"ios",` +
+		`"hardware":{"kind":"model","model":{"namespace":"simlock-model","value":"iPhone 15"}},"os":{"kind":"exact","version":"18.0"}}}`
+}
+
+func (w *world) prepare(req, token string) sessionReceipt {
+	w.t.Helper()
+	var r sessionReceipt
+	w.json(&r, "session", "prepare", "--config", sessionJSON(req), "--owner-token", token, "--json")
+	return r
+}
+
+func (w *world) sessionStatus(req, token string) sessionReceipt {
+	w.t.Helper()
+	var r sessionReceipt
+	w.json(&r, "session", "status", req, "--owner-token", token, "--json")
+	return r
+}
+
+// lines of the command log that contain every word.
+func matching(log []string, words ...string) []int {
+	var at []int
+	for i, l := range log {
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(l, w)
+		}
+		if ok {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+// The same prepare twice, and again after kill -9 and a restart, is one
+// receipt and one device; a different request id is another device.
+func TestSessionPrepareIsOneReceiptAndOneDeviceAcrossKill9(t *testing.T) {
+	w := newWorld(t, sessionsConfig("", ""))
+	logPath := w.simHome + "-cmds.log"
+	w.env = append(w.env, "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath)
+	w.mustRun("daemon", "start")
+	var caps struct{ Contracts []string }
+	w.json(&caps, "capabilities", "--json")
+	if len(caps.Contracts) != 2 || caps.Contracts[0] != "session-broker/v1" {
+		t.Fatalf("capabilities %+v", caps)
+	}
+	first := w.prepare("run-1", "owner-a")
+	again := w.prepare("run-1", "owner-a")
+	if first.Status != "ready" || first.Device == nil || again.SessionID != first.SessionID || again.Device.UDID != first.Device.UDID {
+		t.Fatalf("prepare twice: %+v then %+v", first, again)
+	}
+	other := w.prepare("run-2", "owner-a")
+	if other.SessionID == first.SessionID || other.Device == nil || other.Device.UDID == first.Device.UDID {
+		t.Fatalf("a new request id shares the session: %+v", other)
+	}
+	creates := len(matching(w.commandLog(logPath), "simctl", "create"))
+	w.kill9()
+	w.mustRun("daemon", "start")
+	after := w.prepare("run-1", "owner-a")
+	// The crashed daemon's sessions end as owner-exited; the replay answers
+	// that receipt and allocates nothing.
+	if after.SessionID != first.SessionID || after.Status != "failed" || after.Failure == nil || after.Failure.Code != "SESSION_OWNER_EXITED" {
+		t.Fatalf("after kill -9 and a restart: %+v", after)
+	}
+	if n := len(matching(w.commandLog(logPath), "simctl", "create")); n != creates {
+		t.Fatalf("the replay after the restart created %d more devices", n-creates)
+	}
+	eventually(t, "the crashed daemon's session devices to be destroyed", 30*time.Second, func() bool {
+		r := w.sessionStatus("run-1", "owner-a")
+		return !r.CleanupPending && len(matching(w.commandLog(logPath), "simctl", "delete", first.Device.UDID)) > 0
+	})
+}
+
+// Zero pooling: the released device is deleted in the SDK before the next
+// session's device is created, and the facts come in that order.
+func TestSessionZeroPoolingDeletesBeforeCapacityReturns(t *testing.T) {
+	w := newWorld(t, sessionsConfig("", `"totalDeviceCap":1,"sessionCap":1`))
+	logPath := w.simHome + "-cmds.log"
+	w.env = append(w.env, "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath)
+	w.mustRun("daemon", "start")
+	one := w.prepare("one", "o")
+	if one.Status != "ready" {
+		t.Fatalf("first %+v", one)
+	}
+	var rel struct {
+		Outcome string         `json:"outcome"`
+		Receipt sessionReceipt `json:"receipt"`
+	}
+	w.json(&rel, "session", "release", one.SessionID, "--owner-token", "o", "--json")
+	if rel.Outcome != "released" || rel.Receipt.Timing.Reset.Mode != "destroy" || rel.Receipt.Timing.Reset.Outcome != "destroyed" {
+		t.Fatalf("release %+v reset %+v", rel, rel.Receipt.Timing.Reset)
+	}
+	two := w.prepare("two", "o")
+	if two.Status != "ready" || two.Device.UDID == one.Device.UDID {
+		t.Fatalf("second %+v", two)
+	}
+	log := w.commandLog(logPath)
+	del := matching(log, "simctl", "delete", one.Device.UDID)
+	creates := matching(log, "simctl", "create")
+	if len(del) == 0 || len(creates) != 2 || del[0] > creates[1] {
+		t.Fatalf("delete of the first device at %v, creates at %v: the next device was made before the first was gone\n%s", del, creates, strings.Join(log, "\n"))
+	}
+	var destroyed, granted uint64
+	for _, e := range w.events() {
+		if e.Type == "device.destroyed" && e.DeviceID == one.Device.ID && destroyed == 0 {
+			destroyed = e.Seq
+		}
+		if e.Type == "lease.granted" && e.LeaseID == two.LeaseID {
+			granted = e.Seq
+		}
+	}
+	if destroyed == 0 || granted == 0 || destroyed > granted {
+		t.Fatalf("device.destroyed at %d, the next grant at %d", destroyed, granted)
+	}
+}
+
+// Erase and reuse: the next session reuses the erased simulator, and a
+// file the first session wrote into its data is gone.
+func TestSessionEraseReuseWipesTheFirstSessionsFile(t *testing.T) {
+	w := newWorld(t, sessionsConfig(`"ios":"erase"`, ""))
+	w.mustRun("daemon", "start")
+	one := w.prepare("one", "o")
+	if one.Status != "ready" || one.Device == nil || one.Device.DeviceSet == "" {
+		t.Fatalf("first %+v", one)
+	}
+	written := filepath.Join(one.Device.DeviceSet, one.Device.UDID, "data", "Documents", "from-session-1.txt")
+	if err := os.MkdirAll(filepath.Dir(written), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(written, []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rel struct {
+		Outcome string         `json:"outcome"`
+		Receipt sessionReceipt `json:"receipt"`
+	}
+	w.json(&rel, "session", "release", one.SessionID, "--owner-token", "o", "--json")
+	if rel.Outcome != "released" || rel.Receipt.Timing.Reset.Mode != "erase" || rel.Receipt.Timing.Reset.Outcome != "clean" {
+		t.Fatalf("erase release %+v reset %+v", rel, rel.Receipt.Timing.Reset)
+	}
+	two := w.prepare("two", "o")
+	a := two.Timing.Acquisition
+	if two.Device.UDID != one.Device.UDID || a.Admission != "reuse" || a.ReuseCount != 1 {
+		t.Fatalf("second session %+v acquisition %+v, want a reuse of %s", two.Device, a, one.Device.UDID)
+	}
+	if _, err := os.Stat(written); !os.IsNotExist(err) {
+		t.Fatalf("the first session's file survived into the second: %v", err)
+	}
+	var st struct {
+		Groups []struct {
+			Acquisitions int     `json:"acquisitions"`
+			Resets       int     `json:"resets"`
+			ReuseHitRate float64 `json:"reuseHitRate"`
+		} `json:"groups"`
+	}
+	w.json(&st, "session", "stats", "--json")
+	if len(st.Groups) != 1 || st.Groups[0].Acquisitions != 2 || st.Groups[0].Resets != 1 || st.Groups[0].ReuseHitRate != 0.5 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// `simlock mcp --session-config` with an unsatisfiable requirement answers
+// initialize within a second with the typed failure and no tools, and
+// creates nothing.
+func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
+	w := newWorld(t, sessionsConfig("", ""))
+	logPath := w.simHome + "-cmds.log"
+	w.env = append(w.env, "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath)
+	w.mustRun("daemon", "start")
+	cfg := `{"contractVersion":1,"requestId":"m1","device":{"schemaVersion":1,"platform":"ios","hardware":{"kind":"archetype","archetype":"foldable"}}}`
+	c := w.cmd("mcp", "--session-config", cfg)
+	stdin, _ := c.StdinPipe()
+	stdout, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Process.Kill()
+	start := time.Now()
+	lines := make(chan string, 8)
+	go func() {
+		buf := make([]byte, 0, 1<<16)
+		b := make([]byte, 4096)
+		for {
+			n, err := stdout.Read(b)
+			buf = append(buf, b[:n]...)
+			for {
+				i := strings.IndexByte(string(buf), '\n')
+				if i < 0 {
+					break
+				}
+				lines <- string(buf[:i])
+				buf = buf[i+1:]
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	send := func(s string) {
+		if _, err := stdin.Write([]byte(s + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() map[string]any {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the MCP server closed stdout")
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer from the MCP server")
+		}
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`)
+	init := next()
+	took := time.Since(start)
+	res, _ := init["result"].(map[string]any)
+	caps, _ := res["capabilities"].(map[string]any)
+	exp, _ := caps["experimental"].(map[string]any)
+	sess, _ := exp["simlock/session"].(map[string]any)
+	f, _ := sess["failure"].(map[string]any)
+	if sess["status"] != "failed" || f == nil || f["code"] != "UNSUPPORTED_HARDWARE" {
+		t.Fatalf("initialize %v", init)
+	}
+	t.Logf("initialize answered in %s", took)
+	if took > time.Second {
+		t.Fatalf("initialize took %s, want under a second", took)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	tl := next()
+	if tools, _ := tl["result"].(map[string]any)["tools"].([]any); len(tools) != 0 {
+		t.Fatalf("tools %v, want none", tl)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"lease_simulator","arguments":{"platform":"ios"}}}`)
+	call := next()
+	if b, _ := json.Marshal(call); !strings.Contains(string(b), "UNSUPPORTED_HARDWARE") {
+		t.Fatalf("a tool call got %s", b)
+	}
+	stdin.Close()
+	_ = c.Wait()
+	if n := len(matching(w.commandLog(logPath), "simctl", "create")); n != 0 {
+		t.Fatalf("the refused session created %d devices", n)
+	}
+}
