@@ -328,13 +328,23 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 
 	lr := sessionLeaseRequest(profile)
 	r := core.Request{Spec: core.SpecRequest{Platform: lr.Platform, Model: lr.Model, OSVersion: lr.OSVersion},
-		TTL: b.leaseTTL(), RequesterID: "session/" + sid, OwnerID: call.Session.Principal,
+		TTL: b.leaseTTL(), RequesterID: sessionRequester(call.Session, sid), OwnerID: call.Session.Principal,
 		IdempotencyKey: sessions.IdempotencyKey(id), Release: b.releasePolicy(profile.Platform)}
 	g, err := b.d.engine.Request(ctx, r, nil)
 	if err != nil {
 		return b.settleFailed(id, sid, err)
 	}
 	return b.settleReady(ctx, id, g, started)
+}
+
+// sessionRequester is the requester id of a session's lease: in an
+// agent's namespace (ADR 0016), so the agent can pass it to device.exec as
+// read back from the lease.
+func sessionRequester(s contract.Session, sid string) string {
+	if s.Role == contract.RoleAdmin {
+		return "session/" + sid
+	}
+	return s.Principal + "/session/" + sid
 }
 
 // decide counts the broker's sessions and devices under admitMu.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/contract"
@@ -293,7 +294,7 @@ func (b *broker) recover(ctx context.Context) {
 			}
 			sessions.Fail(r, f, now)
 			for _, l := range b.d.engine.Leases() {
-				if l.RequesterID == "session/"+sid {
+				if strings.HasSuffix(l.RequesterID, "session/"+sid) {
 					r.LeaseID = l.ID
 					if dev, ok := b.d.engine.Device(l.DeviceID); ok {
 						cd := b.d.deviceOut(dev, l.ID)

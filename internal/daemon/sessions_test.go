@@ -100,6 +100,11 @@ func TestSessionPrepareReplaysOneReceiptAndOneDevice(t *testing.T) {
 	if n := len(f.d.engine.Leases()); n != 2 {
 		t.Fatalf("%d leases, want 2", n)
 	}
+	// The lease's requester is in the agent's namespace, so the agent can
+	// name it to device.exec as read back.
+	if l, _ := f.d.engine.Lease(first.LeaseID); l.RequesterID != "alice/session/"+first.SessionID || l.OwnerID != "alice" {
+		t.Errorf("session lease requester %q owner %q", l.RequesterID, l.OwnerID)
+	}
 	acq := first.Timing.Acquisition
 	if acq.Outcome != contract.SessionReady || acq.TotalMs == nil || acq.CompletedAtMs == nil || acq.QueueMs == nil {
 		t.Fatalf("acquisition %+v", acq)
