@@ -71,6 +71,10 @@ type Config struct {
 	// (default DefaultGroupBypass). See group.go.
 	MaxGroupSize int
 	GroupBypass  int
+	// MaxConcurrentResetBoots bounds how many erase resets of session
+	// devices boot at once (0: no bound of their own; running capacity
+	// still applies). See reset_modes.go.
+	MaxConcurrentResetBoots int
 }
 
 // Deps are the engine's collaborators.

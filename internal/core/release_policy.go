@@ -1,6 +1,11 @@
 package core
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+)
 
 // ReleasePolicy says what releasing a lease does to its devices. The zero
 // value is the pool's own purge (reset and keep the device for the next
@@ -22,3 +27,37 @@ type ReleasePolicy struct {
 
 // IsZero reports the pool's own purge.
 func (p ReleasePolicy) IsZero() bool { return p == ReleasePolicy{} }
+
+// Validate checks that the policy's mode applies to platform: erase is
+// iOS's, keep-booted and snapshot Android's, and only keep-booted takes a
+// fallback (destroy or snapshot) and a use limit. A request with a policy
+// its device cannot run is refused at admission rather than destroyed at
+// release.
+func (p ReleasePolicy) Validate(platform string) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: release policy: %s", ErrBadRequest, fmt.Sprintf(format, a...))
+	}
+	switch p.Mode {
+	case "", contract.ResetDestroy:
+	case contract.ResetErase:
+		if platform != "ios" {
+			return bad("erase is for iOS simulators, not %s", platform)
+		}
+	case contract.ResetKeepBooted, contract.ResetSnapshot:
+		if platform != "android" {
+			return bad("%s is for Android emulators, not %s", p.Mode, platform)
+		}
+	default:
+		return bad("unknown mode %q", p.Mode)
+	}
+	if p.Mode != contract.ResetKeepBooted && (p.Fallback != "" || p.MaxUses != 0) {
+		return bad("fallback and maxUses apply only to keep-booted")
+	}
+	if p.Fallback != "" && p.Fallback != contract.ResetDestroy && p.Fallback != contract.ResetSnapshot {
+		return bad("fallback %q is neither destroy nor snapshot", p.Fallback)
+	}
+	if p.MaxUses < 0 || p.Timeout < 0 {
+		return bad("maxUses and the timeout must not be negative")
+	}
+	return nil
+}

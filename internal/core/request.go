@@ -92,6 +92,7 @@ type waiter struct {
 	prep       map[string]bool  // devices whose work was started for the group, until it settles
 	prepared   bool             // work was started for the group at least once
 	release    ReleasePolicy    // what the lease's release does to its devices (reset.go)
+	baselined  bool             // its keep-booted baseline step ran (reset_modes.go)
 }
 
 // request serves one admission of a stored request (see Request in
@@ -117,6 +118,11 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			return Grant{}, err
 		}
 		r.Spec = r.Group[0]
+	}
+	for _, sr := range append([]SpecRequest{r.Spec}, r.Group...) {
+		if err := r.Release.Validate(sr.Platform); err != nil {
+			return Grant{}, err // reset.go: a policy the device cannot run
+		}
 	}
 	drv, ok := e.drivers[r.Spec.Platform]
 	if !ok {
@@ -492,6 +498,9 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		e.startTuneLocked(w, id)
 		return
 	}
+	if e.baselineBeforeGrantLocked(w, id) {
+		return // the keep-booted baseline's settlement grants (reset_modes.go)
+	}
 	now := e.now()
 	d := *e.devices[id]
 	d.State = StateLeased
@@ -531,11 +540,7 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 			w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(o.drv, OpBoot)})
 			w.begin(PhaseBoot, e.now())
 			defer func() { w.end(PhaseBoot, e.now()) }()
-			if err := e.measure(o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) }); err != nil {
-				return err
-			}
-			e.captureBaselineFor(ctx, w, o.drv, o.rec.Ref()) // reset_modes.go
-			return nil
+			return e.measure(o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) })
 		},
 		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
 	}
@@ -658,11 +663,7 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(drv, OpBoot)})
 	w.begin(PhaseBoot, e.now())
 	defer func() { w.end(PhaseBoot, e.now()) }()
-	if err := e.measure(drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) }); err != nil {
-		return err
-	}
-	e.captureBaselineFor(ctx, w, drv, ref) // reset_modes.go
-	return nil
+	return e.measure(drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) })
 }
 
 // workLock names the operation lock device work holds: the warm pool's own work is

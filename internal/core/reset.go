@@ -51,6 +51,14 @@ type KeepBootedCleaner interface {
 	CheckHealth(ctx context.Context, dev DeviceRef) error
 }
 
+// SnapshotRestorer is the optional driver ability to restore a device's
+// baseline snapshot and nothing else (no fallback of its own), so the
+// snapshot reset can tell a restore from the data wipe it falls back to.
+// Without it the snapshot reset uses the driver's purge (Reclaim).
+type SnapshotRestorer interface {
+	RestoreSnapshot(ctx context.Context, dev DeviceRef) error
+}
+
 // DataWiper is the optional driver ability the snapshot reset falls back
 // to when the snapshot cannot be restored: restart the device with its
 // data wiped.
@@ -71,6 +79,7 @@ type resetTrack struct {
 // resetBook keeps the resets of released leases (under the engine's lock).
 type resetBook struct {
 	byLease map[string]*resetTrack
+	boots   chan struct{} // erase boots in flight (Config.MaxConcurrentResetBoots)
 }
 
 func (b *resetBook) get(leaseID string) *resetTrack {
@@ -398,12 +407,9 @@ func (e *Engine) resetOp(id, leaseID string, p ReleasePolicy) *deviceOp {
 		settle: func(o *deviceOp, _ error) error {
 			if r.destroy {
 				// The destroy is a teardown of its own (its host claim goes
-				// with it); the record keeps the intent until it lands.
-				if _, err := e.updateLocked(id, func(d *DeviceRecord) {
-					d.Intent = DeviceIntent{Op: OpKindDestroy, Since: e.now(), Release: p, LeaseID: leaseID}
-				}); err != nil {
-					return err
-				}
+				// with it). Nothing is committed before it begins, so the
+				// record keeps the release's intent until the destroy's own
+				// replaces it: a crash in between still destroys.
 				e.startResetDestroyLocked(id, leaseID, p, r)
 				return nil
 			}

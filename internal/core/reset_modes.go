@@ -34,7 +34,14 @@ func (e *Engine) runErase(ctx context.Context, o *deviceOp) resetResult {
 	}{
 		{"stop", func() error { return o.drv.Shutdown(ctx, ref) }},
 		{"erase", func() error { return er.Erase(ctx, ref) }},
-		{"boot", func() error { return o.drv.MakeReady(ctx, ref) }},
+		{"boot", func() error {
+			release, err := e.takeResetBoot(ctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+			return o.drv.MakeReady(ctx, ref)
+		}},
 		{"verify", func() error { return ver.VerifyErased(ctx, ref) }},
 	} {
 		if err := e.step(&r, s.name, s.f); err != nil {
@@ -44,6 +51,26 @@ func (e *Engine) runErase(ctx context.Context, o *deviceOp) resetResult {
 	}
 	r.mode, r.outcome = contract.ResetErase, contract.ResetOutcomeClean
 	return r
+}
+
+// takeResetBoot waits for a slot among the erase boots allowed at once
+// (the wait counts as boot time) and returns its release.
+func (e *Engine) takeResetBoot(ctx context.Context) (func(), error) {
+	e.mu.Lock()
+	if e.cfg.MaxConcurrentResetBoots > 0 && e.rs.boots == nil {
+		e.rs.boots = make(chan struct{}, e.cfg.MaxConcurrentResetBoots)
+	}
+	gate := e.rs.boots
+	e.mu.Unlock()
+	if gate == nil {
+		return func() {}, nil
+	}
+	select {
+	case gate <- struct{}{}:
+		return func() { <-gate }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // runKeepBooted is the keep-booted reset: the device stays booted and the
@@ -130,7 +157,11 @@ func (e *Engine) runSnapshot(ctx context.Context, o *deviceOp, r *resetResult, p
 		}
 		return contract.ResetOutcomeFallbackPrefix + mode
 	}
-	err := e.step(r, prefix+"restore", func() error { return o.drv.Reclaim(ctx, ref) })
+	restore := o.drv.Reclaim
+	if sr, ok := o.drv.(SnapshotRestorer); ok {
+		restore = sr.RestoreSnapshot
+	}
+	err := e.step(r, prefix+"restore", func() error { return restore(ctx, ref) })
 	if err == nil {
 		r.mode, r.outcome = contract.ResetSnapshot, outcome(contract.ResetSnapshot)
 		return true
@@ -154,21 +185,49 @@ func (e *Engine) runSnapshot(ctx context.Context, o *deviceOp, r *resetResult, p
 	return true
 }
 
-// captureBaselineFor captures the keep-booted baseline of a device that
-// has just booted for a request whose release keeps it booted. A failed
-// capture does not fail the request: the release finds no baseline and
-// falls back (or destroys the device).
-func (e *Engine) captureBaselineFor(ctx context.Context, w *waiter, drv Driver, ref DeviceRef) {
-	if w == nil || w.release.Mode != contract.ResetKeepBooted {
-		return
+// OpKindBaseline is the keep-booted baseline capture before a grant. A
+// crash during it leaves nothing to finish: the device is ready as it was.
+const OpKindBaseline OpKind = "baseline"
+
+// baselineBeforeGrantLocked starts the keep-booted baseline capture of
+// device id for w, whose release keeps the device booted, when the driver
+// can clean and the step has not run for w yet; its settlement grants.
+// The driver captures once per incarnation, so a device cleaned before
+// keeps the baseline it has. A capture that fails does not fail the
+// request: the release finds no baseline and falls back or destroys.
+func (e *Engine) baselineBeforeGrantLocked(w *waiter, id string) bool {
+	if w.release.Mode != contract.ResetKeepBooted || w.baselined {
+		return false
 	}
-	kb, ok := drv.(KeepBootedCleaner)
+	kb, ok := e.drivers[e.devices[id].Platform].(KeepBootedCleaner)
 	if !ok {
-		return
+		return false
 	}
-	cctx, cancel := context.WithTimeout(ctx, KeepBootedBudget)
-	defer cancel()
-	if err := kb.CaptureBaseline(cctx, ref); err != nil {
-		e.log.Warn("keep-booted baseline not captured; the release will not reuse the device", "device", ref.ID, "err", err)
+	w.baselined = true
+	o := &deviceOp{kind: OpKindBaseline, lock: "baseline", id: id,
+		run: func(ctx context.Context, o *deviceOp) error {
+			ctx, cancel := context.WithTimeout(ctx, KeepBootedBudget)
+			defer cancel()
+			return kb.CaptureBaseline(ctx, o.rec.Ref())
+		},
+		settle: func(o *deviceOp, err error) error {
+			w.working = false
+			if err != nil {
+				e.log.Warn("keep-booted baseline not captured; the release will not reuse the device", "device", id, "err", err)
+			}
+			if w.abandoned || !e.queue.Contains(w) {
+				e.removeLocked(w)
+				e.scheduleLocked()
+				return nil
+			}
+			e.grantLocked(w, id)
+			e.scheduleLocked()
+			return nil
+		}}
+	w.working = true
+	if err := e.startOpLocked(o); err != nil {
+		w.working = false
+		return false // stopping: the grant goes on (and fails) as it would
 	}
+	return true
 }

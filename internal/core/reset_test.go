@@ -2,7 +2,9 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -416,5 +418,138 @@ func TestResetCrashMidResetDestroysOnRestart(t *testing.T) {
 	<-done
 	if rec, _, _ = h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
 		t.Fatalf("reset after the restart %+v", rec)
+	}
+}
+
+// Of several clean reset devices, the one returned most recently serves
+// the next session.
+func TestResetPrefersTheMostRecentlyReturnedDevice(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(3))
+	p := core.ReleasePolicy{Mode: contract.ResetErase}
+	first := h.sessionLease("a", "ios", p)
+	second := h.sessionLease("b", "ios", p)
+	for _, g := range []core.Grant{second, first} {
+		if err := h.engine.Release(g.Lease.ID); err != nil {
+			t.Fatal(err)
+		}
+		if rec := h.settled(g.Lease.ID); rec.Outcome != contract.ResetOutcomeClean {
+			t.Fatalf("reset %+v", rec)
+		}
+		h.clock.Advance(10 * time.Second) // within the leases' TTL
+	}
+	if g := h.sessionLease("c", "ios", p); g.Device.ID != first.Device.ID {
+		t.Fatalf("got %s, want %s, returned last", g.Device.ID, first.Device.ID)
+	}
+}
+
+// A policy the device cannot run is refused at admission.
+func TestReleasePolicyIsCheckedAtAdmission(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(2))
+	for _, c := range []struct {
+		platform string
+		p        core.ReleasePolicy
+	}{
+		{"android", core.ReleasePolicy{Mode: contract.ResetErase}},
+		{"ios", core.ReleasePolicy{Mode: contract.ResetKeepBooted}},
+		{"ios", core.ReleasePolicy{Mode: contract.ResetSnapshot}},
+		{"android", core.ReleasePolicy{Mode: contract.ResetSnapshot, Fallback: contract.ResetDestroy}},
+		{"android", core.ReleasePolicy{Mode: contract.ResetKeepBooted, Fallback: contract.ResetErase}},
+		{"ios", core.ReleasePolicy{Mode: "scrub"}},
+	} {
+		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: c.platform},
+			RequesterID: "a", OwnerID: "a", Release: c.p, NoWait: true}, nil)
+		if !errors.Is(err, core.ErrBadRequest) {
+			t.Errorf("%s %+v: %v, want a bad request", c.platform, c.p, err)
+		}
+	}
+	if exist, _ := h.drv.Count(); exist != 0 {
+		t.Fatalf("a refused request created %d devices", exist)
+	}
+}
+
+// A keep-booted session served by a warm device that was never captured
+// (the pool's own purge left it) gets its baseline before the grant, so
+// its release cleans instead of giving the device up.
+func TestResetKeepBootedCapturesBeforeGrantingAWarmDevice(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(2))
+	pool := h.sessionLease("pool", "android", core.ReleasePolicy{})
+	if err := h.engine.Release(pool.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	g := h.sessionLease("a", "android", core.ReleasePolicy{Mode: contract.ResetKeepBooted})
+	calls := h.droid.Calls()
+	if g.Device.ID != pool.Device.ID || callIndex(calls, "capture android-1") < callIndex(calls, "reclaim android-1") {
+		t.Fatalf("device %s, calls %v: want the warm device, captured after its purge", g.Device.ID, calls)
+	}
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.settled(g.Lease.ID); rec.Outcome != contract.ResetOutcomeClean {
+		t.Fatalf("reset %+v", rec)
+	}
+}
+
+// countingBoots is the resetting fake whose boots, once counting is on,
+// record how many run at once.
+type countingBoots struct {
+	fakedrv.Resetting
+	mu             sync.Mutex
+	on             bool
+	now, most, all int
+}
+
+func (c *countingBoots) MakeReady(ctx context.Context, r core.DeviceRef) error {
+	c.mu.Lock()
+	on := c.on
+	if on {
+		c.now++
+		c.all++
+		c.most = max(c.most, c.now)
+	}
+	c.mu.Unlock()
+	if on {
+		// Wait (boundedly) for the other boot to arrive: without a bound
+		// both run here at once; with a bound of one the other never
+		// comes while this one runs.
+		for i := 0; i < 30; i++ {
+			c.mu.Lock()
+			both := c.now == 2
+			c.mu.Unlock()
+			if both {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
+	}
+	return c.Resetting.MakeReady(ctx, r)
+}
+
+// MaxConcurrentResetBoots bounds the erase resets that boot at once.
+func TestResetEraseBootsAreBounded(t *testing.T) {
+	for _, limit := range []int{1, 0} {
+		h := newHarness(t, one(3))
+		cb := &countingBoots{Resetting: fakedrv.NewResetting(h.drv)}
+		h.drivers = []core.Driver{cb, h.droid}
+		h.cfg.MaxConcurrentResetBoots = limit
+		h.start()
+		p := core.ReleasePolicy{Mode: contract.ResetErase}
+		a, b := h.sessionLease("a", "ios", p), h.sessionLease("b", "ios", p)
+		cb.mu.Lock()
+		cb.on = true
+		cb.mu.Unlock()
+		h.engine.ReleaseWhere(func(core.LeaseRecord) bool { return true })
+		for _, g := range []core.Grant{a, b} {
+			if rec := h.settled(g.Lease.ID); rec.Outcome != contract.ResetOutcomeClean {
+				t.Fatalf("limit %d: reset %+v", limit, rec)
+			}
+		}
+		cb.mu.Lock()
+		most, all := cb.most, cb.all
+		cb.mu.Unlock()
+		if all != 2 || (limit == 1 && most != 1) || (limit == 0 && most != 2) {
+			t.Fatalf("limit %d: %d boots, at most %d at once", limit, all, most)
+		}
 	}
 }

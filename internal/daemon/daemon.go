@@ -636,6 +636,9 @@ func engineConfig(c config.Config) core.Config {
 		MaxGroupSize: c.Queue.MaxGroupSize,
 		GroupBypass:  c.Queue.GroupBypass,
 	}
+	if c.Sessions != nil {
+		out.MaxConcurrentResetBoots = c.Sessions.Limits.MaxConcurrentResetBoots // session resets (core/reset_modes.go)
+	}
 	for _, t := range c.WarmPool.Targets {
 		out.WarmTargets = append(out.WarmTargets, core.WarmTarget{Count: t.Count,
 			Spec: core.SpecRequest{Platform: t.Platform, Model: t.Model, OSVersion: t.OSVersion}})

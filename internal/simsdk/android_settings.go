@@ -37,6 +37,11 @@ type devState struct {
 	Packages map[string]map[string]string `json:"packages,omitempty"`
 	// Roles are role → holders.
 	Roles map[string][]string `json:"roles"`
+	// Grants are granted runtime permissions by user and package
+	// (android_keepbooted.go).
+	Grants map[string]map[string][]string `json:"grants,omitempty"`
+	// Display holds wm's size and density overrides ("size", "density").
+	Display map[string]string `json:"display,omitempty"`
 }
 
 var settingsNamespaces = []string{"global", "system", "secure"}
@@ -203,6 +208,10 @@ func (sh *devShell) cmd(args []string, stdout, stderr io.Writer) int {
 			return 20
 		}
 		return sh.role(args[1:], stdout, stderr)
+	case "clipboard":
+		// The images' clipboard service answers no shell commands.
+		fmt.Fprintln(stderr, "cmd: Can't find service: clipboard")
+		return 20
 	case "activity":
 		if len(args) == 2 && args[1] == "get-current-user" {
 			fmt.Fprintln(stdout, "0")
@@ -353,12 +362,18 @@ func (sh *devShell) dumpsys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Packages:\n  Package [%s]:\n    pkg=Package{%s}\n", pkg, pkg)
 		fmt.Fprintf(stdout, "    User 0: ceDataInode=0 installed=true hidden=false suspended=false distractionFlags=0 stopped=false notLaunched=false enabled=%d instant=false virtual=false\n",
 			packageEnabledCode(st.packageState("0", pkg)))
+		fmt.Fprint(stdout, runtimePermissionLines(st, "0", pkg))
 		return 0
+	}
+	if len(args) == 1 && args[0] == "account" {
+		return sh.dumpsysAccount(stdout)
 	}
 	return notSimulated("dumpsys "+strings.Join(args, " "), stderr)
 }
 
-func (sh *devShell) wm(args []string, _, stderr io.Writer) int { return notSimulated("wm", stderr) }
+func (sh *devShell) wm(args []string, stdout, stderr io.Writer) int {
+	return sh.wmCommand(args, stdout, stderr)
+}
 
 // procFile answers the kernel files the driver reads; ok is false for any
 // other path.

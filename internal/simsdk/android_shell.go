@@ -34,6 +34,7 @@ import (
 //	yes [STRING...]   head [-n N] [-c N] [-N] [FILE...]
 //	pm list packages [-3|-s|-d|-e|-u] [--user N] [FILTER]   pm path PKG   pm uninstall PKG   pm clear PKG
 //	pm disable-user|enable|default-state [--user N] PKG
+//	pm list users  pm grant|revoke  wm size|density  find  dumpsys account  (android_keepbooted.go)
 //	settings  cmd role|activity  bmgr  dumpsys package PKG  (android_settings.go)
 //	cat /proc/sys/kernel/random/boot_id, /proc/meminfo
 //	input ...         (accepted, no effect)
@@ -432,6 +433,8 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Re
 		return sh.touch(rest, stderr)
 	case "ls":
 		return sh.ls(rest, stdout, stderr)
+	case "find":
+		return sh.find(rest, stdout, stderr) // android_keepbooted.go
 	case "getprop":
 		return sh.getprop(rest, stdout)
 	case "setprop":
@@ -575,7 +578,7 @@ func (sh *devShell) rm(args []string, stderr io.Writer) int {
 			status = 1
 			continue
 		}
-		fi, err := os.Stat(host)
+		fi, err := os.Lstat(host) // a link is removed itself, never followed
 		switch {
 		case err != nil:
 			if !force {
@@ -761,6 +764,9 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 	system := systemPackages(sh.run.Tag)
 	switch args[0] {
 	case "list":
+		if len(args) >= 2 && args[1] == "users" {
+			return sh.pmListUsers(args[2:], stdout, stderr)
+		}
 		if len(args) >= 2 && args[1] == "features" {
 			for _, f := range deviceFeatures {
 				fmt.Fprintln(stdout, "feature:"+f)
@@ -843,6 +849,8 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, line)
 		}
 		return 0
+	case "grant", "revoke":
+		return sh.pmGrant(args[0], args[1:], stdout, stderr)
 	case "disable-user", "enable", "default-state":
 		return sh.setPackageState(args[0], args[1:], append(append([]string(nil), system...), apps...), stdout, stderr)
 	case "path":
@@ -880,6 +888,7 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 				_ = sh.setRunning(func(r []string) []string {
 					return slices.DeleteFunc(r, func(p string) bool { return p == pkgs[0] })
 				})
+				sh.dropGrants(pkgs[0])
 				fmt.Fprintln(stdout, "Success")
 				return 0
 			}

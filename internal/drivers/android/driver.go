@@ -166,6 +166,8 @@ type Driver struct {
 	holds  map[string][]net.Listener // console pairs bound while their emulator is down
 	closed bool
 
+	kb keepBootedBook // keep-booted baselines by AVD (keepbooted.go)
+
 	allocMu   sync.Mutex // serializes name and console port allocation
 	installMu sync.Mutex // one system image install at a time
 

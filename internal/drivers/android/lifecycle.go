@@ -564,41 +564,63 @@ func (d *Driver) waitReady(ctx context.Context, serial string, p *emulatorProc) 
 // still matches (seconds), otherwise wipe the data partition with a cold
 // boot and capture a new baseline (tens of seconds).
 func (d *Driver) Reclaim(ctx context.Context, dev core.DeviceRef) error {
-	name, port, st, err := d.device(ctx, dev)
+	name, port, _, err := d.device(ctx, dev)
 	if err != nil {
 		return err
+	}
+	why, err := d.restoreBaseline(ctx, dev)
+	if err == nil || why == "" {
+		return err
+	}
+	return d.wipeData(ctx, dev, name, port, why)
+}
+
+// restoreBaseline restores the baseline snapshot, or boots from it a
+// device that is not running, without falling back to anything. why is
+// set when a -wipe-data would be the way on: there is no valid baseline,
+// or loading it failed.
+func (d *Driver) restoreBaseline(ctx context.Context, dev core.DeviceRef) (why string, err error) {
+	name, port, st, err := d.device(ctx, dev)
+	if err != nil {
+		return "", err
 	}
 	serial := serialFor(port)
 	p, orphan, err := d.liveness(ctx, name, serial)
 	if err != nil {
-		return err
+		return "", err
 	}
 	running := p != nil || orphan
-
-	ok, why := d.baselineValid(ctx, name, dev, st)
-	if ok {
-		if !running {
-			return d.boot(ctx, dev, name, port, bootBaseline)
-		}
-		// The restore rewinds the guest, boot id included: receipts and
-		// anything else keyed by the current incarnation end before it.
-		if _, err := d.newIncarnation(name); err != nil {
-			return err
-		}
-		err := d.console(ctx, serial, "avd", "snapshot", "load", baselineSnapshot)
-		if err == nil {
-			if err = d.waitReady(ctx, serial, p); err == nil {
-				// Reported so an operator can see purges take the fast path.
-				d.diag(core.Diagnostic{Type: "snapshot.restored", Message: "restored the clean baseline " + baselineSnapshot,
-					Data: map[string]any{"avd": name, "serial": serial}})
-				return nil
-			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		why = "restoring the baseline failed: " + err.Error()
+	if ok, why := d.baselineValid(ctx, name, dev, st); !ok {
+		return why, fmt.Errorf("android driver: no baseline snapshot to restore: %s", why)
 	}
+	if !running {
+		return "", d.boot(ctx, dev, name, port, bootBaseline)
+	}
+	// The restore rewinds the guest, boot id included: receipts and
+	// anything else keyed by the current incarnation end before it.
+	if _, err := d.newIncarnation(name); err != nil {
+		return "", err
+	}
+	err = d.console(ctx, serial, "avd", "snapshot", "load", baselineSnapshot)
+	if err == nil {
+		if err = d.waitReady(ctx, serial, p); err == nil {
+			// Reported so an operator can see purges take the fast path.
+			d.diag(core.Diagnostic{Type: "snapshot.restored", Message: "restored the clean baseline " + baselineSnapshot,
+				Data: map[string]any{"avd": name, "serial": serial}})
+			return "", nil
+		}
+	}
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	why = "restoring the baseline failed: " + err.Error()
+	return why, errors.New("android driver: " + why)
+}
+
+// wipeData stops the emulator and cold-boots it with its data partition
+// wiped, capturing a new baseline; why is logged and reported.
+func (d *Driver) wipeData(ctx context.Context, dev core.DeviceRef, name string, port int, why string) error {
+	serial := serialFor(port)
 	d.log.Info("reclaiming with -wipe-data", "avd", name, "reason", why)
 	d.diag(core.Diagnostic{Type: "snapshot.cold-boot", Message: why,
 		Data: map[string]any{"platform": Platform, "avd": name}})
