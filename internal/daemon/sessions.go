@@ -128,23 +128,10 @@ func (b *broker) heartbeatTTL() time.Duration { return msDur(b.cfg.HeartbeatTTLM
 // destroy; the lease's expiry is only the backstop.
 func (b *broker) leaseTTL() time.Duration { return b.heartbeatTTL() * 3 / 2 }
 
+// releasePolicy is the platform's reset from the sessions config (one
+// mapping, releasePolicyFor).
 func (b *broker) releasePolicy(platform string) core.ReleasePolicy {
-	r := b.cfg.Reset
-	switch platform {
-	case "ios":
-		if r.IOS == contract.ResetErase {
-			return core.ReleasePolicy{Mode: contract.ResetErase}
-		}
-	case "android":
-		switch r.Android {
-		case contract.ResetKeepBooted:
-			return core.ReleasePolicy{Mode: contract.ResetKeepBooted, Fallback: r.AndroidKeepBootedFallback,
-				MaxUses: r.AndroidKeepBootedMaxUses, Timeout: msDur(r.AndroidResetTimeoutMs, 0)}
-		case contract.ResetSnapshot:
-			return core.ReleasePolicy{Mode: contract.ResetSnapshot, Timeout: msDur(r.AndroidResetTimeoutMs, 0)}
-		}
-	}
-	return core.ReleasePolicy{Mode: contract.ResetDestroy}
+	return releasePolicyFor(platform, b.cfg)
 }
 
 func (b *broker) now() time.Time { return b.d.clock.Now() }
