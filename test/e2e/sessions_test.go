@@ -295,3 +295,84 @@ func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 		t.Fatalf("the refused session created %d devices", n)
 	}
 }
+
+// Android keep-booted: a package installed and a setting changed in one
+// session are gone in the next, which gets the same emulator; after
+// maxUses the device is retired.
+func TestSessionAndroidKeepBootedCleansAndRetires(t *testing.T) {
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
+ "sessions":{"heartbeatTtlMs":600000,"reset":{"android":"keep-booted","androidKeepBootedMaxUses":2}}}`)
+	w.mustRun("daemon", "start")
+	cfg := func(req string) string {
+		return `{"contractVersion":1,"requestId":"` + req + `","device":{"schemaVersion":1,"platform":"android",` +
+			`"hardware":{"kind":"model","model":{"namespace":"simlock-model","value":"pixel_7"}},"os":{"kind":"exact","version":"15"}}}`
+	}
+	type androidReceipt struct {
+		sessionReceipt
+		Device *struct {
+			ID     string `json:"id"`
+			Serial string `json:"serial"`
+		} `json:"device"`
+	}
+	prepare := func(req string) androidReceipt {
+		var r androidReceipt
+		w.json(&r, "session", "prepare", "--config", cfg(req), "--owner-token", "o", "--json")
+		if r.Status != "ready" || r.Device == nil || r.Device.Serial == "" {
+			t.Fatalf("prepare %s: %+v", req, r)
+		}
+		return r
+	}
+	release := func(sid string) sessionReceipt {
+		var rel struct {
+			Outcome string         `json:"outcome"`
+			Receipt sessionReceipt `json:"receipt"`
+		}
+		w.json(&rel, "session", "release", sid, "--owner-token", "o", "--json")
+		if rel.Outcome != "released" {
+			t.Fatalf("release %s: %+v", sid, rel)
+		}
+		return rel.Receipt
+	}
+	one := prepare("a1")
+	apk := filepath.Join(t.TempDir(), "com.example.session.apk")
+	if err := os.WriteFile(apk, []byte("not a real apk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.mustRun("adb", "-s", one.Device.Serial, "install", apk)
+	w.mustRun("adb", "-s", one.Device.Serial, "shell", "settings", "put", "system", "screen_off_timeout", "5000")
+	if r := release(one.SessionID); r.Timing.Reset.Mode != "keep-booted" || r.Timing.Reset.Outcome != "clean" {
+		t.Fatalf("first reset %+v", r.Timing.Reset)
+	}
+	two := prepare("a2")
+	if two.Device.ID != one.Device.ID || two.Timing.Acquisition.Admission != "reuse" {
+		t.Fatalf("second session %+v on %s, want a reuse of %s", two.Timing.Acquisition, two.Device.ID, one.Device.ID)
+	}
+	if out := w.mustRun("adb", "-s", two.Device.Serial, "shell", "pm", "list", "packages", "-3"); strings.Contains(out, "com.example.session") {
+		t.Errorf("the first session's package is visible to the second: %q", out)
+	}
+	if got := strings.TrimSpace(w.mustRun("adb", "-s", two.Device.Serial, "shell", "settings", "get", "system", "screen_off_timeout")); got == "5000" {
+		t.Errorf("the first session's setting survived: %q", got)
+	}
+	// maxUses 2: the second release retires the device.
+	if r := release(two.SessionID); r.Timing.Reset.Outcome != "destroyed" {
+		t.Fatalf("second reset %+v, want the device retired", r.Timing.Reset)
+	}
+	eventually(t, "the retired emulator to leave the registry", 30*time.Second, func() bool {
+		for _, d := range w.status().Devices {
+			if d.ID == one.Device.ID {
+				return false
+			}
+		}
+		return true
+	})
+	var st struct {
+		Groups []struct {
+			Resets      int `json:"resets"`
+			Retirements int `json:"retirements"`
+		} `json:"groups"`
+	}
+	w.json(&st, "session", "stats", "--json")
+	if len(st.Groups) != 1 || st.Groups[0].Resets != 2 || st.Groups[0].Retirements != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
