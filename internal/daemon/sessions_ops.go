@@ -143,7 +143,7 @@ func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.Se
 	if err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
-	if rec.Receipt.Status != contract.SessionReady {
+	if rec.Receipt.Status != contract.SessionReady || rec.Releasing {
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s is %s", in.SessionID, rec.Receipt.Status)
 	}
 	// Always the session's width: a handed-off lease carries a longer one
@@ -312,6 +312,21 @@ func (b *broker) recover(ctx context.Context) {
 				b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, nil)
 			}
 		case contract.SessionReady:
+			if rec.Releasing {
+				if !handedOff {
+					// Cut off mid-reset by a crash: the device is uncertain
+					// (the core destroys it from its intent) and the
+					// session ends as its owner's exit, on every replay.
+					sessions.Fail(r, exited, now)
+					r.EndReason = ownerExited
+					if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+						b.log.Error("end a session cut off mid-reset", "session", sid, "err", err)
+						continue
+					}
+				}
+				b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, nil)
+				continue
+			}
 			l, held := b.d.engine.Lease(r.LeaseID)
 			if handedOff && rec.HandedOff && held {
 				rec.HandedOff, rec.Instance = false, b.d.instanceID

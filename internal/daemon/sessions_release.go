@@ -119,7 +119,7 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 	case sessions.Terminal(r.Status) && !r.CleanupPending:
 		drop()
 		return nil, nil
-	case sessions.Terminal(r.Status):
+	case sessions.Terminal(r.Status) || rec.Releasing:
 		// Ended, teardown unconfirmed (a restart): track it again.
 		b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, t)
 		return t, nil
@@ -135,7 +135,9 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 	case reason == ownerExited:
 		sessions.Fail(r, failure(contract.CodeSessionOwnerExited, "the session's owner exited", retryNewRequest), now)
 	default:
-		_ = sessions.Move(r, contract.SessionReleased, now)
+		// Ready until the reset settles: released is the settled answer.
+		rec.Releasing = true
+		r.UpdatedAtMs = now.UnixMilli()
 	}
 	r.EndReason = reason
 	if r.EndReason == "" {
@@ -246,6 +248,10 @@ func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracke
 			}
 			r.Timing.Reset = reset
 			r.CleanupPending = false
+			if rec.Releasing && r.Status == contract.SessionReady {
+				_ = sessions.Move(r, contract.SessionReleased, now)
+			}
+			rec.Releasing = false
 			r.UpdatedAtMs = now.UnixMilli()
 			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 				b.log.Warn("record session cleanup", "session", sid, "err", err)

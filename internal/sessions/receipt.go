@@ -22,7 +22,11 @@ type Record struct {
 	// Instance is the daemon instance that owns the live session.
 	Instance string `json:"instance,omitempty"`
 	// HandedOff is set by a graceful stop: the next daemon adopts it.
-	HandedOff bool                    `json:"handedOff,omitempty"`
+	HandedOff bool `json:"handedOff,omitempty"`
+	// Releasing is set when a plain release committed: the receipt reads
+	// ready with cleanupPending until the reset settles, then released. A
+	// crash in between ends it as an owner exit.
+	Releasing bool                    `json:"releasing,omitempty"`
 	Receipt   contract.SessionReceipt `json:"receipt"`
 }
 

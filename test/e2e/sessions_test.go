@@ -3,8 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -374,5 +377,56 @@ func TestSessionAndroidKeepBootedCleansAndRetires(t *testing.T) {
 	w.json(&st, "session", "stats", "--json")
 	if len(st.Groups) != 1 || st.Groups[0].Resets != 2 || st.Groups[0].Retirements != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// kill -9 while a session's erase reset hangs: on restart the uncertain
+// simulator is destroyed and the request stays failed/SESSION_OWNER_EXITED,
+// also on replay, with no new device.
+func TestSessionKill9MidResetDestroysTheUncertainDevice(t *testing.T) {
+	w := newWorld(t, sessionsConfig(`"ios":"erase"`, ""))
+	logPath := w.simHome + "-cmds.log"
+	w.env = append(w.env, "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath, "SIMLOCK_SIMSDK_FAULTS=shutdown-hang@1")
+	w.mustRun("daemon", "start")
+	// The hanging shutdown outlives the killed daemon; end it (by pid,
+	// found by this world's own home) when the test ends.
+	t.Cleanup(func() {
+		out, _ := exec.Command("pgrep", "-f", w.home).Output()
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	one := w.prepare("one", "o")
+	if one.Status != "ready" {
+		t.Fatalf("prepare %+v", one)
+	}
+	var rel struct {
+		Outcome string         `json:"outcome"`
+		Receipt sessionReceipt `json:"receipt"`
+	}
+	w.json(&rel, "session", "release", one.SessionID, "--owner-token", "o", "--reply-budget-ms", "0", "--json")
+	if rel.Outcome != "cleanup_pending" || !rel.Receipt.CleanupPending {
+		t.Fatalf("release under a hanging shutdown %+v", rel)
+	}
+	eventually(t, "the reset to reach its shutdown", 10*time.Second, func() bool {
+		return len(matching(w.commandLog(logPath), "simctl", "shutdown", one.Device.UDID)) > 0
+	})
+	creates := len(matching(w.commandLog(logPath), "simctl", "create"))
+	w.kill9()
+	w.mustRun("daemon", "start")
+	st := w.sessionStatus("one", "o")
+	if st.Status != "failed" || st.Failure == nil || st.Failure.Code != "SESSION_OWNER_EXITED" || st.SessionID != one.SessionID {
+		t.Fatalf("after the restart %+v", st)
+	}
+	eventually(t, "the uncertain simulator to be deleted", 30*time.Second, func() bool {
+		return len(matching(w.commandLog(logPath), "simctl", "delete", one.Device.UDID)) > 0 && !w.sessionStatus("one", "o").CleanupPending
+	})
+	if rp := w.prepare("one", "o"); rp.Status != "failed" || rp.Failure.Code != "SESSION_OWNER_EXITED" || rp.SessionID != one.SessionID {
+		t.Fatalf("replay %+v", rp)
+	}
+	if n := len(matching(w.commandLog(logPath), "simctl", "create")); n != creates {
+		t.Fatalf("the replay created %d devices", n-creates)
 	}
 }
