@@ -27,7 +27,7 @@ func sessionDaemon(t *testing.T, mutate func(*config.Sessions)) *fixture {
 
 // sessionDaemonResetting is sessionDaemon over the fake driver with every
 // session reset ability (erase and verify, keep-booted cleaning).
-func sessionDaemonResetting(t *testing.T, mutate func(*config.Sessions)) *fixture {
+func sessionDaemonResetting(t *testing.T, mutate func(*config.Sessions), prep func(*fakedrv.Driver)) *fixture {
 	t.Helper()
 	home, err := os.MkdirTemp("", "sld-")
 	if err != nil {
@@ -42,6 +42,9 @@ func sessionDaemonResetting(t *testing.T, mutate func(*config.Sessions)) *fixtur
 		mutate(cfg.Sessions)
 	}
 	drv := fakedrv.New("ios")
+	if prep != nil {
+		prep(drv)
+	}
 	d, err := Start(context.Background(), Options{Home: home, Config: cfg, Version: "test", Drivers: []core.Driver{fakedrv.NewResetting(drv)}})
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +374,7 @@ func TestSessionCapsRefuseWithNewRequestID(t *testing.T) {
 }
 
 func TestSessionEraseResetIsReusedByTheNextSession(t *testing.T) {
-	f := sessionDaemonResetting(t, func(s *config.Sessions) { s.Reset.IOS = contract.ResetErase })
+	f := sessionDaemonResetting(t, func(s *config.Sessions) { s.Reset.IOS = contract.ResetErase }, nil)
 	a := f.dial("alice", "")
 	ctx := context.Background()
 	one := prepare(t, a, "one", "o")
@@ -399,5 +402,92 @@ func TestSessionEraseResetIsReusedByTheNextSession(t *testing.T) {
 	}
 	if _, there := f.d.engine.Device(two.Device.ID); there {
 		t.Fatal("an exited owner's device was kept")
+	}
+}
+
+func TestSessionPrepareInterruptedByAStopStoresATerminalReceipt(t *testing.T) {
+	gate := make(chan struct{})
+	f := sessionDaemonResetting(t, nil, func(d *fakedrv.Driver) { d.Gate = gate })
+	a := f.dial("alice", "")
+	ctx := context.Background()
+	in := contract.SessionPrepareIn{Config: sessionConfig("run"), OwnerToken: "o", WaitMs: 200}
+	p, err := client.Do(ctx, a, contract.SessionPrepare, in)
+	if err != nil || p.Status != contract.SessionPending || p.SessionID == "" {
+		t.Fatalf("a gated prepare %+v %v, want pending", p, err)
+	}
+	// The gate opens once the stop cancelled the preparation and it
+	// stored its receipt, so the engine's stop does not wait on it.
+	b := f.d.sessions
+	go func() {
+		for {
+			b.mu.Lock()
+			settled := b.stopping && len(b.inflight) == 0
+			b.mu.Unlock()
+			if settled {
+				close(gate)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	restartDaemon(t, f, false)
+	a = f.dial("alice", "")
+	st, err := client.Do(ctx, a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "run", OwnerToken: "o"})
+	fl := st.Failure
+	if err != nil || st.Status != contract.SessionFailed || fl == nil || fl.Code != contract.CodeSessionBrokerStopping || !fl.Retryable ||
+		fl.RetryAfterMs == nil || *fl.RetryAfterMs != 5000 || fl.RetryRequires != "new_request_id" {
+		t.Fatalf("the interrupted preparation %+v %+v %v", st, fl, err)
+	}
+	in.WaitMs = 0
+	if rp, err := client.Do(ctx, a, contract.SessionPrepare, in); err != nil || rp.Failure == nil || rp.Failure.Code != contract.CodeSessionBrokerStopping {
+		t.Fatalf("replay %+v %v", rp, err)
+	}
+}
+
+func TestSessionOperationsAreRefusedOnceTheStopBegins(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	a := f.dial("alice", "")
+	ctx := context.Background()
+	f.d.sessions.mu.Lock()
+	f.d.sessions.stopping = true
+	f.d.sessions.mu.Unlock()
+	defer func() {
+		f.d.sessions.mu.Lock()
+		f.d.sessions.stopping = false
+		f.d.sessions.mu.Unlock()
+	}()
+	_, err := client.Do(ctx, a, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("r"), OwnerToken: "o"})
+	ce := contract.AsError(err)
+	if ce == nil || ce.Code != contract.CodeSessionBrokerStopping || !ce.Retryable || ce.RetryAfterMs == nil || *ce.RetryAfterMs != 5000 {
+		t.Fatalf("prepare while stopping: %v", err)
+	}
+	if _, err := client.Do(ctx, a, contract.SessionAbandon, contract.SessionAbandonIn{RequestID: "r", OwnerToken: "o"}); !client.IsCode(err, contract.CodeSessionBrokerStopping) {
+		t.Fatalf("abandon while stopping: %v", err)
+	}
+	// Nothing was stored: the refusal is not the identity's answer.
+	if _, err := client.Do(ctx, a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "r", OwnerToken: "o"}); !client.IsCode(err, contract.CodeUnknownRequest) {
+		t.Fatalf("a stopping refusal was stored: %v", err)
+	}
+}
+
+func TestSessionIdleWindowEndsAnUntouchedSession(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	a := f.dial("alice", "")
+	cfg := sessionConfig("idle")
+	cfg.IdleTimeoutMs = 400
+	r, err := client.Do(context.Background(), a, contract.SessionPrepare, contract.SessionPrepareIn{Config: cfg, OwnerToken: "o"})
+	if err != nil || r.Status != contract.SessionReady || r.IdleTimeoutMs != 400 {
+		t.Fatalf("prepare %+v %v", r, err)
+	}
+	// A device call restarts the window.
+	time.Sleep(250 * time.Millisecond)
+	f.d.sessions.touchLease(r.LeaseID)
+	time.Sleep(250 * time.Millisecond)
+	if st, _ := client.Do(context.Background(), a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "idle", OwnerToken: "o"}); st.Status != contract.SessionReady || st.CleanupPending {
+		t.Fatalf("a touched session ended: %+v", st)
+	}
+	st := waitReceipt(t, a, "idle", "o", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionReleased })
+	if st.EndReason != "idle_timeout" {
+		t.Fatalf("idle end %+v", st)
 	}
 }
