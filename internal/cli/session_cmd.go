@@ -236,22 +236,41 @@ func (a *app) sessionCmd() *cobra.Command {
 
 // holdSession heartbeats at a third of the session's TTL until ctx ends or
 // stdin reaches EOF, then releases the session: the keeper's owner is gone.
+// A lost daemon is dialled again (a restart hands the session off to the
+// next one) for up to holdRedialFor; a session that ended stops the hold.
 func (a *app) holdSession(ctx context.Context, c *client.Client, sid, token string) error {
 	eof := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, a.env.Stdin)
 		close(eof)
 	}()
+	var failingSince time.Time
 	for {
+		wait := 500 * time.Millisecond
 		hb, err := client.Do(ctx, c, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: sid, OwnerToken: token})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
+		switch ce := contract.AsError(err); {
+		case err == nil:
+			failingSince = time.Time{}
+			wait = max(time.Until(time.UnixMilli(hb.ExpiresAtMs))/3, 100*time.Millisecond)
+		case ctx.Err() != nil:
+		case ce != nil && (ce.Code == contract.CodeSessionEnded || ce.Code == contract.CodeSessionOwnerMismatch || ce.Code == contract.CodeSessionsNotConfigured):
 			return err
+		default:
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) > holdRedialFor {
+				return err
+			}
+			fmt.Fprintf(a.env.Stderr, "simlock: session %s: heartbeat failed (%v); trying again\n", sid, err)
+			if nc, derr := a.connect(ctx, true); derr == nil {
+				c.Close()
+				c = nc
+			}
 		}
-		wait := time.Until(time.UnixMilli(hb.ExpiresAtMs)) / 3
-		wait = max(wait, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			break
+		}
 		select {
 		case <-time.After(wait):
 			continue
@@ -269,6 +288,10 @@ func (a *app) holdSession(ctx context.Context, c *client.Client, sid, token stri
 	fmt.Fprintf(a.env.Stderr, "simlock: session %s: %s\n", sid, out.Outcome)
 	return nil
 }
+
+// holdRedialFor is how long a hold keeps dialling a daemon that went away:
+// the handoff grace a restarted daemon gives its sessions.
+const holdRedialFor = 30 * time.Second
 
 // capabilitiesCmd is `simlock capabilities`: the contracts the running
 // daemon serves. It never starts one.

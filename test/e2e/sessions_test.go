@@ -430,3 +430,43 @@ func TestSessionKill9MidResetDestroysTheUncertainDevice(t *testing.T) {
 		t.Fatalf("the replay created %d devices", n-creates)
 	}
 }
+
+// `simlock session hold` keeps a session past its heartbeat TTL, follows it
+// across a graceful daemon restart (the next daemon adopts the same
+// session id), and releases it when its stdin closes.
+func TestSessionHoldKeepsTheSessionAcrossAGracefulRestart(t *testing.T) {
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":2,"maxManaged":2}},"sessions":{"heartbeatTtlMs":1500}}`)
+	w.mustRun("daemon", "start")
+	one := w.prepare("held", "o")
+	if one.Status != "ready" {
+		t.Fatalf("prepare %+v", one)
+	}
+	hold := w.cmd("session", "hold", one.SessionID, "--owner-token", "o")
+	stdin, err := hold.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	hold.Stderr = &stderr
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Process.Kill()
+	time.Sleep(3 * time.Second) // two TTLs
+	if st := w.sessionStatus("held", "o"); st.Status != "ready" || st.CleanupPending {
+		t.Fatalf("a held session after two TTLs: %+v", st)
+	}
+	w.mustRun("daemon", "stop")
+	w.mustRun("daemon", "start")
+	time.Sleep(3 * time.Second)
+	if st := w.sessionStatus("held", "o"); st.Status != "ready" || st.SessionID != one.SessionID || st.LeaseID != one.LeaseID {
+		t.Fatalf("after a graceful restart: %+v, want %s adopted", st, one.SessionID)
+	}
+	stdin.Close()
+	if err := hold.Wait(); err != nil {
+		t.Fatalf("hold: %v\n%s", err, stderr.String())
+	}
+	if st := w.sessionStatus("held", "o"); st.Status != "released" {
+		t.Fatalf("after the hold's stdin closed: %+v\n%s", st, stderr.String())
+	}
+}
