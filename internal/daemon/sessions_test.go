@@ -491,3 +491,31 @@ func TestSessionIdleWindowEndsAnUntouchedSession(t *testing.T) {
 		t.Fatalf("idle end %+v", st)
 	}
 }
+
+// With the device cap full only because an earlier session's device is
+// not yet confirmed destroyed, a prepare is EVICTION_PENDING (retryable
+// after 1000 ms, with a new request id), stored and replayed.
+func TestSessionEvictionPendingWhileADestroyIsUnconfirmed(t *testing.T) {
+	f := sessionDaemonResetting(t, func(s *config.Sessions) { s.Limits.TotalDeviceCap = 1 }, nil)
+	a := f.dial("alice", "")
+	ctx := context.Background()
+	one := prepare(t, a, "one", "o")
+	f.drv.SetFail("destroy", 1000) // the destruction is never confirmed
+	zero := int64(0)
+	out, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: one.SessionID, OwnerToken: "o", ReplyBudgetMs: &zero})
+	if err != nil || out.Outcome != contract.ReleaseCleanupPending {
+		t.Fatalf("release %+v %v", out, err)
+	}
+	two := prepare(t, a, "two", "o")
+	fl := two.Failure
+	if two.Status != contract.SessionFailed || fl == nil || fl.Code != contract.CodeEvictionPending || !fl.Retryable ||
+		fl.RetryAfterMs == nil || *fl.RetryAfterMs != 1000 || fl.RetryRequires != "new_request_id" {
+		t.Fatalf("past the device cap with a destroy pending: %+v %+v", two, fl)
+	}
+	if n := len(f.d.engine.Leases()); n != 0 {
+		t.Fatalf("%d leases: the refused session reserved a device", n)
+	}
+	if again := prepare(t, a, "two", "o"); again.Failure == nil || again.Failure.Code != contract.CodeEvictionPending || again.CreatedAtMs != two.CreatedAtMs {
+		t.Fatalf("replay %+v", again)
+	}
+}
