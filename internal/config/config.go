@@ -368,6 +368,7 @@ func Parse(data []byte) (Config, error) {
 		if json.Unmarshal(raw["http"], &h) == nil && h.Enabled != nil && !*h.Enabled {
 			c.explicit["http.enabled=false"] = true
 		}
+		markSessionKeys(c.explicit, raw["sessions"])
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Config{}, errors.New("config: trailing data after the JSON object")
@@ -512,6 +513,7 @@ func (c Config) Validate() error {
 	if i := c.Inventory; i.ListBudgetMs <= 0 || i.BootedBudgetMs <= 0 || i.CatalogBudgetMs <= 0 || i.BackgroundCapMs <= 0 {
 		errs = append(errs, errors.New("inventory: listBudgetMs, bootedBudgetMs, catalogBudgetMs and backgroundCapMs must be positive"))
 	}
+	errs = append(errs, c.validateSessions())
 	return errors.Join(errs...)
 }
 

@@ -157,6 +157,11 @@ type CatalogModel struct {
 	Identifier string
 	MinOS      string
 	MaxOS      string
+	// Family is the iOS product family (iPhone, iPad), when the SDK says.
+	Family string
+	// ProductModel is the iOS hardware model identifier (iPhone17,1), when
+	// the SDK says.
+	ProductModel string
 }
 
 type CatalogRuntime struct {
@@ -166,6 +171,11 @@ type CatalogRuntime struct {
 	Identifier      string
 	Available       bool
 	SupportedModels []string
+	// Tag, ABI and APILevel describe an Android system image
+	// (google_apis, x86_64, 36); empty on iOS.
+	Tag      string
+	ABI      string
+	APILevel int
 }
 
 // Driver is the narrow boundary between the core and one platform. The core

@@ -2,32 +2,80 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/requirements"
 )
+
+// catalogRetryAfterMs paces a retry after the catalog read did not finish:
+// the shared read goes on in the background and usually lands within it.
+const catalogRetryAfterMs = 1000
 
 // resolveSession turns a session's device requirement into the profile its
 // lease asks the core for, through the operator's `sessions` defaults and
-// the host's catalog.
+// this host's catalog (internal/requirements, ADR 0046).
 //
-// This first version serves only the exact form the session tests use
-// while the resolver is built (ADR to come): hardware {kind: model,
-// model: {namespace: "simlock-model", value: <catalog model name>}} with an
-// exact OS or none. Everything else is UNSUPPORTED_HARDWARE.
-func (d *Daemon) resolveSession(_ context.Context, req contract.DeviceRequirement) (contract.SessionProfile, error) {
-	h := req.Hardware
-	if h == nil || h.Kind != contract.HardwareModel || h.Model == nil || h.Model.Namespace != "simlock-model" {
-		return contract.SessionProfile{}, contract.Errorf(contract.CodeUnsupportedHardware, "this daemon does not resolve that hardware requirement yet")
+// The operator's mapping is applied before the catalog is read, so an
+// unmapped archetype is UNSUPPORTED_HARDWARE however the catalog read
+// goes; nothing is reserved either way.
+func (d *Daemon) resolveSession(ctx context.Context, req contract.DeviceRequirement) (contract.SessionProfile, error) {
+	if d.cfg.Sessions == nil {
+		return contract.SessionProfile{}, contract.Errorf(contract.CodeSessionsNotConfigured, "this daemon's config has no sessions section")
 	}
-	p := contract.SessionProfile{Platform: req.Platform, Model: h.Model.Value, ModelIdentifier: h.Model}
-	if req.OS != nil && req.OS.Kind == contract.OSExact {
-		p.OSVersion = req.OS.Version
+	plan, err := requirements.PlanFor(*d.cfg.Sessions, req)
+	if err != nil {
+		return contract.SessionProfile{}, err
 	}
-	return p, nil
+	cat, err := d.sessionCatalog(ctx, req.Platform)
+	if err != nil {
+		return contract.SessionProfile{}, err
+	}
+	return plan.Bind(cat)
+}
+
+// sessionCatalog is the catalog view of one platform's driver catalog,
+// read within inventory.catalogBudgetMs like catalog.get.
+func (d *Daemon) sessionCatalog(ctx context.Context, platform string) (requirements.Catalog, error) {
+	if !slices.Contains(d.engine.Platforms(), platform) {
+		return requirements.Catalog{}, contract.Errorf(contract.CodeUnsupportedPlatform,
+			"no driver serves platform %s on this host (serving: %v)", platform, d.engine.Platforms())
+	}
+	o := d.catalogWithin(ctx, platform)
+	switch {
+	case o.Err != nil:
+		if ctx.Err() != nil {
+			return requirements.Catalog{}, ctx.Err()
+		}
+		return requirements.Catalog{}, contract.Errorf(contract.CodeDiscoveryIncomplete,
+			"the %s catalog could not be read: %v", platform, o.Err).WithRetryAfter(catalogRetryAfterMs)
+	case !o.Done:
+		return requirements.Catalog{}, contract.Errorf(contract.CodeDiscoveryIncomplete,
+			"the %s catalog did not finish within inventory.catalogBudgetMs", platform).WithRetryAfter(catalogRetryAfterMs)
+	}
+	var ios, android core.Catalog
+	switch platform {
+	case requirements.PlatformIOS:
+		ios = o.Val
+	case requirements.PlatformAndroid:
+		android = o.Val
+	default:
+		return requirements.Catalog{}, fmt.Errorf("session catalog: unknown platform %q", platform)
+	}
+	return requirements.FromCore(ios, android), nil
 }
 
 // sessionLeaseRequest is the lease request a resolved profile makes: the
 // spec fields only; the broker adds the identity, TTL and release policy.
+// An Android profile's memoryMb goes in as the emulator's RAM, which is part
+// of the spec a warm device must match, so it constrains reuse as well as
+// creation.
 func sessionLeaseRequest(p contract.SessionProfile) contract.LeaseRequestIn {
-	return contract.LeaseRequestIn{Platform: p.Platform, Model: p.Model, OSVersion: p.OSVersion}
+	in := contract.LeaseRequestIn{Platform: p.Platform, Model: p.Model, OSVersion: p.OSVersion}
+	if p.Platform == requirements.PlatformAndroid && p.MemoryMB > 0 {
+		in.Hardware = &contract.AndroidHardware{MemoryMB: p.MemoryMB}
+	}
+	return in
 }

@@ -41,6 +41,9 @@ type Options struct {
 	// Config, when set, edits the configuration before the daemon starts
 	// (capacity, TTLs, the event ring and so on).
 	Config func(*config.Config)
+	// Extra drivers serve other platforms beside the iOS fake (an
+	// "android" fake, say).
+	Extra []core.Driver
 }
 
 // Stack is one running daemon. Its fields are the handles a test scripts.
@@ -85,7 +88,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s.Runner.Always(fake.Step{Match: "fakectl *", Do: echo})
 	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Config: cfg, Version: "test", HostDir: filepath.Join(home, "hostreg"),
 		Clock: s.Clock, Runner: s.Runner, Stats: &fake.Stats{CPUs: 8, TotalRAM: 16 << 30, FreeRAM: 8 << 30, FreeDisk: 100 << 30},
-		Drivers: []core.Driver{s.Driver}})
+		Drivers: append([]core.Driver{s.Driver}, o.Extra...)})
 	if err != nil {
 		os.RemoveAll(home)
 		t.Fatal(err)

@@ -152,6 +152,9 @@ func runtimeEntry(img systemImage, available bool, byFamily map[string][]string)
 		Identifier:      img.Package,
 		Available:       available,
 		SupportedModels: byFamily[imageFamily(img.Tag)],
+		Tag:             img.Tag,
+		ABI:             img.ABI,
+		APILevel:        img.APILevel,
 	}
 }
 

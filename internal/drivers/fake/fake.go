@@ -59,6 +59,9 @@ type Driver struct {
 	// Fail maps an operation ("provision", "boot", "reclaim", "shutdown",
 	// "destroy") to how many of its next calls fail.
 	Fail map[string]int
+	// Cat, when set, is what Catalog answers instead of one built from
+	// Models and DefaultOS (a test feeds a real driver's catalog through).
+	Cat *core.Catalog
 }
 
 // New returns a fake driver for platform.
@@ -315,6 +318,9 @@ func (d *Driver) Estimate(op core.DriverOp) time.Duration {
 }
 
 func (d *Driver) Catalog(context.Context) (core.Catalog, error) {
+	if d.Cat != nil {
+		return *d.Cat, nil
+	}
 	var c core.Catalog
 	for _, m := range d.Models {
 		c.Models = append(c.Models, core.CatalogModel{Name: m, Identifier: m})

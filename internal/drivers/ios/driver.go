@@ -525,7 +525,7 @@ func catalogOf(l *List) core.Catalog {
 		if !isIOSType(t) {
 			continue
 		}
-		m := core.CatalogModel{Name: t.Name, Identifier: t.Identifier}
+		m := core.CatalogModel{Name: t.Name, Identifier: t.Identifier, Family: t.ProductFamily, ProductModel: t.ModelIdentifier}
 		if !t.MinRuntime.IsZero() {
 			m.MinOS = t.MinRuntime.String()
 		}
