@@ -12,13 +12,24 @@ import (
 	"time"
 )
 
+// sessionDefaults are operator defaults for both platforms of the
+// simulated SDK (a reset other than destroy needs its platform's).
+const sessionDefaults = `"defaults":{
+  "ios":{"policyVersion":"e2e-ios-1","hardware":{"omitted":"phone",
+    "archetypes":[{"archetype":"phone","modelType":{"family":"iphone"}}],
+    "modelTypes":[{"modelType":{"family":"iphone"},"model":{"namespace":"simlock-model","value":"iPhone 15"}}]},
+    "os":{"selector":{"kind":"exact","version":"18.0"}}},
+  "android":{"policyVersion":"e2e-android-1","hardware":{"omitted":"phone","profiles":[{"archetype":"phone","profileId":"pixel_7"}]},
+    "os":{"selector":{"kind":"exact","version":"15"}}}},
+ "androidProfileArchetypes":{"pixel_7":"phone"}`
+
 // sessionsConfig is a daemon with the session broker: room for two iOS
 // devices, the given reset and caps, a long heartbeat TTL (the CLI has no
 // keeper) and the periodic work quiet so the command log is the sessions'.
 func sessionsConfig(reset string, caps string) string {
 	return `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":2,"maxManaged":2}},
  "health":{"intervalMs":600000},"cleanup":{"intervalMs":600000,"idleShutdownMs":600000,"idleDestroyMs":6000000},
- "sessions":{"heartbeatTtlMs":600000,"limits":{` + caps + `},"reset":{` + reset + `}}}`
+ "sessions":{"heartbeatTtlMs":600000,"limits":{` + caps + `},"reset":{` + reset + `},` + sessionDefaults + `}}`
 }
 
 type sessionReceipt struct {
@@ -304,7 +315,7 @@ func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 // maxUses the device is retired.
 func TestSessionAndroidKeepBootedCleansAndRetires(t *testing.T) {
 	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
- "sessions":{"heartbeatTtlMs":600000,"reset":{"android":"keep-booted","androidKeepBootedMaxUses":2}}}`)
+ "sessions":{"heartbeatTtlMs":600000,"reset":{"android":"keep-booted","androidKeepBootedMaxUses":2},`+sessionDefaults+`}}`)
 	w.mustRun("daemon", "start")
 	cfg := func(req string) string {
 		return `{"contractVersion":1,"requestId":"` + req + `","device":{"schemaVersion":1,"platform":"android",` +
