@@ -84,6 +84,9 @@ type liveSession struct {
 	// cleanup is true once the session ended but its device's teardown
 	// is not confirmed: it still counts against totalDeviceCap.
 	cleanup bool
+	// reuse is set while the session's reset keeps the device for the
+	// next session: it counts against idlePoolCap until it settles.
+	reuse bool
 }
 
 // tracked is one release: every release call of the session joins it.

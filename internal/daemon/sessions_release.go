@@ -145,6 +145,12 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 	}
 	r.CleanupPending = true
 	mode := b.releasePolicy(r.Profile.Platform).Mode
+	if !destroy && mode != contract.ResetDestroy && b.idlePoolFull(sid) {
+		// The idle pool is full (idlePoolCap; 0 is zero pooling): the
+		// device is retired instead of reset for another session.
+		destroy = true
+		b.log.Info("idle pool full; the session's device is destroyed instead of reset", "session", sid, "idlePoolCap", b.cfg.Limits.IdlePoolCap)
+	}
 	if destroy {
 		mode = contract.ResetDestroy
 	}
@@ -163,11 +169,36 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 	if s != nil && s.beat != nil {
 		s.beat.Stop()
 	}
+	if s != nil && !destroy {
+		b.mu.Lock()
+		s.reuse = true
+		b.mu.Unlock()
+	}
 	if err := b.releaseLease(r.LeaseID, destroy); err != nil {
 		b.log.Warn("session lease release", "session", sid, "err", err)
 	}
 	b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, t)
 	return t, nil
+}
+
+// idlePoolFull reports whether another reset device may not wait for the
+// next session: reset devices idle in the pool (ready, unleased, reset at
+// least once) plus the resets still running count against idlePoolCap.
+func (b *broker) idlePoolFull(self string) bool {
+	n := 0
+	for _, d := range b.d.engine.Devices() {
+		if d.State == core.StateReady && d.ReuseCount > 0 {
+			n++
+		}
+	}
+	b.mu.Lock()
+	for sid, s := range b.live {
+		if sid != self && s.cleanup && s.reuse {
+			n++
+		}
+	}
+	b.mu.Unlock()
+	return n >= b.cfg.Limits.IdlePoolCap
 }
 
 func deviceOf(r *contract.SessionReceipt) string {

@@ -374,7 +374,7 @@ func TestSessionCapsRefuseWithNewRequestID(t *testing.T) {
 }
 
 func TestSessionEraseResetIsReusedByTheNextSession(t *testing.T) {
-	f := sessionDaemonResetting(t, func(s *config.Sessions) { s.Reset.IOS = contract.ResetErase }, nil)
+	f := sessionDaemonResetting(t, func(s *config.Sessions) { s.Reset.IOS = contract.ResetErase; s.Limits.IdlePoolCap = 1 }, nil)
 	a := f.dial("alice", "")
 	ctx := context.Background()
 	one := prepare(t, a, "one", "o")
@@ -517,5 +517,21 @@ func TestSessionEvictionPendingWhileADestroyIsUnconfirmed(t *testing.T) {
 	}
 	if again := prepare(t, a, "two", "o"); again.Failure == nil || again.Failure.Code != contract.CodeEvictionPending || again.CreatedAtMs != two.CreatedAtMs {
 		t.Fatalf("replay %+v", again)
+	}
+}
+
+// idlePoolCap 0 is zero pooling even with a reuse reset configured: the
+// device is destroyed rather than reset for the next session.
+func TestSessionIdlePoolCapZeroDestroysInsteadOfReset(t *testing.T) {
+	f := sessionDaemonResetting(t, func(s *config.Sessions) { s.Reset.IOS = contract.ResetErase }, nil)
+	a := f.dial("alice", "")
+	one := prepare(t, a, "one", "o")
+	out, err := client.Do(context.Background(), a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: one.SessionID, OwnerToken: "o"})
+	if err != nil || out.Outcome != contract.ReleaseReleased || out.Receipt.Timing.Reset.Mode != contract.ResetDestroy ||
+		out.Receipt.Timing.Reset.Outcome != contract.ResetOutcomeDestroyed {
+		t.Fatalf("release with idlePoolCap 0: %+v %v", out.Receipt.Timing.Reset, err)
+	}
+	if _, there := f.d.engine.Device(one.Device.ID); there {
+		t.Fatal("the device was kept with no room in the idle pool")
 	}
 }

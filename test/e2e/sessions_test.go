@@ -176,7 +176,7 @@ func TestSessionZeroPoolingDeletesBeforeCapacityReturns(t *testing.T) {
 // Erase and reuse: the next session reuses the erased simulator, and a
 // file the first session wrote into its data is gone.
 func TestSessionEraseReuseWipesTheFirstSessionsFile(t *testing.T) {
-	w := newWorld(t, sessionsConfig(`"ios":"erase"`, ""))
+	w := newWorld(t, sessionsConfig(`"ios":"erase"`, `"idlePoolCap":1`))
 	w.mustRun("daemon", "start")
 	one := w.prepare("one", "o")
 	if one.Status != "ready" || one.Device == nil || one.Device.DeviceSet == "" {
@@ -315,7 +315,7 @@ func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 // maxUses the device is retired.
 func TestSessionAndroidKeepBootedCleansAndRetires(t *testing.T) {
 	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
- "sessions":{"heartbeatTtlMs":600000,"reset":{"android":"keep-booted","androidKeepBootedMaxUses":2},`+sessionDefaults+`}}`)
+ "sessions":{"heartbeatTtlMs":600000,"limits":{"idlePoolCap":1},"reset":{"android":"keep-booted","androidKeepBootedMaxUses":2},`+sessionDefaults+`}}`)
 	w.mustRun("daemon", "start")
 	cfg := func(req string) string {
 		return `{"contractVersion":1,"requestId":"` + req + `","device":{"schemaVersion":1,"platform":"android",` +
@@ -395,7 +395,7 @@ func TestSessionAndroidKeepBootedCleansAndRetires(t *testing.T) {
 // simulator is destroyed and the request stays failed/SESSION_OWNER_EXITED,
 // also on replay, with no new device.
 func TestSessionKill9MidResetDestroysTheUncertainDevice(t *testing.T) {
-	w := newWorld(t, sessionsConfig(`"ios":"erase"`, ""))
+	w := newWorld(t, sessionsConfig(`"ios":"erase"`, `"idlePoolCap":1`))
 	logPath := w.simHome + "-cmds.log"
 	w.env = append(w.env, "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath, "SIMLOCK_SIMSDK_FAULTS=shutdown-hang@1")
 	w.mustRun("daemon", "start")
