@@ -147,7 +147,8 @@ func GatewayOnly() []string {
 func WorkerOnly() []string {
 	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name,
 		SessionPrepare.Name, SessionStatus.Name, SessionAbandon.Name, SessionRelease.Name, SessionHeartbeat.Name,
-		SessionInfo.Name, SessionStats.Name, SessionGetExport.Name, SessionAcknowledgeExport.Name}
+		SessionInfo.Name, SessionStats.Name, SessionGetExport.Name, SessionAcknowledgeExport.Name,
+		SlotAcquire.Name, SlotHeartbeat.Name, SlotRelease.Name, SlotResetScope.Name, SlotList.Name}
 }
 
 // Registry lists every operation, in a stable order.
@@ -159,7 +160,8 @@ func Registry() []Op {
 		DeviceUpload.Op, ResourcesGet.Op, ResourcesSet.Op, ResourcesReconcile.Op,
 		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op,
 		CapabilitiesGet.Op, SessionPrepare.Op, SessionStatus.Op, SessionAbandon.Op, SessionRelease.Op, SessionHeartbeat.Op,
-		SessionInfo.Op, SessionStats.Op, SessionGetExport.Op, SessionAcknowledgeExport.Op}
+		SessionInfo.Op, SessionStats.Op, SessionGetExport.Op, SessionAcknowledgeExport.Op,
+		SlotAcquire.Op, SlotHeartbeat.Op, SlotRelease.Op, SlotResetScope.Op, SlotList.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

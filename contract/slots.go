@@ -1,5 +1,11 @@
 package contract
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
 // Managed slots (contract managed-slots/v1): a CI runner declares "I am
 // slot N of scope S, and I want this spec", and simlock keeps one device
 // assigned to that scoped slot across executions. The assignment lives in
@@ -127,20 +133,23 @@ type SlotExecutionEnded struct {
 
 // SlotResult is one slot's acquisition evidence.
 type SlotResult struct {
-	SlotIndex            int                 `json:"slotIndex"`
-	Role                 string              `json:"role"`
-	Platform             string              `json:"platform"`
-	AssignmentGeneration int64               `json:"assignmentGeneration"`
-	Device               *SlotDevice         `json:"device,omitempty"`
-	LeaseID              string              `json:"leaseId,omitempty"`
-	RequestedSpec        SlotSpec            `json:"requestedSpec"`
-	ResolvedSpec         *SlotSpec           `json:"resolvedSpec,omitempty"`
-	SpecFingerprint      *SpecFingerprint    `json:"specFingerprint,omitempty"`
-	Disposition          string              `json:"disposition,omitempty"`
-	Readiness            string              `json:"readiness,omitempty"`
-	Decisions            []SlotDecision      `json:"decisions,omitempty"`
-	Failure              *SlotFailure        `json:"failure,omitempty"`
-	ExecutionEnded       *SlotExecutionEnded `json:"executionEnded,omitempty"`
+	SlotIndex            int         `json:"slotIndex"`
+	Role                 string      `json:"role"`
+	Platform             string      `json:"platform"`
+	AssignmentGeneration int64       `json:"assignmentGeneration"`
+	Device               *SlotDevice `json:"device,omitempty"`
+	LeaseID              string      `json:"leaseId,omitempty"`
+	// RequesterID is the execution lease's requester, which device.exec on
+	// the lease must name.
+	RequesterID     string              `json:"requesterId,omitempty"`
+	RequestedSpec   SlotSpec            `json:"requestedSpec"`
+	ResolvedSpec    *SlotSpec           `json:"resolvedSpec,omitempty"`
+	SpecFingerprint *SpecFingerprint    `json:"specFingerprint,omitempty"`
+	Disposition     string              `json:"disposition,omitempty"`
+	Readiness       string              `json:"readiness,omitempty"`
+	Decisions       []SlotDecision      `json:"decisions,omitempty"`
+	Failure         *SlotFailure        `json:"failure,omitempty"`
+	ExecutionEnded  *SlotExecutionEnded `json:"executionEnded,omitempty"`
 }
 
 // ManagedSlotsResult is the acquisition result: the initialize capability
@@ -244,4 +253,35 @@ type SlotListOut struct {
 	Assignments []SlotAssignment `json:"assignments"`
 	// FreePool lists devices of retired scopes that only a slot can adopt.
 	FreePool []SlotDevice `json:"freePool"`
+}
+
+// ScopeKey is the registry key of a runner scope: the SHA-256 hex of the
+// three parts, NUL-separated. NUL can never appear in a part (launch-config
+// text refuses control characters), so distinct triples never collide by
+// shifting a boundary.
+func ScopeKey(managedHostScope, runnerNamespace, runnerIncarnation string) string {
+	h := sha256.New()
+	h.Write([]byte(managedHostScope))
+	h.Write([]byte{0})
+	h.Write([]byte(runnerNamespace))
+	h.Write([]byte{0})
+	h.Write([]byte(runnerIncarnation))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SpecFingerprintVersion is the version of SlotSpecFingerprint's recipe;
+// it changes if the recipe does, so old fingerprints are never compared
+// with new ones as if equal.
+const SpecFingerprintVersion = 1
+
+// SlotSpecFingerprint fingerprints a platform and requested spec: the
+// SHA-256 of their canonical JSON (encoding/json sorts map keys and the
+// struct's field order is fixed).
+func SlotSpecFingerprint(platform string, spec SlotSpec) SpecFingerprint {
+	b, _ := json.Marshal(struct {
+		Platform string   `json:"platform"`
+		Spec     SlotSpec `json:"spec"`
+	}{platform, spec})
+	sum := sha256.Sum256(b)
+	return SpecFingerprint{Version: SpecFingerprintVersion, Hash: hex.EncodeToString(sum[:])}
 }

@@ -21,6 +21,7 @@ func commandClaimPolicies() map[string]contract.ClaimPolicy {
 		"simlock session":   contract.ClaimNone,
 		"simlock token":     contract.ClaimNone,
 		"simlock worker":    contract.ClaimNone,
+		"simlock slot":      contract.ClaimNone,
 
 		"simlock capabilities":   contract.ClaimNone,
 		"simlock catalog":        contract.ClaimNone,
@@ -49,7 +50,11 @@ func commandClaimPolicies() map[string]contract.ClaimPolicy {
 		"simlock release":        contract.ClaimRelease,
 		"simlock run":            contract.ClaimAcquire,
 		"simlock selftest":       contract.ClaimNone,
-		"simlock simctl":         contract.ClaimRequireOwner,
+		// slot list reads the host registry; reset-scope moves a retired
+		// scope's devices to the free pool, never touching a live one.
+		"simlock slot list":        contract.ClaimObserve,
+		"simlock slot reset-scope": contract.ClaimRelease,
+		"simlock simctl":           contract.ClaimRequireOwner,
 		// Resource calls act on the caller's own lease's device; the
 		// catalogue is static.
 		"simlock resources get":       contract.ClaimRequireOwner,

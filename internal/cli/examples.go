@@ -110,6 +110,10 @@ func commandExamples() map[string]string {
 		"simlock token revoke": `  simlock token revoke tok_0123abcd`,
 		"simlock version": `  simlock version
   simlock version --json`,
+		"simlock slot": `  simlock slot list
+  simlock slot reset-scope --runner-namespace runner-A --incarnation boot-1`,
+		"simlock slot list":        `  simlock slot list --json`,
+		"simlock slot reset-scope": `  simlock slot reset-scope --runner-namespace runner-A --incarnation boot-1 --wait-ms 30000 --force`,
 		"simlock worker": `  simlock worker list
   simlock worker drain mac-mini-3`,
 		"simlock worker drain":   `  simlock worker drain mac-mini-3`,

@@ -54,6 +54,10 @@ type Spec struct {
 	// (ProfileOf). It is part of Key only when set, so a spec without a
 	// profile keeps the key existing records were stored under.
 	Profile string `json:"profile,omitempty"`
+	// NameHint, when set, is the name a new device should get (a managed
+	// slot's device, assigned.go). It only labels the device for people;
+	// never stored with the spec and not part of Key.
+	NameHint string `json:"-"`
 }
 
 // Key identifies the interchangeability class of a spec.

@@ -152,6 +152,8 @@ type Engine struct {
 	demandTimer ports.Timer
 
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
+	assigned   map[string]string        // device id -> managed slot key holding it (SetAssigned, assigned.go)
+	slotMade   map[string]string        // devices ProvisionAssigned made, by slot key, until forgotten
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
 	rs         resetBook                // session resets of released leases (reset.go)
@@ -201,6 +203,7 @@ func New(cfg Config, d Deps) *Engine {
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
+		slotMade: map[string]string{},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv

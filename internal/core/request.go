@@ -35,6 +35,9 @@ type Request struct {
 	// Release is what the lease's release does to its devices (zero: the
 	// pool's purge).
 	Release ReleasePolicy
+	// Slot, with DeviceID, is the managed slot key whose execution this
+	// is: it may use the slot's assigned device (assigned.go).
+	Slot string
 
 	rq *requestEntry // the stored request this admission serves
 }
@@ -84,6 +87,7 @@ type waiter struct {
 	posStamp   uint64           // the newest position decision pushed
 	rq         *requestEntry    // its stored request (nil for none)
 	device     string           // the one device that may serve it ("" any)
+	slot       string           // the managed slot whose execution it is (assigned.go)
 	out        *outcome         // the admission of rq it serves
 	made       string           // the device provisioned for it, if any (a failed resource step destroys it)
 	tuned      *resourceOutcome // its resource step's result, once applied (resources_op.go)
@@ -136,6 +140,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	var err error
 	if r.DeviceID != "" {
 		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
+		if err == nil {
+			err = e.checkAssigned(r.DeviceID, r.Slot)
+		}
 		if err == nil && len(r.Spec.Resources) > 0 {
 			// The one device is named, so no profile key selects it; the
 			// profile is still applied before the grant.
@@ -154,7 +161,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
-		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, group: group,
+		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, slot: r.Slot, group: group,
 		release: r.Release}
 	if len(group) > 0 {
 		spec = group[0]
@@ -450,6 +457,9 @@ func (e *Engine) generalPoolMayUseLocked(d *DeviceRecord) bool {
 		return false
 	}
 	if _, held := e.foreign[d.ID]; held {
+		return false
+	}
+	if _, slot := e.assignedLocked(d.ID); slot {
 		return false
 	}
 	return d.State == StateReady || d.State == StateShutdown

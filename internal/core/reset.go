@@ -176,14 +176,13 @@ func (e *Engine) openResetLocked(l LeaseRecord, members int) {
 
 // resetResult is what one device's reset came to.
 type resetResult struct {
-	mode     string // the mode that left the device clean (a fallback's own)
-	outcome  string
-	reason   string
-	phases   map[string]int64
-	destroy  bool // the device must be destroyed now
-	retired  bool // destroyed because it reached its uses
-	reuse    int  // the device's reuse count after a clean reset
-	leftDown bool
+	mode    string // the mode that left the device clean (a fallback's own)
+	outcome string
+	reason  string
+	phases  map[string]int64
+	destroy bool // the device must be destroyed now
+	retired bool // destroyed because it reached its uses
+	reuse   int  // the device's reuse count after a clean reset
 }
 
 func (r *resetResult) phase(name string, d time.Duration) {
@@ -401,7 +400,6 @@ func (e *Engine) resetOp(id, leaseID string, p ReleasePolicy) *deviceOp {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			r = e.runReset(ctx, o, p)
-			o.down = r.leftDown
 			return nil
 		},
 		settle: func(o *deviceOp, _ error) error {
@@ -419,17 +417,9 @@ func (e *Engine) resetOp(id, leaseID string, p ReleasePolicy) *deviceOp {
 			}
 			r.reuse = d.ReuseCount
 			e.settleResetLocked(leaseID, id, d.Platform, r)
-			extra := map[string]any{"durationMs": o.elapsed(e.now()), "reset": r.mode}
-			if r.leftDown {
-				if _, err := e.setStateLocked(id, StateShutdown); err != nil {
-					return err
-				}
-				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: d.Platform,
-					Data: withData(extra, "disposition", string(StateShutdown))})
-				e.scheduleLocked()
-				return nil
-			}
-			return e.disposeLocked(id, "device.reclaimed", "reset", extra)
+			// A reuse reset leaves the device booted: ready, or shut down
+			// when running capacity is over its limit.
+			return e.disposeLocked(id, "device.reclaimed", "reset", map[string]any{"durationMs": o.elapsed(e.now()), "reset": r.mode})
 		}}
 }
 

@@ -389,35 +389,57 @@ func TestResetSnapshotAndWipeData(t *testing.T) {
 // (whatever the mode, nobody saw the reset finish) and reports the reset
 // destroyed under the lease.
 func TestResetCrashMidResetDestroysOnRestart(t *testing.T) {
-	h, _, _ := newResetHarness(t, one(2))
-	g := h.sessionLease("a", "ios", core.ReleasePolicy{Mode: contract.ResetErase})
-	h.drv.Gate = make(chan struct{}) // the boot after the erase never returns: "kill -9"
-	if err := h.engine.Release(g.Lease.ID); err != nil {
-		t.Fatal(err)
-	}
-	for callIndex(h.drv.Calls(), "erase ios-1") < 0 {
-		time.Sleep(time.Millisecond)
-	}
-	var d core.DeviceRecord
-	h.store.with(func(m *memStore) { d = m.devices[g.Device.ID] })
-	if d.Intent.Release.Mode != contract.ResetErase || d.Intent.LeaseID != g.Lease.ID {
-		t.Fatalf("stored intent mid-reset %+v", d.Intent)
-	}
-	h.start()
-	h.engine.WaitIdle()
-	if _, ok := h.engine.Device(g.Device.ID); ok {
-		t.Fatal("the device of an interrupted reset survived the restart")
-	}
-	if callIndex(h.drv.Calls(), "destroy ios-1") < 0 {
-		t.Fatalf("not destroyed: %v", h.drv.Calls())
-	}
-	rec, done, ok := h.engine.ResetOf(g.Lease.ID)
-	if !ok {
-		t.Fatal("the restarted engine does not know the reset")
-	}
-	<-done
-	if rec, _, _ = h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
-		t.Fatalf("reset after the restart %+v", rec)
+	for _, c := range []struct {
+		platform, mode string
+		// inFlight is the call that shows the reset under way; without
+		// one, the release's own commit of the intent is the cut.
+		inFlight string
+	}{
+		{"ios", contract.ResetErase, "erase ios-1"}, // held in the boot after the erase
+		{"android", contract.ResetKeepBooted, ""},   // held in the cleaning
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			h, _, _ := newResetHarness(t, one(2))
+			g := h.sessionLease("a", c.platform, core.ReleasePolicy{Mode: c.mode})
+			drv := h.drv
+			if c.platform == "android" {
+				drv = h.droid
+			}
+			drv.Gate = make(chan struct{}) // the held call never returns: "kill -9"
+			if err := h.engine.Release(g.Lease.ID); err != nil {
+				t.Fatal(err)
+			}
+			var d core.DeviceRecord
+			for i := 0; ; i++ {
+				h.store.with(func(m *memStore) { d = m.devices[g.Device.ID] })
+				if c.inFlight != "" && callIndex(drv.Calls(), c.inFlight) >= 0 || c.inFlight == "" && d.Intent.Op == core.OpKindReclaim {
+					break
+				}
+				if i > 5000 {
+					t.Fatalf("the reset never got under way: %v", drv.Calls())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if d.Intent.Release.Mode != c.mode || d.Intent.LeaseID != g.Lease.ID {
+				t.Fatalf("stored intent mid-reset %+v", d.Intent)
+			}
+			h.start()
+			h.engine.WaitIdle()
+			if _, ok := h.engine.Device(g.Device.ID); ok {
+				t.Fatal("the device of an interrupted reset survived the restart")
+			}
+			if callIndex(drv.Calls(), "destroy "+g.Device.Handle) < 0 {
+				t.Fatalf("not destroyed: %v", drv.Calls())
+			}
+			_, done, ok := h.engine.ResetOf(g.Lease.ID)
+			if !ok {
+				t.Fatal("the restarted engine does not know the reset")
+			}
+			<-done
+			if rec, _, _ := h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
+				t.Fatalf("reset after the restart %+v", rec)
+			}
+		})
 	}
 }
 
@@ -551,5 +573,41 @@ func TestResetEraseBootsAreBounded(t *testing.T) {
 		if all != 2 || (limit == 1 && most != 1) || (limit == 0 && most != 2) {
 			t.Fatalf("limit %d: %d boots, at most %d at once", limit, all, most)
 		}
+	}
+}
+
+// A multi-device lease's reset is one record over every member: it
+// settles when the last member does, and one member given up makes it
+// destroyed.
+func TestResetOfAGroupLeaseCoversEveryMember(t *testing.T) {
+	h, _, _ := newResetHarness(t, one(3))
+	p := core.ReleasePolicy{Mode: contract.ResetErase}
+	g, err := h.engine.Request(context.Background(), core.Request{Group: []core.SpecRequest{{Platform: "ios"}, {Platform: "ios"}},
+		RequesterID: "a", OwnerID: "a", Release: p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Lease.Members) != 1 || g.Lease.Release != p {
+		t.Fatalf("group lease %+v", g.Lease)
+	}
+	h.drv.SetFail("verify", 1) // one of the two erases is not verified
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.settled(g.Lease.ID)
+	if rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "verify") {
+		t.Fatalf("reset %+v", rec)
+	}
+	left := 0
+	for _, id := range g.Lease.DeviceIDs() {
+		if d, ok := h.engine.Device(id); ok {
+			left++
+			if d.State != core.StateReady || d.ReuseCount != 1 {
+				t.Fatalf("the verified member: %+v", d)
+			}
+		}
+	}
+	if left != 1 {
+		t.Fatalf("%d members left, want the verified one", left)
 	}
 }

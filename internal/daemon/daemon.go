@@ -78,6 +78,7 @@ type Daemon struct {
 	hostSubs []hostSub
 	hostKick chan struct{}
 	claims   *claims          // the op hooks: this home's claims in the host registry
+	slots    *slotManager     // managed slot executions (slots.go)
 	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
@@ -266,6 +267,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Requests: d.db, Classify: classifyRefusal})
 	d.setupHostUsage(drivers)
 	d.sessions = newBroker(d, o.Config.Sessions, d.db, ports.Module(o.Logger, "sessions"))
+	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
 		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
@@ -348,6 +350,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 				d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
 				d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
 			}
+			// Slot devices leave the general pool before anyone is served.
+			d.slots.start(sctx)
 			// Before the gate opens, so no upload races the sweep.
 			d.uploads.sweep(d.engine.Leases())
 			// Session receipts are recovered before anyone may ask for

@@ -40,6 +40,9 @@ func (d *Daemon) deviceRelease(ctx context.Context, _ *dispatch.Call, in contrac
 			WithNext("`simlock device status " + string(key) + "` shows who holds it")
 	}
 	out.DeviceID = rec.ID
+	if err := d.slots.guardDevice(rec.ID); err != nil {
+		return out, err
+	}
 	for _, l := range d.engine.Leases() {
 		if l.Holds(rec.ID) {
 			if err := d.engine.Release(l.ID); err != nil && !errors.Is(err, core.ErrUnknownLease) {

@@ -32,6 +32,13 @@ func toContractError(err error) *contract.Error {
 	if errors.As(err, &held) {
 		return deviceInUse(held)
 	}
+	var slot *hostreg.SlotError
+	if errors.As(err, &slot) {
+		return slotRefused(slot)
+	}
+	if errors.Is(err, core.ErrAssigned) {
+		return contract.Errorf(contract.CodeDeviceAssignedToSlot, "%s; only that slot's execution may lease it", err.Error())
+	}
 	if ce := capacityExhausted(err); ce != nil {
 		return ce
 	}
@@ -156,3 +163,28 @@ func deviceInUse(c *hostreg.ConflictError) *contract.Error {
 // ContractError is toContractError for code that drives drivers outside a
 // daemon (simlock selftest), so their errors carry the same codes.
 func ContractError(err error) *contract.Error { return toContractError(err) }
+
+// slotRefused maps a host registry slot refusal to its code.
+func slotRefused(e *hostreg.SlotError) *contract.Error {
+	code := map[string]contract.Code{
+		hostreg.RefuseSlotInUse:        contract.CodeSlotInUse,
+		hostreg.RefuseSlotSettling:     contract.CodeSlotSettling,
+		hostreg.RefuseScopeInvalidated: contract.CodeScopeInvalidated,
+		hostreg.RefuseScopePending:     contract.CodeScopeTransitionPending,
+		// Another execution took the slot while this one worked: to the
+		// caller the slot is simply in use.
+		hostreg.RefuseStaleGeneration: contract.CodeSlotInUse,
+		hostreg.RefuseNotOwner:        contract.CodeSlotInUse,
+	}[e.Reason]
+	if code == "" {
+		code = contract.CodeInternal
+	}
+	out := contract.Errorf(code, "%s", e.Message)
+	if e.Holder != nil {
+		out = out.WithDetails("holderHome", e.Holder.Home, "holderPid", e.Holder.PID)
+	}
+	if code == contract.CodeScopeInvalidated {
+		out = out.WithNext("start the runner with a new runnerIncarnation")
+	}
+	return out
+}

@@ -37,6 +37,9 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 	if req == "" {
 		req = call.Session.Principal
 	}
+	if err := d.slots.guardLease(l, call.Session.Principal, req, true); err != nil {
+		return contract.DeviceExecOut{}, err
+	}
 	if req != l.RequesterID {
 		return contract.DeviceExecOut{}, contract.Errorf(contract.CodeForbidden,
 			"lease %s belongs to requester %q, not %q", l.ID, l.RequesterID, req).

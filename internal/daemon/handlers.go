@@ -79,6 +79,9 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		return d.leaseOut(l), nil
 	})
 	dispatch.Handle(disp, contract.LeaseRelease, func(_ context.Context, _ *dispatch.Call, in contract.LeaseReleaseIn) (contract.LeaseReleaseOut, error) {
+		if err := d.slots.guardRelease(in.LeaseID); err != nil {
+			return contract.LeaseReleaseOut{}, err
+		}
 		if err := d.engine.Release(in.LeaseID); err != nil {
 			return contract.LeaseReleaseOut{}, err
 		}
@@ -124,6 +127,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	d.registerResources(disp)
 	dispatch.Handle(disp, contract.DeviceRelease, d.deviceRelease)
 	d.registerSessions(disp)
+	d.registerSlots(disp)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
 		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
 		if err != nil {
@@ -194,7 +198,8 @@ func (d *Daemon) leaseReleaseAll(_ context.Context, call *dispatch.Call, in cont
 			return owns(call.Session, l) && (l.RequesterID == req || strings.HasPrefix(l.RequesterID, req+"/"))
 		}
 	}
-	ids := d.engine.ReleaseWhere(match)
+	// A slot execution's lease ends only through slot.release.
+	ids := d.engine.ReleaseWhere(func(l core.LeaseRecord) bool { return match(l) && d.slots.guardRelease(l.ID) == nil })
 	if ids == nil {
 		ids = []string{}
 	}
@@ -456,6 +461,9 @@ func (d *Daemon) tokenCreate(ctx context.Context, _ *dispatch.Call, in contract.
 // passthrough asks the driver that wraps the tool for the root-scoped
 // command; the refusal list is the driver's own.
 func (d *Daemon) passthrough(_ context.Context, _ *dispatch.Call, in contract.PassthroughIn) (contract.PassthroughOut, error) {
+	if err := d.slots.guardArgs(in.Args); err != nil {
+		return contract.PassthroughOut{}, err
+	}
 	var known []string
 	for _, p := range d.engine.Platforms() {
 		drv, _ := d.engine.Driver(p)

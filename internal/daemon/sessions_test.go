@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -153,12 +154,12 @@ func TestSessionsNotConfigured(t *testing.T) {
 		t.Fatalf("prepare without sessions: %v", err)
 	}
 	caps, err := client.Do(context.Background(), a, contract.CapabilitiesGet, contract.CapabilitiesGetIn{})
-	if err != nil || len(caps.Contracts) != 0 {
-		t.Fatalf("capabilities %+v %v", caps, err)
+	if err != nil || slices.Contains(caps.Contracts, contract.ContractSessionBroker) || slices.Contains(caps.Contracts, contract.ContractSessionBrokerExport) {
+		t.Fatalf("capabilities without sessions %+v %v", caps, err)
 	}
 	g := sessionDaemon(t, nil)
 	caps, err = client.Do(context.Background(), g.dial("alice", ""), contract.CapabilitiesGet, contract.CapabilitiesGetIn{})
-	if err != nil || len(caps.Contracts) != 2 || caps.Contracts[0] != contract.ContractSessionBroker || caps.Contracts[1] != contract.ContractSessionBrokerExport {
+	if err != nil || len(caps.Contracts) < 2 || caps.Contracts[0] != contract.ContractSessionBroker || caps.Contracts[1] != contract.ContractSessionBrokerExport {
 		t.Fatalf("capabilities %+v %v", caps, err)
 	}
 }

@@ -300,6 +300,12 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 	unsupported(d, contract.SessionStats)
 	unsupported(d, contract.SessionGetExport)
 	unsupported(d, contract.SessionAcknowledgeExport)
+	// Slots live in one host's registry: a runner talks to that host.
+	unsupported(d, contract.SlotAcquire)
+	unsupported(d, contract.SlotHeartbeat)
+	unsupported(d, contract.SlotRelease)
+	unsupported(d, contract.SlotResetScope)
+	unsupported(d, contract.SlotList)
 }
 
 // unsupported registers op as refused for good on a gateway: it acts on one

@@ -54,6 +54,8 @@ CREATE TABLE ports (
 	allocated_at   INTEGER NOT NULL            -- unix ms UTC
 ) STRICT;
 `,
+	// 3: managed slots (slot.go).
+	slotMigration,
 }
 
 // SchemaTooNewError refuses a registry written by a newer simlock: writing

@@ -100,7 +100,7 @@ func TestSessionPrepareIsOneReceiptAndOneDeviceAcrossKill9(t *testing.T) {
 	w.mustRun("daemon", "start")
 	var caps struct{ Contracts []string }
 	w.json(&caps, "capabilities", "--json")
-	if len(caps.Contracts) != 2 || caps.Contracts[0] != "session-broker/v1" {
+	if len(caps.Contracts) < 2 || caps.Contracts[0] != "session-broker/v1" || caps.Contracts[1] != "session-broker-export/v1" {
 		t.Fatalf("capabilities %+v", caps)
 	}
 	first := w.prepare("run-1", "owner-a")

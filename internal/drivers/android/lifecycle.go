@@ -42,7 +42,7 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if err != nil {
 		return core.Provisioned{}, err
 	}
-	name, err := d.freshName(members)
+	name, err := d.freshName(members, spec.NameHint)
 	if err != nil {
 		return core.Provisioned{}, err
 	}
@@ -115,13 +115,16 @@ func (d *Driver) attrs(port int) map[string]string {
 	}
 }
 
-func (d *Driver) freshName(members []string) (string, error) {
+func (d *Driver) freshName(members []string, hint string) (string, error) {
 	taken := map[string]bool{}
 	for _, m := range members {
 		taken[m] = true
 	}
-	for range 16 {
+	for i := range 16 {
 		name := namePrefix + d.newID()
+		if i == 0 && hint != "" {
+			name = hint // a managed slot's name, tried first
+		}
 		if !validAVDName(name) || taken[name] {
 			continue
 		}

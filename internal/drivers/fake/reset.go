@@ -50,8 +50,12 @@ func (d Resetting) CaptureBaseline(_ context.Context, r core.DeviceRef) error {
 	return nil
 }
 
-// CleanToBaseline fails without a baseline, as the real cleaner does.
-func (d Resetting) CleanToBaseline(_ context.Context, r core.DeviceRef) (map[string]time.Duration, error) {
+// CleanToBaseline fails without a baseline, as the real cleaner does. It
+// waits at the Gate first, like a boot, so a test can hold it in flight.
+func (d Resetting) CleanToBaseline(ctx context.Context, r core.DeviceRef) (map[string]time.Duration, error) {
+	if err := d.wait(ctx); err != nil {
+		return nil, err
+	}
 	if err := d.record("clean", r.Handle); err != nil {
 		return nil, err
 	}

@@ -240,6 +240,9 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if err != nil {
 		return core.Provisioned{}, err
 	}
+	if spec.NameHint != "" {
+		name = spec.NameHint
+	}
 	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl create")
 	defer cancel()
 	udid, cloned := "", false

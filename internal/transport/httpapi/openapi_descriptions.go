@@ -249,6 +249,7 @@ func goDocs() map[string]string {
 		"SlotResetScopeIn.WaitMs":                  "WaitMs is the bounded settle wait, 0..60000 (default 10000).",
 		"SlotResetScopeOut.Outcome":                "Outcome is invalidated (every matching scope), waiting or no_match.",
 		"SlotResult":                               "SlotResult is one slot's acquisition evidence.",
+		"SlotResult.RequesterID":                   "RequesterID is the execution lease's requester, which device.exec on the lease must name.",
 		"SlotScope":                                "SlotScope identifies the runner scope an execution belongs to.",
 		"SlotScope.Revived":                        "Revived is true when an abandoned scope came back with its incarnation.",
 		"SlotScope.ScopeKey":                       "ScopeKey is the SHA-256 hex of the three parts (null when the acquisition failed before the scope resolved).",

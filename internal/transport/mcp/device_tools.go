@@ -159,7 +159,11 @@ func (s *session) execOn(ctx context.Context, c *client.Client, l contract.Lease
 		args = []string{}
 	}
 	var out, errb capped
-	res, err := c.Exec(ctx, contract.DeviceExecIn{LeaseID: l.LeaseID, Tool: tool, Args: args, Stdin: stdin}, func(o contract.ExecOutput) {
+	in := contract.DeviceExecIn{LeaseID: l.LeaseID, Tool: tool, Args: args, Stdin: stdin}
+	if s.slot != nil {
+		in.RequesterID = s.slot.requester() // the execution lease answers to its own requester only
+	}
+	res, err := c.Exec(ctx, in, func(o contract.ExecOutput) {
 		if o.Stream == "stderr" {
 			errb.add(o.Chunk)
 		} else {

@@ -52,6 +52,9 @@ type Options struct {
 	// Session, when set, makes the process the keeper of one broker
 	// session (--session-config), prepared before initialize.
 	Session *SessionOptions
+	// Slot, when set, makes the session one execution of a managed slot
+	// (--slot-config): acquired before initialize, confined to its device.
+	Slot *SlotOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +84,9 @@ func Run(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) erro
 	o = o.withDefaults()
 	if o.Session != nil {
 		return runSessionAcquire(ctx, o, stdin, stdout)
+	}
+	if o.Slot != nil {
+		return runSlot(ctx, o, stdin, stdout)
 	}
 	life, cancel := context.WithCancel(ctx)
 	defer cancel()

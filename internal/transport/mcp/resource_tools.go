@@ -113,6 +113,9 @@ func (s *session) toolEnabled(name string) bool {
 // one the daemon would let this principal drive. The session is the agent's
 // boundary; its principal may be shared.
 func (s *session) sessionLease(id string) (string, error) {
+	if s.slot != nil {
+		return s.slot.ownLease(id)
+	}
 	ids := s.heldIDs()
 	if id != "" {
 		if !slices.Contains(ids, id) {

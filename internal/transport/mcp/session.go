@@ -37,6 +37,8 @@ type session struct {
 
 	// acquired is the broker session this process keeps (session_acquire.go).
 	acquired *acquired
+	// slot is the managed-slot execution this session serves, if any.
+	slot *slotExec
 }
 
 // heldLease is a lease this session renews and releases on exit.
@@ -57,6 +59,9 @@ func (s *session) conn(ctx context.Context, launch bool) (*client.Client, error)
 	defer s.dialMu.Unlock()
 	if s.acquired != nil {
 		launch = false // a session's keeper reaches its daemon, never starts one
+	}
+	if s.slot != nil && s.slot.ready() {
+		launch = false // a managed execution waits for its daemon, never starts one
 	}
 	s.mu.Lock()
 	old := s.c
@@ -99,7 +104,7 @@ func (s *session) conn(ctx context.Context, launch bool) (*client.Client, error)
 	s.mu.Unlock()
 	s.log.Info("connected to the daemon", "role", c.Hello().Role, "principal", c.Hello().Principal,
 		"daemonVersion", c.Hello().Version, "reconnect", again)
-	if again {
+	if again && s.slot == nil { // a slot's lease is held by its heartbeat, not renewed here
 		s.pickUp(ctx, c)
 	}
 	return c, nil
@@ -304,9 +309,14 @@ func (s *session) close() error {
 	s.mu.Unlock()
 	s.calls <- struct{}{} // held for good: no tool call runs after this
 
+	var errs []error
+	if s.slot != nil {
+		if err := s.slot.release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var errs []error
 	// Loop rather than range: a reconnect on the way may pick up a lease
 	// granted while its answer was lost.
 	for ids := s.heldIDs(); len(ids) > 0; ids = s.heldIDs() {

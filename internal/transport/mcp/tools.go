@@ -94,6 +94,9 @@ func (s *session) server() *mcpsdk.Server {
 	if s.acquired != nil {
 		s.acquired.decorate(opts)
 	}
+	if s.slot != nil {
+		s.slot.decorate(opts)
+	}
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "simlock", Title: "simlock", Version: s.o.Version}, opts)
 	tools := append(s.tools(), s.resourceTools()...)
 	if s.o.DeviceTools {
@@ -102,6 +105,10 @@ func (s *session) server() *mcpsdk.Server {
 	if s.acquired != nil {
 		tools = s.acquired.tools(tools)
 		s.acquired.install(srv)
+	}
+	if s.slot != nil {
+		tools = s.slot.tools(tools)
+		s.slot.install(srv)
 	}
 	for _, t := range tools {
 		srv.AddTool(t.decl, s.handler(t.run))
@@ -219,6 +226,9 @@ func (s *session) handler(run func(context.Context, *mcpsdk.CallToolRequest) (an
 		defer s.releaseSlot()
 		out, err := run(ctx, req)
 		if err != nil {
+			if s.slot != nil {
+				err = s.slot.toolError(err)
+			}
 			return errorResult(err), nil
 		}
 		if r, ok := out.(*mcpsdk.CallToolResult); ok {

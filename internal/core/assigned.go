@@ -1,0 +1,222 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+)
+
+// Managed slots (ADR 0049) take devices out of the general pool for good:
+// a device assigned to a slot, or in the managed free pool, is granted,
+// booted, evicted, warmed, cleaned and swept by nobody but its slot's own
+// execution. The daemon derives the map from the host registry (as it does
+// the foreign claims); the engine only reads this in-memory copy.
+
+// FreePoolSlot is the assignment label of a device in the managed free
+// pool: no slot's execution may use it until a slot adopts it.
+const FreePoolSlot = "free-pool"
+
+// ErrAssigned refuses general work on a device a managed slot holds.
+var ErrAssigned = errors.New("device assigned to a managed slot")
+
+// SetAssigned replaces the map of devices managed slots hold (device id ->
+// slot key, or FreePoolSlot).
+func (e *Engine) SetAssigned(held map[string]string) {
+	e.section(func() {
+		if maps.Equal(e.assigned, held) {
+			return
+		}
+		e.assigned = maps.Clone(held)
+		e.scheduleLocked()
+	})
+	e.notifyPositions()
+}
+
+// AssignedSlot reports the slot key holding device id, if any: one the
+// daemon set, or one ProvisionAssigned made and the registry has not
+// reported back yet.
+func (e *Engine) AssignedSlot(id string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.assignedLocked(id)
+}
+
+func (e *Engine) assignedLocked(id string) (string, bool) {
+	if s, ok := e.assigned[id]; ok {
+		return s, true
+	}
+	s, ok := e.slotMade[id]
+	return s, ok
+}
+
+// checkAssigned refuses, at once rather than by queueing forever, a
+// targeted request for a device a managed slot holds, unless it is that
+// slot's own execution.
+func (e *Engine) checkAssigned(id, slot string) error {
+	held, ok := e.AssignedSlot(id)
+	if !ok || (slot != "" && slot != FreePoolSlot && held == slot) {
+		return nil
+	}
+	if held == FreePoolSlot {
+		return fmt.Errorf("%w: %s is in the managed free pool", ErrAssigned, id)
+	}
+	return fmt.Errorf("%w: %s", ErrAssigned, id)
+}
+
+// slotMayUseLocked is the targeted path's exception to the general pool:
+// a slot's own execution may use its assigned device, idle and untouched
+// by anyone else on the host.
+func (e *Engine) slotMayUseLocked(w *waiter, d *DeviceRecord) bool {
+	if w.slot == "" || w.slot == FreePoolSlot {
+		return false
+	}
+	if s, ok := e.assignedLocked(d.ID); !ok || s != w.slot {
+		return false
+	}
+	if e.opLocks[d.ID] != "" {
+		return false
+	}
+	if _, held := e.foreign[d.ID]; held {
+		return false
+	}
+	return d.State == StateReady || d.State == StateShutdown
+}
+
+// ProvisionAssigned creates and boots a new device for slot (a slot key),
+// named name when the driver can, and returns it ready and idle. The device is marked as the slot's before
+// the decision section that records it ends, so the general pool never
+// sees it. recorded runs with the new device's id as soon as its record is
+// durable and before the driver creates anything, so the caller's journal
+// can name the device across a crash (a restart finds it by that id, or
+// the core's recovery drops an interrupted provision).
+func (e *Engine) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, name string, recorded func(id string) error) (DeviceRecord, error) {
+	drv, ok := e.drivers[req.Platform]
+	if !ok {
+		return DeviceRecord{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", req.Platform), "platforms", e.Platforms())
+	}
+	spec, err := drv.ResolveSpec(ctx, req)
+	if err != nil {
+		return DeviceRecord{}, err
+	}
+	spec.NameHint = name
+	var id string
+	e.section(func() {
+		if e.stopping {
+			err = ErrStopping
+			return
+		}
+		if id = e.startProvisionLocked(nil, spec); id == "" {
+			err = fmt.Errorf("%w: could not start the provision", ErrDeviceBusy)
+			return
+		}
+		e.slotMade[id] = slot
+	})
+	if err != nil {
+		return DeviceRecord{}, err
+	}
+	var rerr error
+	if recorded != nil {
+		rerr = recorded(id)
+	}
+	rec, err := e.waitOpSettled(ctx, id, "provision")
+	if err == nil && rerr != nil {
+		// The caller could not journal the device: it gets the record
+		// (it must destroy it) with the reason.
+		return rec, fmt.Errorf("journal the new slot device: %w", rerr)
+	}
+	return rec, err
+}
+
+// waitOpSettled waits for the operation on id to settle and returns the
+// device, or an error if the device is gone (a failed provision drops it)
+// or not ready.
+func (e *Engine) waitOpSettled(ctx context.Context, id, what string) (DeviceRecord, error) {
+	for {
+		var wait chan struct{}
+		var rec DeviceRecord
+		var gone bool
+		e.section(func() {
+			d, ok := e.devices[id]
+			switch {
+			case !ok:
+				gone = true
+				delete(e.slotMade, id)
+			case e.opLocks[id] != "":
+				wait = e.opFreed
+			default:
+				rec = *d
+			}
+		})
+		switch {
+		case gone:
+			return DeviceRecord{}, &DeviceFailedError{Phase: what, Err: fmt.Errorf("the %s of the slot device failed", what)}
+		case wait == nil:
+			if rec.State != StateReady {
+				return rec, &DeviceFailedError{Phase: what, Err: fmt.Errorf("the slot device is %s after its %s", rec.State, what)}
+			}
+			return rec, nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return DeviceRecord{}, ctx.Err()
+		}
+	}
+}
+
+// DestroyAssigned deletes one idle device of a slot (not leased, no
+// operation in flight) through the op executor, so the hooks and the host
+// claim see it, and returns once the driver confirmed it.
+func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
+	var o *deviceOp
+	var err error
+	e.section(func() {
+		_, ok := e.devices[id]
+		switch {
+		case !ok:
+			err = ErrUnknownDevice
+		case e.opLocks[id] != "":
+			err = fmt.Errorf("%w: %s is busy with %s", ErrDeviceBusy, id, e.opLocks[id])
+		case e.leasedLocked(id):
+			err = fmt.Errorf("%w: %s is leased", ErrDeviceBusy, id)
+		default:
+			o = e.destroyOp(id, "slot-replace", "slot-destroy-failed", func(DeviceRecord) { delete(e.slotMade, id) })
+		}
+	})
+	if err != nil {
+		return err
+	}
+	begun, err := e.runOp(ctx, o)
+	if !begun {
+		return fmt.Errorf("%w: %v", ErrDeviceBusy, err)
+	}
+	if err != nil {
+		return err
+	}
+	if _, still := e.Device(id); still {
+		return fmt.Errorf("%w: %s was not forgotten after its destroy", ErrDeviceBusy, id)
+	}
+	return nil
+}
+
+// HandlePresent asks the platform's driver whether a device with handle
+// still exists in the root: the proof of absence a replacement needs
+// before it creates the new device. ok=false means the inventory could not
+// be read, so absence is not proven.
+func (e *Engine) HandlePresent(ctx context.Context, platform, handle string) (present, ok bool) {
+	drv, found := e.drivers[platform]
+	if !found {
+		return false, false
+	}
+	obs, err := drv.ListManaged(ctx)
+	if err != nil {
+		return false, false
+	}
+	for _, o := range obs {
+		if o.Handle == handle {
+			return true, true
+		}
+	}
+	return false, true
+}

@@ -1,0 +1,784 @@
+package daemon
+
+// Managed slots (issue 12, ADR 0049): the handlers of slot.acquire,
+// slot.heartbeat, slot.release, slot.resetScope and slot.list, the
+// executions this daemon runs, and the assignment map that keeps slot
+// devices out of the engine's general pool. The decisions are the
+// reconciler's (internal/slots) and the host registry's (hostreg).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/slots"
+)
+
+const (
+	// slotHeartbeatTTL is an execution lease's TTL: without a heartbeat
+	// the execution ends about this long after the last one.
+	slotHeartbeatTTL = 10 * time.Second
+	// slotSettleWait bounds how long slot.release waits for the device's
+	// released work before it reports the slot settling.
+	slotSettleWait = 5 * time.Second
+	// slotSettleMax bounds the background wait of a settling slot.
+	slotSettleMax = 10 * time.Minute
+	// slotPoll is how often the daemon rereads the host registry's slot
+	// rows: other daemons of the host change them too.
+	slotPoll        = 2 * time.Second
+	slotAbandonPoll = time.Minute
+	defaultResetMs  = 10_000
+	maxResetMs      = 60_000
+	releasedSlot    = "reusable_for_this_slot"
+	settlingSlot    = "settling"
+	nextRelaunch    = "relaunch_execution"
+)
+
+// slotExec is one live execution of a slot on this daemon.
+type slotExec struct {
+	scope       string
+	slot        int
+	gen         int64
+	token       string
+	leaseID     string
+	requester   string
+	principal   string // the execution's connection principal (the lease's owner)
+	deviceID    string
+	idle        time.Duration
+	lastControl time.Time
+	ended       *contract.SlotExecutionEnded
+	endedAt     time.Time
+}
+
+// slotEndedKeep is how long an ended execution still answers
+// MANAGED_EXECUTION_ENDED (rather than UNKNOWN_LEASE) before it is forgotten.
+const slotEndedKeep = time.Hour
+
+// end marks x ended for good (first reason wins); m.mu must be held.
+func (m *slotManager) endLocked(x *slotExec, e contract.SlotExecutionEnded) bool {
+	if x.ended != nil {
+		return false
+	}
+	x.ended, x.endedAt = &e, m.d.clock.Now()
+	return true
+}
+
+// pruneLocked forgets executions that ended long ago; m.mu must be held.
+func (m *slotManager) pruneLocked() {
+	now := m.d.clock.Now()
+	for id, x := range m.byLease {
+		if x.ended != nil && now.Sub(x.endedAt) > slotEndedKeep {
+			delete(m.byLease, id)
+		}
+	}
+}
+
+// slotManager holds this daemon's executions. Its state is per daemon;
+// the assignments are the registry's.
+type slotManager struct {
+	d   *Daemon
+	log *slog.Logger
+	// ctx is the daemon's serving context (set by start): watchers end
+	// with it, so a stopping daemon leaves its executions to the next one.
+	ctx context.Context
+
+	mu      sync.Mutex
+	byLease map[string]*slotExec
+	// acquireMu serialises this daemon's reconciliations: each one makes
+	// device decisions against the inventory it read.
+	acquireMu sync.Mutex
+}
+
+func newSlotManager(d *Daemon, log *slog.Logger) *slotManager {
+	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}, ctx: context.Background()}
+}
+
+func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
+	dispatch.Handle(disp, contract.SlotAcquire, d.slots.acquire)
+	dispatch.Handle(disp, contract.SlotHeartbeat, d.slots.heartbeat)
+	dispatch.Handle(disp, contract.SlotRelease, d.slots.release)
+	dispatch.Handle(disp, contract.SlotResetScope, d.slots.resetScope)
+	dispatch.Handle(disp, contract.SlotList, d.slots.list)
+	// capabilities.get is the broker's (sessions_ops.go); slots add theirs.
+	d.extraContracts = append(d.extraContracts, contract.ContractManagedSlots)
+}
+
+// start runs before the readiness gate opens: the assignment map reaches
+// the engine before any request is served, executions whose lease
+// survived a restart are re-owned, and the poller follows other daemons.
+func (m *slotManager) start(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
+	if err := m.rehydrate(ctx); err != nil {
+		m.log.Error("rehydrate slot executions", "err", err)
+	}
+	m.refresh(ctx)
+	go m.poll(ctx)
+}
+
+func (m *slotManager) poll(ctx context.Context) {
+	last := m.d.clock.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.d.clock.After(slotPoll):
+		}
+		m.refresh(ctx)
+		if now := m.d.clock.Now(); now.Sub(last) >= slotAbandonPoll {
+			last = now
+			if _, err := m.d.host.MarkAbandoned(ctx, now); err != nil {
+				m.log.Warn("mark abandoned slot scopes", "err", err)
+			}
+		}
+	}
+}
+
+// refresh hands the engine the devices slots hold: assigned, in the free
+// pool, or named by an open journal entry (made before a crash, not yet
+// bound).
+func (m *slotManager) refresh(ctx context.Context) {
+	labels, err := m.d.host.ManagedDevices(ctx)
+	if err != nil {
+		// Keep the last good map: unknown is never free.
+		m.log.Warn("read slot assignments", "err", err)
+		return
+	}
+	byID := map[string]string{}
+	open, err := m.d.host.OpenIntents(ctx)
+	if err == nil {
+		for _, in := range open {
+			if id, ok := strings.CutPrefix(in.NewStableID, "device:"); ok {
+				byID[id] = hostreg.SlotKey(in.ScopeKey, in.SlotIndex)
+			} else if in.NewStableID != "" {
+				labels[in.NewStableID] = hostreg.SlotKey(in.ScopeKey, in.SlotIndex)
+			}
+		}
+	}
+	for _, dev := range m.d.engine.Devices() {
+		if l, ok := labels[dev.Handle]; ok && dev.Handle != "" {
+			byID[dev.ID] = l
+		}
+	}
+	m.d.engine.SetAssigned(byID)
+}
+
+// rehydrate re-owns the executions whose lease this home's engine
+// restored, and releases the slots whose execution died with the previous
+// daemon.
+func (m *slotManager) rehydrate(ctx context.Context) error {
+	recs, err := m.d.host.SlotsOwnedBy(ctx, m.d.self.Home)
+	if err != nil {
+		return err
+	}
+	now := m.d.clock.Now()
+	for _, r := range recs {
+		o := r.Owner
+		if o.Owner == m.d.self {
+			continue
+		}
+		l, live := m.d.engine.Lease(o.LeaseID)
+		if o.LeaseID == "" || !live {
+			if err := m.d.host.ReleaseSlot(ctx, r.ScopeKey, r.SlotIndex, o.Token, false, now); err != nil {
+				m.log.Warn("release a slot whose execution ended with the previous daemon", "scope", r.ScopeKey, "slot", r.SlotIndex, "err", err)
+			}
+			continue
+		}
+		if _, err := m.d.host.ReownSlot(ctx, r.ScopeKey, r.SlotIndex, o.LeaseID, m.d.self); err != nil {
+			m.log.Warn("re-own a slot execution", "scope", r.ScopeKey, "slot", r.SlotIndex, "err", err)
+			continue
+		}
+		x := &slotExec{scope: r.ScopeKey, slot: r.SlotIndex, gen: r.Generation, token: o.Token, leaseID: l.ID, requester: l.RequesterID,
+			principal: l.OwnerID, deviceID: l.DeviceID, idle: time.Duration(contract.DefaultSlotIdleTimeoutMs) * time.Millisecond, lastControl: now}
+		m.track(x)
+		m.log.Info("slot execution rehydrated", "scope", r.ScopeKey, "slot", r.SlotIndex, "lease", l.ID)
+	}
+	return nil
+}
+
+// track registers x and ends it when its lease ends (an expired heartbeat
+// TTL, an idle release, a restart that lost it).
+func (m *slotManager) track(x *slotExec) {
+	m.mu.Lock()
+	ctx := m.ctx
+	m.pruneLocked()
+	m.byLease[x.leaseID] = x
+	m.mu.Unlock()
+	ended := m.d.engine.LeaseEnded(x.leaseID)
+	go func() {
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return
+		}
+		m.mu.Lock()
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
+		m.mu.Unlock()
+		if first {
+			if err := m.d.host.ReleaseSlot(context.WithoutCancel(ctx), x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
+				m.log.Warn("release an ended slot execution", "scope", x.scope, "slot", x.slot, "err", err)
+			}
+		}
+	}()
+}
+
+func (m *slotManager) exec(leaseID string) (*slotExec, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	x, ok := m.byLease[leaseID]
+	return x, ok
+}
+
+// acquire admits the scope, reconciles the slot and leases its device.
+// A refusal is an answer, not an error: the result carries outcome failed
+// with the typed failure and the decision trail, as the MCP side shows it.
+func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contract.SlotAcquireIn) (contract.ManagedSlotsResult, error) {
+	cfg := in.Config
+	if err := cfg.Validate(); err != nil {
+		return contract.ManagedSlotsResult{}, err
+	}
+	if in.OwnerToken == "" {
+		return contract.ManagedSlotsResult{}, contract.Errorf(contract.CodeBadRequest, "ownerToken is required").WithNext("name the execution with a fresh ownerToken")
+	}
+	if _, ok := m.d.engine.Driver(cfg.Requests[0].Platform); !ok {
+		return contract.ManagedSlotsResult{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon serves no %s devices", cfg.Requests[0].Platform)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(cfg.EffectivePreparationTimeoutMs())*time.Millisecond)
+	defer cancel()
+	req := cfg.Requests[0]
+	key := contract.ScopeKey(cfg.ManagedHostScope, cfg.RunnerNamespace, cfg.RunnerIncarnation)
+	res := contract.ManagedSlotsResult{ContractVersion: contract.SlotContractVersion, IdleTimeoutMs: cfg.EffectiveIdleTimeoutMs(),
+		Scope: contract.SlotScope{ManagedHostScope: cfg.ManagedHostScope, RunnerNamespace: cfg.RunnerNamespace, RunnerIncarnation: cfg.RunnerIncarnation}}
+	sr := contract.SlotResult{SlotIndex: req.SlotIndex, Role: req.Role, Platform: req.Platform, RequestedSpec: req.RequestedSpec}
+	failed := func(err error, decisions []contract.SlotDecision) (contract.ManagedSlotsResult, error) {
+		f := slotFailure(err)
+		sr.Failure, sr.Decisions = f, decisions
+		res.Outcome, res.Failure, res.Slots = contract.SlotOutcomeFailed, f, []contract.SlotResult{sr}
+		return res, nil
+	}
+	now := m.d.clock.Now()
+	adm, err := m.d.host.AdmitScope(ctx, key, cfg.ManagedHostScope, cfg.RunnerNamespace, cfg.RunnerIncarnation, now)
+	if err != nil {
+		return failed(err, nil)
+	}
+	res.Scope.ScopeKey, res.Scope.Revived = &key, adm.Revived
+	if len(adm.Retired) > 0 {
+		m.refresh(ctx)
+	}
+
+	m.acquireMu.Lock()
+	defer m.acquireMu.Unlock()
+	rc := &slots.Reconciler{Reg: m.d.host, Devs: slotDevices{m.d}, Clock: m.d.clock}
+	owner := hostreg.SlotOwner{Owner: m.d.self, Token: in.OwnerToken}
+	out, err := rc.Acquire(ctx, key, req, owner)
+	sr.Decisions = out.Decisions
+	sr.SpecFingerprint = &out.Fingerprint
+	if err != nil {
+		m.releaseClaim(key, req.SlotIndex, in.OwnerToken, err)
+		return failed(err, out.Decisions)
+	}
+	m.refresh(ctx)
+	requester := contract.ScopeRequester(call.Session, fmt.Sprintf("slot-%.12s-%d", key, req.SlotIndex))
+	g, err := m.d.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: req.Platform}, DeviceID: out.Device.ID,
+		Slot: hostreg.SlotKey(key, req.SlotIndex), TTL: slotHeartbeatTTL, RequesterID: requester, OwnerID: call.Session.Principal}, nil)
+	if err != nil {
+		m.releaseClaim(key, req.SlotIndex, in.OwnerToken, err)
+		return failed(err, out.Decisions)
+	}
+	if err := m.d.host.BindLease(ctx, key, req.SlotIndex, in.OwnerToken, g.Lease.ID); err != nil {
+		_ = m.d.engine.Release(g.Lease.ID)
+		m.releaseClaim(key, req.SlotIndex, in.OwnerToken, err)
+		return failed(err, out.Decisions)
+	}
+	x := &slotExec{scope: key, slot: req.SlotIndex, gen: out.Record.Generation, token: in.OwnerToken, leaseID: g.Lease.ID, requester: requester,
+		principal: call.Session.Principal, deviceID: g.Device.ID, idle: time.Duration(cfg.EffectiveIdleTimeoutMs()) * time.Millisecond, lastControl: m.d.clock.Now()}
+	m.track(x)
+
+	resolved := out.Device.Resolved
+	sr.AssignmentGeneration, sr.LeaseID, sr.RequesterID = out.Record.Generation, g.Lease.ID, requester
+	sr.Device = &contract.SlotDevice{StableID: g.Device.Handle, TransportID: transportID(g.Device), Name: g.Device.Name, DeviceID: g.Device.ID}
+	sr.ResolvedSpec, sr.Disposition, sr.Readiness = &resolved, out.Disposition, "ready"
+	res.Outcome, res.Slots = contract.SlotOutcomeReady, []contract.SlotResult{sr}
+	return res, nil
+}
+
+func (m *slotManager) releaseClaim(scope string, slot int, token string, cause error) {
+	if err := m.d.host.ReleaseSlot(context.Background(), scope, slot, token, false, m.d.clock.Now()); err != nil {
+		var se *hostreg.SlotError
+		if !errors.As(err, &se) {
+			m.log.Warn("release a slot after a failed acquisition", "scope", scope, "slot", slot, "cause", cause, "err", err)
+		}
+	}
+}
+
+func decodeSlotSpec(raw []byte) contract.SlotSpec {
+	var s contract.SlotSpec
+	_ = json.Unmarshal(raw, &s) // rows this build wrote; a bad one shows as empty
+	return s
+}
+
+func transportID(d core.DeviceRecord) string {
+	if s := d.Attrs[core.AttrSerial]; s != "" {
+		return s
+	}
+	return d.Handle
+}
+
+// slotFailure turns an acquisition error into the result's typed failure.
+func slotFailure(err error) *contract.SlotFailure {
+	ce := toContractError(err)
+	if ce == nil {
+		ce = contract.Errorf(contract.CodeInternal, "%v", err)
+	}
+	return &contract.SlotFailure{Code: ce.Code, Retryable: ce.Retryable, Message: ce.Message, NextAction: ce.NextAction,
+		RetryAfterMs: ce.RetryAfterMs, Details: ce.Details}
+}
+
+// ended answers a call on an execution that ended for good.
+func executionEnded(x *slotExec) error {
+	e := x.ended
+	return contract.Errorf(contract.CodeExecutionEnded, "this slot execution ended (%s); start a new execution on the same slot", e.Reason).
+		WithNext(nextRelaunch).WithDetails("reason", e.Reason, "idle", e.Idle, "slotIndex", x.slot, "assignmentGeneration", x.gen, "nextAction", nextRelaunch)
+}
+
+func (m *slotManager) owned(leaseID, token string) (*slotExec, error) {
+	x, ok := m.exec(leaseID)
+	if !ok {
+		return nil, contract.Errorf(contract.CodeUnknownLease, "no slot execution holds lease %s on this daemon", leaseID)
+	}
+	if x.token != token {
+		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another slot execution", leaseID)
+	}
+	return x, nil
+}
+
+// endIdle ends x if its idle window passed; reports whether it ended.
+func (m *slotManager) endIdle(x *slotExec) bool {
+	m.mu.Lock()
+	if x.ended != nil {
+		m.mu.Unlock()
+		return true
+	}
+	if m.d.clock.Now().Sub(x.lastControl) < x.idle {
+		m.mu.Unlock()
+		return false
+	}
+	if !m.endLocked(x, contract.SlotExecutionEnded{Reason: "idle", Idle: true, NextAction: nextRelaunch}) {
+		m.mu.Unlock()
+		return true
+	}
+	m.mu.Unlock()
+	_ = m.d.engine.Release(x.leaseID)
+	if err := m.d.host.ReleaseSlot(context.Background(), x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
+		m.log.Warn("release an idle slot execution", "scope", x.scope, "slot", x.slot, "err", err)
+	}
+	return true
+}
+
+func (m *slotManager) heartbeat(_ context.Context, _ *dispatch.Call, in contract.SlotHeartbeatIn) (contract.SlotHeartbeatOut, error) {
+	x, err := m.owned(in.LeaseID, in.OwnerToken)
+	if err != nil {
+		return contract.SlotHeartbeatOut{}, err
+	}
+	if m.endIdle(x) {
+		return contract.SlotHeartbeatOut{}, executionEnded(x)
+	}
+	l, err := m.d.engine.Renew(x.leaseID, slotHeartbeatTTL)
+	if errors.Is(err, core.ErrUnknownLease) {
+		// Expired just now: its watcher is about to say so; answer the same.
+		m.mu.Lock()
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
+		m.mu.Unlock()
+		if first {
+			m.releaseClaim(x.scope, x.slot, x.token, err)
+		}
+		return contract.SlotHeartbeatOut{}, executionEnded(x)
+	}
+	if err != nil {
+		return contract.SlotHeartbeatOut{}, err
+	}
+	return contract.SlotHeartbeatOut{ExpiresAtMs: l.ExpiresAt.UnixMilli()}, nil
+}
+
+// release ends the execution: the lease ends, the slot keeps its device.
+// Released work that outlives slotSettleWait leaves the slot settling
+// until it finishes (or this daemon dies, which the registry proves).
+func (m *slotManager) release(ctx context.Context, _ *dispatch.Call, in contract.SlotReleaseIn) (contract.SlotReleaseOut, error) {
+	x, err := m.owned(in.LeaseID, in.OwnerToken)
+	if err != nil {
+		return contract.SlotReleaseOut{}, err
+	}
+	reason := in.Reason
+	if reason == "" {
+		reason = "released"
+	}
+	m.mu.Lock()
+	first := m.endLocked(x, contract.SlotExecutionEnded{Reason: reason, NextAction: nextRelaunch})
+	m.mu.Unlock()
+	if !first {
+		// Released already, or its lease ended on its own: terminal.
+		return contract.SlotReleaseOut{}, executionEnded(x)
+	}
+	if err := m.d.engine.Release(x.leaseID); err != nil && !errors.Is(err, core.ErrUnknownLease) {
+		return contract.SlotReleaseOut{}, err
+	}
+	if m.settled(ctx, x.deviceID, slotSettleWait) {
+		if err := m.d.host.ReleaseSlot(ctx, x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
+			return contract.SlotReleaseOut{}, err
+		}
+		return contract.SlotReleaseOut{Outcome: releasedSlot}, nil
+	}
+	if err := m.d.host.ReleaseSlot(ctx, x.scope, x.slot, x.token, true, m.d.clock.Now()); err != nil {
+		return contract.SlotReleaseOut{}, err
+	}
+	go func() {
+		bg := context.WithoutCancel(ctx)
+		m.settled(bg, x.deviceID, slotSettleMax)
+		if err := m.d.host.SettleSlot(bg, x.scope, x.slot, x.token, m.d.clock.Now()); err != nil {
+			m.log.Warn("settle a released slot", "scope", x.scope, "slot", x.slot, "err", err)
+		}
+	}()
+	return contract.SlotReleaseOut{Outcome: settlingSlot}, nil
+}
+
+// settled waits up to max for the device to be idle again (its release's
+// reclaim done, or the device gone).
+func (m *slotManager) settled(ctx context.Context, id string, max time.Duration) bool {
+	deadline := m.d.clock.Now().Add(max)
+	for {
+		d, ok := m.d.engine.Device(id)
+		if !ok || d.State == core.StateReady || d.State == core.StateShutdown {
+			if _, leased := m.leaseOn(id); !leased {
+				return true
+			}
+		}
+		if !m.d.clock.Now().Before(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-m.d.clock.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (m *slotManager) leaseOn(deviceID string) (string, bool) {
+	for _, l := range m.d.engine.Leases() {
+		if l.Holds(deviceID) {
+			return l.ID, true
+		}
+	}
+	return "", false
+}
+
+func (m *slotManager) resetScope(ctx context.Context, _ *dispatch.Call, in contract.SlotResetScopeIn) (contract.SlotResetScopeOut, error) {
+	if in.RunnerNamespace == "" || in.RunnerIncarnation == "" {
+		return contract.SlotResetScopeOut{}, contract.Errorf(contract.CodeBadRequest, "runnerNamespace and runnerIncarnation are required")
+	}
+	wait := int64(defaultResetMs)
+	if in.WaitMs != nil {
+		wait = *in.WaitMs
+	}
+	if wait < 0 || wait > maxResetMs {
+		return contract.SlotResetScopeOut{}, contract.Errorf(contract.CodeBadRequest, "waitMs %d is outside 0..%d", wait, maxResetMs)
+	}
+	deadline := m.d.clock.Now().Add(time.Duration(wait) * time.Millisecond)
+	for {
+		reps, err := m.d.host.ResetScope(ctx, in.RunnerNamespace, in.RunnerIncarnation, in.ManagedHostScope, in.Force, m.d.clock.Now())
+		if err != nil {
+			return contract.SlotResetScopeOut{}, err
+		}
+		out := contract.SlotResetScopeOut{Outcome: "invalidated", Scopes: []contract.SlotScopeReset{}}
+		if len(reps) == 0 {
+			out.Outcome = "no_match"
+			return out, nil
+		}
+		freed := false
+		for _, r := range reps {
+			s := contract.SlotScopeReset{ScopeKey: r.Scope.Key, ManagedHostScope: r.Scope.HostScope, State: r.State, LiveOwners: r.LiveOwners,
+				Settling: r.Settling, CleanupPending: r.CleanupPending, OpenJournal: r.OpenJournal, DevicesToFreePool: r.FreedDevices}
+			for _, f := range r.ForceRefusals {
+				fr := contract.SlotForceRefusal{SlotIndex: f.SlotIndex, Reason: f.Reason, Message: f.Message}
+				if f.Reason == "within_settlement_cap" {
+					rem := f.RemainingMs
+					fr.RemainingMs = &rem
+				}
+				s.ForceRefusals = append(s.ForceRefusals, fr)
+			}
+			if r.State != hostreg.ScopeInvalidated {
+				out.Outcome = "waiting"
+			}
+			freed = freed || len(r.FreedDevices) > 0
+			out.Scopes = append(out.Scopes, s)
+		}
+		if freed {
+			m.refresh(ctx)
+		}
+		if out.Outcome == "invalidated" || !m.d.clock.Now().Before(deadline) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, nil
+		case <-m.d.clock.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (m *slotManager) list(ctx context.Context, _ *dispatch.Call, _ contract.SlotListIn) (contract.SlotListOut, error) {
+	scopes, err := m.d.host.Scopes(ctx)
+	if err != nil {
+		return contract.SlotListOut{}, err
+	}
+	byKey := map[string]hostreg.SlotScope{}
+	for _, s := range scopes {
+		byKey[s.Key] = s
+	}
+	recs, err := m.d.host.Slots(ctx)
+	if err != nil {
+		return contract.SlotListOut{}, err
+	}
+	out := contract.SlotListOut{Assignments: []contract.SlotAssignment{}, FreePool: []contract.SlotDevice{}}
+	for _, r := range recs {
+		s := byKey[r.ScopeKey]
+		a := contract.SlotAssignment{ScopeKey: r.ScopeKey, ManagedHostScope: s.HostScope, RunnerNamespace: s.Namespace, RunnerIncarnation: s.Incarnation,
+			ScopeState: s.State, SlotIndex: r.SlotIndex, State: r.State, AssignmentGeneration: r.Generation, Platform: r.Device.Platform}
+		if r.Device.StableID != "" {
+			a.Device = &contract.SlotDevice{StableID: r.Device.StableID, Name: r.Device.Name}
+			if dev, ok := m.d.engine.FindDevice(r.Device.Platform, r.Device.StableID); ok {
+				a.Device.DeviceID, a.Device.TransportID = dev.ID, transportID(dev)
+			}
+			req, res := decodeSlotSpec(r.Requested), decodeSlotSpec(r.Device.Resolved)
+			a.RequestedSpec, a.ResolvedSpec = &req, &res
+			a.SpecFingerprint = &contract.SpecFingerprint{Version: r.FPVersion, Hash: r.Device.FPHash}
+		}
+		if r.Owner != nil {
+			a.LeaseID = r.Owner.LeaseID
+		}
+		out.Assignments = append(out.Assignments, a)
+	}
+	free, err := m.d.host.FreePool(ctx)
+	if err != nil {
+		return contract.SlotListOut{}, err
+	}
+	for _, f := range free {
+		out.FreePool = append(out.FreePool, contract.SlotDevice{StableID: f.StableID, Name: f.Name})
+	}
+	sort.SliceStable(out.Assignments, func(i, j int) bool { return out.Assignments[i].ScopeKey < out.Assignments[j].ScopeKey })
+	return out, nil
+}
+
+// guardLease is the enforcement on lease-addressed calls (exec): a slot
+// execution's lease answers only to that execution (its principal and
+// requester; an admin is no exception, since no force overrides a slot),
+// and an ended execution answers MANAGED_EXECUTION_ENDED. A control call
+// by the execution restarts its idle window.
+func (m *slotManager) guardLease(l core.LeaseRecord, principal, requester string, control bool) error {
+	x, ok := m.exec(l.ID)
+	if !ok {
+		if slot, assigned := m.d.engine.AssignedSlot(l.DeviceID); assigned && l.RequesterID != requester {
+			return assignedRefusal(l.DeviceID, slot)
+		}
+		return nil
+	}
+	if requester != x.requester || principal != x.principal {
+		return assignedRefusal(l.DeviceID, hostreg.SlotKey(x.scope, x.slot))
+	}
+	if m.endIdle(x) {
+		return executionEnded(x)
+	}
+	if control {
+		m.mu.Lock()
+		x.lastControl = m.d.clock.Now()
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// guardRelease refuses lease.release of a slot execution's lease: the
+// execution ends through slot.release, which keeps the slot consistent.
+func (m *slotManager) guardRelease(leaseID string) error {
+	x, ok := m.exec(leaseID)
+	if !ok {
+		return nil
+	}
+	return assignedRefusal(x.deviceID, hostreg.SlotKey(x.scope, x.slot))
+}
+
+// guardDevice refuses generic lifecycle on a device a slot holds.
+func (m *slotManager) guardDevice(deviceID string) error {
+	if slot, ok := m.d.engine.AssignedSlot(deviceID); ok {
+		return assignedRefusal(deviceID, slot)
+	}
+	return nil
+}
+
+// guardArgs refuses a passthrough whose arguments name a slot's device.
+func (m *slotManager) guardArgs(args []string) error {
+	for _, dev := range m.d.engine.Devices() {
+		if dev.Handle == "" {
+			continue
+		}
+		slot, ok := m.d.engine.AssignedSlot(dev.ID)
+		if !ok {
+			continue
+		}
+		for _, a := range args {
+			if strings.Contains(a, dev.Handle) {
+				return assignedRefusal(dev.ID, slot)
+			}
+		}
+	}
+	return nil
+}
+
+func assignedRefusal(deviceID, slot string) error {
+	what := "a managed slot"
+	if slot == core.FreePoolSlot {
+		what = "the managed free pool"
+	}
+	return contract.Errorf(contract.CodeDeviceAssignedToSlot, "device %s belongs to %s; only that slot's execution may control it", deviceID, what).
+		WithDetails("deviceId", deviceID)
+}
+
+// slotDevices is the reconciler's Devices port over this daemon's engine.
+type slotDevices struct{ d *Daemon }
+
+func (s slotDevices) Home() string { return s.d.self.Home }
+
+func slotDevice(r core.DeviceRecord) slots.Device {
+	res := contract.SlotSpec{Runtime: r.Spec.RuntimeID, DeviceType: r.Spec.ModelID}
+	if res.Runtime == "" {
+		res.Runtime = r.Spec.OSVersion
+	}
+	if res.DeviceType == "" {
+		res.DeviceType = r.Spec.Model
+	}
+	return slots.Device{ID: r.ID, StableID: r.Handle, Name: r.Name, Platform: r.Platform, Resolved: res,
+		Running: r.State != core.StateShutdown && r.State != core.StateProvisioning}
+}
+
+func (s slotDevices) ByStableID(ctx context.Context, platform, stable string) (slots.Device, bool, bool) {
+	present, ok := s.d.engine.HandlePresent(ctx, platform, stable)
+	if !ok {
+		return slots.Device{}, false, false
+	}
+	rec, found := s.d.engine.FindDevice(platform, stable)
+	if found && !present {
+		// Deleted out of band: the record names nothing; drop it so it
+		// never reaches the general pool as a ghost.
+		if err := s.d.engine.DestroyAssigned(ctx, rec.ID); err != nil {
+			s.d.log.Warn("drop the record of a slot device deleted out of band", "device", rec.ID, "err", err)
+		}
+		return slots.Device{}, false, true
+	}
+	if !found {
+		return slots.Device{}, false, true
+	}
+	return slotDevice(rec), true, true
+}
+
+func (s slotDevices) ByID(id string) (slots.Device, bool) {
+	rec, ok := s.d.engine.Device(id)
+	if !ok || rec.Handle == "" {
+		return slots.Device{}, false
+	}
+	return slotDevice(rec), true
+}
+
+func (s slotDevices) Create(ctx context.Context, platform string, spec contract.SlotSpec, key, namePrefix string, recorded func(string) error) (slots.Device, error) {
+	if len(spec.Configuration) > 0 {
+		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply an Android configuration to a slot device yet").
+			WithNext("omit requestedSpec.configuration")
+	}
+	if spec.DisplayCutout != "" {
+		return slots.Device{}, contract.Errorf(contract.CodeSpecUnsupported, "this daemon does not apply a display cutout to a slot device yet").
+			WithNext("omit requestedSpec.displayCutout")
+	}
+	var suffix [3]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return slots.Device{}, err
+	}
+	name := namePrefix + "-" + hex.EncodeToString(suffix[:])
+	rec, err := s.d.engine.ProvisionAssigned(ctx, slotSpecRequest(platform, spec), key, name, recorded)
+	if err != nil {
+		if rec.ID != "" {
+			return slotDevice(rec), err
+		}
+		return slots.Device{}, err
+	}
+	return slotDevice(rec), nil
+}
+
+func (s slotDevices) Destroy(ctx context.Context, dev slots.Device) error {
+	return s.d.engine.DestroyAssigned(ctx, dev.ID)
+}
+
+func (s slotDevices) Present(ctx context.Context, platform, stable string) (bool, bool) {
+	return s.d.engine.HandlePresent(ctx, platform, stable)
+}
+
+// MayBoot refuses a new boot at the platform's (or the host's) running
+// limit, counting a device about to be deleted as already gone.
+func (s slotDevices) MayBoot(platform string, freeing *slots.Device) error {
+	c := s.d.engine.Capacity()
+	limit := c.Limits.MaxRunning
+	if pl, ok := c.Limits.Platforms[platform]; ok && pl.MaxRunning > 0 {
+		limit = pl.MaxRunning
+	}
+	booted := c.Platforms[platform].Running
+	if limit == 0 {
+		limit, booted = c.Limits.MaxRunning, c.Global.Running
+	}
+	if freeing != nil && freeing.Running {
+		booted--
+	}
+	if limit <= 0 || booted < limit {
+		return nil
+	}
+	const retry = 5000
+	return contract.Errorf(contract.CodeCapacityExhausted, "%s already runs %d of %d devices; a slot device cannot boot now", platform, booted, limit).
+		WithRetryAfter(retry).WithDetails("limit", limit, "booted", booted, "retryAfterMs", int64(retry), "externalDevices", c.Host.External, "platform", platform)
+}
+
+// slotSpecRequest maps a slot spec to a core spec request: deviceType is
+// the model, and the runtime's version part the OS (an iOS runtime id
+// "...SimRuntime.iOS-27-0" or "iOS 27.0" is 27.0; an Android system image
+// "system-images;android-36;..." is API 36).
+func slotSpecRequest(platform string, spec contract.SlotSpec) core.SpecRequest {
+	return core.SpecRequest{Platform: platform, Model: spec.DeviceType, OSVersion: slotOS(platform, spec.Runtime)}
+}
+
+func slotOS(platform, runtime string) string {
+	switch platform {
+	case contract.SlotPlatformAndroid:
+		if parts := strings.Split(runtime, ";"); len(parts) > 1 {
+			return parts[1]
+		}
+	case contract.SlotPlatformIOS:
+		r := runtime
+		if i := strings.LastIndex(r, "."); strings.HasPrefix(r, "com.apple.") && i >= 0 {
+			r = r[i+1:]
+		}
+		for _, p := range []string{"iOS-", "iOS ", "iOS"} {
+			if rest, ok := strings.CutPrefix(r, p); ok {
+				return strings.ReplaceAll(rest, "-", ".")
+			}
+		}
+	}
+	return runtime
+}

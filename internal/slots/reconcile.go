@@ -1,0 +1,347 @@
+// Package slots reconciles a managed slot (issue 12, ADR 0049) to its
+// requested spec: it decides, from the host registry's assignment and
+// journal and the daemon's inventory, whether the slot's device is reused,
+// created, adopted from the free pool or replaced, and drives the steps
+// through two small ports (Registry, Devices). It owns no device and no
+// lease: the daemon leases the result.
+package slots
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/hostreg"
+)
+
+// Registry is the slice of the host registry a reconciliation uses.
+type Registry interface {
+	ClaimSlot(ctx context.Context, scope string, slot int, owner hostreg.SlotOwner, now time.Time) (hostreg.SlotClaim, error)
+	OpenIntent(ctx context.Context, in hostreg.SlotIntent, token string, gen int64, now time.Time) (hostreg.SlotIntent, int64, error)
+	NoteIntentDevice(ctx context.Context, id int64, stableID string) error
+	CloseIntent(ctx context.Context, id int64, now time.Time) error
+	CommitBinding(ctx context.Context, scope string, slot int, token string, gen int64, b hostreg.Binding, now time.Time) (hostreg.SlotRecord, error)
+	MarkCleanupPending(ctx context.Context, scope string, slot int, token string) (hostreg.SlotRecord, error)
+	FreePool(ctx context.Context) ([]hostreg.FreeDevice, error)
+}
+
+// Device is one device of the daemon's inventory, as a slot sees it.
+type Device struct {
+	ID       string // the daemon's device id
+	StableID string // UDID or AVD name
+	Name     string
+	Platform string
+	Running  bool
+	Resolved contract.SlotSpec
+}
+
+// Devices is the daemon's inventory and device work.
+type Devices interface {
+	// Home is the daemon's home (recorded as an assignment's device home).
+	Home() string
+	// ByStableID finds the daemon's device with this stable id; complete
+	// is false when the platform's inventory could not be read in full,
+	// so absence is not proven.
+	ByStableID(ctx context.Context, platform, stableID string) (d Device, found, complete bool)
+	// ByID finds a device by the daemon's id.
+	ByID(id string) (Device, bool)
+	// Create makes a new device for the spec, marked as slotKey's before
+	// anyone can see it, named namePrefix plus a unique suffix; recorded
+	// runs with its id before the driver acts.
+	Create(ctx context.Context, platform string, spec contract.SlotSpec, slotKey, namePrefix string, recorded func(id string) error) (Device, error)
+	// Destroy deletes an idle device and returns once it is gone.
+	Destroy(ctx context.Context, d Device) error
+	// Present re-reads the platform inventory for stableID; ok=false when
+	// the inventory could not be read.
+	Present(ctx context.Context, platform, stableID string) (present, ok bool)
+	// MayBoot answers CAPACITY_EXHAUSTED (a *contract.Error) when a new
+	// device of platform could not boot now, counting freeing as gone.
+	MayBoot(platform string, freeing *Device) error
+}
+
+// Clock is the reconciler's time source.
+type Clock interface{ Now() time.Time }
+
+// Reconciler reconciles one slot at a time.
+type Reconciler struct {
+	Reg   Registry
+	Devs  Devices
+	Clock Clock
+}
+
+// Outcome is one reconciled slot: its registry record, the device the
+// execution leases, and the evidence.
+type Outcome struct {
+	Record      hostreg.SlotRecord
+	Device      Device
+	Disposition string
+	Decisions   []contract.SlotDecision
+	Fingerprint contract.SpecFingerprint
+}
+
+// devicePrefix marks a journal's new-device reference made before the
+// driver named the device: the daemon's device id, resolved on retry.
+const devicePrefix = "device:"
+
+type run struct {
+	r     *Reconciler
+	req   contract.SlotRequest
+	scope string
+	owner hostreg.SlotOwner
+	fp    contract.SpecFingerprint
+	start time.Time
+	out   Outcome
+}
+
+func (x *run) note(step, format string, args ...any) {
+	x.out.Decisions = append(x.out.Decisions, contract.SlotDecision{Step: step, Detail: fmt.Sprintf(format, args...),
+		AtMs: x.r.Clock.Now().Sub(x.start).Milliseconds()})
+}
+
+// SpecMatches reports whether an assigned device answers req: every field
+// req names must equal what the assignment was requested with or resolved
+// to; an omitted field is unconstrained.
+func SpecMatches(platform string, req contract.SlotSpec, assignedPlatform string, requested, resolved contract.SlotSpec) bool {
+	if platform != assignedPlatform {
+		return false
+	}
+	eq := func(want, a, b string) bool { return want == "" || want == a || want == b }
+	if !eq(req.Runtime, requested.Runtime, resolved.Runtime) || !eq(req.DeviceType, requested.DeviceType, resolved.DeviceType) ||
+		!eq(req.DisplayCutout, requested.DisplayCutout, resolved.DisplayCutout) {
+		return false
+	}
+	for k, v := range req.Configuration {
+		if requested.Configuration[k] != v && resolved.Configuration[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func decodeSpec(raw json.RawMessage) contract.SlotSpec {
+	var s contract.SlotSpec
+	_ = json.Unmarshal(raw, &s) // a row we wrote; a bad one matches nothing but empty requests
+	return s
+}
+
+// Acquire claims the slot for owner and reconciles it to req. The scope
+// must have been admitted. On error the slot is left claimed by owner; the
+// caller releases it.
+func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.SlotRequest, owner hostreg.SlotOwner) (Outcome, error) {
+	x := &run{r: r, req: req, scope: scope, owner: owner, fp: contract.SlotSpecFingerprint(req.Platform, req.RequestedSpec), start: r.Clock.Now()}
+	x.out.Fingerprint = x.fp
+	claim, err := r.Reg.ClaimSlot(ctx, scope, req.SlotIndex, owner, x.start)
+	if err != nil {
+		return x.out, err
+	}
+	x.note("claim", "slot %d claimed at generation %d (state %s)", req.SlotIndex, claim.Slot.Generation, claim.Slot.State)
+	cur := claim.Slot
+	gen := cur.Generation
+
+	// A crash left journal entries: converge them first. A device a
+	// create step made for this same spec is bound; any other is deleted.
+	var carried []int64
+	for _, in := range claim.Journal {
+		x.note("journal", "open %s intent %d (spec %.12s) from %s", in.Step, in.ID, in.FPHash, in.OpenedAt.Format(time.RFC3339))
+		made, ok := x.journalDevice(ctx, in)
+		if ok && in.FPHash == x.fp.Hash && cur.Device.StableID == in.OldStableID {
+			if in.OldStableID != "" {
+				if err := x.ensureGone(ctx, cur, in.OldStableID); err != nil {
+					return x.out, err
+				}
+			}
+			disp := contract.SlotCreated
+			if in.Step == hostreg.StepReplace {
+				disp = contract.SlotReplaced
+			}
+			x.note("journal", "binding %s, made by the interrupted %s", made.StableID, in.Step)
+			return x.bind(ctx, gen, made, []int64{in.ID}, disp, false)
+		}
+		if ok {
+			x.note("journal", "deleting %s, made for another spec", made.StableID)
+			if err := r.Devs.Destroy(ctx, made); err != nil {
+				return x.out, x.fail(contract.CodeCleanupPending, err, "the interrupted step's device could not be deleted")
+			}
+		}
+		carried = append(carried, in.ID)
+	}
+	for _, id := range carried {
+		if err := r.Reg.CloseIntent(ctx, id, r.Clock.Now()); err != nil {
+			return x.out, err
+		}
+	}
+
+	if cur.Device.StableID != "" {
+		requested, resolved := decodeSpec(cur.Requested), decodeSpec(cur.Device.Resolved)
+		matches := SpecMatches(req.Platform, req.RequestedSpec, cur.Device.Platform, requested, resolved) && cur.State != hostreg.SlotCleanupPending
+		d, found, complete := r.Devs.ByStableID(ctx, cur.Device.Platform, cur.Device.StableID)
+		switch {
+		case matches && found:
+			x.note("reuse", "assigned device %s matches the spec", d.StableID)
+			return x.lease(cur, d, contract.SlotReused)
+		case !complete:
+			return x.out, x.fail(contract.CodeDiscoveryIncomplete, nil, "the %s inventory is partial, so the assigned device's absence cannot be proven", cur.Device.Platform)
+		case !found && cur.Device.DeviceHome != "" && cur.Device.DeviceHome != r.Devs.Home():
+			return x.out, x.fail(contract.CodeDiscoveryIncomplete, nil, "the slot's device %s belongs to the daemon of home %s; acquire through that daemon", cur.Device.StableID, cur.Device.DeviceHome)
+		case matches:
+			x.note("recreate", "assigned device %s was deleted out of band; recreating it", cur.Device.StableID)
+			return x.create(ctx, gen, cur, contract.SlotReused, hostreg.StepCreate)
+		}
+		// Replace: capacity first, then delete, prove absence, create.
+		var freeing *Device
+		if found {
+			freeing = &d
+		}
+		if err := r.Devs.MayBoot(req.Platform, freeing); err != nil {
+			x.note("capacity", "refused: %v", err)
+			return x.out, err
+		}
+		in, ngen, err := r.Reg.OpenIntent(ctx, hostreg.SlotIntent{ScopeKey: scope, SlotIndex: req.SlotIndex, FPHash: x.fp.Hash, Step: hostreg.StepReplace,
+			Platform: req.Platform, OldStableID: cur.Device.StableID}, owner.Token, gen, r.Clock.Now())
+		if err != nil {
+			return x.out, err
+		}
+		x.note("replace", "spec changed; replacing %s (generation %d)", cur.Device.StableID, ngen)
+		if err := x.ensureGone(ctx, cur, cur.Device.StableID); err != nil {
+			return x.out, err
+		}
+		return x.createWith(ctx, ngen, in, contract.SlotReplaced)
+	}
+
+	// No device: adopt a matching free-pool device of a retired scope, or
+	// create one.
+	free, err := r.Reg.FreePool(ctx)
+	if err != nil {
+		return x.out, err
+	}
+	for _, f := range free {
+		if !SpecMatches(req.Platform, req.RequestedSpec, f.Platform, decodeSpec(f.Resolved), decodeSpec(f.Resolved)) && f.FPHash != x.fp.Hash {
+			continue
+		}
+		d, found, _ := r.Devs.ByStableID(ctx, f.Platform, f.StableID)
+		if !found {
+			continue
+		}
+		x.note("adopt", "free-pool device %s of a retired scope matches", f.StableID)
+		return x.bind(ctx, gen, d, nil, contract.SlotAdopted, true)
+	}
+	return x.create(ctx, gen, cur, contract.SlotCreated, hostreg.StepCreate)
+}
+
+// journalDevice resolves an intent's new-device reference.
+func (x *run) journalDevice(ctx context.Context, in hostreg.SlotIntent) (Device, bool) {
+	ref := in.NewStableID
+	if ref == "" {
+		return Device{}, false
+	}
+	if id, ok := strings.CutPrefix(ref, devicePrefix); ok {
+		return x.r.Devs.ByID(id)
+	}
+	d, found, _ := x.r.Devs.ByStableID(ctx, in.Platform, ref)
+	return d, found
+}
+
+// ensureGone deletes the old device (if this daemon still has it) and
+// proves its absence from a complete inventory. If it cannot, the slot
+// keeps the old assignment as cleanup_pending.
+func (x *run) ensureGone(ctx context.Context, cur hostreg.SlotRecord, stable string) error {
+	d, found, complete := x.r.Devs.ByStableID(ctx, cur.Device.Platform, stable)
+	if !complete {
+		return x.fail(contract.CodeDiscoveryIncomplete, nil, "the %s inventory is partial; the old device's absence cannot be proven", cur.Device.Platform)
+	}
+	if found {
+		if err := x.r.Devs.Destroy(ctx, d); err != nil {
+			x.markCleanup(ctx)
+			return x.fail(contract.CodeCleanupPending, err, "deleting the old device %s failed", stable)
+		}
+	}
+	present, ok := x.r.Devs.Present(ctx, cur.Device.Platform, stable)
+	switch {
+	case !ok:
+		x.markCleanup(ctx)
+		return x.fail(contract.CodeDiscoveryIncomplete, nil, "the %s inventory could not be read after the deletion", cur.Device.Platform)
+	case present:
+		x.markCleanup(ctx)
+		return x.fail(contract.CodeCleanupPending, nil, "the old device %s is still present after its deletion", stable)
+	}
+	x.note("verify-absent", "old device %s is gone from the %s inventory", stable, cur.Device.Platform)
+	return nil
+}
+
+func (x *run) markCleanup(ctx context.Context) {
+	if _, err := x.r.Reg.MarkCleanupPending(ctx, x.scope, x.req.SlotIndex, x.owner.Token); err != nil {
+		x.note("cleanup", "could not mark cleanup_pending: %v", err)
+	}
+}
+
+// create journals a create step and makes the device.
+func (x *run) create(ctx context.Context, gen int64, cur hostreg.SlotRecord, disp, step string) (Outcome, error) {
+	if err := x.r.Devs.MayBoot(x.req.Platform, nil); err != nil {
+		x.note("capacity", "refused: %v", err)
+		return x.out, err
+	}
+	in, ngen, err := x.r.Reg.OpenIntent(ctx, hostreg.SlotIntent{ScopeKey: x.scope, SlotIndex: x.req.SlotIndex, FPHash: x.fp.Hash, Step: step,
+		Platform: x.req.Platform, OldStableID: cur.Device.StableID}, x.owner.Token, gen, x.r.Clock.Now())
+	if err != nil {
+		return x.out, err
+	}
+	return x.createWith(ctx, ngen, in, disp)
+}
+
+func (x *run) createWith(ctx context.Context, gen int64, in hostreg.SlotIntent, disp string) (Outcome, error) {
+	key := hostreg.SlotKey(x.scope, x.req.SlotIndex)
+	x.note("create", "creating a %s device for the spec", x.req.Platform)
+	// Opaque to everyone but people: scope prefix, slot, the generation
+	// the binding will take (at least), then the adapter's unique suffix.
+	name := fmt.Sprintf("simlock-slot-%.8s-%d-g%d", x.scope, x.req.SlotIndex, gen+1)
+	d, err := x.r.Devs.Create(ctx, x.req.Platform, x.req.RequestedSpec, key, name, func(id string) error {
+		return x.r.Reg.NoteIntentDevice(ctx, in.ID, devicePrefix+id)
+	})
+	if err != nil {
+		if d.ID != "" {
+			_ = x.r.Devs.Destroy(ctx, d)
+		}
+		return x.out, err
+	}
+	// The handle is known now: the journal names the device as the registry does.
+	if err := x.r.Reg.NoteIntentDevice(ctx, in.ID, d.StableID); err != nil {
+		return x.out, err
+	}
+	return x.bind(ctx, gen, d, []int64{in.ID}, disp, false)
+}
+
+func (x *run) bind(ctx context.Context, gen int64, d Device, intents []int64, disp string, fromFree bool) (Outcome, error) {
+	res, _ := json.Marshal(d.Resolved)
+	req, _ := json.Marshal(x.req.RequestedSpec)
+	rec, err := x.r.Reg.CommitBinding(ctx, x.scope, x.req.SlotIndex, x.owner.Token, gen, hostreg.Binding{
+		Device:    hostreg.SlotDevice{Platform: d.Platform, StableID: d.StableID, Name: d.Name, DeviceHome: x.r.Devs.Home(), Resolved: res, FPHash: x.fp.Hash},
+		Requested: req, FPVersion: x.fp.Version, Intents: intents, FromFreePool: fromFree}, x.r.Clock.Now())
+	if err != nil {
+		return x.out, err
+	}
+	x.note("bind", "slot %d bound to %s at generation %d (%s)", x.req.SlotIndex, d.StableID, rec.Generation, disp)
+	return x.lease(rec, d, disp)
+}
+
+func (x *run) lease(rec hostreg.SlotRecord, d Device, disp string) (Outcome, error) {
+	x.out.Record, x.out.Device, x.out.Disposition = rec, d, disp
+	return x.out, nil
+}
+
+// fail builds a typed failure and records it in the trail.
+func (x *run) fail(code contract.Code, cause error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	x.note("failed", "%s: %s", code, msg)
+	ce := contract.Errorf(code, "%s", msg).WithDetails("slotIndex", x.req.SlotIndex)
+	if cause != nil {
+		return errors.Join(ce, cause)
+	}
+	return ce
+}

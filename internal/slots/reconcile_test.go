@@ -1,0 +1,294 @@
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/hostreg"
+)
+
+type prober struct{ alive map[int]string }
+
+func (p *prober) ProcessStart(_ context.Context, pid int) (string, bool, error) {
+	s, ok := p.alive[pid]
+	return s, ok, nil
+}
+func (p *prober) HomeExists(context.Context, string) (bool, error) { return true, nil }
+
+type clock struct{ t time.Time }
+
+func (c *clock) Now() time.Time { c.t = c.t.Add(time.Millisecond); return c.t }
+
+// devices is a scripted inventory with a command log.
+type devices struct {
+	byID      map[string]Device
+	n         int
+	log       []string
+	partial   bool
+	failDel   bool
+	noCap     bool
+	crashMade bool // Create records the device, then "crashes" before returning
+	names     []string
+}
+
+func newDevices() *devices { return &devices{byID: map[string]Device{}} }
+
+func (f *devices) Home() string { return "/home/a" }
+func (f *devices) ByStableID(_ context.Context, platform, stable string) (Device, bool, bool) {
+	for _, d := range f.byID {
+		if d.StableID == stable && d.Platform == platform {
+			return d, true, !f.partial
+		}
+	}
+	return Device{}, false, !f.partial
+}
+func (f *devices) ByID(id string) (Device, bool) { d, ok := f.byID[id]; return d, ok }
+func (f *devices) Create(_ context.Context, platform string, spec contract.SlotSpec, key, name string, recorded func(string) error) (Device, error) {
+	f.n++
+	d := Device{ID: fmt.Sprintf("dev_%d", f.n), StableID: fmt.Sprintf("UDID-%d", f.n), Name: name, Platform: platform, Resolved: spec}
+	f.names = append(f.names, name)
+	if err := recorded(d.ID); err != nil {
+		return Device{}, err
+	}
+	f.byID[d.ID] = d
+	f.log = append(f.log, "create "+d.StableID+" "+spec.DeviceType)
+	if f.crashMade {
+		return Device{}, errors.New("killed")
+	}
+	return d, nil
+}
+func (f *devices) Destroy(_ context.Context, d Device) error {
+	if f.failDel {
+		return errors.New("simctl delete failed")
+	}
+	delete(f.byID, d.ID)
+	f.log = append(f.log, "delete "+d.StableID)
+	return nil
+}
+func (f *devices) Present(ctx context.Context, platform, stable string) (bool, bool) {
+	_, found, complete := f.ByStableID(ctx, platform, stable)
+	f.log = append(f.log, "list")
+	return found, complete
+}
+func (f *devices) MayBoot(platform string, freeing *Device) error {
+	if f.noCap && freeing == nil {
+		return contract.Errorf(contract.CodeCapacityExhausted, "at the limit").WithDetails("limit", 1, "booted", 1, "externalDevices", 0)
+	}
+	return nil
+}
+
+type fixture struct {
+	t    *testing.T
+	db   *hostreg.DB
+	devs *devices
+	rec  *Reconciler
+	pr   *prober
+	clk  *clock
+}
+
+func newFixture(t *testing.T) *fixture {
+	pr := &prober{alive: map[int]string{1: "s1", 2: "s2"}}
+	db, err := hostreg.OpenWithProber(context.Background(), t.TempDir(), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clk := &clock{t: time.UnixMilli(1_800_000_000_000).UTC()}
+	devs := newDevices()
+	return &fixture{t: t, db: db, devs: devs, pr: pr, clk: clk, rec: &Reconciler{Reg: db, Devs: devs, Clock: clk}}
+}
+
+func (f *fixture) admit(inc string) string {
+	f.t.Helper()
+	key := contract.ScopeKey("host-1", "runner-A", inc)
+	if _, err := f.db.AdmitScope(context.Background(), key, "host-1", "runner-A", inc, f.clk.Now()); err != nil {
+		f.t.Fatal(err)
+	}
+	return key
+}
+
+func req(model string) contract.SlotRequest {
+	return contract.SlotRequest{SlotIndex: 0, Role: "main", Platform: "android", RequestedSpec: contract.SlotSpec{Runtime: "android-36", DeviceType: model}}
+}
+
+// acquire runs one execution and releases it.
+func (f *fixture) acquire(scope string, r contract.SlotRequest, tok string) (Outcome, error) {
+	f.t.Helper()
+	out, err := f.rec.Acquire(context.Background(), scope, r, hostreg.SlotOwner{Owner: hostreg.Owner{Home: "/home/a", PID: 1, Start: "s1"}, Token: tok})
+	if rerr := f.db.ReleaseSlot(context.Background(), scope, r.SlotIndex, tok, false, f.clk.Now()); rerr != nil {
+		var se *hostreg.SlotError
+		if !errors.As(rerr, &se) {
+			f.t.Fatal(rerr)
+		}
+	}
+	return out, err
+}
+
+func TestReconcileCreateReuseRecreateReplaceAdopt(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	o1, err := f.acquire(scope, req("pixel_6"), "p1")
+	if err != nil || o1.Disposition != contract.SlotCreated || o1.Record.Generation < 1 {
+		t.Fatalf("first: %+v %v", o1, err)
+	}
+	if want := fmt.Sprintf("simlock-slot-%.8s-0-g1", scope); f.devs.names[0] != want {
+		t.Fatalf("created device named %q, want %q", f.devs.names[0], want)
+	}
+	o2, err := f.acquire(scope, req("pixel_6"), "p2")
+	if err != nil || o2.Disposition != contract.SlotReused || o2.Device.StableID != o1.Device.StableID {
+		t.Fatalf("second: %+v %v", o2, err)
+	}
+	// Omitted fields are unconstrained: any runtime-only request matches.
+	loose := req("")
+	o3, err := f.acquire(scope, loose, "p3")
+	if err != nil || o3.Disposition != contract.SlotReused || o3.Device.StableID != o1.Device.StableID {
+		t.Fatalf("omitted deviceType: %+v %v", o3, err)
+	}
+	// Deleted out of band: recreated, still "reused" for the slot.
+	delete(f.devs.byID, o1.Device.ID)
+	o4, err := f.acquire(scope, req("pixel_6"), "p4")
+	if err != nil || o4.Disposition != contract.SlotReused || o4.Device.StableID == o1.Device.StableID || o4.Record.Generation <= o1.Record.Generation {
+		t.Fatalf("recreate: %+v %v", o4, err)
+	}
+	// A spec change replaces: delete, prove absence, then create.
+	f.devs.log = nil
+	o5, err := f.acquire(scope, req("pixel_7"), "p5")
+	if err != nil || o5.Disposition != contract.SlotReplaced {
+		t.Fatalf("replace: %+v %v", o5, err)
+	}
+	want := []string{"delete " + o4.Device.StableID, "list", "create " + o5.Device.StableID + " pixel_7"}
+	if strings.Join(f.devs.log, ";") != strings.Join(want, ";") {
+		t.Fatalf("replacement order %q, want %q", f.devs.log, want)
+	}
+	// A new incarnation retires boot-1 and adopts its device.
+	scope2 := f.admit("boot-2")
+	o6, err := f.acquire(scope2, req("pixel_7"), "p6")
+	if err != nil || o6.Disposition != contract.SlotAdopted || o6.Device.StableID != o5.Device.StableID {
+		t.Fatalf("adopt: %+v %v", o6, err)
+	}
+	if _, err := f.acquire(scope, req("pixel_7"), "late"); err == nil {
+		t.Fatal("the retired incarnation acquired")
+	} else if se := new(hostreg.SlotError); !errors.As(err, &se) || se.Reason != hostreg.RefuseScopeInvalidated {
+		t.Fatalf("late proxy: %v", err)
+	}
+	if len(f.devs.byID) != 1 {
+		t.Fatalf("devices leaked: %+v", f.devs.byID)
+	}
+}
+
+func TestReplaceChecksCapacityBeforeDeleting(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	o1, err := f.acquire(scope, req("pixel_6"), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(f.devs.byID, o1.Device.ID) // nothing to free: the new device needs a boot of its own
+	f.devs.noCap = true
+	f.devs.log = nil
+	_, err = f.acquire(scope, req("pixel_7"), "p2")
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeCapacityExhausted {
+		t.Fatalf("want CAPACITY_EXHAUSTED, got %v", err)
+	}
+	if len(f.devs.log) != 0 {
+		t.Fatalf("device work before the capacity check: %q", f.devs.log)
+	}
+}
+
+func TestPartialInventoryNeverReplaces(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	if _, err := f.acquire(scope, req("pixel_6"), "p1"); err != nil {
+		t.Fatal(err)
+	}
+	f.devs.partial = true
+	f.devs.log = nil
+	_, err := f.acquire(scope, req("pixel_7"), "p2")
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeDiscoveryIncomplete {
+		t.Fatalf("want DISCOVERY_INCOMPLETE, got %v", err)
+	}
+	if len(f.devs.log) != 0 {
+		t.Fatalf("device work from a partial inventory: %q", f.devs.log)
+	}
+}
+
+func TestFailedDeletionKeepsTheOldAssignmentCleanupPending(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	o1, err := f.acquire(scope, req("pixel_6"), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.devs.failDel = true
+	_, err = f.acquire(scope, req("pixel_7"), "p2")
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeCleanupPending {
+		t.Fatalf("want CLEANUP_PENDING, got %v", err)
+	}
+	rec, _, _ := f.db.Slot(context.Background(), scope, 0)
+	if rec.State != hostreg.SlotCleanupPending || rec.Device.StableID != o1.Device.StableID {
+		t.Fatalf("slot after a failed deletion: %+v", rec)
+	}
+	// Once deletion works, the next acquire replaces.
+	f.devs.failDel = false
+	o3, err := f.acquire(scope, req("pixel_7"), "p3")
+	if err != nil || o3.Disposition != contract.SlotReplaced {
+		t.Fatalf("after cleanup: %+v %v", o3, err)
+	}
+	if len(f.devs.byID) != 1 {
+		t.Fatalf("devices: %+v", f.devs.byID)
+	}
+}
+
+// A daemon killed after the replacement device was made but before the
+// binding: the retry of the same (scope, slot, spec) binds that device,
+// creates nothing more, and leaves exactly one device.
+func TestInterruptedReplacementConvergesToOneDevice(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	if _, err := f.acquire(scope, req("pixel_6"), "p1"); err != nil {
+		t.Fatal(err)
+	}
+	f.devs.crashMade = true
+	if _, err := f.rec.Acquire(context.Background(), scope, req("pixel_7"), hostreg.SlotOwner{Owner: hostreg.Owner{Home: "/home/a", PID: 1, Start: "s1"}, Token: "p2"}); err == nil {
+		t.Fatal("the crash was not simulated")
+	}
+	f.devs.crashMade = false
+	delete(f.pr.alive, 1) // the daemon died with the slot claimed
+	made := f.devs.n
+	out, err := f.rec.Acquire(context.Background(), scope, req("pixel_7"), hostreg.SlotOwner{Owner: hostreg.Owner{Home: "/home/a", PID: 2, Start: "s2"}, Token: "p3"})
+	if err != nil || out.Disposition != contract.SlotReplaced {
+		t.Fatalf("retry: %+v %v", out, err)
+	}
+	if f.devs.n != made || len(f.devs.byID) != 1 || out.Device.ID != fmt.Sprintf("dev_%d", made) {
+		t.Fatalf("retry made %d more devices; inventory %+v", f.devs.n-made, f.devs.byID)
+	}
+	if open, _ := f.db.OpenIntents(context.Background()); len(open) != 0 {
+		t.Fatalf("journal left open: %+v", open)
+	}
+}
+
+func TestSpecMatchesTreatsOmittedFieldsAsUnconstrained(t *testing.T) {
+	requested := contract.SlotSpec{Runtime: "iOS-27-0", DeviceType: "iPhone 16"}
+	resolved := contract.SlotSpec{Runtime: "com.apple.CoreSimulator.SimRuntime.iOS-27-0", DeviceType: "com.apple.iPhone-16", DisplayCutout: "default"}
+	for _, c := range []struct {
+		req  contract.SlotSpec
+		want bool
+	}{
+		{contract.SlotSpec{Runtime: "iOS-27-0"}, true},
+		{contract.SlotSpec{Runtime: "com.apple.CoreSimulator.SimRuntime.iOS-27-0", DisplayCutout: "default"}, true},
+		{contract.SlotSpec{Runtime: "iOS-27-0", DeviceType: "iPhone 17"}, false},
+		{contract.SlotSpec{Runtime: "iOS-26-0"}, false},
+	} {
+		if got := SpecMatches("ios", c.req, "ios", requested, resolved); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.req, got, c.want)
+		}
+	}
+	if SpecMatches("android", contract.SlotSpec{Runtime: "iOS-27-0"}, "ios", requested, resolved) {
+		t.Error("matched across platforms")
+	}
+}
