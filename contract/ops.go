@@ -146,6 +146,8 @@ func GatewayOnly() []string {
 // UNSUPPORTED_IN_GATEWAY_MODE: they act on one machine's devices.
 func WorkerOnly() []string {
 	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name,
+		SessionPrepare.Name, SessionStatus.Name, SessionAbandon.Name, SessionRelease.Name, SessionHeartbeat.Name,
+		SessionInfo.Name, SessionStats.Name, SessionGetExport.Name, SessionAcknowledgeExport.Name,
 		SlotAcquire.Name, SlotHeartbeat.Name, SlotRelease.Name, SlotResetScope.Name, SlotList.Name}
 }
 
@@ -157,7 +159,9 @@ func Registry() []Op {
 		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, DeviceRelease.Op,
 		DeviceUpload.Op, ResourcesGet.Op, ResourcesSet.Op, ResourcesReconcile.Op,
 		WorkerList.Op, WorkerDrain.Op, WorkerUndrain.Op, WorkerRemove.Op,
-		SlotAcquire.Op, SlotHeartbeat.Op, SlotRelease.Op, SlotResetScope.Op, SlotList.Op, CapabilitiesGet.Op}
+		CapabilitiesGet.Op, SessionPrepare.Op, SessionStatus.Op, SessionAbandon.Op, SessionRelease.Op, SessionHeartbeat.Op,
+		SessionInfo.Op, SessionStats.Op, SessionGetExport.Op, SessionAcknowledgeExport.Op,
+		SlotAcquire.Op, SlotHeartbeat.Op, SlotRelease.Op, SlotResetScope.Op, SlotList.Op}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
 	return ops
 }

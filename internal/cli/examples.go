@@ -12,6 +12,20 @@ func commandExamples() map[string]string {
   simlock help lease`,
 		"simlock adb": `  simlock adb devices
   simlock adb -s emulator-5554 install app.apk`,
+		"simlock capabilities": `  simlock capabilities
+  simlock capabilities --json`,
+		"simlock session": `  simlock session prepare --config session.json --owner-token "$TOKEN" --json
+  simlock session release 6f1c... --owner-token "$TOKEN"`,
+		"simlock session prepare": `  simlock session prepare --config session.json --owner-token "$TOKEN" --json
+  SIMLOCK_SESSION_OWNER_TOKEN=$TOKEN simlock session prepare --config '{"contractVersion":1,"requestId":"ci-1","device":{"schemaVersion":1,"platform":"ios"}}'`,
+		"simlock session status":  `  simlock session status ci-1 --owner-token "$TOKEN" --json`,
+		"simlock session abandon": `  simlock session abandon ci-1 --owner-token "$TOKEN" --json`,
+		"simlock session release": `  simlock session release 6f1c... --owner-token "$TOKEN"
+  simlock session release 6f1c... --owner-token "$TOKEN" --reply-budget-ms 0 --json`,
+		"simlock session stats": `  simlock session stats
+  simlock session stats --window-ms 3600000 --json`,
+		"simlock session info": `  simlock session info 6f1c... --json`,
+		"simlock session hold": `  simlock session hold 6f1c... --owner-token "$TOKEN" &   # heartbeats until killed`,
 		"simlock catalog": `  simlock catalog
   simlock catalog --platform android --json`,
 		"simlock cleanup": `  simlock cleanup --dry-run

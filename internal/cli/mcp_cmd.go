@@ -17,6 +17,7 @@ import (
 func (a *app) mcpCmd() *cobra.Command {
 	var admin, deviceTools bool
 	var enable []string
+	var sessionConfig string
 	var slotConfig string
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -34,12 +35,24 @@ operator credential (--token, SIMLOCK_ADMIN_TOKEN or <home>/admin.token) instead
 
 --slot-config (or SIMLOCK_SLOT_CONFIG) makes the process one execution of a managed slot: the
 launch configuration (inline JSON starting with {, or a file path) is validated first, the slot's
-device is acquired before initialize is answered, and the tools are confined to that device.`,
+device is acquired before initialize is answered, and the tools are confined to that device.
+
+--session-config (or SIMLOCK_SESSION_CONFIG) makes the process the keeper of one broker session: the
+config (inline JSON starting with {, or a file path) is checked first, the session is prepared
+before initialize is answered and published under capabilities.experimental["simlock/session"];
+without a ready session no tools are listed and every call is refused with the typed failure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			slot, err := a.mcpSlot(cmd, slotConfig)
 			if err != nil {
 				// A launch-config error ends the process before the server
+				// starts: one JSON error on stderr, the typed exit code.
+				a.jsonOut = true
+				return err
+			}
+			sess, err := a.mcpSession(cmd, sessionConfig)
+			if err != nil {
+				// A bad session config ends the process before the server
 				// starts: one JSON error on stderr, the typed exit code.
 				a.jsonOut = true
 				return err
@@ -66,6 +79,7 @@ device is acquired before initialize is answered, and the tools are confined to 
 				}
 			}
 			o.EnableTools = enable
+			o.Session = sess
 			o.Slot = slot
 			// The daemon's own config turning resources on serves the
 			// tuning tools too; an unreadable file leaves them opt-in.
@@ -77,6 +91,7 @@ device is acquired before initialize is answered, and the tools are confined to 
 	}
 	cmd.Flags().BoolVar(&admin, "admin", false, "connect with the operator credential instead of as an agent")
 	cmd.Flags().BoolVar(&deviceTools, "device-tools", false, "also list device_exec, device_screenshot, device_install and device_open_url, confined to the session's lease")
+	cmd.Flags().StringVar(&sessionConfig, "session-config", "", "keep one broker session: its config as inline JSON or a file path, prepared before initialize (default $"+mcp.SessionConfigEnv+")")
 	cmd.Flags().StringVar(&slotConfig, "slot-config", "", "run one execution of a managed slot: its launch configuration as inline JSON or a file path (default $"+mcp.SlotConfigEnv+")")
 	cmd.Flags().StringArrayVar(&enable, "enable-tool", nil, "serve an opt-in tool: set_device_resources or reconcile_device_resources (repeatable; both are on when the daemon config sets resources.enabled)")
 	return cmd
@@ -90,6 +105,22 @@ func (a *app) mcpPrincipal() string {
 	}
 	host, _ := os.Hostname()
 	return fmt.Sprintf("mcp:%s:%d", host, os.Getpid())
+}
+
+// mcpSession reads and checks a session config, if one is given; nil means
+// a plain MCP session. Nothing here reaches a daemon.
+func (a *app) mcpSession(cmd *cobra.Command, flag string) (*mcp.SessionOptions, error) {
+	cfg, ok, err := mcp.LoadSessionConfig(flag, a.env.Getenv(mcp.SessionConfigEnv), os.ReadFile)
+	if err != nil || !ok {
+		return nil, err
+	}
+	// A managed slot picks its device another way; one process cannot be
+	// the keeper of both.
+	if f := cmd.Flags().Lookup("slot-config"); (f != nil && f.Changed) || a.env.Getenv("SIMLOCK_SLOT_CONFIG") != "" {
+		return nil, contract.Errorf(contract.CodeSessionConfigInvalid, "--session-config cannot be combined with --slot-config").
+			WithNext("give one of --session-config and --slot-config")
+	}
+	return &mcp.SessionOptions{Config: cfg, OwnerToken: a.env.Getenv(mcp.SessionOwnerTokenEnv)}, nil
 }
 
 // mcpSlot reads and validates a managed slot's launch configuration, if

@@ -90,6 +90,10 @@ type Daemon struct {
 	rec      *recorder        // metrics, audit lines, journal writes (metrics.go)
 	inv      *inventory       // inventory reads within budgets (describe.go)
 	uploads  *uploads         // per-lease scratch directories (upload.go)
+	sessions *broker          // the session broker (sessions.go); nil in gateway mode
+	// extraContracts are further contracts capabilities.get lists (a
+	// configured feature appends its own, such as managed-slots/v1).
+	extraContracts []string
 
 	adminHash [32]byte
 	// progressFor maps a requester with a lease request in flight to its
@@ -262,6 +266,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
 	d.setupHostUsage(drivers)
+	d.sessions = newBroker(d, o.Config.Sessions, d.db, ports.Module(o.Logger, "sessions"))
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
@@ -349,6 +354,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			d.slots.start(sctx)
 			// Before the gate opens, so no upload races the sweep.
 			d.uploads.sweep(d.engine.Leases())
+			// Session receipts are recovered before anyone may ask for
+			// them: handed-off sessions adopted, a crash's sessions ended.
+			d.sessions.recover(sctx)
 			// Published before the gate opens too, so whoever is let in
 			// finds it in the buffer.
 			d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
@@ -556,8 +564,16 @@ func (d *Daemon) shutdown() {
 	d.cancelConverge() // aborts a convergence still in flight
 	<-d.converged
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	if d.sessions != nil {
+		// Before the engine stops: preparations end with their receipts
+		// and live sessions are handed off while leases can be renewed.
+		d.sessions.stop()
+	}
 	if d.engine != nil {
 		d.engine.Stop(ctx)
+	}
+	if d.sessions != nil {
+		d.sessions.wait(ctx)
 	}
 	if d.gw != nil {
 		d.gw.Close()

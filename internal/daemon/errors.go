@@ -8,6 +8,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/sessions"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -20,6 +21,12 @@ func toContractError(err error) *contract.Error {
 	}
 	if ce := contract.AsError(err); ce != nil {
 		return ce
+	}
+	if errors.Is(err, sessions.ErrExportMismatch) {
+		return contract.Errorf(contract.CodeSessionExportMismatch, "the export identity is linked to another request or digest already")
+	}
+	if errors.Is(err, sessions.ErrTerminal) {
+		return contract.Errorf(contract.CodeSessionEnded, "%s", err.Error())
 	}
 	var held *hostreg.ConflictError
 	if errors.As(err, &held) {

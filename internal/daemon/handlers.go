@@ -126,6 +126,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.DeviceUpload, d.deviceUpload)
 	d.registerResources(disp)
 	dispatch.Handle(disp, contract.DeviceRelease, d.deviceRelease)
+	d.registerSessions(disp)
 	d.registerSlots(disp)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
 		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)

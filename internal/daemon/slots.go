@@ -111,9 +111,8 @@ func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.SlotRelease, d.slots.release)
 	dispatch.Handle(disp, contract.SlotResetScope, d.slots.resetScope)
 	dispatch.Handle(disp, contract.SlotList, d.slots.list)
-	dispatch.Handle(disp, contract.CapabilitiesGet, func(context.Context, *dispatch.Call, contract.CapabilitiesGetIn) (contract.CapabilitiesGetOut, error) {
-		return contract.CapabilitiesGetOut{Contracts: []string{contract.ContractManagedSlots}}, nil
-	})
+	// capabilities.get is the broker's (sessions_ops.go); slots add theirs.
+	d.extraContracts = append(d.extraContracts, contract.ContractManagedSlots)
 }
 
 // start runs before the readiness gate opens: the assignment map reaches

@@ -286,10 +286,20 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 	unsupported(d, contract.Passthrough)
 	unsupported(d, contract.LeaseRequestStatus)
 	unsupported(d, contract.DeviceRelease)
-	// A gateway serves none of the optional contracts itself.
+	// Sessions are one worker's receipts and devices; a gateway serves no
+	// contract of its own yet, so its capabilities list is empty.
 	dispatch.Handle(d, contract.CapabilitiesGet, func(context.Context, *dispatch.Call, contract.CapabilitiesGetIn) (contract.CapabilitiesGetOut, error) {
 		return contract.CapabilitiesGetOut{Contracts: []string{}}, nil
 	})
+	unsupported(d, contract.SessionPrepare)
+	unsupported(d, contract.SessionStatus)
+	unsupported(d, contract.SessionAbandon)
+	unsupported(d, contract.SessionRelease)
+	unsupported(d, contract.SessionHeartbeat)
+	unsupported(d, contract.SessionInfo)
+	unsupported(d, contract.SessionStats)
+	unsupported(d, contract.SessionGetExport)
+	unsupported(d, contract.SessionAcknowledgeExport)
 	// Slots live in one host's registry: a runner talks to that host.
 	unsupported(d, contract.SlotAcquire)
 	unsupported(d, contract.SlotHeartbeat)

@@ -125,6 +125,34 @@ ALTER TABLE leases ADD COLUMN members TEXT;
 	`
 ALTER TABLE leases ADD COLUMN release_policy TEXT;
 `,
+	// 8: session receipts (ADR 0047), keyed by the operation identity
+	// (SHA-256 over the owner token's digest and the canonical config; the
+	// raw token is never stored), and their pinned export links.
+	`
+CREATE TABLE session_receipts (
+	identity        TEXT PRIMARY KEY NOT NULL CHECK (length(identity) = 64),
+	owner_digest    TEXT NOT NULL CHECK (length(owner_digest) = 64),
+	request_id      TEXT NOT NULL CHECK (request_id <> ''),
+	session_id      TEXT CHECK (session_id <> ''),           -- NULL until admitted
+	status          TEXT NOT NULL,
+	cleanup_pending INTEGER NOT NULL DEFAULT 0 CHECK (cleanup_pending IN (0, 1)),
+	record          TEXT NOT NULL,                           -- JSON sessions.Record
+	created_at      INTEGER NOT NULL,                        -- unix ms UTC
+	updated_at      INTEGER NOT NULL
+) STRICT;
+
+CREATE UNIQUE INDEX session_receipts_session ON session_receipts (session_id) WHERE session_id IS NOT NULL;
+CREATE INDEX session_receipts_request ON session_receipts (owner_digest, request_id);
+CREATE INDEX session_receipts_updated ON session_receipts (updated_at);
+
+CREATE TABLE session_exports (
+	prepare_id      TEXT PRIMARY KEY NOT NULL CHECK (prepare_id <> ''),
+	request_digest  TEXT NOT NULL CHECK (request_digest <> ''),
+	identity        TEXT NOT NULL UNIQUE REFERENCES session_receipts (identity) ON DELETE CASCADE,
+	created_at      INTEGER NOT NULL,
+	acknowledged_at INTEGER                                  -- NULL until acknowledged
+) STRICT;
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock; the

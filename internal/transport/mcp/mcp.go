@@ -49,6 +49,9 @@ type Options struct {
 	// resources.enabled, serves both.
 	EnableTools      []string
 	ResourcesEnabled bool
+	// Session, when set, makes the process the keeper of one broker
+	// session (--session-config), prepared before initialize.
+	Session *SessionOptions
 	// Slot, when set, makes the session one execution of a managed slot
 	// (--slot-config): acquired before initialize, confined to its device.
 	Slot *SlotOptions
@@ -79,6 +82,9 @@ func (o Options) withDefaults() Options {
 // failed is returned (its lease stays until its deadline).
 func Run(ctx context.Context, o Options, stdin io.Reader, stdout io.Writer) error {
 	o = o.withDefaults()
+	if o.Session != nil {
+		return runSessionAcquire(ctx, o, stdin, stdout)
+	}
 	if o.Slot != nil {
 		return runSlot(ctx, o, stdin, stdout)
 	}

@@ -35,6 +35,8 @@ type session struct {
 	held    map[string]*heldLease
 	closing bool
 
+	// acquired is the broker session this process keeps (session_acquire.go).
+	acquired *acquired
 	// slot is the managed-slot execution this session serves, if any.
 	slot *slotExec
 }
@@ -55,6 +57,9 @@ func newSession(o Options, life context.Context) *session {
 func (s *session) conn(ctx context.Context, launch bool) (*client.Client, error) {
 	s.dialMu.Lock()
 	defer s.dialMu.Unlock()
+	if s.acquired != nil {
+		launch = false // a session's keeper reaches its daemon, never starts one
+	}
 	if s.slot != nil && s.slot.ready() {
 		launch = false // a managed execution waits for its daemon, never starts one
 	}

@@ -91,6 +91,9 @@ func (s *session) server() *mcpsdk.Server {
 		instr += deviceInstructions
 	}
 	opts := &mcpsdk.ServerOptions{Instructions: instr, Capabilities: &mcpsdk.ServerCapabilities{Tools: &mcpsdk.ToolCapabilities{}}}
+	if s.acquired != nil {
+		s.acquired.decorate(opts)
+	}
 	if s.slot != nil {
 		s.slot.decorate(opts)
 	}
@@ -98,6 +101,10 @@ func (s *session) server() *mcpsdk.Server {
 	tools := append(s.tools(), s.resourceTools()...)
 	if s.o.DeviceTools {
 		tools = append(tools, s.deviceTools()...)
+	}
+	if s.acquired != nil {
+		tools = s.acquired.tools(tools)
+		s.acquired.install(srv)
 	}
 	if s.slot != nil {
 		tools = s.slot.tools(tools)

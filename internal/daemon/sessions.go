@@ -1,0 +1,589 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/sessions"
+)
+
+// The session broker (session-broker/v1, ADR 0045 and 0047): a session is
+// an ordinary core lease whose request carries an identity derived from
+// the owner token and the whole configuration; the broker keeps a durable
+// receipt beside it (internal/sessions, store migration 8).
+
+// Broker timing that is not operator configuration.
+const (
+	stoppingRetryMs  = 5000
+	evictionRetryMs  = 1000
+	maxReplyBudgetMs = 30000
+	// handoffGrace is how long a handed-off session outlives the stop
+	// without a heartbeat, so its keeper can find the next daemon.
+	handoffGrace = 30 * time.Second
+	// metaHandoff marks a graceful stop: its value is the instance id of
+	// the daemon that handed its sessions off.
+	metaHandoff = "sessions.handoff"
+	// ownerExited is the release reason a keeper sends for a dead owner.
+	ownerExited     = "session_owner_exited"
+	retryNewRequest = "new_request_id"
+)
+
+// broker serves the session operations of one worker daemon.
+type broker struct {
+	d   *Daemon
+	cfg *config.Sessions // nil: sessions are not configured
+	st  sessions.Store
+	log *slog.Logger
+
+	ctx    context.Context // preparations and cleanups run under it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// admitMu makes admission (count, decide, commit the pending receipt)
+	// one step, so two prepares cannot both take the last slot.
+	admitMu sync.Mutex
+
+	mu       sync.Mutex
+	stopping bool
+	inflight map[string]*preparation // identity → the preparation running it
+	live     map[string]*liveSession // session id → admitted and not settled
+	releases map[string]*tracked     // session id → its release in progress
+}
+
+// preparation is one prepare running; duplicates wait on done.
+type preparation struct {
+	done    chan struct{}
+	rec     sessions.Record
+	err     error
+	cancel  context.CancelFunc
+	abandon bool // set by session.abandon: the failure is SESSION_ABANDONED
+}
+
+// liveSession is what the broker keeps in memory about an admitted session.
+type liveSession struct {
+	identity  string
+	leaseID   string
+	deviceID  string
+	idle      time.Duration
+	lastTouch time.Time
+	timer     interface{ Stop() bool }
+	// lastBeat is the keeper's last heartbeat (or a handoff's grace end);
+	// beat fires when the heartbeat TTL passes after it.
+	lastBeat time.Time
+	beat     interface{ Stop() bool }
+	// cleanup is true once the session ended but its device's teardown
+	// is not confirmed: it still counts against totalDeviceCap.
+	cleanup bool
+	// reuse is set while the session's reset keeps the device for the
+	// next session: it counts against idlePoolCap until it settles.
+	reuse bool
+}
+
+// tracked is one release: every release call of the session joins it.
+type tracked struct {
+	done chan struct{}
+}
+
+func newBroker(d *Daemon, cfg *config.Sessions, st sessions.Store, log *slog.Logger) *broker {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &broker{d: d, cfg: cfg, st: st, log: log, ctx: ctx, cancel: cancel,
+		inflight: map[string]*preparation{}, live: map[string]*liveSession{}, releases: map[string]*tracked{}}
+}
+
+func (b *broker) configured() error {
+	if b.cfg == nil {
+		return contract.Errorf(contract.CodeSessionsNotConfigured, "this daemon's config has no sessions section")
+	}
+	return nil
+}
+
+func stoppingErr() error {
+	return contract.Errorf(contract.CodeSessionBrokerStopping, "the daemon is stopping; retry the same request against the next one").WithRetryAfter(stoppingRetryMs)
+}
+
+func (b *broker) isStopping() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopping
+}
+
+func msDur(ms int64, def time.Duration) time.Duration {
+	if ms <= 0 {
+		return def
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (b *broker) heartbeatTTL() time.Duration { return msDur(b.cfg.HeartbeatTTLMs, 10*time.Second) }
+
+// leaseTTL is the width of a session's lease: longer than the heartbeat
+// TTL, so the broker's own lapse check ends the session first and as a
+// destroy; the lease's expiry is only the backstop.
+func (b *broker) leaseTTL() time.Duration { return b.heartbeatTTL() * 3 / 2 }
+
+// releasePolicy is the platform's reset from the sessions config (one
+// mapping, releasePolicyFor).
+func (b *broker) releasePolicy(platform string) core.ReleasePolicy {
+	return releasePolicyFor(platform, b.cfg)
+}
+
+func (b *broker) now() time.Time { return b.d.clock.Now() }
+
+func failure(code contract.Code, msg string, retryRequires string) contract.SessionFailure {
+	ce := contract.Errorf(code, "%s", msg)
+	return contract.SessionFailure{Code: code, Message: msg, Retryable: ce.Retryable, RetryAfterMs: ce.RetryAfterMs,
+		RetryRequires: retryRequires, NextAction: ce.NextAction}
+}
+
+func failureOf(err error) contract.SessionFailure {
+	ce := toContractError(err)
+	return contract.SessionFailure{Code: ce.Code, Message: ce.Message, Retryable: ce.Retryable, RetryAfterMs: ce.RetryAfterMs,
+		RetryRequires: retryNewRequest, NextAction: ce.NextAction}
+}
+
+func checkOwnerToken(t string) error {
+	if t == "" || len(t) > 256 {
+		return contract.Errorf(contract.CodeSessionConfigInvalid, "ownerToken must be 1 to 256 characters")
+	}
+	return nil
+}
+
+// ---- prepare ----
+
+func (b *broker) prepare(ctx context.Context, call *dispatch.Call, in contract.SessionPrepareIn) (contract.SessionReceipt, error) {
+	if err := b.configured(); err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	if b.isStopping() {
+		return contract.SessionReceipt{}, stoppingErr()
+	}
+	if err := sessions.CheckConfig(in.Config); err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	if err := checkOwnerToken(in.OwnerToken); err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	var exp *sessions.Export
+	if e := in.Export; e != nil {
+		if len(e.PrepareID) < 1 || len(e.PrepareID) > 256 || len(e.RequestDigest) < 1 || len(e.RequestDigest) > 256 {
+			return contract.SessionReceipt{}, contract.Errorf(contract.CodeSessionConfigInvalid, "export.prepareId and export.requestDigest must be 1 to 256 characters")
+		}
+		exp = &sessions.Export{PrepareID: e.PrepareID, RequestDigest: e.RequestDigest, CreatedAt: b.now()}
+	}
+	od := sessions.OwnerDigest(in.OwnerToken)
+	id, err := sessions.Identity(od, in.Config)
+	if err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	p, err := b.join(id, func(p *preparation, pctx context.Context) (sessions.Record, error) {
+		return b.run(pctx, call, od, id, in.Config, exp)
+	})
+	if err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	var wait <-chan time.Time
+	if in.WaitMs > 0 {
+		wait = b.d.clock.After(time.Duration(in.WaitMs) * time.Millisecond)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return contract.SessionReceipt{}, p.err
+		}
+		return p.rec.Receipt, nil
+	case <-wait:
+	case <-ctx.Done():
+		return contract.SessionReceipt{}, ctx.Err()
+	}
+	// Still running: answer with the stored receipt, pending.
+	rec, ok, err := b.st.SessionReceipt(ctx, id)
+	if err != nil || !ok {
+		return contract.SessionReceipt{}, contract.Errorf(contract.CodeInternal, "the preparation has no stored receipt yet; ask session.status again")
+	}
+	return rec.Receipt, nil
+}
+
+// join runs f once per identity; a concurrent duplicate waits for the
+// first and gets its answer.
+func (b *broker) join(id string, f func(*preparation, context.Context) (sessions.Record, error)) (*preparation, error) {
+	b.mu.Lock()
+	if b.stopping {
+		b.mu.Unlock()
+		return nil, stoppingErr()
+	}
+	if p, ok := b.inflight[id]; ok {
+		b.mu.Unlock()
+		return p, nil
+	}
+	pctx, cancel := context.WithCancel(b.ctx)
+	p := &preparation{done: make(chan struct{}), cancel: cancel}
+	b.inflight[id] = p
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		defer cancel()
+		rec, err := f(p, pctx)
+		b.mu.Lock()
+		p.rec, p.err = rec, err
+		delete(b.inflight, id)
+		b.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// run is one preparation: replay, resolve, admit, lease, settle.
+func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cfg contract.SessionConfig, exp *sessions.Export) (sessions.Record, error) {
+	started := b.now()
+	// An abandoned request id answers every configuration of it.
+	if tomb, ok, err := b.st.SessionReceipt(ctx, sessions.AbandonIdentity(od, cfg.RequestID)); err != nil {
+		return sessions.Record{}, err
+	} else if ok {
+		return tomb, nil
+	}
+	if cur, ok, err := b.st.SessionReceipt(ctx, id); err != nil {
+		return sessions.Record{}, err
+	} else if ok {
+		if exp != nil {
+			if _, _, err := b.st.CommitSessionReceipt(ctx, cur, exp); err != nil {
+				return sessions.Record{}, err
+			}
+		}
+		return cur, nil
+	}
+	nowMs := started.UnixMilli()
+	rec := sessions.Record{Identity: id, OwnerDigest: od, Instance: b.d.instanceID,
+		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: cfg.RequestID, CreatedAtMs: nowMs, UpdatedAtMs: nowMs,
+			IdleTimeoutMs: cfg.IdleTimeoutMs}}
+	if rec.Receipt.IdleTimeoutMs == 0 {
+		rec.Receipt.IdleTimeoutMs = msDur(b.cfg.DefaultIdleTimeoutMs, time.Hour).Milliseconds()
+	}
+	refuse := func(f contract.SessionFailure) (sessions.Record, error) {
+		rec.Receipt.Status = contract.SessionFailed
+		rec.Receipt.Failure = &f
+		got, _, err := b.st.CommitSessionReceipt(ctx, rec, exp)
+		return got, err
+	}
+	profile, err := b.d.resolveSession(ctx, cfg.Device)
+	if err != nil {
+		// A refusal before admission is the operation's answer, forever.
+		f := failureOf(err)
+		f.RetryRequires = ""
+		if f.Retryable {
+			f.RetryRequires = retryNewRequest
+		}
+		return refuse(f)
+	}
+	rec.Receipt.Profile = &profile
+
+	b.admitMu.Lock()
+	switch b.decide() {
+	case sessions.SessionCapReached, sessions.DeviceCapReached:
+		b.admitMu.Unlock()
+		return refuse(failure(contract.CodeCapacityExhausted, "the session broker's caps are full", retryNewRequest))
+	case sessions.EvictionPending:
+		b.admitMu.Unlock()
+		f := failure(contract.CodeEvictionPending, "an earlier session's device is still being destroyed", retryNewRequest)
+		f.Retryable = true
+		ra := int64(evictionRetryMs)
+		f.RetryAfterMs = &ra
+		return refuse(f)
+	}
+	rec.Receipt.SessionID = uuid.NewString()
+	rec.Receipt.Status = contract.SessionPending
+	admitMs := b.now().Sub(started).Milliseconds()
+	rec.Receipt.Timing = &contract.SessionTiming{Acquisition: &contract.SessionAcquisition{Admission: contract.AdmissionCreate,
+		Outcome: contract.SessionPending, StartedAtMs: nowMs, AdmissionWaitMs: &admitMs}}
+	got, created, err := b.st.CommitSessionReceipt(ctx, rec, exp)
+	if err != nil || !created {
+		b.admitMu.Unlock()
+		return got, err // not persisted: no result is claimed
+	}
+	sid := rec.Receipt.SessionID
+	b.mu.Lock()
+	b.live[sid] = &liveSession{identity: id, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond}
+	b.mu.Unlock()
+	b.admitMu.Unlock()
+
+	lr := sessionLeaseRequest(profile)
+	r := core.Request{Spec: core.SpecRequest{Platform: lr.Platform, Model: lr.Model, OSVersion: lr.OSVersion},
+		TTL: b.leaseTTL(), RequesterID: sessionRequester(call.Session, sid), OwnerID: call.Session.Principal,
+		IdempotencyKey: sessions.IdempotencyKey(id), Release: b.releasePolicy(profile.Platform)}
+	g, err := b.d.engine.Request(ctx, r, nil)
+	if err != nil {
+		return b.settleFailed(id, sid, err)
+	}
+	return b.settleReady(ctx, id, g, started)
+}
+
+// sessionRequester is the requester id of a session's lease: in an
+// agent's namespace (ADR 0016), so the agent can pass it to device.exec as
+// read back from the lease.
+func sessionRequester(s contract.Session, sid string) string {
+	if s.Role == contract.RoleAdmin {
+		return "session/" + sid
+	}
+	return s.Principal + "/session/" + sid
+}
+
+// decide counts the broker's sessions and devices under admitMu.
+func (b *broker) decide() sessions.Refusal {
+	b.mu.Lock()
+	u := sessions.Usage{}
+	for _, s := range b.live {
+		if s.cleanup {
+			u.CleanupPending++
+		} else {
+			u.Live++
+		}
+	}
+	b.mu.Unlock()
+	return sessions.Decide(sessions.Limits{SessionCap: b.cfg.Limits.SessionCap, TotalDeviceCap: b.cfg.Limits.TotalDeviceCap}, u)
+}
+
+// settleFailed ends an admitted preparation whose lease request failed.
+func (b *broker) settleFailed(id, sid string, cause error) (sessions.Record, error) {
+	ctx := context.WithoutCancel(b.ctx)
+	rec, ok, err := b.st.SessionReceipt(ctx, id)
+	if err != nil || !ok {
+		return rec, fmt.Errorf("session %s: read receipt: %w", sid, err)
+	}
+	f := failureOf(cause)
+	b.mu.Lock()
+	stopping := b.stopping
+	b.mu.Unlock()
+	switch {
+	case b.abandoned(id):
+		f = failure(contract.CodeSessionAbandoned, "the request was abandoned", retryNewRequest)
+	case stopping || errors.Is(cause, core.ErrStopping):
+		f = failure(contract.CodeSessionBrokerStopping, "the daemon stopped during the preparation", retryNewRequest)
+		ra := int64(stoppingRetryMs)
+		f.RetryAfterMs = &ra
+		f.Retryable = true
+	}
+	sessions.Fail(&rec.Receipt, f, b.now())
+	if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+		return rec, err
+	}
+	b.mu.Lock()
+	delete(b.live, sid)
+	b.mu.Unlock()
+	return rec, nil
+}
+
+func (b *broker) abandoned(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.inflight[id]
+	return ok && p.abandon
+}
+
+// acquisitionOf maps the core's per-lease timing record onto the
+// session's acquisition record; it measures nothing itself.
+func acquisitionOf(a *contract.SessionAcquisition, t *core.Timing, started, now time.Time) {
+	a.Outcome = contract.SessionReady
+	done := now.UnixMilli()
+	total := now.Sub(started).Milliseconds()
+	a.CompletedAtMs, a.TotalMs = &done, &total
+	if t == nil {
+		return
+	}
+	q := t.QueueWait.Milliseconds()
+	a.QueueMs = &q
+	switch t.Path {
+	case core.PathWarm, core.PathBoot:
+		a.Admission = contract.AdmissionReuse
+	case core.PathEvictThenProvision:
+		a.Admission = contract.AdmissionEvictThenCreate
+	default:
+		a.Admission = contract.AdmissionCreate
+	}
+	phase := func(name string) *int64 {
+		if v, ok := t.Phases[name]; ok {
+			ms := v.Milliseconds()
+			return &ms
+		}
+		return nil
+	}
+	a.CreateMs, a.BootMs, a.ReadyMs = phase(core.PhaseProvision), phase(core.PhaseBoot), phase(core.PhaseReadiness)
+	if a.Admission == contract.AdmissionReuse {
+		zero := int64(0)
+		a.CreateMs = &zero
+		if t.Path == core.PathWarm {
+			a.BootMs = &zero
+		}
+	}
+}
+
+// settleReady records the grant on the receipt and starts watching the
+// session's lease.
+func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, started time.Time) (sessions.Record, error) {
+	rec, ok, err := b.st.SessionReceipt(ctx, id)
+	if err != nil || !ok {
+		return rec, fmt.Errorf("session: read receipt: %w", err)
+	}
+	r := &rec.Receipt
+	now := b.now()
+	if err := sessions.Move(r, contract.SessionReady, now); err != nil {
+		return rec, err // abandoned while the lease was granted: abandon destroys it
+	}
+	r.LeaseID = g.Lease.ID
+	dev := b.d.deviceOut(g.Device, g.Lease.ID)
+	r.Device = &dev
+	acquisitionOf(r.Timing.Acquisition, g.Lease.Timing, started, now)
+	r.Timing.Acquisition.ReuseCount = g.Device.ReuseCount
+	if err := b.st.UpdateSessionReceipt(context.WithoutCancel(ctx), rec); err != nil {
+		// Not claimed: a replay of the identity finds the core's request
+		// by its key and the same lease.
+		return rec, err
+	}
+	b.adopt(rec, g.Lease.ID, g.Device.ID, 0)
+	return rec, nil
+}
+
+// adopt registers a ready session: its idle timer and the watch on its
+// lease's end.
+func (b *broker) adopt(rec sessions.Record, leaseID, deviceID string, grace time.Duration) {
+	sid := rec.Receipt.SessionID
+	b.mu.Lock()
+	s, ok := b.live[sid]
+	if !ok {
+		s = &liveSession{identity: rec.Identity, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond}
+		b.live[sid] = s
+	}
+	s.leaseID, s.deviceID, s.lastTouch, s.lastBeat = leaseID, deviceID, b.now(), b.now().Add(grace)
+	b.armIdleLocked(sid, s)
+	b.armBeatLocked(sid, s)
+	b.mu.Unlock()
+	ended := b.d.engine.LeaseEnded(leaseID)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		select {
+		case <-ended:
+			b.leaseEnded(sid)
+		case <-b.ctx.Done():
+		}
+	}()
+}
+
+func (b *broker) armIdleLocked(sid string, s *liveSession) {
+	if s.idle <= 0 {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	wait := s.idle - b.now().Sub(s.lastTouch)
+	s.timer = b.d.clock.AfterFunc(wait, func() { b.idleCheck(sid) })
+}
+
+func (b *broker) idleCheck(sid string) {
+	b.mu.Lock()
+	s, ok := b.live[sid]
+	if !ok || s.cleanup || b.stopping {
+		b.mu.Unlock()
+		return
+	}
+	if b.now().Sub(s.lastTouch) < s.idle {
+		b.armIdleLocked(sid, s)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.log.Info("session idle; releasing", "session", sid)
+	if _, err := b.beginRelease(context.Background(), sid, "idle_timeout", nil); err != nil {
+		b.log.Warn("idle release failed", "session", sid, "err", err)
+	}
+}
+
+func (b *broker) armBeatLocked(sid string, s *liveSession) {
+	if s.beat != nil {
+		s.beat.Stop()
+	}
+	s.beat = b.d.clock.AfterFunc(b.heartbeatTTL()-b.now().Sub(s.lastBeat), func() { b.beatCheck(sid) })
+}
+
+// beatCheck ends a session whose keeper stopped heartbeating: the owner
+// exited, and its device is destroyed whatever the session's reset.
+func (b *broker) beatCheck(sid string) {
+	b.mu.Lock()
+	s, ok := b.live[sid]
+	if !ok || s.cleanup || b.stopping {
+		b.mu.Unlock()
+		return
+	}
+	if b.now().Sub(s.lastBeat) < b.heartbeatTTL() {
+		b.armBeatLocked(sid, s)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.log.Info("session keeper stopped heartbeating; the owner exited", "session", sid)
+	if _, err := b.beginRelease(context.Background(), sid, ownerExited, nil); err != nil {
+		b.log.Warn("owner-exit release failed", "session", sid, "err", err)
+	}
+}
+
+// beat records a keeper's heartbeat.
+func (b *broker) beat(sid string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.live[sid]; ok && !s.cleanup && b.now().After(s.lastBeat) {
+		s.lastBeat = b.now()
+	}
+}
+
+// touchLease marks a device call on a session's lease (device.exec,
+// resources.*, device.upload): the idle window starts again.
+func (b *broker) touchLease(leaseID string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.live {
+		if s.leaseID == leaseID && !s.cleanup {
+			s.lastTouch = b.now()
+			return
+		}
+	}
+}
+
+// leaseEnded handles a session's lease ending without a release of ours:
+// the heartbeat lapsed (the owner exited) or the device was lost.
+func (b *broker) leaseEnded(sid string) {
+	b.mu.Lock()
+	_, releasing := b.releases[sid]
+	s, ok := b.live[sid]
+	stopping := b.stopping
+	b.mu.Unlock()
+	if releasing || !ok || stopping {
+		return
+	}
+	ctx := context.WithoutCancel(b.ctx)
+	rec, found, err := b.st.SessionReceipt(ctx, s.identity)
+	if err != nil || !found {
+		return
+	}
+	if sessions.Fail(&rec.Receipt, failure(contract.CodeSessionOwnerExited, "the session's keeper stopped heartbeating", retryNewRequest), b.now()) {
+		rec.Receipt.EndReason = ownerExited
+		rec.Receipt.CleanupPending = true
+		if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+			b.log.Warn("record owner exit", "session", sid, "err", err)
+		}
+		b.log.Info("session owner exited", "session", sid)
+	}
+	b.trackCleanup(sid, rec.Identity, s.deviceID, s.leaseID, nil)
+}

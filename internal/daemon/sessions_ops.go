@@ -1,0 +1,448 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/sessions"
+)
+
+// registerSessions installs the session operations and capabilities.get.
+func (d *Daemon) registerSessions(disp *dispatch.Dispatcher) {
+	b := d.sessions
+	dispatch.Handle(disp, contract.CapabilitiesGet, func(context.Context, *dispatch.Call, contract.CapabilitiesGetIn) (contract.CapabilitiesGetOut, error) {
+		return contract.CapabilitiesGetOut{Contracts: d.contracts()}, nil
+	})
+	dispatch.Handle(disp, contract.SessionPrepare, b.prepare)
+	dispatch.Handle(disp, contract.SessionStatus, b.status)
+	dispatch.Handle(disp, contract.SessionAbandon, b.abandon)
+	dispatch.Handle(disp, contract.SessionRelease, b.release)
+	dispatch.Handle(disp, contract.SessionHeartbeat, b.heartbeat)
+	dispatch.Handle(disp, contract.SessionInfo, b.info)
+	dispatch.Handle(disp, contract.SessionStats, b.stats)
+	dispatch.Handle(disp, contract.SessionGetExport, b.getExport)
+	dispatch.Handle(disp, contract.SessionAcknowledgeExport, b.acknowledgeExport)
+}
+
+// contracts lists what capabilities.get answers. Other features append
+// theirs to d.extraContracts when they are configured (managed-slots/v1).
+func (d *Daemon) contracts() []string {
+	out := []string{}
+	if d.sessions != nil && d.sessions.cfg != nil {
+		out = append(out, contract.ContractSessionBroker, contract.ContractSessionBrokerExport)
+	}
+	return append(out, d.extraContracts...)
+}
+
+func (b *broker) status(ctx context.Context, _ *dispatch.Call, in contract.SessionStatusIn) (contract.SessionReceipt, error) {
+	if err := b.configured(); err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	rec, ok, err := b.st.SessionReceiptByRequest(ctx, sessions.OwnerDigest(in.OwnerToken), in.RequestID)
+	if err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	if !ok {
+		// Keyed by the owner digest: another owner's request id reads as
+		// unknown, so a token cannot probe for others' requests.
+		return contract.SessionReceipt{}, contract.Errorf(contract.CodeUnknownRequest, "no session request %q under this owner token", in.RequestID)
+	}
+	return rec.Receipt, nil
+}
+
+// abandon consumes a request id's identity, seen or not: it writes the
+// tombstone first, so a late prepare of it finds SESSION_ABANDONED, then
+// ends whatever the id already holds.
+func (b *broker) abandon(ctx context.Context, _ *dispatch.Call, in contract.SessionAbandonIn) (contract.SessionReceipt, error) {
+	if err := b.configured(); err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	if b.isStopping() {
+		return contract.SessionReceipt{}, stoppingErr()
+	}
+	if err := checkOwnerToken(in.OwnerToken); err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	if in.RequestID == "" {
+		return contract.SessionReceipt{}, contract.Errorf(contract.CodeBadRequest, "requestId is required")
+	}
+	od := sessions.OwnerDigest(in.OwnerToken)
+	cur, had, err := b.st.SessionReceiptByRequest(ctx, od, in.RequestID)
+	if err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	now := b.now()
+	f := failure(contract.CodeSessionAbandoned, "the request was abandoned", retryNewRequest)
+	tomb := sessions.Record{Identity: sessions.AbandonIdentity(od, in.RequestID), OwnerDigest: od, Abandoned: true,
+		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: in.RequestID, Status: contract.SessionFailed, Failure: &f,
+			CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli(), EndReason: "abandoned"}}
+	tomb, _, err = b.st.CommitSessionReceipt(ctx, tomb, nil)
+	if err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	if !had || cur.Abandoned {
+		return tomb.Receipt, nil
+	}
+	// A preparation still running is cancelled and ends SESSION_ABANDONED.
+	b.mu.Lock()
+	p, running := b.inflight[cur.Identity]
+	if running {
+		p.abandon = true
+		p.cancel()
+	}
+	b.mu.Unlock()
+	if running {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			cur.Receipt.CleanupPending = true
+			return cur.Receipt, nil
+		}
+	}
+	cur, _, err = b.st.SessionReceipt(ctx, cur.Identity)
+	if err != nil {
+		return contract.SessionReceipt{}, err
+	}
+	if cur.Receipt.Status == contract.SessionReady {
+		if _, err := b.beginRelease(ctx, cur.Receipt.SessionID, "abandoned", &f); err != nil {
+			return contract.SessionReceipt{}, err
+		}
+		cur, _, err = b.st.SessionReceipt(ctx, cur.Identity)
+		if err != nil {
+			return contract.SessionReceipt{}, err
+		}
+	}
+	return cur.Receipt, nil
+}
+
+// sessionOf reads a session's receipt for its owner.
+func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Record, error) {
+	if err := b.configured(); err != nil {
+		return sessions.Record{}, err
+	}
+	rec, ok, err := b.st.SessionReceiptBySession(ctx, sid)
+	if err != nil {
+		return rec, err
+	}
+	if !ok {
+		return rec, contract.Errorf(contract.CodeSessionEnded, "no session %s", sid)
+	}
+	if rec.OwnerDigest != sessions.OwnerDigest(token) {
+		return rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", sid)
+	}
+	return rec, nil
+}
+
+func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
+	rec, err := b.sessionOf(ctx, in.SessionID, in.OwnerToken)
+	if err != nil {
+		return contract.SessionHeartbeatOut{}, err
+	}
+	if rec.Receipt.Status != contract.SessionReady || rec.Releasing {
+		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s is %s", in.SessionID, rec.Receipt.Status)
+	}
+	// Always the session's width: a handed-off lease carries a longer one
+	// for the restart, and the first heartbeat ends that grace.
+	_, err = b.d.engine.Renew(rec.Receipt.LeaseID, b.leaseTTL())
+	if errors.Is(err, core.ErrUnknownLease) {
+		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s has ended", in.SessionID)
+	}
+	if err != nil {
+		return contract.SessionHeartbeatOut{}, err
+	}
+	b.beat(in.SessionID)
+	// The keeper's deadline is the heartbeat TTL, not the lease's wider
+	// backstop.
+	return contract.SessionHeartbeatOut{SessionID: in.SessionID, ExpiresAtMs: b.now().Add(b.heartbeatTTL()).UnixMilli()}, nil
+}
+
+func (b *broker) info(ctx context.Context, _ *dispatch.Call, in contract.SessionInfoIn) (contract.SessionInfoOut, error) {
+	if err := b.configured(); err != nil {
+		return contract.SessionInfoOut{}, err
+	}
+	rec, ok, err := b.st.SessionReceiptBySession(ctx, in.SessionID)
+	if err != nil {
+		return contract.SessionInfoOut{}, err
+	}
+	if !ok {
+		return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionEnded, "no session %s", in.SessionID)
+	}
+	out := contract.SessionInfoOut{SessionID: in.SessionID, Status: rec.Receipt.Status, Profile: rec.Receipt.Profile, Device: rec.Receipt.Device}
+	if l, held := b.d.engine.Lease(rec.Receipt.LeaseID); held && rec.Receipt.Status == contract.SessionReady {
+		if dev, ok := b.d.engine.Device(l.DeviceID); ok {
+			cd := b.d.deviceOut(dev, l.ID)
+			out.Device = &cd
+		}
+	}
+	return out, nil
+}
+
+func (b *broker) stats(ctx context.Context, _ *dispatch.Call, in contract.SessionStatsIn) (contract.SessionStatsOut, error) {
+	if err := b.configured(); err != nil {
+		return contract.SessionStatsOut{}, err
+	}
+	w, limit, err := sessions.StatsBounds(in)
+	if err != nil {
+		return contract.SessionStatsOut{}, err
+	}
+	until := b.now()
+	since := until.Add(-w)
+	recs, trunc, err := b.st.RecentSessionReceipts(ctx, since, limit)
+	if err != nil {
+		return contract.SessionStatsOut{}, err
+	}
+	rs := make([]contract.SessionReceipt, 0, len(recs))
+	for _, r := range recs {
+		rs = append(rs, r.Receipt)
+	}
+	return sessions.Compute(rs, since, until, limit, trunc), nil
+}
+
+// export reads an export and its receipt, checking the digest and then the
+// original owner token (recovery never changes who may read it).
+func (b *broker) export(ctx context.Context, in contract.SessionExportIn) (sessions.Export, sessions.Record, error) {
+	if err := b.configured(); err != nil {
+		return sessions.Export{}, sessions.Record{}, err
+	}
+	e, ok, err := b.st.SessionExport(ctx, in.PrepareID)
+	if err != nil {
+		return e, sessions.Record{}, err
+	}
+	if !ok {
+		return e, sessions.Record{}, contract.Errorf(contract.CodeSessionExportNotFound, "no session export %q", in.PrepareID)
+	}
+	if e.RequestDigest != in.RequestDigest {
+		return e, sessions.Record{}, contract.Errorf(contract.CodeSessionExportMismatch, "session export %q was linked with another request digest", in.PrepareID)
+	}
+	rec, ok, err := b.st.SessionReceipt(ctx, e.Identity)
+	if err != nil || !ok {
+		return e, rec, contract.Errorf(contract.CodeSessionExportNotFound, "session export %q has no receipt", in.PrepareID)
+	}
+	if rec.OwnerDigest != sessions.OwnerDigest(in.OwnerToken) {
+		return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
+	}
+	return e, rec, nil
+}
+
+func (b *broker) getExport(ctx context.Context, _ *dispatch.Call, in contract.SessionExportIn) (contract.SessionExportOut, error) {
+	e, rec, err := b.export(ctx, in)
+	if err != nil {
+		return contract.SessionExportOut{}, err
+	}
+	return contract.SessionExportOut{ContractVersion: 1, PrepareID: e.PrepareID, RequestDigest: e.RequestDigest,
+		Acknowledged: !e.AcknowledgedAt.IsZero(), Result: rec.Receipt}, nil
+}
+
+func (b *broker) acknowledgeExport(ctx context.Context, _ *dispatch.Call, in contract.SessionExportIn) (contract.SessionAcknowledgeOut, error) {
+	_, _, err := b.export(ctx, in)
+	if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeSessionExportNotFound {
+		return contract.SessionAcknowledgeOut{PrepareID: in.PrepareID, Outcome: "unknown_export"}, nil
+	}
+	if err != nil {
+		return contract.SessionAcknowledgeOut{}, err
+	}
+	if err := b.st.AcknowledgeSessionExport(ctx, in.PrepareID, b.now()); err != nil {
+		return contract.SessionAcknowledgeOut{}, err
+	}
+	return contract.SessionAcknowledgeOut{PrepareID: in.PrepareID, Outcome: "acknowledged"}, nil
+}
+
+// ---- restart ----
+
+// recover runs once the engine has converged and before the gate opens:
+// sessions a graceful stop handed off are adopted under the same ids;
+// after a crash (no handoff mark) every open session ends
+// SESSION_OWNER_EXITED and its device is destroyed.
+func (b *broker) recover(ctx context.Context) {
+	if b.cfg == nil {
+		return
+	}
+	mark, _, err := b.d.db.GetMeta(ctx, metaHandoff)
+	if err != nil {
+		b.log.Error("read the session handoff mark", "err", err)
+	}
+	handedOff := mark != ""
+	if handedOff {
+		if err := b.d.db.SetMeta(ctx, metaHandoff, ""); err != nil {
+			b.log.Error("clear the session handoff mark", "err", err)
+		}
+	}
+	open, err := b.st.OpenSessionReceipts(ctx)
+	if err != nil {
+		b.log.Error("read open session receipts", "err", err)
+		return
+	}
+	now := b.now()
+	exited := failure(contract.CodeSessionOwnerExited, "the daemon that held the session stopped without handing it off", retryNewRequest)
+	for _, rec := range open {
+		r := &rec.Receipt
+		sid := r.SessionID
+		switch r.Status {
+		case contract.SessionPending:
+			// A preparation the stop or the crash interrupted: its core
+			// request may have been granted since; that lease goes.
+			f := exited
+			if handedOff {
+				f = failure(contract.CodeSessionBrokerStopping, "the daemon stopped during the preparation", retryNewRequest)
+				ra := int64(stoppingRetryMs)
+				f.RetryAfterMs, f.Retryable = &ra, true
+			}
+			sessions.Fail(r, f, now)
+			for _, l := range b.d.engine.Leases() {
+				if strings.HasSuffix(l.RequesterID, "session/"+sid) {
+					r.LeaseID = l.ID
+					if dev, ok := b.d.engine.Device(l.DeviceID); ok {
+						cd := b.d.deviceOut(dev, l.ID)
+						r.Device = &cd
+					}
+					r.CleanupPending = true
+				}
+			}
+			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+				b.log.Error("end an interrupted preparation", "session", sid, "err", err)
+				continue
+			}
+			if r.CleanupPending {
+				_ = b.releaseLease(r.LeaseID, true)
+				b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, nil)
+			}
+		case contract.SessionReady:
+			if rec.Releasing {
+				if !handedOff {
+					// Cut off mid-reset by a crash: the device is uncertain
+					// (the core destroys it from its intent) and the
+					// session ends as its owner's exit, on every replay.
+					sessions.Fail(r, exited, now)
+					r.EndReason = ownerExited
+					if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+						b.log.Error("end a session cut off mid-reset", "session", sid, "err", err)
+						continue
+					}
+				}
+				b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, nil)
+				continue
+			}
+			l, held := b.d.engine.Lease(r.LeaseID)
+			if handedOff && rec.HandedOff && held {
+				rec.HandedOff, rec.Instance = false, b.d.instanceID
+				r.UpdatedAtMs = now.UnixMilli()
+				if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+					b.log.Error("adopt a handed-off session", "session", sid, "err", err)
+					continue
+				}
+				b.adopt(rec, l.ID, l.DeviceID, handoffGrace)
+				b.log.Info("session adopted after a restart", "session", sid)
+				continue
+			}
+			sessions.Fail(r, exited, now)
+			r.EndReason = ownerExited
+			r.CleanupPending = true
+			r.Timing.Reset = &contract.SessionReset{Mode: contract.ResetDestroy, Outcome: contract.ResetOutcomePending, StartedAtMs: now.UnixMilli()}
+			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+				b.log.Error("end a session of a crashed daemon", "session", sid, "err", err)
+				continue
+			}
+			if held {
+				_ = b.releaseLease(r.LeaseID, true)
+			}
+			b.log.Info("session of a crashed daemon ended", "session", sid)
+			b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, nil)
+		default:
+			// Ended; its teardown was not confirmed before the stop.
+			b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, nil)
+		}
+	}
+	b.prune(ctx)
+}
+
+func (b *broker) prune(ctx context.Context) {
+	n, err := b.st.PruneSessionReceipts(ctx, b.now(), msDur(b.cfg.ReceiptRetentionMs, sessions.DefaultReceiptRetention),
+		msDur(b.cfg.ExportMaxAgeMs, sessions.DefaultExportMaxAge))
+	if err != nil {
+		b.log.Warn("prune session receipts", "err", err)
+	} else if n > 0 {
+		b.log.Info("pruned session receipts", "count", n)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.stopping {
+		b.d.clock.AfterFunc(time.Hour, func() { b.prune(context.WithoutCancel(b.ctx)) })
+	}
+}
+
+// stop begins the broker's shutdown, before the engine stops: new
+// prepares and abandons are refused (SESSION_BROKER_STOPPING), running
+// preparations are cancelled and store their terminal receipt, and every
+// live session is marked handed off, its lease widened by a grace so the
+// keeper can reach the next daemon.
+func (b *broker) stop() {
+	b.mu.Lock()
+	if b.stopping {
+		b.mu.Unlock()
+		return
+	}
+	b.stopping = true
+	var waits []chan struct{}
+	for _, p := range b.inflight {
+		p.cancel()
+		waits = append(waits, p.done)
+	}
+	live := map[string]liveSession{}
+	for sid, s := range b.live {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.beat != nil {
+			s.beat.Stop()
+		}
+		if !s.cleanup && s.leaseID != "" {
+			live[sid] = *s
+		}
+	}
+	b.mu.Unlock()
+	if b.cfg == nil {
+		b.cancel()
+		return
+	}
+	deadline := b.d.clock.After(10 * time.Second)
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-deadline:
+		}
+	}
+	ctx := context.Background()
+	for sid, s := range live {
+		if _, err := b.d.engine.Renew(s.leaseID, b.leaseTTL()+handoffGrace); err != nil {
+			continue // ended meanwhile: its receipt says how
+		}
+		rec, ok, err := b.st.SessionReceipt(ctx, s.identity)
+		if err != nil || !ok {
+			continue
+		}
+		rec.HandedOff = true
+		if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+			b.log.Warn("mark a session handed off", "session", sid, "err", err)
+		}
+	}
+	if err := b.d.db.SetMeta(ctx, metaHandoff, b.d.instanceID); err != nil {
+		b.log.Warn("write the session handoff mark", "err", err)
+	}
+	b.cancel()
+}
+
+// wait joins the broker's goroutines (bounded by ctx) once it is stopped.
+func (b *broker) wait(ctx context.Context) {
+	b.cancel()
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

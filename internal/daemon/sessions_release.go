@@ -1,0 +1,325 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/sessions"
+)
+
+// resetReporter is the core's reset record of a released lease (helper
+// reset's Engine.ResetOf); until the engine has it, the broker tells the
+// reset's outcome from the device's fate.
+type resetReporter interface {
+	ResetOf(leaseID string) (rec contract.SessionReset, done <-chan struct{}, ok bool)
+}
+
+// releaseWither ends a lease with a policy other than its own (owner exit
+// and abandonment destroy whatever the session's reset was).
+type releaseWither interface {
+	ReleaseWith(leaseID string, p core.ReleasePolicy, reason string) error
+}
+
+func (b *broker) releaseLease(leaseID string, destroy bool) error {
+	var err error
+	if rw, ok := any(b.d.engine).(releaseWither); ok && destroy {
+		err = rw.ReleaseWith(leaseID, core.ReleasePolicy{Mode: contract.ResetDestroy}, ownerExited)
+	} else {
+		err = b.d.engine.Release(leaseID)
+	}
+	if errors.Is(err, core.ErrUnknownLease) {
+		return nil // ended already (expired, lost): its teardown runs anyway
+	}
+	return err
+}
+
+func (b *broker) replyBudget(in *int64) time.Duration {
+	ms := b.cfg.ReleaseReplyBudgetMs
+	if ms <= 0 || ms > maxReplyBudgetMs {
+		ms = maxReplyBudgetMs
+	}
+	if in != nil {
+		ms = max(0, min(*in, maxReplyBudgetMs))
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (b *broker) release(ctx context.Context, _ *dispatch.Call, in contract.SessionReleaseIn) (contract.SessionReleaseOut, error) {
+	if err := b.configured(); err != nil {
+		return contract.SessionReleaseOut{}, err
+	}
+	rec, ok, err := b.st.SessionReceiptBySession(ctx, in.SessionID)
+	if err != nil {
+		return contract.SessionReleaseOut{}, err
+	}
+	if !ok {
+		return contract.SessionReleaseOut{Outcome: contract.ReleaseUnknownSession}, nil
+	}
+	if rec.OwnerDigest != sessions.OwnerDigest(in.OwnerToken) {
+		return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
+	}
+	if in.Reason != "" && in.Reason != ownerExited {
+		return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeBadRequest, "reason is %q or empty, not %q", ownerExited, in.Reason)
+	}
+	budget := b.replyBudget(in.ReplyBudgetMs)
+	t, err := b.beginRelease(ctx, in.SessionID, in.Reason, nil)
+	if err != nil {
+		return contract.SessionReleaseOut{}, err
+	}
+	outcome := contract.ReleaseReleased
+	if t != nil {
+		select {
+		case <-t.done:
+		case <-b.d.clock.After(budget):
+			outcome = contract.ReleaseCleanupPending
+		case <-ctx.Done():
+			outcome = contract.ReleaseCleanupPending
+		}
+	}
+	rec, _, err = b.st.SessionReceiptBySession(context.WithoutCancel(ctx), in.SessionID)
+	if err != nil {
+		return contract.SessionReleaseOut{}, err
+	}
+	if rec.Receipt.CleanupPending {
+		outcome = contract.ReleaseCleanupPending
+	}
+	return contract.SessionReleaseOut{Outcome: outcome, Receipt: &rec.Receipt}, nil
+}
+
+// beginRelease commits a session's release durably and starts its tracked
+// cleanup; it returns the tracked release to wait on, or nil when the
+// session is settled already. Every later call joins the same one.
+func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contract.SessionFailure) (*tracked, error) {
+	b.mu.Lock()
+	if t, ok := b.releases[sid]; ok {
+		b.mu.Unlock()
+		return t, nil
+	}
+	t := &tracked{done: make(chan struct{})}
+	b.releases[sid] = t // before the commit, so the lease's end is ours
+	s := b.live[sid]
+	b.mu.Unlock()
+	drop := func() {
+		b.mu.Lock()
+		delete(b.releases, sid)
+		b.mu.Unlock()
+	}
+	ctx = context.WithoutCancel(ctx)
+	rec, ok, err := b.st.SessionReceiptBySession(ctx, sid)
+	if err != nil || !ok {
+		drop()
+		return nil, err
+	}
+	r := &rec.Receipt
+	switch {
+	case sessions.Terminal(r.Status) && !r.CleanupPending:
+		drop()
+		return nil, nil
+	case sessions.Terminal(r.Status) || rec.Releasing:
+		// Ended, teardown unconfirmed (a restart): track it again.
+		b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, t)
+		return t, nil
+	case r.Status == contract.SessionPending:
+		drop()
+		return nil, contract.Errorf(contract.CodeSessionEnded, "session %s is still preparing; abandon its request instead", sid)
+	}
+	now := b.now()
+	destroy := reason == ownerExited || f != nil
+	switch {
+	case f != nil:
+		sessions.Fail(r, *f, now)
+	case reason == ownerExited:
+		sessions.Fail(r, failure(contract.CodeSessionOwnerExited, "the session's owner exited", retryNewRequest), now)
+	default:
+		// Ready until the reset settles: released is the settled answer.
+		rec.Releasing = true
+		r.UpdatedAtMs = now.UnixMilli()
+	}
+	r.EndReason = reason
+	if r.EndReason == "" {
+		r.EndReason = contract.SessionReleased
+	}
+	r.CleanupPending = true
+	mode := b.releasePolicy(r.Profile.Platform).Mode
+	if !destroy && mode != contract.ResetDestroy && b.idlePoolFull(sid) {
+		// The idle pool is full (idlePoolCap; 0 is zero pooling): the
+		// device is retired instead of reset for another session.
+		destroy = true
+		b.log.Info("idle pool full; the session's device is destroyed instead of reset", "session", sid, "idlePoolCap", b.cfg.Limits.IdlePoolCap)
+	}
+	if destroy {
+		mode = contract.ResetDestroy
+	}
+	if r.Timing == nil {
+		r.Timing = &contract.SessionTiming{}
+	}
+	r.Timing.Reset = &contract.SessionReset{Mode: mode, Outcome: contract.ResetOutcomePending, StartedAtMs: now.UnixMilli()}
+	// Durable before anything is acknowledged or torn down.
+	if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+		drop()
+		return nil, err
+	}
+	if s != nil && s.timer != nil {
+		s.timer.Stop()
+	}
+	if s != nil && s.beat != nil {
+		s.beat.Stop()
+	}
+	if s != nil && !destroy {
+		b.mu.Lock()
+		s.reuse = true
+		b.mu.Unlock()
+	}
+	if err := b.releaseLease(r.LeaseID, destroy); err != nil {
+		b.log.Warn("session lease release", "session", sid, "err", err)
+	}
+	b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, t)
+	return t, nil
+}
+
+// idlePoolFull reports whether another reset device may not wait for the
+// next session: reset devices idle in the pool (ready, unleased, reset at
+// least once) plus the resets still running count against idlePoolCap.
+func (b *broker) idlePoolFull(self string) bool {
+	n := 0
+	for _, d := range b.d.engine.Devices() {
+		if d.State == core.StateReady && d.ReuseCount > 0 {
+			n++
+		}
+	}
+	b.mu.Lock()
+	for sid, s := range b.live {
+		if sid != self && s.cleanup && s.reuse {
+			n++
+		}
+	}
+	b.mu.Unlock()
+	return n >= b.cfg.Limits.IdlePoolCap
+}
+
+func deviceOf(r *contract.SessionReceipt) string {
+	if r.Device == nil {
+		return ""
+	}
+	return r.Device.ID
+}
+
+// trackCleanup waits for a session's device teardown, then records the
+// reset and clears cleanupPending. Until then the device counts against
+// totalDeviceCap, so capacity is offered again only once it is confirmed.
+func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracked) {
+	b.mu.Lock()
+	if t == nil {
+		if _, ok := b.releases[sid]; ok {
+			b.mu.Unlock()
+			return
+		}
+		t = &tracked{done: make(chan struct{})}
+		b.releases[sid] = t
+	}
+	s, ok := b.live[sid]
+	if !ok {
+		s = &liveSession{identity: identity, leaseID: leaseID, deviceID: deviceID}
+		b.live[sid] = s
+	}
+	s.cleanup = true
+	b.mu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		rep, hasRep := any(b.d.engine).(resetReporter)
+		var done <-chan struct{}
+		if hasRep {
+			if _, d, ok := rep.ResetOf(leaseID); ok {
+				done = d
+			} else {
+				hasRep = false
+			}
+		}
+		if done == nil {
+			done = b.cleanupDone(deviceID, leaseID)
+		}
+		select {
+		case <-done:
+		case <-b.ctx.Done():
+			return // stopping: the next start finds cleanupPending and tracks it again
+		}
+		ctx := context.WithoutCancel(b.ctx)
+		rec, ok, err := b.st.SessionReceipt(ctx, identity)
+		if err == nil && ok {
+			r := &rec.Receipt
+			now := b.now()
+			if r.Timing == nil {
+				r.Timing = &contract.SessionTiming{}
+			}
+			reset := r.Timing.Reset
+			if reset == nil {
+				reset = &contract.SessionReset{Mode: contract.ResetDestroy, StartedAtMs: now.UnixMilli()}
+			}
+			if hasRep {
+				if rec, _, ok := rep.ResetOf(leaseID); ok {
+					reset = &rec // the core's own record: mode, outcome, native phases
+				}
+			} else if _, there := b.d.engine.Device(deviceID); !there {
+				reset.Outcome = contract.ResetOutcomeDestroyed
+			} else {
+				reset.Outcome = contract.ResetOutcomeClean
+			}
+			if reset.CompletedAtMs == nil {
+				ms := now.UnixMilli()
+				reset.CompletedAtMs = &ms
+			}
+			if reset.TotalMs == nil {
+				total := *reset.CompletedAtMs - reset.StartedAtMs
+				reset.TotalMs = &total
+			}
+			r.Timing.Reset = reset
+			r.CleanupPending = false
+			if rec.Releasing && r.Status == contract.SessionReady {
+				_ = sessions.Move(r, contract.SessionReleased, now)
+			}
+			rec.Releasing = false
+			r.UpdatedAtMs = now.UnixMilli()
+			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
+				b.log.Warn("record session cleanup", "session", sid, "err", err)
+			}
+		}
+		b.mu.Lock()
+		delete(b.live, sid)
+		delete(b.releases, sid)
+		b.mu.Unlock()
+		close(t.done)
+	}()
+}
+
+// cleanupDone closes once a released lease's device is torn down: gone
+// from the registry (destroyed), or out of its reclaim and the lease's
+// hands. It follows the bus rather than polling, so a fake clock needs
+// no ticks.
+func (b *broker) cleanupDone(deviceID, leaseID string) <-chan struct{} {
+	out := make(chan struct{})
+	evs, unsub := b.d.bus.Subscribe(64)
+	settled := func() bool {
+		if _, held := b.d.engine.Lease(leaseID); held && leaseID != "" {
+			return false
+		}
+		d, ok := b.d.engine.Device(deviceID)
+		return deviceID == "" || !ok || (d.State != core.StateReclaiming && d.State != core.StateProvisioning)
+	}
+	go func() {
+		defer unsub()
+		for !settled() {
+			select {
+			case <-evs:
+			case <-b.ctx.Done():
+				return // never closed: a stop is not a settled teardown
+			}
+		}
+		close(out)
+	}()
+	return out
+}

@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simlock/simlock/internal/sessions"
+)
+
+var _ sessions.Store = (*DB)(nil)
+
+const sessionColumns = `record, created_at`
+
+func scanSession(row interface{ Scan(...any) error }) (sessions.Record, error) {
+	var raw string
+	var created int64
+	if err := row.Scan(&raw, &created); err != nil {
+		return sessions.Record{}, err
+	}
+	return sessions.DecodeRecord([]byte(raw))
+}
+
+func oneSession(ctx context.Context, q querier, where string, args ...any) (sessions.Record, bool, error) {
+	r, err := scanSession(q.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM session_receipts WHERE `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return sessions.Record{}, false, nil
+	}
+	if err != nil {
+		return sessions.Record{}, false, fmt.Errorf("store: session receipt: %w", err)
+	}
+	return r, true, nil
+}
+
+func writeSession(ctx context.Context, q querier, r sessions.Record, insert bool) error {
+	b, err := r.Encode()
+	if err != nil {
+		return err
+	}
+	rc := r.Receipt
+	var sid any
+	if rc.SessionID != "" {
+		sid = rc.SessionID
+	}
+	if insert {
+		_, err = q.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, cleanup_pending, record, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, rc.RequestID, sid, rc.Status, rc.CleanupPending, string(b), rc.CreatedAtMs, rc.UpdatedAtMs)
+	} else {
+		_, err = q.ExecContext(ctx, `UPDATE session_receipts SET session_id = ?, status = ?, cleanup_pending = ?, record = ?, updated_at = ? WHERE identity = ?`,
+			sid, rc.Status, rc.CleanupPending, string(b), rc.UpdatedAtMs, r.Identity)
+	}
+	if err != nil {
+		return fmt.Errorf("store: write session receipt: %w", err)
+	}
+	return nil
+}
+
+// linkExport links an export identity to a receipt in the caller's
+// transaction. A repeat of the same link is fine; anything else that
+// would change an existing link is a mismatch.
+func linkExport(ctx context.Context, q querier, identity string, e sessions.Export) error {
+	var gotID, gotDigest string
+	err := q.QueryRowContext(ctx, `SELECT identity, request_digest FROM session_exports WHERE prepare_id = ?`, e.PrepareID).Scan(&gotID, &gotDigest)
+	switch {
+	case err == nil:
+		if gotID != identity || gotDigest != e.RequestDigest {
+			return sessions.ErrExportMismatch
+		}
+		return nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("store: session export: %w", err)
+	}
+	var other string
+	err = q.QueryRowContext(ctx, `SELECT prepare_id FROM session_exports WHERE identity = ?`, identity).Scan(&other)
+	if err == nil {
+		return sessions.ErrExportMismatch // the receipt is exported under another prepare id
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("store: session export: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO session_exports (prepare_id, request_digest, identity, created_at) VALUES (?, ?, ?, ?)`,
+		e.PrepareID, e.RequestDigest, identity, e.CreatedAt.UnixMilli()); err != nil {
+		return fmt.Errorf("store: link session export: %w", err)
+	}
+	return nil
+}
+
+// CommitSessionReceipt stores r unless a receipt for its identity is
+// committed already, in which case that one is returned untouched
+// (created false): a concurrent or later caller never replaces it. An
+// export, when given, is linked in the same transaction.
+func (db *DB) CommitSessionReceipt(ctx context.Context, r sessions.Record, exp *sessions.Export) (sessions.Record, bool, error) {
+	out, created := r, false
+	err := db.immediate(ctx, func(q querier) error {
+		cur, ok, err := oneSession(ctx, q, `identity = ?`, r.Identity)
+		if err != nil {
+			return err
+		}
+		if ok {
+			out = cur
+		} else {
+			if err := writeSession(ctx, q, r, true); err != nil {
+				return err
+			}
+			created = true
+		}
+		if exp != nil {
+			return linkExport(ctx, q, r.Identity, *exp)
+		}
+		return nil
+	})
+	if err != nil {
+		return sessions.Record{}, false, err
+	}
+	return out, created, nil
+}
+
+// UpdateSessionReceipt replaces a stored receipt, refusing a change the
+// receipt's state machine forbids (sessions.ErrTerminal).
+func (db *DB) UpdateSessionReceipt(ctx context.Context, r sessions.Record) error {
+	return db.immediate(ctx, func(q querier) error {
+		cur, ok, err := oneSession(ctx, q, `identity = ?`, r.Identity)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("store: no session receipt %s", r.Identity)
+		}
+		if !sessions.CanMove(cur.Receipt.Status, r.Receipt.Status) {
+			return fmt.Errorf("%w: %s → %s", sessions.ErrTerminal, cur.Receipt.Status, r.Receipt.Status)
+		}
+		return writeSession(ctx, q, r, false)
+	})
+}
+
+// SessionReceipt reads one receipt by identity.
+func (db *DB) SessionReceipt(ctx context.Context, identity string) (sessions.Record, bool, error) {
+	return oneSession(ctx, db.sql, `identity = ?`, identity)
+}
+
+// SessionReceiptByRequest reads the newest receipt of an owner's request id.
+func (db *DB) SessionReceiptByRequest(ctx context.Context, ownerDigest, requestID string) (sessions.Record, bool, error) {
+	return oneSession(ctx, db.sql, `owner_digest = ? AND request_id = ? ORDER BY updated_at DESC, created_at DESC LIMIT 1`, ownerDigest, requestID)
+}
+
+// SessionReceiptBySession reads the receipt of a session id.
+func (db *DB) SessionReceiptBySession(ctx context.Context, sessionID string) (sessions.Record, bool, error) {
+	return oneSession(ctx, db.sql, `session_id = ?`, sessionID)
+}
+
+func manySessions(ctx context.Context, q querier, query string, args ...any) ([]sessions.Record, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+sessionColumns+` FROM session_receipts WHERE `+query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: session receipts: %w", err)
+	}
+	defer rows.Close()
+	var out []sessions.Record
+	for rows.Next() {
+		r, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: session receipts: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// OpenSessionReceipts lists every receipt that is not settled: live
+// sessions and terminal ones whose cleanup is still pending.
+func (db *DB) OpenSessionReceipts(ctx context.Context) ([]sessions.Record, error) {
+	return manySessions(ctx, db.sql, `status IN ('pending', 'ready') OR cleanup_pending = 1 ORDER BY created_at`)
+}
+
+// RecentSessionReceipts reads the newest updated receipts since since, at
+// most limit of them, and whether more were there.
+func (db *DB) RecentSessionReceipts(ctx context.Context, since time.Time, limit int) ([]sessions.Record, bool, error) {
+	out, err := manySessions(ctx, db.sql, `updated_at >= ? ORDER BY updated_at DESC LIMIT ?`, since.UnixMilli(), limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+// SessionExport reads an export link by prepare id.
+func (db *DB) SessionExport(ctx context.Context, prepareID string) (sessions.Export, bool, error) {
+	var e sessions.Export
+	var created int64
+	var ack sql.NullInt64
+	err := db.sql.QueryRowContext(ctx, `SELECT prepare_id, request_digest, identity, created_at, acknowledged_at FROM session_exports WHERE prepare_id = ?`,
+		prepareID).Scan(&e.PrepareID, &e.RequestDigest, &e.Identity, &created, &ack)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, false, nil
+	}
+	if err != nil {
+		return e, false, fmt.Errorf("store: session export: %w", err)
+	}
+	e.CreatedAt, e.AcknowledgedAt = time.UnixMilli(created).UTC(), fromUnixMs(ack)
+	return e, true, nil
+}
+
+// AcknowledgeSessionExport records the first acknowledgement of an export;
+// a repeat keeps the first time.
+func (db *DB) AcknowledgeSessionExport(ctx context.Context, prepareID string, at time.Time) error {
+	if _, err := db.sql.ExecContext(ctx, `UPDATE session_exports SET acknowledged_at = ? WHERE prepare_id = ? AND acknowledged_at IS NULL`,
+		at.UnixMilli(), prepareID); err != nil {
+		return fmt.Errorf("store: acknowledge session export: %w", err)
+	}
+	return nil
+}
+
+// PruneSessionReceipts deletes the receipts sessions.Prunable allows at
+// now (their export links go with them) and reports how many.
+func (db *DB) PruneSessionReceipts(ctx context.Context, now time.Time, retention, exportMaxAge time.Duration) (int, error) {
+	n := 0
+	err := db.immediate(ctx, func(q querier) error {
+		old, err := manySessions(ctx, q, `status IN ('failed', 'released') AND cleanup_pending = 0 AND updated_at <= ?`, now.Add(-retention).UnixMilli())
+		if err != nil {
+			return err
+		}
+		for _, r := range old {
+			var exp *sessions.Export
+			var e sessions.Export
+			var created int64
+			var ack sql.NullInt64
+			err := q.QueryRowContext(ctx, `SELECT created_at, acknowledged_at FROM session_exports WHERE identity = ?`, r.Identity).Scan(&created, &ack)
+			switch {
+			case err == nil:
+				e.CreatedAt, e.AcknowledgedAt = time.UnixMilli(created), fromUnixMs(ack)
+				exp = &e
+			case !errors.Is(err, sql.ErrNoRows):
+				return fmt.Errorf("store: prune session receipts: %w", err)
+			}
+			if !sessions.Prunable(r, exp, now, retention, exportMaxAge) {
+				continue
+			}
+			if _, err := q.ExecContext(ctx, `DELETE FROM session_receipts WHERE identity = ?`, r.Identity); err != nil {
+				return fmt.Errorf("store: prune session receipts: %w", err)
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

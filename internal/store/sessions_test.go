@@ -1,0 +1,131 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/sessions"
+)
+
+func sessionRec(id, req, status string, at time.Time) sessions.Record {
+	return sessions.Record{Identity: strings.Repeat(id, 64), OwnerDigest: strings.Repeat("o", 64),
+		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: req, Status: status,
+			CreatedAtMs: at.UnixMilli(), UpdatedAtMs: at.UnixMilli()}}
+}
+
+func TestSessionReceiptCommitsOnceAndSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	db, path := newTestDB(t)
+	at := time.UnixMilli(1_000_000)
+	first := sessionRec("a", "r1", contract.SessionPending, at)
+	first.Receipt.SessionID = "s1"
+	if _, created, err := db.CommitSessionReceipt(ctx, first, nil); err != nil || !created {
+		t.Fatalf("first commit: created %v err %v", created, err)
+	}
+	// A concurrent caller with its own failure cannot replace the receipt.
+	second := sessionRec("a", "r1", contract.SessionFailed, at)
+	second.Receipt.Failure = &contract.SessionFailure{Code: contract.CodeInternal}
+	got, created, err := db.CommitSessionReceipt(ctx, second, nil)
+	if err != nil || created || got.Receipt.Status != contract.SessionPending || got.Receipt.SessionID != "s1" {
+		t.Fatalf("second commit replaced the first: %+v created %v err %v", got.Receipt, created, err)
+	}
+	ready := first
+	ready.Receipt.Status = contract.SessionReady
+	if err := db.UpdateSessionReceipt(ctx, ready); err != nil {
+		t.Fatal(err)
+	}
+	failed := ready
+	failed.Receipt.Status = contract.SessionFailed
+	failed.Receipt.Failure = &contract.SessionFailure{Code: contract.CodeSessionOwnerExited}
+	if err := db.UpdateSessionReceipt(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	back := failed
+	back.Receipt.Status = contract.SessionReady
+	if err := db.UpdateSessionReceipt(ctx, back); !errors.Is(err, sessions.ErrTerminal) {
+		t.Fatalf("a terminal receipt was moved back: %v", err)
+	}
+	db.Close()
+	db2 := openAt(t, path)
+	for name, read := range map[string]func() (sessions.Record, bool, error){
+		"identity": func() (sessions.Record, bool, error) { return db2.SessionReceipt(ctx, first.Identity) },
+		"request": func() (sessions.Record, bool, error) {
+			return db2.SessionReceiptByRequest(ctx, first.OwnerDigest, "r1")
+		},
+		"session": func() (sessions.Record, bool, error) { return db2.SessionReceiptBySession(ctx, "s1") },
+	} {
+		r, ok, err := read()
+		if err != nil || !ok || r.Receipt.Status != contract.SessionFailed || r.Receipt.Failure.Code != contract.CodeSessionOwnerExited {
+			t.Errorf("by %s after reopen: %+v %v %v", name, r.Receipt, ok, err)
+		}
+	}
+}
+
+func TestSessionExportLinksOnceAndPinsTheReceipt(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	day := 24 * time.Hour
+	at := time.UnixMilli(0).Add(1000 * day)
+	r := sessionRec("b", "r", contract.SessionReleased, at)
+	exp := &sessions.Export{PrepareID: "p1", RequestDigest: "d1", CreatedAt: at}
+	if _, _, err := db.CommitSessionReceipt(ctx, r, exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.CommitSessionReceipt(ctx, r, exp); err != nil {
+		t.Fatalf("an exact replay of the link failed: %v", err)
+	}
+	if _, _, err := db.CommitSessionReceipt(ctx, r, &sessions.Export{PrepareID: "p1", RequestDigest: "other", CreatedAt: at}); !errors.Is(err, sessions.ErrExportMismatch) {
+		t.Fatalf("another digest: %v", err)
+	}
+	if _, _, err := db.CommitSessionReceipt(ctx, r, &sessions.Export{PrepareID: "p2", RequestDigest: "d1", CreatedAt: at}); !errors.Is(err, sessions.ErrExportMismatch) {
+		t.Fatalf("a second prepare id: %v", err)
+	}
+	plain := sessionRec("c", "r2", contract.SessionReleased, at)
+	if _, _, err := db.CommitSessionReceipt(ctx, plain, nil); err != nil {
+		t.Fatal(err)
+	}
+	ret, max := 30*day, 180*day
+	n, err := db.PruneSessionReceipts(ctx, at.Add(40*day), ret, max)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want the unexported one only", n, err)
+	}
+	if _, ok, _ := db.SessionReceipt(ctx, r.Identity); !ok {
+		t.Fatal("the pinned receipt was pruned")
+	}
+	if err := db.AcknowledgeSessionExport(ctx, "p1", at.Add(41*day)); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.AcknowledgeSessionExport(ctx, "p1", at.Add(50*day))
+	e, ok, _ := db.SessionExport(ctx, "p1")
+	if !ok || !e.AcknowledgedAt.Equal(at.Add(41*day)) {
+		t.Fatalf("acknowledgement %+v, want the first time kept", e)
+	}
+	if n, _ := db.PruneSessionReceipts(ctx, at.Add(42*day), ret, max); n != 1 {
+		t.Fatalf("the acknowledged export's receipt was not pruned (%d)", n)
+	}
+	if _, ok, _ := db.SessionExport(ctx, "p1"); ok {
+		t.Fatal("the export link outlived its receipt")
+	}
+}
+
+func TestRecentSessionReceiptsReportTruncation(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	base := time.UnixMilli(5_000_000)
+	for i, id := range []string{"d", "e", "f"} {
+		if _, _, err := db.CommitSessionReceipt(ctx, sessionRec(id, id, contract.SessionReleased, base.Add(time.Duration(i)*time.Second)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, trunc, err := db.RecentSessionReceipts(ctx, base, 2)
+	if err != nil || !trunc || len(got) != 2 || got[0].Receipt.RequestID != "f" {
+		t.Fatalf("got %d trunc %v err %v", len(got), trunc, err)
+	}
+	if got, trunc, _ := db.RecentSessionReceipts(ctx, base.Add(time.Second), 5); trunc || len(got) != 2 {
+		t.Fatalf("window: %d %v", len(got), trunc)
+	}
+}

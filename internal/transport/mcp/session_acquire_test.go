@@ -1,0 +1,106 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/config"
+)
+
+func sessionHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t)
+	h.stop()
+	h.cfg.Sessions = &config.Sessions{HeartbeatTTLMs: 1500}
+	h.start()
+	return h
+}
+
+func sessionCfg(req string, hw *contract.HardwareRequirement) contract.SessionConfig {
+	return contract.SessionConfig{ContractVersion: 1, RequestID: req,
+		Device: contract.DeviceRequirement{SchemaVersion: 1, Platform: "ios", Hardware: hw}}
+}
+
+func published(t *testing.T, s *testSession) map[string]any {
+	t.Helper()
+	caps := s.cs.InitializeResult().Capabilities
+	if caps == nil || caps.Experimental == nil {
+		t.Fatal("initialize carries no experimental capabilities")
+	}
+	raw, _ := json.Marshal(caps.Experimental[SessionCapability])
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil || out == nil {
+		t.Fatalf("no %s capability: %s", SessionCapability, raw)
+	}
+	return out
+}
+
+// An unsatisfiable requirement is answered at initialize, fast, with the
+// typed failure, no tools, and nothing created.
+func TestSessionConfigUnsatisfiableAnswersInitializeWithTheFailure(t *testing.T) {
+	h := sessionHarness(t)
+	o := h.options("agent-s", newLogs())
+	o.Session = &SessionOptions{Config: sessionCfg("r1", &contract.HardwareRequirement{Kind: contract.HardwareArchetype, Archetype: "foldable"}), OwnerToken: "tok"}
+	start := time.Now()
+	s := serve(t, o)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("initialize took %s", took)
+	}
+	p := published(t, s)
+	f, _ := p["failure"].(map[string]any)
+	if p["status"] != contract.SessionFailed || f == nil || f["code"] != string(contract.CodeUnsupportedHardware) {
+		t.Fatalf("published %v", p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tl, err := s.cs.ListTools(ctx, &mcpsdk.ListToolsParams{})
+	if err != nil || len(tl.Tools) != 0 {
+		t.Fatalf("tools %v %v, want none", tl, err)
+	}
+	if _, ce := s.call(ToolListDevices, map[string]any{}, nil); ce == nil || ce.Code != contract.CodeUnsupportedHardware {
+		t.Fatalf("a tool call got %v, want UNSUPPORTED_HARDWARE", ce)
+	}
+	if n := len(h.d.Engine().Devices()); n != 0 {
+		t.Fatalf("%d devices created", n)
+	}
+	if h.launched() {
+		t.Fatal("the keeper launched a daemon")
+	}
+}
+
+// A ready session is published, kept alive past its TTL by heartbeats, and
+// released when stdin closes.
+func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
+	h := sessionHarness(t)
+	o := h.options("agent-s", newLogs())
+	o.Session = &SessionOptions{Config: sessionCfg("r2", &contract.HardwareRequirement{Kind: contract.HardwareModel,
+		Model: &contract.ModelIdentity{Namespace: "simlock-model", Value: "Phone"}}), OwnerToken: "tok"}
+	s := serve(t, o)
+	p := published(t, s)
+	if p["status"] != contract.SessionReady || p["sessionId"] == "" {
+		t.Fatalf("published %v", p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if tl, err := s.cs.ListTools(ctx, &mcpsdk.ListToolsParams{}); err != nil || len(tl.Tools) == 0 {
+		t.Fatalf("no tools for a ready session: %v", err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the 1.5 s heartbeat TTL
+	st, err := client.Do(context.Background(), h.admin(), contract.SessionStatus, contract.SessionStatusIn{RequestID: "r2", OwnerToken: "tok"})
+	if err != nil || st.Status != contract.SessionReady {
+		t.Fatalf("the kept session after its TTL: %+v %v", st, err)
+	}
+	if err := s.end(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = client.Do(context.Background(), h.admin(), contract.SessionStatus, contract.SessionStatusIn{RequestID: "r2", OwnerToken: "tok"})
+	if err != nil || st.Status != contract.SessionReleased {
+		t.Fatalf("after stdin closed: %+v %v", st, err)
+	}
+}
