@@ -558,15 +558,18 @@ func (s *sdk) emulatorLoop(ctx context.Context, plan bootPlan, dir string, sigs 
 			s.emuLog("ERROR", "The guest failed to boot: the kernel did not bring up adbd. %s", faultNote(faultBootFail))
 			return &loopExit{code: 1, why: "boot failed"}
 		}
-		if _, err := os.Stat(filepath.Join(dir, killRequestName)); err == nil {
-			s.emuLog("INFO", "Shutting down (console 'kill' command).")
-			return &loopExit{code: 0, orderly: true, why: "emu kill"}
-		}
+		// The boot is announced before a kill is looked at: a device that
+		// answered boot_completed has booted, even if the kill arrived
+		// before this poll saw either (a loaded machine).
 		if !announced {
 			if cur, err := readRun(dir); err == nil && cur.booted(now) {
 				announced = true
 				s.emuLog("INFO", "Boot completed in %d ms", now.Sub(cur.StartedAt).Milliseconds())
 			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, killRequestName)); err == nil {
+			s.emuLog("INFO", "Shutting down (console 'kill' command).")
+			return &loopExit{code: 0, orderly: true, why: "emu kill"}
 		}
 		return nil
 	}
