@@ -116,6 +116,9 @@ func (s *session) sessionLease(id string) (string, error) {
 	if s.slot != nil {
 		return s.slot.ownLease(id)
 	}
+	if s.acquired != nil {
+		return s.acquired.ownLease(id)
+	}
 	ids := s.heldIDs()
 	if id != "" {
 		if !slices.Contains(ids, id) {

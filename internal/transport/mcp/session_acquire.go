@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -119,25 +120,66 @@ func (a *acquired) decorate(opts *mcpsdk.ServerOptions) {
 	opts.Instructions += sessionInstructions
 }
 
-// tools lists nothing without a ready session.
+// sessionLifecycleTools lease or release devices; a session's server
+// holds exactly its session's lease, which ends with the server, so they
+// are neither listed nor answered.
+var sessionLifecycleTools = []string{ToolLeaseSimulator, ToolReleaseSimulator}
+
+// tools lists nothing without a ready session, and never the lifecycle
+// tools.
 func (a *acquired) tools(all []tool) []tool {
 	if !a.ready() {
 		return nil
 	}
-	return all
+	var out []tool
+	for _, t := range all {
+		if !slices.Contains(sessionLifecycleTools, t.decl.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // install refuses every tool call with the typed failure when there is no
-// ready session (an unlisted tool included).
+// ready session (an unlisted tool included), and a lifecycle tool always.
 func (a *acquired) install(srv *mcpsdk.Server) {
 	srv.AddReceivingMiddleware(func(next mcpsdk.MethodHandler) mcpsdk.MethodHandler {
 		return func(ctx context.Context, method string, req mcpsdk.Request) (mcpsdk.Result, error) {
-			if method == "tools/call" && !a.ready() {
+			if method != "tools/call" {
+				return next(ctx, method, req)
+			}
+			if !a.ready() {
 				return errorResult(a.refusal()), nil
+			}
+			if call, ok := req.(*mcpsdk.CallToolRequest); ok && call.Params != nil && slices.Contains(sessionLifecycleTools, call.Params.Name) {
+				return errorResult(contract.Errorf(contract.CodeForbidden, "this MCP server keeps session %s and leases nothing else", a.sessionID()).
+					WithDetails("tool", call.Params.Name).WithNext("use the session's lease; ending this server releases it")), nil
 			}
 			return next(ctx, method, req)
 		}
 	})
+}
+
+func (a *acquired) sessionID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.receipt.SessionID
+}
+
+// ownLease is the lease a device or resource tool acts on: the session's,
+// and no other, even one the daemon would let this principal drive.
+func (a *acquired) ownLease(id string) (string, error) {
+	a.mu.Lock()
+	own := a.receipt.LeaseID
+	a.mu.Unlock()
+	if own == "" {
+		return "", a.refusal()
+	}
+	if id != "" && id != own {
+		return "", contract.Errorf(contract.CodeForbidden, "lease %s is not this session's; the tools act only on lease %s", id, own).
+			WithDetails("leaseId", id).WithNext("omit leaseId, or pass the session's leaseId from the initialize capability")
+	}
+	return own, nil
 }
 
 // aheadReader reads stdin ahead of the server, so its end is seen while

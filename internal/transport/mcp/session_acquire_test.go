@@ -88,8 +88,29 @@ func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if tl, err := s.cs.ListTools(ctx, &mcpsdk.ListToolsParams{}); err != nil || len(tl.Tools) == 0 {
+	tl, err := s.cs.ListTools(ctx, &mcpsdk.ListToolsParams{})
+	if err != nil || len(tl.Tools) == 0 {
 		t.Fatalf("no tools for a ready session: %v", err)
+	}
+	// The session is the server's one lease: nothing leases or releases
+	// another, listed or called by name.
+	for _, tool := range tl.Tools {
+		if tool.Name == ToolLeaseSimulator || tool.Name == ToolReleaseSimulator {
+			t.Errorf("a session's server lists %s", tool.Name)
+		}
+	}
+	for _, name := range []string{ToolLeaseSimulator, ToolReleaseSimulator} {
+		if _, cerr := s.call(name, map[string]any{}, nil); cerr == nil || cerr.Code != contract.CodeForbidden {
+			t.Errorf("%s on a session's server: %+v, want FORBIDDEN", name, cerr)
+		}
+	}
+	var own *acquired
+	own = &acquired{receipt: contract.SessionReceipt{Status: contract.SessionReady, LeaseID: p["leaseId"].(string)}}
+	if id, err := own.ownLease(""); err != nil || id != p["leaseId"] {
+		t.Errorf("ownLease(\"\") = %q, %v; want the session's lease", id, err)
+	}
+	if _, err := own.ownLease("lease_other"); contract.AsError(err) == nil || contract.AsError(err).Code != contract.CodeForbidden {
+		t.Errorf("ownLease of another lease: %v, want FORBIDDEN", err)
 	}
 	time.Sleep(2500 * time.Millisecond) // past the 1.5 s heartbeat TTL
 	st, err := client.Do(context.Background(), h.admin(), contract.SessionStatus, contract.SessionStatusIn{RequestID: "r2", OwnerToken: "tok"})
