@@ -133,8 +133,11 @@ func NewWorld(tb TB, bin *Binary, o Options) *World {
 		}
 		for _, t := range simsdk.Tools {
 			// One line per process; arguments are separated by the ASCII unit
-			// separator so a replay gets them back exactly.
-			script := fmt.Sprintf("#!/bin/sh\n{ printf '%%s' %s; for a in \"$@\"; do printf '\\037%%s' \"$a\"; done; echo; } >> %s\nexec %s \"$@\"\n",
+			// separator (a literal byte in the script: no extra process) so
+			// a replay gets them back exactly. The line is built first and
+			// written with one printf, so tools started at the same time do
+			// not interleave their lines.
+			script := fmt.Sprintf("#!/bin/sh\nl=%s\nfor a in \"$@\"; do l=\"$l\x1f$a\"; done\nprintf '%%s\\n' \"$l\" >> %s\nexec %s \"$@\"\n",
 				t, w.cmdLog, filepath.Join(w.SDK, t))
 			if err := os.WriteFile(filepath.Join(wrap, t), []byte(script), 0o700); err != nil {
 				tb.Fatalf("%v", err)
@@ -384,6 +387,38 @@ func CommandKey(line string) string {
 	return strings.Join(keep, " ")
 }
 
+// ToolVerb is CommandKey without device ids, serials, ports or paths, so the
+// calls a cycle makes on different devices count as one kind:
+// "xcrun simctl erase", "adb shell getprop".
+func ToolVerb(line string) string {
+	var keep []string
+	f := strings.Fields(line)
+	for i := 0; i < len(f) && len(keep) < 3; i++ {
+		switch {
+		case f[i] == "--set" || f[i] == "-s" || f[i] == "-P":
+			i++
+		case strings.HasPrefix(f[i], "-") && len(keep) > 0 && keep[0] != "emulator":
+		case strings.ContainsAny(f[i], "/=") || isDeviceID(f[i]):
+		default:
+			keep = append(keep, f[i])
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// isDeviceID reports a simulator UDID-like word (hex and dashes, 36 long).
+func isDeviceID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for _, r := range s {
+		if r != '-' && !strings.ContainsRune("0123456789ABCDEFabcdef", r) {
+			return false
+		}
+	}
+	return true
+}
+
 // WaitPlatformReady polls until n devices of platform are ready.
 func WaitPlatformReady(tb TB, c *client.Client, platform string, n int) {
 	tb.Helper()
@@ -573,4 +608,37 @@ func Cycles(tb TB, w *World, p string, devices, clients, n int, start func()) ti
 		tb.Fatalf("cycles: %v", err)
 	}
 	return elapsed
+}
+
+// CPU is the processor time a process has used: its own, and that of its
+// children it has waited for (the SDK tool processes a daemon starts), read
+// from /proc/<pid>/stat. The difference of two readings over a run is what
+// that run cost the machine, whatever the wall clock says.
+func CPU(pid int) (self, children time.Duration, err error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) may hold spaces; the numeric fields start
+	// after its closing parenthesis.
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime, stime, cutime, cstime are fields
+	// 14 to 17.
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	var ticks [4]int64
+	for k := range ticks {
+		if ticks[k], err = strconv.ParseInt(f[11+k], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	// USER_HZ is 100 on every Linux this runs on.
+	const tick = 10 * time.Millisecond
+	return time.Duration(ticks[0]+ticks[1]) * tick, time.Duration(ticks[2]+ticks[3]) * tick, nil
 }

@@ -87,7 +87,7 @@ func main() {
 		n = sizes{Grants: 30, Cycles: 60, Executions: 6, RSSCycles: 500, Repeats: 1}
 	}
 	rep := &report{Started: time.Now().UTC(), Speed: *speed, Hold: *hold, Sizes: n, Platforms: strings.Split(*plats, ",")}
-	rep.Machine = machine()
+	rep.Machine, rep.CPUs = machine(), runtime.NumCPU()
 	steps := []struct {
 		name string
 		f    func(*run, *harness.Binary, *report)

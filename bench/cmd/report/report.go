@@ -21,6 +21,7 @@ import (
 type report struct {
 	Started, Finished time.Time
 	Machine           string
+	CPUs              int
 	Speed             float64
 	Hold              time.Duration
 	Sizes             sizes
@@ -28,12 +29,24 @@ type report struct {
 
 	Warm       []latency
 	Cycles     []throughput
+	CycleProcs []cycleProcs
 	Cold       cold
 	Executions []execution
 	Dispatch   []dispatch
 	Memory     memory
 	Density    []density
 }
+
+// durMedian is the median of d (0 when empty).
+func durMedian(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return harness.Sorted(d)[len(d)/2]
+}
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // ms formats a duration quantile in milliseconds.
 func ms(d []time.Duration, q float64) float64 { return harness.Quantile(harness.Sorted(d), q) }
@@ -152,15 +165,29 @@ func (r *report) write(dir string) error {
 	p("\n\n")
 
 	p("## (d) Lease+release cycles per second\n\n")
-	p("%d cycles per repeat on 8 warm devices; each client its own connection and requester. A released device is purged in the background before it serves again.\n\n", r.Sizes.Cycles)
-	p("| platform | clients | cycles/s, median | range | × one client |\n|---|---|---|---|---|\n")
+	p("%d cycles per repeat on 8 warm devices; each client its own connection and requester. A released device is purged in the background before it serves again. ", r.Sizes.Cycles)
+	p("Next to each rate, the processor time a cycle cost in the same repeat (the daemon, the SDK tool processes it started, and the benchmark's clients, from `/proc` and `getrusage`), and the ceiling that cost sets on this machine: %d CPUs divided by the CPU time per cycle. No number of clients can go above it.\n\n", r.CPUs)
+	p("| platform | clients | cycles/s, median | range | × one client | CPU per cycle (ms): daemon + SDK + clients | ceiling (cycles/s) | of the ceiling |\n|---|---|---|---|---|---|---|---|\n")
 	single := map[string]float64{}
+	ceiling := map[string]float64{}
 	for _, t := range r.Cycles {
 		m := medianF(t.Rates)
+		d, sdk, c := durMedian(t.Daemon), durMedian(t.SDK), durMedian(t.Client)
+		total := d + sdk + c
+		ceil := 0.0
+		if total > 0 && r.CPUs > 0 {
+			ceil = float64(r.CPUs) / total.Seconds()
+		}
 		if t.Clients == 1 {
 			single[t.Platform] = m
+			ceiling[t.Platform] = ceil
 		}
-		p("| %s | %d | %s | %s | %s |\n", t.Platform, t.Clients, num(m), rangeF(t.Rates), num(m/single[t.Platform]))
+		cost, ceilS, share := "–", "–", "–"
+		if ceil > 0 {
+			cost = fmt.Sprintf("%s + %s + %s = %s", num(msOf(d)), num(msOf(sdk)), num(msOf(c)), num(msOf(total)))
+			ceilS, share = num(ceil), num(100*m/ceil)+" %"
+		}
+		p("| %s | %d | %s | %s | %s | %s | %s | %s |\n", t.Platform, t.Clients, num(m), rangeF(t.Rates), num(m/single[t.Platform]), cost, ceilS, share)
 	}
 	p("\nTarget: 8 clients ≥ 3× one client. ")
 	for _, t := range r.Cycles {
@@ -170,6 +197,34 @@ func (r *report) write(dir string) error {
 		}
 	}
 	p("\n\n")
+	if len(r.CycleProcs) > 0 {
+		p("SDK tool processes per cycle, counted in a separate world with a logging wrapper in front of every tool (1 client):\n\n")
+		p("| platform | processes per cycle | the calls, per cycle |\n|---|---|---|\n")
+		for _, cp := range r.CycleProcs {
+			var calls []string
+			for k, v := range cp.ByTool {
+				calls = append(calls, fmt.Sprintf("`%s` %s", k, num(float64(v)/float64(cp.Cycles))))
+			}
+			sort.Strings(calls)
+			p("| %s | %s | %s |\n", cp.Platform, num(float64(cp.Procs)/float64(cp.Cycles)), strings.Join(calls, ", "))
+		}
+		p("\n")
+	}
+	for _, t := range r.Cycles {
+		if t.Clients != 1 || ceiling[t.Platform] == 0 {
+			continue
+		}
+		need := 3 * single[t.Platform]
+		reach := "within reach of this machine"
+		if need > ceiling[t.Platform] {
+			reach = "**out of reach of this machine**"
+		}
+		p("%s: one client already runs at %s %% of the ceiling; 3× one client would be %s cycles/s, %s× the ceiling, %s at this CPU cost per cycle. ",
+			t.Platform, num(100*single[t.Platform]/ceiling[t.Platform]), num(need), num(need/ceiling[t.Platform]), reach)
+	}
+	if len(ceiling) > 0 {
+		p("Concurrency can only fill idle cores. Most of a cycle's CPU is the SDK tool processes its purge starts, each a process start of the simulated SDK; more cycles per second on this machine need fewer or cheaper tool processes per cycle, not more clients.\n\n")
+	}
 
 	p("## (e) Gateway dispatch per decision\n\n")
 	p("One routing decision (route and book a request) over 200 worker views, from `BenchmarkRoutingDecisions` in `internal/gateway` (in-process: a decision does no I/O).\n\n")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/simlock/simlock/bench/harness"
@@ -112,10 +113,26 @@ type throughput struct {
 	Platform string
 	Clients  int
 	Rates    []float64
+	// Daemon, SDK and Client are the processor time each repeat cost per
+	// cycle: the daemon's own, the SDK tool processes it started and
+	// waited for, and this process's clients. With NumCPU cores the machine
+	// cannot run more than NumCPU/(their sum) cycles a second, whatever the
+	// concurrency: that is (d)'s ceiling.
+	Daemon, SDK, Client []time.Duration
+}
+
+// cycleProcs is (d)'s process count: SDK tool processes per cycle, counted
+// in a world of its own (the counting wrapper costs a shell per process).
+type cycleProcs struct {
+	Platform string
+	Cycles   int
+	Procs    int
+	ByTool   map[string]int
 }
 
 // measureCycles: (d) lease+release cycles per second with 1 and with 8
-// clients on 8 warm devices.
+// clients on 8 warm devices, each repeat next to the processor time it cost
+// per cycle, and the SDK processes one cycle starts.
 func measureCycles(r *run, bin *harness.Binary, rep *report) {
 	const devices = 8
 	for _, p := range rep.Platforms {
@@ -124,13 +141,55 @@ func measureCycles(r *run, bin *harness.Binary, rep *report) {
 			for range rep.Sizes.Repeats {
 				r.scoped(func() {
 					w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
-					elapsed := harness.Cycles(r, w, p, devices, clients, rep.Sizes.Cycles, nil)
+					var d0, s0, c0 time.Duration
+					start := func() { d0, s0 = daemonCPU(r, w); c0 = selfCPU() }
+					elapsed := harness.Cycles(r, w, p, devices, clients, rep.Sizes.Cycles, start)
+					// The purges of the last released devices are part of
+					// the cycles' cost: wait for them before reading.
+					harness.WaitPlatformReady(r, w.Dial("bench", true), p, devices)
+					d1, s1 := daemonCPU(r, w)
+					c1 := selfCPU()
+					n := time.Duration(rep.Sizes.Cycles)
 					t.Rates = append(t.Rates, float64(rep.Sizes.Cycles)/elapsed.Seconds())
+					t.Daemon = append(t.Daemon, (d1-d0)/n)
+					t.SDK = append(t.SDK, (s1-s0)/n)
+					t.Client = append(t.Client, (c1-c0)/n)
 				})
 			}
 			rep.Cycles = append(rep.Cycles, t)
 		}
+		r.scoped(func() {
+			w := harness.NewWorld(r, bin, harness.Options{Devices: devices, CountProcs: true})
+			const n = 40
+			var before int
+			harness.Cycles(r, w, p, devices, 1, n, func() { before = w.Procs() })
+			harness.WaitPlatformReady(r, w.Dial("bench", true), p, devices)
+			cp := cycleProcs{Platform: p, Cycles: n, ByTool: map[string]int{}}
+			for _, line := range w.CommandLines(before) {
+				cp.Procs++
+				cp.ByTool[harness.ToolVerb(line)]++
+			}
+			rep.CycleProcs = append(rep.CycleProcs, cp)
+		})
 	}
+}
+
+// daemonCPU is the daemon's processor time and its reaped children's.
+func daemonCPU(r *run, w *harness.World) (self, children time.Duration) {
+	self, children, err := harness.CPU(w.DaemonPID())
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	return self, children
+}
+
+// selfCPU is this process's processor time (the benchmark's clients).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cold is (b): cold grants against the same SDK calls made by hand.
