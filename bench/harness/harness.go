@@ -10,7 +10,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -83,6 +85,9 @@ type Options struct {
 	HTTP bool
 	// Extra is merged into the config object (top-level keys).
 	Extra map[string]any
+	// Metrics sets metrics.listen to a free loopback port (World.Metrics),
+	// for the forced collection and heap profile of the memory scenario.
+	Metrics bool
 	// Gateway runs the daemon in gateway mode (HTTP on).
 	Gateway bool
 	// JoinURL and JoinToken make the daemon a worker of that gateway.
@@ -100,15 +105,17 @@ type Options struct {
 // World is one isolated installation: a home, the simulated SDK on PATH, its
 // state directory, and a daemon running the real binary.
 type World struct {
-	tb     TB
-	Bin    string
-	Root   string
-	Home   string
-	SDK    string
-	Env    []string
-	HTTP   string // host:port of the HTTP API, when enabled
-	cmdLog string
-	daemon *exec.Cmd
+	tb   TB
+	Bin  string
+	Root string
+	Home string
+	SDK  string
+	Env  []string
+	HTTP string // host:port of the HTTP API, when enabled
+	// Metrics is host:port of metrics.listen, when Options.Metrics is set.
+	Metrics string
+	cmdLog  string
+	daemon  *exec.Cmd
 }
 
 // NewWorld sets up a world and starts its daemon.
@@ -162,6 +169,10 @@ func NewWorld(tb TB, bin *Binary, o Options) *World {
 	}
 	if o.Gateway {
 		cfg = map[string]any{"mode": "gateway", "http": map[string]any{"listen": w.HTTP}}
+	}
+	if o.Metrics {
+		w.Metrics = freePort(tb)
+		cfg["metrics"] = map[string]any{"listen": w.Metrics}
 	}
 	if o.JoinURL != "" {
 		cfg["gateway"] = map[string]any{"url": o.JoinURL, "token": o.JoinToken, "label": "bench"}
@@ -641,4 +652,55 @@ func CPU(pid int) (self, children time.Duration, err error) {
 	// USER_HZ is 100 on every Linux this runs on.
 	const tick = 10 * time.Millisecond
 	return time.Duration(ticks[0]+ticks[1]) * tick, time.Duration(ticks[2]+ticks[3]) * tick, nil
+}
+
+// Memory is the daemon's memory right after a forced collection that handed
+// freed memory back to the operating system (POST /debug/gc on the metrics
+// listener): what it really holds, not garbage waiting for the collector.
+type Memory struct {
+	RSS           int64
+	HeapLiveBytes uint64 `json:"heapLiveBytes"`
+	HeapObjects   uint64 `json:"heapObjects"`
+	Goroutines    int    `json:"goroutines"`
+}
+
+// ForcedGC collects the daemon's garbage through its metrics listener at
+// addr and reads its RSS after.
+func ForcedGC(pid int, addr string) (Memory, error) {
+	var m Memory
+	resp, err := http.Post("http://"+addr+"/debug/gc", "", nil)
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("POST /debug/gc: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return m, fmt.Errorf("POST /debug/gc: %w", err)
+	}
+	m.RSS, err = RSS(pid)
+	return m, err
+}
+
+// HeapProfile saves the daemon's heap profile (live objects, after a
+// collection) to file, for `go tool pprof -base before after`.
+func HeapProfile(addr, file string) error {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -397,13 +397,19 @@ func measureDispatch(r *run, _ *harness.Binary, rep *report) {
 type memory struct {
 	Idle, Loaded, BeforeCycles, AfterCycles int64
 	Leases, Queued, Cycles                  int
+	// The same states right after a forced collection (RSS and live heap).
+	IdleGC, LoadedGC, BeforeCyclesGC, AfterCyclesGC harness.Memory
 }
 
 // measureMemory: (f) the daemon's RSS idle, with 8 leases and 100 queued
 // requests, and before and after rep.Sizes.RSSCycles lease+release cycles.
+// Each state is read twice: RSS as it is, and RSS with the live heap right
+// after a forced collection that returned freed memory to the system, so
+// growth that is only uncollected garbage is told apart from a leak. Heap
+// profiles before and after the cycles go to profDir when it is set.
 func measureMemory(r *run, bin *harness.Binary, rep *report) {
 	const devices = 8
-	w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
+	w := harness.NewWorld(r, bin, harness.Options{Devices: devices, Metrics: true})
 	admin := w.Dial("bench", true)
 	harness.WaitPlatformReady(r, admin, "ios", 0)
 	time.Sleep(time.Second)
@@ -414,7 +420,23 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 		}
 		return v
 	}
+	gc := func() harness.Memory {
+		m, err := harness.ForcedGC(w.DaemonPID(), w.Metrics)
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+		return m
+	}
+	profile := func(name string) {
+		if rep.profDir == "" {
+			return
+		}
+		if err := harness.HeapProfile(w.Metrics, filepath.Join(rep.profDir, name)); err != nil {
+			r.Fatalf("%v", err)
+		}
+	}
 	rep.Memory.Idle = rss()
+	rep.Memory.IdleGC = gc()
 	var ids []string
 	holders := make([]*client.Client, devices)
 	for i := range holders {
@@ -446,6 +468,7 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	rep.Memory.Loaded, rep.Memory.Leases, rep.Memory.Queued = rss(), devices, queued
+	rep.Memory.LoadedGC = gc()
 	for i := range waiters {
 		_, _ = client.Do(context.Background(), waiters[i], contract.LeaseCancel, contract.LeaseCancelIn{})
 	}
@@ -461,11 +484,16 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 			l := harness.Lease(r, holders[0], "ios")
 			harness.Release(r, holders[0], l.LeaseID)
 		}
+		harness.WaitPlatformReady(r, admin, "ios", devices)
 	}
 	cycle(min(1000, rep.Sizes.RSSCycles/5))
 	rep.Memory.BeforeCycles = rss()
+	rep.Memory.BeforeCyclesGC = gc()
+	profile("heap-before.pb.gz")
 	cycle(rep.Sizes.RSSCycles)
 	rep.Memory.AfterCycles, rep.Memory.Cycles = rss(), rep.Sizes.RSSCycles
+	rep.Memory.AfterCyclesGC = gc()
+	profile("heap-after.pb.gz")
 }
 
 // density is (g): iOS devices the resource strategy admits on one pretended
