@@ -265,12 +265,12 @@ func (r *report) write(dir string) error {
 	p(".\n\n")
 
 	p("## (g) iOS devices admitted, stock and slim\n\n")
-	p("The `resource` strategy on a pretended machine (`SIMLOCK_SIMSDK_MACHINE`): iOS leases with `--no-wait` until the daemon refuses; each grant is a booted simulator that passed readiness. The strategy allows one running device per 2 cores and charges each device its RAM footprint against 60 %% of the machine's RAM (stock 2 GiB, slim about 440 MiB).\n\n")
+	p("The `resource` strategy on a pretended machine (`SIMLOCK_SIMSDK_MACHINE`): iOS leases with `--no-wait` until the daemon refuses; each grant is a booted simulator that passed readiness. The strategy charges each running device its RAM footprint against 60 %% of the machine's RAM (stock 2 GiB, slim about 440 MiB) and its CPU share against every CPU (stock 2 CPUs, slim about 1.2).\n\n")
 	p("| machine | stock | slim | slim / stock |\n|---|---|---|---|\n")
 	for _, d := range r.Density {
 		p("| %s | %d | %d | %s |\n", d.Machine, d.Stock, d.Slim, num(float64(d.Slim)/math.Max(float64(d.Stock), 1)))
 	}
-	p("\nOn 8 cores the per-core running limit binds before RAM does, so slimming admits no more there; the RAM saving shows once cores are not the limit.\n\n")
+	p("\nOn 8 cores the CPU budget binds before RAM does, so there slimming admits only what its smaller CPU share frees; the RAM saving shows in full once cores are not the limit.\n\n")
 	p("![time to device](img/benchmarks-ttd.png)\n\n![warm grant latency](img/benchmarks-warm.png)\n")
 	if err := os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(b.String()), 0o644); err != nil {
 		return err
