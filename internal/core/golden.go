@@ -1,6 +1,9 @@
 package core
 
-import "sort"
+import (
+	"context"
+	"sort"
+)
 
 // StateGolden is the state of a golden device (ADR 0041): a clean, shut-down
 // device a driver keeps per (device type, runtime) to clone new devices
@@ -25,6 +28,14 @@ type Golden struct {
 // answer from memory, without a command or a file read.
 type GoldenKeeper interface {
 	Goldens() []Golden
+}
+
+// GoldenRemover is the optional driver ability to delete every golden it
+// keeps, for a reset (Nuke): goldens are not in the registry, so the
+// reset's sweep of managed devices never reaches them. It returns the
+// handles of the goldens it removed.
+type GoldenRemover interface {
+	RemoveGoldens(ctx context.Context) ([]string, error)
 }
 
 // goldenPlanDevicesLocked are the goldens as the planner sees them: never
