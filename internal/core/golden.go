@@ -38,6 +38,34 @@ type GoldenRemover interface {
 	RemoveGoldens(ctx context.Context) ([]string, error)
 }
 
+// GoldenDevice is one golden with the platform whose driver keeps it.
+type GoldenDevice struct {
+	Platform string
+	Golden
+}
+
+// GoldenDevices lists every driver's goldens, for doctor: they are not in
+// the registry, so no other read shows them.
+func (e *Engine) GoldenDevices() []GoldenDevice {
+	var out []GoldenDevice
+	e.section(func() {
+		for p, drv := range e.drivers {
+			if k, ok := drv.(GoldenKeeper); ok {
+				for _, g := range k.Goldens() {
+					out = append(out, GoldenDevice{Platform: p, Golden: g})
+				}
+			}
+		}
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Platform != out[j].Platform {
+			return out[i].Platform < out[j].Platform
+		}
+		return out[i].Handle < out[j].Handle
+	})
+	return out
+}
+
 // goldenPlanDevicesLocked are the goldens as the planner sees them: never
 // usable (so nothing grants, boots or evicts them), counted as managed,
 // and as running with a reservation while they are being built.

@@ -39,17 +39,25 @@ func (g *goldenKeeper) RemoveGoldens(context.Context) ([]string, error) {
 	return out, nil
 }
 
-// A reset removes the goldens too, and says so; they no longer count
+// Doctor lists goldens (not as findings), and a reset removes them too,
+// and says so; they no longer count
 // against managed capacity. A driver that cannot remove them fails the
 // reset's report for that platform without hiding the devices it did
 // destroy.
-func TestNukeRemovesGoldens(t *testing.T) {
+func TestDoctorListsGoldensAndNukeRemovesThem(t *testing.T) {
 	h := newHarness(t, one(2))
 	gk := &goldenKeeper{Driver: h.drv, goldens: []core.Golden{{Handle: "G1", ModelID: "Phone", RuntimeID: "rt-1.0"}}}
 	h.drivers = []core.Driver{gk, h.droid}
 	h.start()
 	if c := h.engine.Capacity(); c.Global.Goldens != 1 {
 		t.Fatalf("capacity %+v, want the golden counted", c.Global)
+	}
+	// Doctor's read lists it, and it is no finding.
+	if gs := h.engine.GoldenDevices(); len(gs) != 1 || gs[0].Platform != "ios" || gs[0].Handle != "G1" {
+		t.Fatalf("GoldenDevices = %+v", gs)
+	}
+	if fs, err := h.engine.Doctor(context.Background(), core.DoctorOptions{}); err != nil || len(fs) != 0 {
+		t.Fatalf("doctor with a golden: %+v %v", fs, err)
 	}
 	if _, err := h.lease("a", ""); err != nil {
 		t.Fatal(err)
@@ -61,8 +69,8 @@ func TestNukeRemovesGoldens(t *testing.T) {
 	if len(rep.DestroyedDevices) != 2 || !has(rep.DestroyedDevices, "golden:ios:G1") || len(rep.Failed) != 0 {
 		t.Fatalf("reset %+v, want the leased device and golden:ios:G1 destroyed", rep)
 	}
-	if c := h.engine.Capacity(); c.Global.Goldens != 0 || c.Global.Managed != 0 {
-		t.Fatalf("capacity after the reset %+v", c.Global)
+	if c := h.engine.Capacity(); c.Global.Goldens != 0 || c.Global.Managed != 0 || len(h.engine.GoldenDevices()) != 0 {
+		t.Fatalf("capacity after the reset %+v, goldens %+v", c.Global, h.engine.GoldenDevices())
 	}
 
 	gk.goldens = []core.Golden{{Handle: "G2", ModelID: "Phone", RuntimeID: "rt-1.0"}}
