@@ -170,7 +170,8 @@ func (r *report) write(dir string) error {
 	p("## (d) Lease+release cycles per second\n\n")
 	p("%d cycles per repeat on 8 warm devices; each client its own connection and requester. A released device is purged in the background before it serves again. ", r.Sizes.Cycles)
 	p("Next to each rate, the processor time a cycle cost in the same repeat (the daemon, the SDK tool processes it started, and the benchmark's clients, from `/proc` and `getrusage`), and the ceiling that cost sets on this machine: %d CPUs divided by the CPU time per cycle. No number of clients can go above it.\n\n", r.CPUs)
-	p("| platform | clients | cycles/s, median | range | × one client | CPU per cycle (ms): daemon + SDK + clients | ceiling (cycles/s) | of the ceiling |\n|---|---|---|---|---|---|---|---|\n")
+	p("The last column is how busy the whole machine was during the repeat (every CPU, whoever used it, from `/proc/stat`): near 100 %% the cycles had no idle processor left to use, and what other jobs on a shared machine took is missing from the ceiling.\n\n")
+	p("| platform | clients | cycles/s, median | range | × one client | CPU per cycle (ms): daemon + SDK + clients | ceiling (cycles/s) | of the ceiling | machine busy |\n|---|---|---|---|---|---|---|---|---|\n")
 	single := map[string]float64{}
 	ceiling := map[string]float64{}
 	for _, t := range r.Cycles {
@@ -190,7 +191,11 @@ func (r *report) write(dir string) error {
 			cost = fmt.Sprintf("%s + %s + %s = %s", num(msOf(d)), num(msOf(sdk)), num(msOf(c)), num(msOf(total)))
 			ceilS, share = num(ceil), num(100*m/ceil)+" %"
 		}
-		p("| %s | %d | %s | %s | %s | %s | %s | %s |\n", t.Platform, t.Clients, num(m), rangeF(t.Rates), num(m/single[t.Platform]), cost, ceilS, share)
+		busy := "–"
+		if len(t.Busy) > 0 {
+			busy = num(100*medianF(t.Busy)) + " %"
+		}
+		p("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", t.Platform, t.Clients, num(m), rangeF(t.Rates), num(m/single[t.Platform]), cost, ceilS, share, busy)
 	}
 	p("\nTarget: 8 clients ≥ 3× one client. ")
 	for _, t := range r.Cycles {

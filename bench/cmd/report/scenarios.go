@@ -119,6 +119,9 @@ type throughput struct {
 	// cannot run more than NumCPU/(their sum) cycles a second, whatever the
 	// concurrency: that is (d)'s ceiling.
 	Daemon, SDK, Client []time.Duration
+	// Busy is how busy the whole machine was during each repeat (0 to 1):
+	// near 1 the cycles ran out of processor, whoever else used it.
+	Busy []float64
 }
 
 // cycleProcs is (d)'s process count: SDK tool processes per cycle, counted
@@ -141,9 +144,10 @@ func measureCycles(r *run, bin *harness.Binary, rep *report) {
 			for range rep.Sizes.Repeats {
 				r.scoped(func() {
 					w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
-					var d0, s0, c0 time.Duration
-					start := func() { d0, s0 = daemonCPU(r, w); c0 = selfCPU() }
+					var d0, s0, c0, b0, t0 time.Duration
+					start := func() { d0, s0 = daemonCPU(r, w); c0 = selfCPU(); b0, t0, _ = harness.MachineCPU() }
 					elapsed := harness.Cycles(r, w, p, devices, clients, rep.Sizes.Cycles, start)
+					b1, t1, _ := harness.MachineCPU()
 					// The purges of the last released devices are part of
 					// the cycles' cost: wait for them before reading.
 					harness.WaitPlatformReady(r, w.Dial("bench", true), p, devices)
@@ -154,6 +158,9 @@ func measureCycles(r *run, bin *harness.Binary, rep *report) {
 					t.Daemon = append(t.Daemon, (d1-d0)/n)
 					t.SDK = append(t.SDK, (s1-s0)/n)
 					t.Client = append(t.Client, (c1-c0)/n)
+					if t1 > t0 {
+						t.Busy = append(t.Busy, float64(b1-b0)/float64(t1-t0))
+					}
 				})
 			}
 			rep.Cycles = append(rep.Cycles, t)
