@@ -223,12 +223,21 @@ func (r *report) write(dir string) error {
 			continue
 		}
 		need := 3 * single[t.Platform]
-		reach := "within reach of this machine"
+		p("%s: 3× one client would be %s cycles/s, %s× the ceiling: ", t.Platform, num(need), num(need/ceiling[t.Platform]))
 		if need > ceiling[t.Platform] {
-			reach = "**out of reach of this machine**"
+			p("**out of reach of this machine** even with no other job on it, at this CPU cost per cycle. ")
+		} else {
+			p("possible only with %s %% of every CPU spent on cycles and none idle. ", num(100*need/ceiling[t.Platform]))
 		}
-		p("%s: one client already runs at %s %% of the ceiling; 3× one client would be %s cycles/s, %s× the ceiling, %s at this CPU cost per cycle. ",
-			t.Platform, num(100*single[t.Platform]/ceiling[t.Platform]), num(need), num(need/ceiling[t.Platform]), reach)
+		if len(t.Busy) > 0 {
+			ours := 100 * single[t.Platform] / ceiling[t.Platform]
+			busy := 100 * medianF(t.Busy)
+			p("With one client the machine was %s %% busy, %s %% of it these cycles and the rest other jobs", num(busy), num(ours))
+			if busy >= 95 {
+				p(", so there was no idle processor for more clients to use")
+			}
+			p(". ")
+		}
 	}
 	if len(ceiling) > 0 {
 		p("Concurrency can only fill idle cores. Most of a cycle's CPU is the SDK tool processes its purge starts, each a process start of the simulated SDK; more cycles per second on this machine need fewer or cheaper tool processes per cycle, not more clients.\n\n")
