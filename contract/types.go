@@ -650,6 +650,20 @@ type DoctorFinding struct {
 type DoctorRunOut struct {
 	Findings []DoctorFinding `json:"findings"`
 	Healthy  bool            `json:"healthy"`
+	// Goldens lists the golden devices clone provisioning keeps. They are
+	// not in the registry and not findings: a healthy daemon has them.
+	Goldens []DoctorGolden `json:"goldens,omitempty"`
+}
+
+// DoctorGolden is one golden device (ADR 0041): never leased, counted
+// against managed capacity, deleted by nuke.
+type DoctorGolden struct {
+	Platform  string `json:"platform"`
+	Handle    string `json:"handle"`
+	ModelID   string `json:"modelId"`
+	RuntimeID string `json:"runtimeId"`
+	// Building: being made (booted once) now.
+	Building bool `json:"building,omitempty"`
 }
 
 type NukeRunIn struct{}

@@ -10,7 +10,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -83,6 +85,9 @@ type Options struct {
 	HTTP bool
 	// Extra is merged into the config object (top-level keys).
 	Extra map[string]any
+	// Metrics sets metrics.listen to a free loopback port (World.Metrics),
+	// for the forced collection and heap profile of the memory scenario.
+	Metrics bool
 	// Gateway runs the daemon in gateway mode (HTTP on).
 	Gateway bool
 	// JoinURL and JoinToken make the daemon a worker of that gateway.
@@ -100,15 +105,17 @@ type Options struct {
 // World is one isolated installation: a home, the simulated SDK on PATH, its
 // state directory, and a daemon running the real binary.
 type World struct {
-	tb     TB
-	Bin    string
-	Root   string
-	Home   string
-	SDK    string
-	Env    []string
-	HTTP   string // host:port of the HTTP API, when enabled
-	cmdLog string
-	daemon *exec.Cmd
+	tb   TB
+	Bin  string
+	Root string
+	Home string
+	SDK  string
+	Env  []string
+	HTTP string // host:port of the HTTP API, when enabled
+	// Metrics is host:port of metrics.listen, when Options.Metrics is set.
+	Metrics string
+	cmdLog  string
+	daemon  *exec.Cmd
 }
 
 // NewWorld sets up a world and starts its daemon.
@@ -133,8 +140,11 @@ func NewWorld(tb TB, bin *Binary, o Options) *World {
 		}
 		for _, t := range simsdk.Tools {
 			// One line per process; arguments are separated by the ASCII unit
-			// separator so a replay gets them back exactly.
-			script := fmt.Sprintf("#!/bin/sh\n{ printf '%%s' %s; for a in \"$@\"; do printf '\\037%%s' \"$a\"; done; echo; } >> %s\nexec %s \"$@\"\n",
+			// separator (a literal byte in the script: no extra process) so
+			// a replay gets them back exactly. The line is built first and
+			// written with one printf, so tools started at the same time do
+			// not interleave their lines.
+			script := fmt.Sprintf("#!/bin/sh\nl=%s\nfor a in \"$@\"; do l=\"$l\x1f$a\"; done\nprintf '%%s\\n' \"$l\" >> %s\nexec %s \"$@\"\n",
 				t, w.cmdLog, filepath.Join(w.SDK, t))
 			if err := os.WriteFile(filepath.Join(wrap, t), []byte(script), 0o700); err != nil {
 				tb.Fatalf("%v", err)
@@ -159,6 +169,10 @@ func NewWorld(tb TB, bin *Binary, o Options) *World {
 	}
 	if o.Gateway {
 		cfg = map[string]any{"mode": "gateway", "http": map[string]any{"listen": w.HTTP}}
+	}
+	if o.Metrics {
+		w.Metrics = freePort(tb)
+		cfg["metrics"] = map[string]any{"listen": w.Metrics}
 	}
 	if o.JoinURL != "" {
 		cfg["gateway"] = map[string]any{"url": o.JoinURL, "token": o.JoinToken, "label": "bench"}
@@ -384,6 +398,38 @@ func CommandKey(line string) string {
 	return strings.Join(keep, " ")
 }
 
+// ToolVerb is CommandKey without device ids, serials, ports or paths, so the
+// calls a cycle makes on different devices count as one kind:
+// "xcrun simctl erase", "adb shell getprop".
+func ToolVerb(line string) string {
+	var keep []string
+	f := strings.Fields(line)
+	for i := 0; i < len(f) && len(keep) < 3; i++ {
+		switch {
+		case f[i] == "--set" || f[i] == "-s" || f[i] == "-P":
+			i++
+		case strings.HasPrefix(f[i], "-") && len(keep) > 0 && keep[0] != "emulator":
+		case strings.ContainsAny(f[i], "/=") || isDeviceID(f[i]):
+		default:
+			keep = append(keep, f[i])
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// isDeviceID reports a simulator UDID-like word (hex and dashes, 36 long).
+func isDeviceID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for _, r := range s {
+		if r != '-' && !strings.ContainsRune("0123456789ABCDEFabcdef", r) {
+			return false
+		}
+	}
+	return true
+}
+
 // WaitPlatformReady polls until n devices of platform are ready.
 func WaitPlatformReady(tb TB, c *client.Client, platform string, n int) {
 	tb.Helper()
@@ -573,4 +619,121 @@ func Cycles(tb TB, w *World, p string, devices, clients, n int, start func()) ti
 		tb.Fatalf("cycles: %v", err)
 	}
 	return elapsed
+}
+
+// CPU is the processor time a process has used: its own, and that of its
+// children it has waited for (the SDK tool processes a daemon starts), read
+// from /proc/<pid>/stat. The difference of two readings over a run is what
+// that run cost the machine, whatever the wall clock says.
+func CPU(pid int) (self, children time.Duration, err error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) may hold spaces; the numeric fields start
+	// after its closing parenthesis.
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime, stime, cutime, cstime are fields
+	// 14 to 17.
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	var ticks [4]int64
+	for k := range ticks {
+		if ticks[k], err = strconv.ParseInt(f[11+k], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	// USER_HZ is 100 on every Linux this runs on.
+	const tick = 10 * time.Millisecond
+	return time.Duration(ticks[0]+ticks[1]) * tick, time.Duration(ticks[2]+ticks[3]) * tick, nil
+}
+
+// Memory is the daemon's memory right after a forced collection that handed
+// freed memory back to the operating system (POST /debug/gc on the metrics
+// listener): what it really holds, not garbage waiting for the collector.
+type Memory struct {
+	RSS           int64
+	HeapLiveBytes uint64 `json:"heapLiveBytes"`
+	HeapObjects   uint64 `json:"heapObjects"`
+	Goroutines    int    `json:"goroutines"`
+}
+
+// ForcedGC collects the daemon's garbage through its metrics listener at
+// addr and reads its RSS after.
+func ForcedGC(pid int, addr string) (Memory, error) {
+	var m Memory
+	resp, err := http.Post("http://"+addr+"/debug/gc", "", nil)
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("POST /debug/gc: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return m, fmt.Errorf("POST /debug/gc: %w", err)
+	}
+	m.RSS, err = RSS(pid)
+	return m, err
+}
+
+// HeapProfile saves the daemon's heap profile (live objects, after a
+// collection) to file, for `go tool pprof -base before after`.
+func HeapProfile(addr, file string) error {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// MachineCPU is the processor time the whole machine has spent busy (every
+// state but idle and iowait) and in all, summed over its CPUs, from
+// /proc/stat. Two readings around a run say how busy the machine was,
+// whoever kept it busy: a shared machine's other jobs included.
+func MachineCPU() (busy, total time.Duration, err error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	const tick = 10 * time.Millisecond
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		// Fields: user nice system idle iowait irq softirq steal guest
+		// guest_nice; guest time is already inside user and nice.
+		if i >= 8 {
+			continue
+		}
+		total += time.Duration(n) * tick
+		if i != 3 && i != 4 {
+			busy += time.Duration(n) * tick
+		}
+	}
+	return busy, total, nil
 }

@@ -72,6 +72,14 @@ func (a *app) doctorCmd() *cobra.Command {
 				}
 				return nil
 			}
+			// Goldens are listed, never findings: a healthy daemon keeps them.
+			for _, g := range out.Goldens {
+				state := "ready"
+				if g.Building {
+					state = "building"
+				}
+				a.printf("golden %s %s: %s on %s, %s (kept for clone provisioning; nuke deletes it)\n", g.Platform, g.Handle, g.ModelID, g.RuntimeID, state)
+			}
 			if out.Healthy {
 				a.printf("healthy: the registry matches every device root\n")
 				return nil

@@ -18,6 +18,12 @@ type Limits struct {
 	// RAMBudget is the one budget every running device of every platform
 	// draws from, each by its own footprint.
 	RAMBudget uint64
+	// CPUBudget, in thousandths of a CPU, is the processor share every
+	// running device draws from, each by its platform's CPUPerDevice. Zero:
+	// CPU is not planned (the fixed strategy).
+	CPUBudget    uint64
+	CPUPerDevice map[string]uint64
+	cpuDefault   uint64 // the charge of a platform CPUPerDevice does not name
 }
 
 type PlatformLimits struct {
@@ -39,13 +45,19 @@ func (FixedStrategy) Name() string     { return "fixed" }
 func (s FixedStrategy) Limits() Limits { return s.L }
 
 // ResourceStrategy derives the limits from the machine: running devices
-// share one RAM budget (the binding constraint for emulators), each charged
-// its own footprint, and each takes a share of the CPUs.
+// share one RAM budget (the binding constraint for emulators) and one CPU
+// budget, each device charged its own footprint in both, so a device that
+// costs less (a slim simulator) is admitted by what it costs, not by a
+// fixed share per device.
 type ResourceStrategy struct {
 	Stats ports.SystemStats
+	// Drivers give each platform's CPU footprint (CPUFootprinter); a
+	// platform without one is charged CPUsPerDevice.
+	Drivers []Driver
 	// RAMFraction of total RAM simlock may plan to use (default 0.6).
 	RAMFraction float64
-	// CPUsPerDevice (default 2).
+	// CPUsPerDevice (default 2) is what a device is charged when its
+	// driver gives no figure.
 	CPUsPerDevice int
 	// ManagedPerRunning: how many devices may exist per running slot (default 3),
 	// so shut-down warm inventory stays bounded on disk.
@@ -54,10 +66,12 @@ type ResourceStrategy struct {
 
 func (ResourceStrategy) Name() string { return "resource" }
 
-// Limits gives a CPU-derived running count and the shared RAM budget. There
-// are deliberately no per-platform counts: those were computed from one
-// platform-wide figure each and, added up, overran the machine (two
-// emulators and two simulators admitted against a budget that fits three).
+// Limits gives the shared RAM and CPU budgets and a running count that
+// never binds before the CPU budget does (as many of the cheapest device
+// as the CPUs hold). There are deliberately no per-platform counts: those
+// were computed from one platform-wide figure each and, added up, overran
+// the machine (two emulators and two simulators admitted against a budget
+// that fits three).
 func (s ResourceStrategy) Limits() Limits {
 	frac := s.RAMFraction
 	if frac <= 0 || frac > 1 {
@@ -71,9 +85,45 @@ func (s ResourceStrategy) Limits() Limits {
 	if perRun <= 0 {
 		perRun = 3
 	}
-	byCPU := max(1, s.Stats.CPUCount()/cpuPer)
-	return Limits{MaxRunning: byCPU, MaxManaged: byCPU * perRun, Platforms: map[string]PlatformLimits{},
-		RAMBudget: uint64(float64(s.Stats.TotalRAMBytes()) * frac)}
+	def := uint64(cpuPer) * 1000
+	charges := map[string]uint64{}
+	cheapest, dearest := def, def
+	for _, d := range s.Drivers {
+		f, ok := d.(CPUFootprinter)
+		if !ok {
+			continue
+		}
+		if n := f.CPUMilliPerDevice(); n > 0 {
+			charges[d.Platform()] = n
+			cheapest, dearest = min(cheapest, n), max(dearest, n)
+		}
+	}
+	// A machine smaller than one device still runs one, as before.
+	budget := max(uint64(s.Stats.CPUCount())*1000, dearest)
+	running := max(1, int(budget/cheapest))
+	return Limits{MaxRunning: running, MaxManaged: running * perRun, Platforms: map[string]PlatformLimits{},
+		RAMBudget: uint64(float64(s.Stats.TotalRAMBytes()) * frac), CPUBudget: budget, CPUPerDevice: charges, cpuDefault: def}
+}
+
+// CPUFootprinter is the optional driver ability to say what share of a CPU
+// one running device of its platform takes, in thousandths of a CPU.
+type CPUFootprinter interface {
+	CPUMilliPerDevice() uint64
+}
+
+// cpuCharge is what one running device of platform is charged against the
+// CPU budget.
+func (l Limits) cpuCharge(platform string) uint64 {
+	if l.CPUBudget == 0 {
+		return 0
+	}
+	if n := l.CPUPerDevice[platform]; n > 0 {
+		return n
+	}
+	if l.cpuDefault > 0 {
+		return l.cpuDefault
+	}
+	return 2000
 }
 
 // defaultFootprint is what a device is charged when neither its spec nor its
@@ -98,8 +148,10 @@ type StrategyInputs struct {
 // adding a policy touches neither the engine nor its callers.
 func StrategyFactories() map[string]func(StrategyInputs) CapacityStrategy {
 	return map[string]func(StrategyInputs) CapacityStrategy{
-		"fixed":    func(in StrategyInputs) CapacityStrategy { return FixedStrategy{L: in.Fixed} },
-		"resource": func(in StrategyInputs) CapacityStrategy { return ResourceStrategy{Stats: in.Stats} },
+		"fixed": func(in StrategyInputs) CapacityStrategy { return FixedStrategy{L: in.Fixed} },
+		"resource": func(in StrategyInputs) CapacityStrategy {
+			return ResourceStrategy{Stats: in.Stats, Drivers: in.Drivers}
+		},
 	}
 }
 

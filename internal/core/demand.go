@@ -155,26 +155,37 @@ type WarmPoolStatus struct {
 	Targets []WarmTargetStatus
 }
 
-// demandNowLocked counts, per spec, the leases held and the requests queued.
+// demandNowLocked counts, per spec, the devices leased and the devices
+// queued requests ask for. A multi-device lease or request counts every
+// member under its own spec: an iPhone + Pixel pair is demand for one of
+// each, not for one iPhone.
 func (e *Engine) demandNowLocked() map[string]demandNow {
 	cur := map[string]demandNow{}
 	for _, l := range e.leases {
-		d, ok := e.devices[l.DeviceID]
-		if !ok {
-			continue
+		for _, id := range l.DeviceIDs() {
+			d, ok := e.devices[id]
+			if !ok {
+				continue
+			}
+			c := cur[d.Spec.Key()]
+			c.spec, c.leased = d.Spec, c.leased+1
+			cur[d.Spec.Key()] = c
 		}
-		c := cur[d.Spec.Key()]
-		c.spec, c.leased = d.Spec, c.leased+1
-		cur[d.Spec.Key()] = c
 	}
 	for _, w := range e.queue.Entries() {
-		k := w.spec.Key()
-		c := cur[k]
-		if c.spec.Platform == "" {
-			c.spec = w.spec
+		specs := w.group
+		if len(specs) == 0 {
+			specs = []Spec{w.spec}
 		}
-		c.queued++
-		cur[k] = c
+		for _, sp := range specs {
+			k := sp.Key()
+			c := cur[k]
+			if c.spec.Platform == "" {
+				c.spec = sp
+			}
+			c.queued++
+			cur[k] = c
+		}
 	}
 	return cur
 }

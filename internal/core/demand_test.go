@@ -261,3 +261,31 @@ func TestDemandOffKeepsNoSpare(t *testing.T) {
 		t.Fatalf("warm pool %+v", ws)
 	}
 }
+
+// A multi-device lease is demand for every member it holds: a group of two
+// iPhones makes the p90 two, where counting only its first member made it
+// one and the pool kept too few ready for the next group.
+func TestDemandCountsEveryGroupMember(t *testing.T) {
+	h, _ := demandHarness(t, one(4), false)
+	phone := core.SpecRequest{Platform: "ios", Model: "Phone"}
+	g, err := h.engine.Request(context.Background(), core.Request{Group: []core.SpecRequest{phone, phone},
+		RequesterID: "g", OwnerID: "g", TTL: 30 * time.Minute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Members) != 2 {
+		t.Fatalf("members %+v", g.Members)
+	}
+	h.engine.WaitIdle()
+	tg, ok := target(t, h)
+	if !ok || tg.DemandP90 != 2 || tg.Leased != 2 {
+		t.Fatalf("target %+v, want p90 2 with both members leased", tg)
+	}
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.WaitIdle()
+	if tg, _ := target(t, h); tg.Count != 2 || tg.Ready != 2 {
+		t.Fatalf("after the group's release %+v, want both devices kept ready for p90 2", tg)
+	}
+}

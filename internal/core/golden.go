@@ -1,6 +1,9 @@
 package core
 
-import "sort"
+import (
+	"context"
+	"sort"
+)
 
 // StateGolden is the state of a golden device (ADR 0041): a clean, shut-down
 // device a driver keeps per (device type, runtime) to clone new devices
@@ -25,6 +28,42 @@ type Golden struct {
 // answer from memory, without a command or a file read.
 type GoldenKeeper interface {
 	Goldens() []Golden
+}
+
+// GoldenRemover is the optional driver ability to delete every golden it
+// keeps, for a reset (Nuke): goldens are not in the registry, so the
+// reset's sweep of managed devices never reaches them. It returns the
+// handles of the goldens it removed.
+type GoldenRemover interface {
+	RemoveGoldens(ctx context.Context) ([]string, error)
+}
+
+// GoldenDevice is one golden with the platform whose driver keeps it.
+type GoldenDevice struct {
+	Platform string
+	Golden
+}
+
+// GoldenDevices lists every driver's goldens, for doctor: they are not in
+// the registry, so no other read shows them.
+func (e *Engine) GoldenDevices() []GoldenDevice {
+	var out []GoldenDevice
+	e.section(func() {
+		for p, drv := range e.drivers {
+			if k, ok := drv.(GoldenKeeper); ok {
+				for _, g := range k.Goldens() {
+					out = append(out, GoldenDevice{Platform: p, Golden: g})
+				}
+			}
+		}
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Platform != out[j].Platform {
+			return out[i].Platform < out[j].Platform
+		}
+		return out[i].Handle < out[j].Handle
+	})
+	return out
 }
 
 // goldenPlanDevicesLocked are the goldens as the planner sees them: never

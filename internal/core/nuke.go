@@ -21,7 +21,9 @@ type NukeReport struct {
 // Nuke resets the daemon's devices: every lease released, every pending
 // request cancelled, in-flight purges drained (a device mid-reclaim would
 // otherwise be skipped by the very reset meant to take it down), then every
-// managed device destroyed. Requests arriving meanwhile are refused.
+// managed device destroyed, and every golden its driver keeps (they are
+// not in the registry; each is reported as destroyed under its planner id,
+// golden:<platform>:<handle>). Requests arriving meanwhile are refused.
 func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 	rep := NukeReport{Failed: map[string]string{}}
 	var cancelled []*waiter
@@ -101,6 +103,19 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 			rep.Failed[d.ID] = cerr.Error()
 		default:
 			rep.DestroyedDevices = append(rep.DestroyedDevices, d.ID)
+		}
+	}
+	for _, p := range e.Platforms() {
+		gr, ok := e.drivers[p].(GoldenRemover)
+		if !ok {
+			continue
+		}
+		removed, err := gr.RemoveGoldens(ctx)
+		for _, h := range removed {
+			rep.DestroyedDevices = append(rep.DestroyedDevices, "golden:"+p+":"+h)
+		}
+		if err != nil {
+			rep.Failed["golden:"+p] = err.Error()
 		}
 	}
 	return rep, nil

@@ -16,6 +16,7 @@ const (
 	LimitRunning  = "maxRunning"
 	LimitManaged  = "maxManaged"
 	LimitRAM      = "ramBudget"
+	LimitCPU      = "cpuBudget"
 	limitPlatform = "platforms."
 )
 
@@ -117,6 +118,7 @@ type ledger struct {
 	runAll  int
 	manAll  int
 	ram     uint64
+	cpu     uint64 // thousandths of a CPU, each running device by its platform's charge
 	// host counts, by platform, the running devices that are not this
 	// engine's (other homes' and external ones): fixed for one plan, since
 	// nothing this engine decides changes them. ext is the external share.
@@ -149,6 +151,7 @@ func newLedger(in PlanInput) *ledger {
 			g.running[d.Platform]++
 			g.runAll++
 			g.ram += d.RAM
+			g.cpu += g.lim.cpuCharge(d.Platform)
 		}
 	}
 	return g
@@ -167,6 +170,9 @@ func (g *ledger) blocks(platform string, ram uint64, newDevice bool) []string {
 	}
 	if g.lim.RAMBudget > 0 && g.ram+ram > g.lim.RAMBudget {
 		out = append(out, LimitRAM)
+	}
+	if g.lim.CPUBudget > 0 && g.cpu+g.lim.cpuCharge(platform) > g.lim.CPUBudget {
+		out = append(out, LimitCPU)
 	}
 	// The host's limits come after this daemon's own, so a request both
 	// bind is reported against its own (NO_CAPACITY): the host's figures
@@ -203,6 +209,9 @@ func (g *ledger) over(platform string) []string {
 	if g.lim.RAMBudget > 0 && g.ram > g.lim.RAMBudget {
 		out = append(out, LimitRAM)
 	}
+	if g.lim.CPUBudget > 0 && g.cpu > g.lim.CPUBudget {
+		out = append(out, LimitCPU)
+	}
 	if g.hostMax > 0 && g.runAll+g.hostAll > g.hostMax {
 		out = append(out, LimitHost)
 	}
@@ -228,6 +237,7 @@ func (g *ledger) start(platform string, ram uint64, newDevice bool) {
 	g.running[platform]++
 	g.runAll++
 	g.ram += ram
+	g.cpu += g.lim.cpuCharge(platform)
 	if newDevice {
 		g.managed[platform]++
 		g.manAll++
@@ -238,6 +248,7 @@ func (g *ledger) stop(platform string, ram uint64) {
 	g.running[platform]--
 	g.runAll--
 	g.ram -= min(ram, g.ram)
+	g.cpu -= min(g.lim.cpuCharge(platform), g.cpu)
 }
 
 func (g *ledger) forget(platform string) {
@@ -263,7 +274,7 @@ func (g *ledger) clone() *ledger {
 func helps(v PlanDevice, binding []string, forget bool) bool {
 	for _, l := range binding {
 		switch l {
-		case LimitRunning, LimitHost:
+		case LimitRunning, LimitHost, LimitCPU:
 			// Only this engine's own idle devices are candidates, and
 			// stopping one eases the host's total as much as its own.
 			if !forget || isRunningState(v.State) {

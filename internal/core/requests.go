@@ -120,9 +120,12 @@ type requestEntry struct {
 	committed  string   // the lease whose grant commit already stored this receipt as granted
 	callers    int
 	cancel     context.CancelFunc
+	// firstErr is the error the first caller got, on a settled entry that
+	// keeps only its receipt (settledLocked); out is nil there.
+	firstErr error
 
-	mu   sync.Mutex // guards subs, nextSub, last: progress is pushed outside the decision section
-	subs map[int]*subscriber
+	mu   sync.Mutex          // guards subs, nextSub, last: progress is pushed outside the decision section
+	subs map[int]*subscriber // nil until a caller subscribes
 	next int
 	last *Progress
 }
@@ -248,7 +251,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	}
 	rq.rec, rq.callers, rq.w, rq.committed = rec, 1, nil, ""
 	rq.timing, rq.downloaded = newTiming(now), r.Downloaded
-	rq.out = &outcome{done: make(chan struct{})}
+	rq.out, rq.firstErr = &outcome{done: make(chan struct{})}, nil
 	ctx, cancel := context.WithCancel(e.bg)
 	rq.cancel = cancel
 	r.rq = rq
@@ -363,6 +366,29 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 	rq.rec, rq.w = rec, nil
 	out.grant, out.err = g, err
 	close(out.done)
+	b.settledLocked(rq, out)
+}
+
+// settledLocked swaps a settled request's entry in the book for one that
+// holds only the receipt. The receipt stays for the retention window (a
+// repeat is answered from it, request.status reads it), but the admission's
+// live state does not need to: its context, progress subscribers and last
+// progress, timing clock, download probe and the full grant. Kept, they
+// cost a settled receipt about 1.5 KiB more each, and a busy daemon keeps
+// every receipt of the last requests.retentionMs. The old entry stays valid
+// for the callers and goroutines still holding it and is collected when
+// they let go.
+func (b *requestBook) settledLocked(rq *requestEntry, out *outcome) {
+	if b.byID[rq.id] != rq || !rq.rec.State.Terminal() {
+		return
+	}
+	// No outcome (it embeds a whole Grant): replayLocked answers a repeat
+	// of a refusal with the very error the first caller got, kept alone.
+	slim := &requestEntry{id: rq.id, rec: rq.rec, committed: rq.committed, firstErr: out.err}
+	b.byID[rq.id] = slim
+	if k := keyOf(rq.rec.RequesterID, rq.rec.IdempotencyKey); rq.rec.IdempotencyKey != "" && b.byKey[k] == rq {
+		b.byKey[k] = slim
+	}
 }
 
 // grantedReceiptLocked is the receipt to commit with w's grant of l: one
@@ -392,6 +418,9 @@ func (e *Engine) replayLocked(x *requestEntry) result {
 	if x.out != nil && x.out.err != nil {
 		return result{err: x.out.err} // the very error the first caller got
 	}
+	if x.firstErr != nil {
+		return result{err: x.firstErr} // the same, kept by a settled entry
+	}
 	if x.rec.Error != nil {
 		re := *x.rec.Error
 		return result{err: &re}
@@ -404,6 +433,9 @@ func (rq *requestEntry) subscribe(f func(Progress)) int {
 	defer rq.mu.Unlock()
 	rq.next++
 	if f != nil {
+		if rq.subs == nil {
+			rq.subs = map[int]*subscriber{} // a settled entry admitted again
+		}
 		sub := &subscriber{f: f}
 		rq.subs[rq.next] = sub
 		if rq.last != nil && rq.last.Phase != "granted" {
@@ -531,7 +563,7 @@ func (e *Engine) recoverRequests(ctx context.Context) error {
 				return fmt.Errorf("settle an interrupted lease request: %w", err)
 			}
 		}
-		rq := &requestEntry{id: rec.ID, rec: rec, subs: map[int]*subscriber{}}
+		rq := &requestEntry{id: rec.ID, rec: rec}
 		b.byID[rec.ID] = rq
 		if rec.IdempotencyKey != "" {
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq

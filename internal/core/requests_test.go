@@ -387,3 +387,42 @@ func TestQueueWaitIsMeasuredOnTheEngineClock(t *testing.T) {
 		t.Fatalf("timing %+v %v", tm, res.err)
 	}
 }
+
+// Many lease+release cycles keep memory flat: a settled receipt holds only
+// the receipt (not its admission's context, subscribers, timing clock or
+// grant), the retention window bounds how many stay, and the slim receipts
+// still answer a repeat and request.status.
+func TestManyCyclesKeepReceiptMemoryBounded(t *testing.T) {
+	d := newDurable(t, one(1))
+	d.cfg.RequestRetention = time.Hour
+	d.restart()
+	const cycles = 300
+	var last core.Grant
+	for i := range cycles {
+		g, err := d.do(keyed("ci", fmt.Sprintf("k%d", i), ""))
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if err := d.engine.Release(g.Lease.ID); err != nil {
+			t.Fatalf("cycle %d release: %v", i, err)
+		}
+		d.engine.WaitIdle()
+		last = g
+		d.clock.Advance(time.Minute)
+		if _, live := d.engine.ReceiptMemory(); live != 0 {
+			t.Fatalf("cycle %d: %d settled receipts still hold their admission's live state", i, live)
+		}
+	}
+	// One receipt a minute for an hour, plus at most one prune period
+	// (every 6 minutes) not yet pruned.
+	if n, _ := d.engine.ReceiptMemory(); n > 60+6+1 {
+		t.Fatalf("%d receipts in memory after %d cycles, want at most the retention window's 67", n, cycles)
+	}
+	st, err := d.engine.RequestStatus(last.Lease.RequestID)
+	if err != nil || st.Record.State != core.RequestGranted || st.Record.LeaseID != last.Lease.ID {
+		t.Fatalf("status of the last slim receipt: %+v %v", st, err)
+	}
+	if _, err := d.do(keyed("ci", fmt.Sprintf("k%d", cycles-1), "")); !errors.Is(err, core.ErrUnknownLease) {
+		t.Fatalf("repeat of a settled, released request: %v", err)
+	}
+}

@@ -150,6 +150,10 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 			out.Findings = append(out.Findings, contract.DoctorFinding{Kind: f.Kind, Platform: f.Platform, DeviceID: f.DeviceID,
 				Handle: f.Handle, Detail: f.Detail, Action: f.Action, Fixed: f.Fixed, Error: f.Err})
 		}
+		for _, g := range d.engine.GoldenDevices() {
+			out.Goldens = append(out.Goldens, contract.DoctorGolden{Platform: g.Platform, Handle: g.Handle, ModelID: g.ModelID,
+				RuntimeID: g.RuntimeID, Building: g.Building})
+		}
 		return out, nil
 	})
 	dispatch.Handle(disp, contract.NukeRun, func(ctx context.Context, _ *dispatch.Call, _ contract.NukeRunIn) (contract.NukeRunOut, error) {

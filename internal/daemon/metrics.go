@@ -2,12 +2,16 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
+	"runtime/debug"
+	rmetrics "runtime/metrics"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -92,12 +96,60 @@ func (d *Daemon) startRecorder(ctx context.Context, o Options) error {
 	return nil
 }
 
-// metricsOnly answers GET /metrics and nothing else on the token-less
-// listener.
+// metricsOnly answers GET /metrics on the token-less listener, and the two
+// memory reads an operator (or the benchmark harness) needs to tell a leak
+// from garbage the collector has not returned yet: a heap profile and a
+// forced collection. They live here, not on the HTTP API, because this
+// listener is loopback-only and off unless configured; a heap profile holds
+// call stacks and sizes, never lease data.
 func metricsOnly(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	mux.HandleFunc("GET /debug/pprof/heap", serveHeapProfile)
+	mux.HandleFunc("POST /debug/gc", serveForcedGC)
 	return mux
+}
+
+// serveHeapProfile writes the heap profile (pprof's binary format; ?gc=1
+// collects first, so it shows what is live). runtime/pprof, not
+// net/http/pprof: importing that one registers handlers on the process-wide
+// default mux as a side effect.
+func serveHeapProfile(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("gc") == "1" {
+		runtime.GC()
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if err := pprof.Lookup("heap").WriteTo(w, 0); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// forcedGC is POST /debug/gc's answer.
+type forcedGC struct {
+	// HeapLiveBytes is the heap the last collection marked live.
+	HeapLiveBytes uint64 `json:"heapLiveBytes"`
+	// HeapObjects counts the objects in the heap after it.
+	HeapObjects uint64 `json:"heapObjects"`
+	// GoroutineCount is how many goroutines exist, a leak's other face.
+	GoroutineCount int `json:"goroutines"`
+}
+
+// serveForcedGC collects garbage and hands freed memory back to the
+// operating system before answering, so the process's RSS read right after
+// is what the live heap and the runtime really hold.
+func serveForcedGC(w http.ResponseWriter, _ *http.Request) {
+	debug.FreeOSMemory()
+	samples := []rmetrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/objects:objects"}}
+	rmetrics.Read(samples)
+	out := forcedGC{GoroutineCount: runtime.NumGoroutine()}
+	if samples[0].Value.Kind() == rmetrics.KindUint64 {
+		out.HeapLiveBytes = samples[0].Value.Uint64()
+	}
+	if samples[1].Value.Kind() == rmetrics.KindUint64 {
+		out.HeapObjects = samples[1].Value.Uint64()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // statusSnapshot is status.get as an admin sees it, for the gauges.

@@ -58,6 +58,8 @@ func main() {
 	plats := flag.String("platforms", "ios,android", "platforms for the scenarios that cover both")
 	hold := flag.Duration("hold", 2*time.Minute, "how long each execution of (a) holds its device, at real speed (scaled by -speed)")
 	only := flag.String("only", "", "run only these scenarios, by letter (e.g. \"ag\"); the report then lacks the others")
+	profiles := flag.String("heapprofiles", "", "directory for (f)'s daemon heap profiles before and after the cycles (go tool pprof -base)")
+	rssCycles := flag.Int("rsscycles", 0, "lease+release cycles for (f)'s growth figure (0: 10000, or 500 with -quick)")
 	replot := flag.String("replot", "", "rewrite the report from a samples file of an earlier run, measuring nothing")
 	flag.Parse()
 	if *replot != "" {
@@ -86,8 +88,12 @@ func main() {
 	if *quick {
 		n = sizes{Grants: 30, Cycles: 60, Executions: 6, RSSCycles: 500, Repeats: 1}
 	}
+	if *rssCycles > 0 {
+		n.RSSCycles = *rssCycles
+	}
 	rep := &report{Started: time.Now().UTC(), Speed: *speed, Hold: *hold, Sizes: n, Platforms: strings.Split(*plats, ",")}
-	rep.Machine = machine()
+	rep.Machine, rep.CPUs = machine(), runtime.NumCPU()
+	rep.profDir = *profiles
 	steps := []struct {
 		name string
 		f    func(*run, *harness.Binary, *report)

@@ -21,6 +21,7 @@ import (
 type report struct {
 	Started, Finished time.Time
 	Machine           string
+	CPUs              int
 	Speed             float64
 	Hold              time.Duration
 	Sizes             sizes
@@ -28,12 +29,27 @@ type report struct {
 
 	Warm       []latency
 	Cycles     []throughput
+	CycleProcs []cycleProcs
 	Cold       cold
 	Executions []execution
 	Dispatch   []dispatch
 	Memory     memory
 	Density    []density
+
+	// profDir, when set, receives (f)'s heap profiles.
+	profDir string
 }
+
+// durMedian is the median of d (0 when empty).
+func durMedian(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return harness.Sorted(d)[len(d)/2]
+}
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // ms formats a duration quantile in milliseconds.
 func ms(d []time.Duration, q float64) float64 { return harness.Quantile(harness.Sorted(d), q) }
@@ -152,15 +168,34 @@ func (r *report) write(dir string) error {
 	p("\n\n")
 
 	p("## (d) Lease+release cycles per second\n\n")
-	p("%d cycles per repeat on 8 warm devices; each client its own connection and requester. A released device is purged in the background before it serves again.\n\n", r.Sizes.Cycles)
-	p("| platform | clients | cycles/s, median | range | × one client |\n|---|---|---|---|---|\n")
+	p("%d cycles per repeat on 8 warm devices; each client its own connection and requester. A released device is purged in the background before it serves again. ", r.Sizes.Cycles)
+	p("Next to each rate, the processor time a cycle cost in the same repeat (the daemon, the SDK tool processes it started, and the benchmark's clients, from `/proc` and `getrusage`), and the ceiling that cost sets on this machine: %d CPUs divided by the CPU time per cycle. No number of clients can go above it.\n\n", r.CPUs)
+	p("The last column is how busy the whole machine was during the repeat (every CPU, whoever used it, from `/proc/stat`): near 100 %% the cycles had no idle processor left to use, and what other jobs on a shared machine took is missing from the ceiling.\n\n")
+	p("| platform | clients | cycles/s, median | range | × one client | CPU per cycle (ms): daemon + SDK + clients | ceiling (cycles/s) | of the ceiling | machine busy |\n|---|---|---|---|---|---|---|---|---|\n")
 	single := map[string]float64{}
+	ceiling := map[string]float64{}
 	for _, t := range r.Cycles {
 		m := medianF(t.Rates)
+		d, sdk, c := durMedian(t.Daemon), durMedian(t.SDK), durMedian(t.Client)
+		total := d + sdk + c
+		ceil := 0.0
+		if total > 0 && r.CPUs > 0 {
+			ceil = float64(r.CPUs) / total.Seconds()
+		}
 		if t.Clients == 1 {
 			single[t.Platform] = m
+			ceiling[t.Platform] = ceil
 		}
-		p("| %s | %d | %s | %s | %s |\n", t.Platform, t.Clients, num(m), rangeF(t.Rates), num(m/single[t.Platform]))
+		cost, ceilS, share := "–", "–", "–"
+		if ceil > 0 {
+			cost = fmt.Sprintf("%s + %s + %s = %s", num(msOf(d)), num(msOf(sdk)), num(msOf(c)), num(msOf(total)))
+			ceilS, share = num(ceil), num(100*m/ceil)+" %"
+		}
+		busy := "–"
+		if len(t.Busy) > 0 {
+			busy = num(100*medianF(t.Busy)) + " %"
+		}
+		p("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", t.Platform, t.Clients, num(m), rangeF(t.Rates), num(m/single[t.Platform]), cost, ceilS, share, busy)
 	}
 	p("\nTarget: 8 clients ≥ 3× one client. ")
 	for _, t := range r.Cycles {
@@ -170,6 +205,43 @@ func (r *report) write(dir string) error {
 		}
 	}
 	p("\n\n")
+	if len(r.CycleProcs) > 0 {
+		p("SDK tool processes per cycle, counted in a separate world with a logging wrapper in front of every tool (1 client):\n\n")
+		p("| platform | processes per cycle | the calls, per cycle |\n|---|---|---|\n")
+		for _, cp := range r.CycleProcs {
+			var calls []string
+			for k, v := range cp.ByTool {
+				calls = append(calls, fmt.Sprintf("`%s` %s", k, num(float64(v)/float64(cp.Cycles))))
+			}
+			sort.Strings(calls)
+			p("| %s | %s | %s |\n", cp.Platform, num(float64(cp.Procs)/float64(cp.Cycles)), strings.Join(calls, ", "))
+		}
+		p("\n")
+	}
+	for _, t := range r.Cycles {
+		if t.Clients != 1 || ceiling[t.Platform] == 0 {
+			continue
+		}
+		need := 3 * single[t.Platform]
+		p("%s: 3× one client would be %s cycles/s, %s× the ceiling: ", t.Platform, num(need), num(need/ceiling[t.Platform]))
+		if need > ceiling[t.Platform] {
+			p("**out of reach of this machine** even with no other job on it, at this CPU cost per cycle. ")
+		} else {
+			p("possible only with %s %% of every CPU spent on cycles and none idle. ", num(100*need/ceiling[t.Platform]))
+		}
+		if len(t.Busy) > 0 {
+			ours := 100 * single[t.Platform] / ceiling[t.Platform]
+			busy := 100 * medianF(t.Busy)
+			p("With one client the machine was %s %% busy, %s %% of it these cycles and the rest other jobs", num(busy), num(ours))
+			if busy >= 95 {
+				p(", so there was no idle processor for more clients to use")
+			}
+			p(". ")
+		}
+	}
+	if len(ceiling) > 0 {
+		p("Concurrency can only fill idle cores. Most of a cycle's CPU is the SDK tool processes its purge starts, each a process start of the simulated SDK; more cycles per second on this machine need fewer or cheaper tool processes per cycle, not more clients.\n\n")
+	}
 
 	p("## (e) Gateway dispatch per decision\n\n")
 	p("One routing decision (route and book a request) over 200 worker views, from `BenchmarkRoutingDecisions` in `internal/gateway` (in-process: a decision does no I/O).\n\n")
@@ -185,18 +257,34 @@ func (r *report) write(dir string) error {
 
 	p("## (f) Memory\n\n")
 	m := r.Memory
-	p("| state | daemon RSS (MiB) |\n|---|---|\n")
-	p("| idle, no devices | %s |\n| %d leases and %d queued requests | %s |\n| after warm-up cycles | %s |\n| after %d more lease+release cycles | %s |\n\n",
-		mib(m.Idle), m.Leases, m.Queued, mib(m.Loaded), mib(m.BeforeCycles), m.Cycles, mib(m.AfterCycles))
-	p("Growth over the %d cycles: %s MiB.\n\n", m.Cycles, mib(m.AfterCycles-m.BeforeCycles))
+	p("Each state is read as it is, then again right after a forced collection that hands freed memory back to the system (`POST /debug/gc` on the metrics listener): the second RSS and the live heap are what the daemon really holds; the difference from the first is garbage the collector had not returned yet.\n\n")
+	p("| state | daemon RSS (MiB) | RSS after forced GC (MiB) | live heap (MiB) | heap objects | goroutines |\n|---|---|---|---|---|---|\n")
+	row := func(name string, raw int64, g harness.Memory) {
+		if g.RSS == 0 {
+			p("| %s | %s | – | – | – | – |\n", name, mib(raw))
+			return
+		}
+		p("| %s | %s | %s | %s | %d | %d |\n", name, mib(raw), mib(g.RSS), mib(int64(g.HeapLiveBytes)), g.HeapObjects, g.Goroutines)
+	}
+	row("idle, no devices", m.Idle, m.IdleGC)
+	row(fmt.Sprintf("%d leases and %d queued requests", m.Leases, m.Queued), m.Loaded, m.LoadedGC)
+	row("after warm-up cycles", m.BeforeCycles, m.BeforeCyclesGC)
+	row(fmt.Sprintf("after %d more lease+release cycles", m.Cycles), m.AfterCycles, m.AfterCyclesGC)
+	p("\nGrowth over the %d cycles: RSS %s MiB", m.Cycles, mib(m.AfterCycles-m.BeforeCycles))
+	if m.AfterCyclesGC.RSS > 0 {
+		p("; after a forced GC, RSS %s MiB and live heap %s MiB (%s bytes per cycle)", mib(m.AfterCyclesGC.RSS-m.BeforeCyclesGC.RSS),
+			mib(int64(m.AfterCyclesGC.HeapLiveBytes)-int64(m.BeforeCyclesGC.HeapLiveBytes)),
+			num(float64(int64(m.AfterCyclesGC.HeapLiveBytes)-int64(m.BeforeCyclesGC.HeapLiveBytes))/float64(max(m.Cycles, 1))))
+	}
+	p(".\n\n")
 
 	p("## (g) iOS devices admitted, stock and slim\n\n")
-	p("The `resource` strategy on a pretended machine (`SIMLOCK_SIMSDK_MACHINE`): iOS leases with `--no-wait` until the daemon refuses; each grant is a booted simulator that passed readiness. The strategy allows one running device per 2 cores and charges each device its RAM footprint against 60 %% of the machine's RAM (stock 2 GiB, slim about 440 MiB).\n\n")
+	p("The `resource` strategy on a pretended machine (`SIMLOCK_SIMSDK_MACHINE`): iOS leases with `--no-wait` until the daemon refuses; each grant is a booted simulator that passed readiness. The strategy charges each running device its RAM footprint against 60 %% of the machine's RAM (stock 2 GiB, slim about 440 MiB) and its CPU share against every CPU (stock 2 CPUs, slim about 1.2).\n\n")
 	p("| machine | stock | slim | slim / stock |\n|---|---|---|---|\n")
 	for _, d := range r.Density {
 		p("| %s | %d | %d | %s |\n", d.Machine, d.Stock, d.Slim, num(float64(d.Slim)/math.Max(float64(d.Stock), 1)))
 	}
-	p("\nOn 8 cores the per-core running limit binds before RAM does, so slimming admits no more there; the RAM saving shows once cores are not the limit.\n\n")
+	p("\nOn 8 cores the CPU budget binds before RAM does, so there slimming admits only what its smaller CPU share frees; the RAM saving shows in full once cores are not the limit.\n\n")
 	p("![time to device](img/benchmarks-ttd.png)\n\n![warm grant latency](img/benchmarks-warm.png)\n")
 	if err := os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(b.String()), 0o644); err != nil {
 		return err

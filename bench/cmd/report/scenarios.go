@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/simlock/simlock/bench/harness"
@@ -112,10 +113,29 @@ type throughput struct {
 	Platform string
 	Clients  int
 	Rates    []float64
+	// Daemon, SDK and Client are the processor time each repeat cost per
+	// cycle: the daemon's own, the SDK tool processes it started and
+	// waited for, and this process's clients. With NumCPU cores the machine
+	// cannot run more than NumCPU/(their sum) cycles a second, whatever the
+	// concurrency: that is (d)'s ceiling.
+	Daemon, SDK, Client []time.Duration
+	// Busy is how busy the whole machine was during each repeat (0 to 1):
+	// near 1 the cycles ran out of processor, whoever else used it.
+	Busy []float64
+}
+
+// cycleProcs is (d)'s process count: SDK tool processes per cycle, counted
+// in a world of its own (the counting wrapper costs a shell per process).
+type cycleProcs struct {
+	Platform string
+	Cycles   int
+	Procs    int
+	ByTool   map[string]int
 }
 
 // measureCycles: (d) lease+release cycles per second with 1 and with 8
-// clients on 8 warm devices.
+// clients on 8 warm devices, each repeat next to the processor time it cost
+// per cycle, and the SDK processes one cycle starts.
 func measureCycles(r *run, bin *harness.Binary, rep *report) {
 	const devices = 8
 	for _, p := range rep.Platforms {
@@ -124,13 +144,59 @@ func measureCycles(r *run, bin *harness.Binary, rep *report) {
 			for range rep.Sizes.Repeats {
 				r.scoped(func() {
 					w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
-					elapsed := harness.Cycles(r, w, p, devices, clients, rep.Sizes.Cycles, nil)
+					var d0, s0, c0, b0, t0 time.Duration
+					start := func() { d0, s0 = daemonCPU(r, w); c0 = selfCPU(); b0, t0, _ = harness.MachineCPU() }
+					elapsed := harness.Cycles(r, w, p, devices, clients, rep.Sizes.Cycles, start)
+					b1, t1, _ := harness.MachineCPU()
+					// The purges of the last released devices are part of
+					// the cycles' cost: wait for them before reading.
+					harness.WaitPlatformReady(r, w.Dial("bench", true), p, devices)
+					d1, s1 := daemonCPU(r, w)
+					c1 := selfCPU()
+					n := time.Duration(rep.Sizes.Cycles)
 					t.Rates = append(t.Rates, float64(rep.Sizes.Cycles)/elapsed.Seconds())
+					t.Daemon = append(t.Daemon, (d1-d0)/n)
+					t.SDK = append(t.SDK, (s1-s0)/n)
+					t.Client = append(t.Client, (c1-c0)/n)
+					if t1 > t0 {
+						t.Busy = append(t.Busy, float64(b1-b0)/float64(t1-t0))
+					}
 				})
 			}
 			rep.Cycles = append(rep.Cycles, t)
 		}
+		r.scoped(func() {
+			w := harness.NewWorld(r, bin, harness.Options{Devices: devices, CountProcs: true})
+			const n = 40
+			var before int
+			harness.Cycles(r, w, p, devices, 1, n, func() { before = w.Procs() })
+			harness.WaitPlatformReady(r, w.Dial("bench", true), p, devices)
+			cp := cycleProcs{Platform: p, Cycles: n, ByTool: map[string]int{}}
+			for _, line := range w.CommandLines(before) {
+				cp.Procs++
+				cp.ByTool[harness.ToolVerb(line)]++
+			}
+			rep.CycleProcs = append(rep.CycleProcs, cp)
+		})
 	}
+}
+
+// daemonCPU is the daemon's processor time and its reaped children's.
+func daemonCPU(r *run, w *harness.World) (self, children time.Duration) {
+	self, children, err := harness.CPU(w.DaemonPID())
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	return self, children
+}
+
+// selfCPU is this process's processor time (the benchmark's clients).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cold is (b): cold grants against the same SDK calls made by hand.
@@ -338,13 +404,19 @@ func measureDispatch(r *run, _ *harness.Binary, rep *report) {
 type memory struct {
 	Idle, Loaded, BeforeCycles, AfterCycles int64
 	Leases, Queued, Cycles                  int
+	// The same states right after a forced collection (RSS and live heap).
+	IdleGC, LoadedGC, BeforeCyclesGC, AfterCyclesGC harness.Memory
 }
 
 // measureMemory: (f) the daemon's RSS idle, with 8 leases and 100 queued
 // requests, and before and after rep.Sizes.RSSCycles lease+release cycles.
+// Each state is read twice: RSS as it is, and RSS with the live heap right
+// after a forced collection that returned freed memory to the system, so
+// growth that is only uncollected garbage is told apart from a leak. Heap
+// profiles before and after the cycles go to profDir when it is set.
 func measureMemory(r *run, bin *harness.Binary, rep *report) {
 	const devices = 8
-	w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
+	w := harness.NewWorld(r, bin, harness.Options{Devices: devices, Metrics: true})
 	admin := w.Dial("bench", true)
 	harness.WaitPlatformReady(r, admin, "ios", 0)
 	time.Sleep(time.Second)
@@ -355,7 +427,23 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 		}
 		return v
 	}
+	gc := func() harness.Memory {
+		m, err := harness.ForcedGC(w.DaemonPID(), w.Metrics)
+		if err != nil {
+			r.Fatalf("%v", err)
+		}
+		return m
+	}
+	profile := func(name string) {
+		if rep.profDir == "" {
+			return
+		}
+		if err := harness.HeapProfile(w.Metrics, filepath.Join(rep.profDir, name)); err != nil {
+			r.Fatalf("%v", err)
+		}
+	}
 	rep.Memory.Idle = rss()
+	rep.Memory.IdleGC = gc()
 	var ids []string
 	holders := make([]*client.Client, devices)
 	for i := range holders {
@@ -387,6 +475,7 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	rep.Memory.Loaded, rep.Memory.Leases, rep.Memory.Queued = rss(), devices, queued
+	rep.Memory.LoadedGC = gc()
 	for i := range waiters {
 		_, _ = client.Do(context.Background(), waiters[i], contract.LeaseCancel, contract.LeaseCancelIn{})
 	}
@@ -402,11 +491,16 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 			l := harness.Lease(r, holders[0], "ios")
 			harness.Release(r, holders[0], l.LeaseID)
 		}
+		harness.WaitPlatformReady(r, admin, "ios", devices)
 	}
 	cycle(min(1000, rep.Sizes.RSSCycles/5))
 	rep.Memory.BeforeCycles = rss()
+	rep.Memory.BeforeCyclesGC = gc()
+	profile("heap-before.pb.gz")
 	cycle(rep.Sizes.RSSCycles)
 	rep.Memory.AfterCycles, rep.Memory.Cycles = rss(), rep.Sizes.RSSCycles
+	rep.Memory.AfterCyclesGC = gc()
+	profile("heap-after.pb.gz")
 }
 
 // density is (g): iOS devices the resource strategy admits on one pretended

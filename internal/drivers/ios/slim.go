@@ -59,6 +59,21 @@ func (s Slim) footprint(stock uint64) uint64 {
 	return stock * uint64(left) / stockFootprintMB
 }
 
+// cpuFootprint is CPUMilliPerDevice's stock figure for a slim device. Half
+// of a stock simulator's CPU share is declared foreground work slim mode
+// does not touch (the app under test, SpringBoard, the render server); the
+// other half is its background jobs, scaled by the share of their idle
+// memory the slim groups leave running, the same measure footprint uses.
+// With every group off: 2 CPUs become about 1.2, so an 8-core machine runs
+// 6 slim simulators where it runs 4 stock ones.
+func (s Slim) cpuFootprint(stock uint64) uint64 {
+	if !s.Enabled {
+		return stock
+	}
+	fixed := stock / 2
+	return fixed + s.footprint(stock-fixed)
+}
+
 // applySlim applies and verifies the slim profile on a booted device. A
 // group the runtime cannot provide is skipped (there is nothing to run);
 // any other group not proven disabled fails readiness, so a device that
