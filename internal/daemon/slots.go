@@ -96,13 +96,14 @@ type slotManager struct {
 
 	mu      sync.Mutex
 	byLease map[string]*slotExec
-	// acquireMu serialises this daemon's reconciliations: each one makes
-	// device decisions against the inventory it read.
-	acquireMu sync.Mutex
+	// acquiring serialises this daemon's reconciliations (each one makes
+	// device decisions against the inventory it read). A channel, not a
+	// mutex, so a waiting acquisition gives up at its own deadline.
+	acquiring chan struct{}
 }
 
 func newSlotManager(d *Daemon, log *slog.Logger) *slotManager {
-	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}, ctx: context.Background()}
+	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}, ctx: context.Background(), acquiring: make(chan struct{}, 1)}
 }
 
 func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
@@ -279,8 +280,14 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 		m.refresh(ctx)
 	}
 
-	m.acquireMu.Lock()
-	defer m.acquireMu.Unlock()
+	select {
+	case m.acquiring <- struct{}{}:
+		defer func() { <-m.acquiring }()
+	case <-ctx.Done():
+		m.releaseClaim(key, req.SlotIndex, in.OwnerToken, ctx.Err())
+		return failed(contract.Errorf(contract.CodePreparationTimeout, "another acquisition on this daemon was still reconciling when this one's deadline passed").
+			WithNext("relaunch the execution; acquisitions of one daemon run one at a time"), nil)
+	}
 	rc := &slots.Reconciler{Reg: m.d.host, Devs: slotDevices{m.d}, Clock: m.d.clock}
 	owner := hostreg.SlotOwner{Owner: m.d.self, Token: in.OwnerToken}
 	out, err := rc.Acquire(ctx, key, req, owner)

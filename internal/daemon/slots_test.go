@@ -126,3 +126,22 @@ func TestSlotAcquireRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An acquisition waiting behind another one's reconciliation gives up at
+// its own deadline, with a typed failure, and the slot stays free.
+func TestASlotAcquisitionWaitsForAnotherOnlyUntilItsDeadline(t *testing.T) {
+	f := startDaemon(t, nil)
+	c := f.dial("runner", "")
+	f.d.slots.acquiring <- struct{}{} // another reconciliation holds the daemon's turn
+	cfg := slotTestConfig(t, "b1")
+	cfg.PreparationTimeoutMs = 300
+	res, err := client.Do(context.Background(), c, contract.SlotAcquire, contract.SlotAcquireIn{Config: cfg, OwnerToken: "tok-late"})
+	if err != nil || res.Outcome != contract.SlotOutcomeFailed || res.Failure == nil || res.Failure.Code != contract.CodePreparationTimeout {
+		t.Fatalf("acquisition past its deadline: %+v %v", res, err)
+	}
+	if len(f.d.engine.Devices()) != 0 {
+		t.Fatal("a timed-out acquisition made a device")
+	}
+	<-f.d.slots.acquiring
+	acquireTestSlot(t, c, "tok-next") // the slot was not left claimed
+}
