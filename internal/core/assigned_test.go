@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 )
 
@@ -85,5 +86,39 @@ func TestAFreePoolDeviceServesNoExecution(t *testing.T) {
 	g2, err := h.lease("b", "Phone")
 	if err != nil || g2.Device.ID == g.Device.ID {
 		t.Fatalf("plain request got the free-pool device: %v %v", g2.Device.ID, err)
+	}
+}
+
+// A slot execution released with policy none hands the device back to its
+// slot as the execution left it: no driver work between the executions,
+// still booted and ready. No other request may ask for that policy.
+func TestASlotExecutionKeepsItsDeviceWarm(t *testing.T) {
+	h := newHarness(t, one(3))
+	ctx := context.Background()
+	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", "simlock-slot-warm", func(string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine.SetAssigned(map[string]string{d.ID: "scopeA/0"})
+	keep := core.ReleasePolicy{Mode: contract.ResetNone}
+	if _, err := h.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "p", OwnerID: "p", Release: keep}, nil); !errors.Is(err, core.ErrBadRequest) {
+		t.Fatalf("policy none outside a slot: %v, want a bad request", err)
+	}
+	for i := range 2 {
+		g, err := h.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a", OwnerID: "a", DeviceID: d.ID, Slot: "scopeA/0", Release: keep}, nil)
+		if err != nil || g.Device.ID != d.ID {
+			t.Fatalf("execution %d: %v %v", i, g.Device.ID, err)
+		}
+		before := len(h.drv.Calls())
+		if err := h.engine.Release(g.Lease.ID); err != nil {
+			t.Fatal(err)
+		}
+		h.engine.WaitIdle()
+		if calls := h.drv.Calls()[before:]; len(calls) != 0 {
+			t.Fatalf("execution %d's release did device work: %v", i, calls)
+		}
+		if cur, _ := h.engine.Device(d.ID); cur.State != core.StateReady {
+			t.Fatalf("after execution %d the slot's device is %s, want ready", i, cur.State)
+		}
 	}
 }

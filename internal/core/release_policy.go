@@ -13,7 +13,9 @@ import (
 // contract.ResetDestroy and the other reset modes).
 type ReleasePolicy struct {
 	// Mode is "" (the pool's purge) or a contract reset mode: destroy,
-	// erase (iOS), keep-booted or snapshot (Android).
+	// erase (iOS), keep-booted or snapshot (Android), or none (the device
+	// is kept as it is: only for a managed slot's execution, whose device
+	// no one but that slot is ever given).
 	Mode string `json:"mode,omitempty"`
 	// Fallback is what a failed keep-booted cleaning falls back to:
 	// destroy ("" too) or snapshot.
@@ -38,7 +40,7 @@ func (p ReleasePolicy) Validate(platform string) error {
 		return fmt.Errorf("%w: release policy: %s", ErrBadRequest, fmt.Sprintf(format, a...))
 	}
 	switch p.Mode {
-	case "", contract.ResetDestroy:
+	case "", contract.ResetDestroy, contract.ResetNone:
 	case contract.ResetErase:
 		if platform != "ios" {
 			return bad("erase is for iOS simulators, not %s", platform)

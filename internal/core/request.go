@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
 )
 
@@ -127,6 +128,11 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		if err := r.Release.Validate(sr.Platform); err != nil {
 			return Grant{}, err // reset.go: a policy the device cannot run
 		}
+	}
+	if r.Release.Mode == contract.ResetNone && r.Slot == "" {
+		// Keeping a device as its holder left it is safe only where the
+		// next holder is the same slot.
+		return Grant{}, fmt.Errorf("%w: release policy none is for a managed slot's execution only", ErrBadRequest)
 	}
 	drv, ok := e.drivers[r.Spec.Platform]
 	if !ok {

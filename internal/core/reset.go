@@ -434,6 +434,10 @@ func (e *Engine) runReset(ctx context.Context, o *deviceOp, p ReleasePolicy) res
 		var r resetResult
 		e.runSnapshot(ctx, o, &r, "")
 		return r
+	case contract.ResetNone:
+		// A slot's device goes back to its slot as the execution left it:
+		// booted, its caches warm.
+		return resetResult{mode: contract.ResetNone, outcome: contract.ResetOutcomeClean}
 	default:
 		var r resetResult
 		r.fail(fmt.Sprintf("unknown reset mode %q", p.Mode))

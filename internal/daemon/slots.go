@@ -300,7 +300,10 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 	m.refresh(ctx)
 	requester := contract.ScopeRequester(call.Session, fmt.Sprintf("slot-%.12s-%d", key, req.SlotIndex))
 	g, err := m.d.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: req.Platform}, DeviceID: out.Device.ID,
-		Slot: hostreg.SlotKey(key, req.SlotIndex), TTL: slotHeartbeatTTL, RequesterID: requester, OwnerID: call.Session.Principal}, nil)
+		Slot: hostreg.SlotKey(key, req.SlotIndex), TTL: slotHeartbeatTTL, RequesterID: requester, OwnerID: call.Session.Principal,
+		// The slot's next execution gets the device as this one left it:
+		// booted, caches warm (no one else is ever given it).
+		Release: core.ReleasePolicy{Mode: contract.ResetNone}}, nil)
 	if err != nil {
 		m.releaseClaim(key, req.SlotIndex, in.OwnerToken, err)
 		return failed(err, out.Decisions)
