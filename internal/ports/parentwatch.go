@@ -21,21 +21,26 @@ type PollParentWatch struct {
 }
 
 func (w PollParentWatch) Watch(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{})
 	start := os.Getppid()
-	iv := w.Interval
-	if iv <= 0 {
-		iv = time.Second
+	return PollUntil(ctx, w.Interval, func() bool { return os.Getppid() != start })
+}
+
+// PollUntil returns a channel closed once gone reports true, asked every
+// interval (default one second) until ctx ends.
+func PollUntil(ctx context.Context, interval time.Duration, gone func() bool) <-chan struct{} {
+	ch := make(chan struct{})
+	if interval <= 0 {
+		interval = time.Second
 	}
 	go func() {
-		t := time.NewTicker(iv)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if os.Getppid() != start {
+				if gone() {
 					close(ch)
 					return
 				}

@@ -490,34 +490,15 @@ type execOwnerWatch struct {
 }
 
 func (w execOwnerWatch) Watch(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{})
-	iv := w.interval
-	if iv <= 0 {
-		iv = time.Second
-	}
 	gone := func() bool { return !processRunning(w.pid) }
 	if w.pid == 0 {
 		start := os.Getppid()
 		if start <= 1 {
+			ch := make(chan struct{})
 			close(ch)
 			return ch
 		}
 		gone = func() bool { return os.Getppid() != start }
 	}
-	go func() {
-		t := time.NewTicker(iv)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if gone() {
-					close(ch)
-					return
-				}
-			}
-		}
-	}()
-	return ch
+	return ports.PollUntil(ctx, w.interval, gone)
 }
