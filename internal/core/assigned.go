@@ -172,15 +172,7 @@ func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
 	var o *deviceOp
 	var err error
 	e.section(func() {
-		_, ok := e.devices[id]
-		switch {
-		case !ok:
-			err = ErrUnknownDevice
-		case e.opLocks[id] != "":
-			err = fmt.Errorf("%w: %s is busy with %s", ErrDeviceBusy, id, e.opLocks[id])
-		case e.leasedLocked(id):
-			err = fmt.Errorf("%w: %s is leased", ErrDeviceBusy, id)
-		default:
+		if err = e.untouchedLocked(id); err == nil {
 			o = e.destroyOp(id, "slot-replace", "slot-destroy-failed", func(DeviceRecord) { delete(e.slotMade, id) })
 		}
 	})

@@ -18,14 +18,11 @@ var ErrDeviceBusy = errors.New("device busy")
 func (e *Engine) ShutdownIdle(ctx context.Context, id, lock string) (stopped bool, err error) {
 	var o *deviceOp
 	e.section(func() {
-		cur, ok := e.devices[id]
+		if err = e.untouchedLocked(id); err != nil {
+			return
+		}
+		cur := e.devices[id]
 		switch {
-		case !ok:
-			err = ErrUnknownDevice
-		case e.opLocks[id] != "":
-			err = fmt.Errorf("%w: %s is busy with %s", ErrDeviceBusy, id, e.opLocks[id])
-		case e.leasedLocked(id):
-			err = fmt.Errorf("%w: %s is leased", ErrDeviceBusy, id)
 		case cur.State == StateShutdown:
 			// nothing runs
 		case cur.State != StateReady:
@@ -44,4 +41,18 @@ func (e *Engine) ShutdownIdle(ctx context.Context, id, lock string) (stopped boo
 		return false, fmt.Errorf("%w: %v", ErrDeviceBusy, err)
 	}
 	return err == nil, err
+}
+
+// untouchedLocked refuses an idle-device operation on a device that is
+// unknown, busy with another operation, or leased.
+func (e *Engine) untouchedLocked(id string) error {
+	switch {
+	case e.devices[id] == nil:
+		return ErrUnknownDevice
+	case e.opLocks[id] != "":
+		return fmt.Errorf("%w: %s is busy with %s", ErrDeviceBusy, id, e.opLocks[id])
+	case e.leasedLocked(id):
+		return fmt.Errorf("%w: %s is leased", ErrDeviceBusy, id)
+	}
+	return nil
 }
