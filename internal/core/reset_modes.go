@@ -211,17 +211,10 @@ func (e *Engine) baselineBeforeGrantLocked(w *waiter, id string) bool {
 			return kb.CaptureBaseline(ctx, o.rec.Ref())
 		},
 		settle: func(o *deviceOp, err error) error {
-			w.working = false
 			if err != nil {
 				e.log.Warn("keep-booted baseline not captured; the release will not reuse the device", "device", id, "err", err)
 			}
-			if w.abandoned || !e.queue.Contains(w) {
-				e.removeLocked(w)
-				e.scheduleLocked()
-				return nil
-			}
-			e.grantLocked(w, id)
-			e.scheduleLocked()
+			e.finishWorkLocked(w, id)
 			return nil
 		}}
 	w.working = true

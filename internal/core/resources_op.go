@@ -256,13 +256,7 @@ func (e *Engine) startTuneLocked(w *waiter, id string) {
 		if err == nil && !profileUnproven(o.rec.Platform, out) {
 			res := out
 			w.tuned = &resourceOutcome{result: &res}
-			if w.abandoned || !e.queue.Contains(w) {
-				e.removeLocked(w)
-				e.scheduleLocked()
-				return nil
-			}
-			e.grantLocked(w, id)
-			e.scheduleLocked()
+			e.finishWorkLocked(w, id)
 			return nil
 		}
 		var fail error
