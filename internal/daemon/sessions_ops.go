@@ -132,7 +132,7 @@ func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Rec
 	if !ok {
 		return rec, contract.Errorf(contract.CodeSessionEnded, "no session %s", sid)
 	}
-	if rec.OwnerDigest != sessions.OwnerDigest(token) {
+	if !sameOwner(rec.OwnerDigest, token) {
 		return rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", sid)
 	}
 	return rec, nil
@@ -223,7 +223,7 @@ func (b *broker) export(ctx context.Context, in contract.SessionExportIn) (sessi
 	if err != nil || !ok {
 		return e, rec, contract.Errorf(contract.CodeSessionExportNotFound, "session export %q has no receipt", in.PrepareID)
 	}
-	if rec.OwnerDigest != sessions.OwnerDigest(in.OwnerToken) {
+	if !sameOwner(rec.OwnerDigest, in.OwnerToken) {
 		return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
 	}
 	return e, rec, nil
