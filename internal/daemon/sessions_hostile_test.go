@@ -29,7 +29,8 @@ const promptly = 3 * time.Second
 
 // Another agent naming alice's session id (or request id) with its own
 // token changes nothing: release and heartbeat answer
-// SESSION_OWNER_MISMATCH, status reads alice's request as unknown exactly
+// SESSION_OWNER_MISMATCH (and so does info, which takes no token, for a
+// live session of another principal), status reads alice's request as unknown exactly
 // like a request that never existed, and an abandon under the other token
 // consumes only that token's identity. The receipt, the lease and its
 // expiry are as they were.
@@ -68,6 +69,16 @@ func TestSessionForeignOwnerTokenChangesNothing(t *testing.T) {
 	after, held := f.d.engine.Lease(r.LeaseID)
 	if !held || !after.ExpiresAt.Equal(before.ExpiresAt) {
 		t.Fatalf("alice's lease after the foreign calls: held %v, expiry %v (was %v)", held, after.ExpiresAt, before.ExpiresAt)
+	}
+	// info takes no token: the session's principal stands in for it.
+	if _, err := client.Do(ctx, m, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+		t.Fatalf("another agent's session.info: %v", err)
+	}
+	if in, err := client.Do(ctx, a, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); err != nil || in.Device == nil || in.Device.ID != r.Device.ID {
+		t.Fatalf("alice's session.info %+v %v", in, err)
+	}
+	if _, err := client.Do(ctx, f.dial("ops", f.adminToken()), contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); err != nil {
+		t.Fatalf("an admin's session.info: %v", err)
 	}
 	// Alice's own token still works.
 	if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "owner-a"}); err != nil {
