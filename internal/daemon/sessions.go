@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,6 +88,8 @@ type liveSession struct {
 	// reuse is set while the session's reset keeps the device for the
 	// next session: it counts against idlePoolCap until it settles.
 	reuse bool
+	// owner is the session's principal, for its events' ownerId.
+	owner string
 }
 
 // tracked is one release: every release call of the session joins it.
@@ -149,6 +152,39 @@ func failureOf(err error) contract.SessionFailure {
 	ce := toContractError(err)
 	return contract.SessionFailure{Code: ce.Code, Message: ce.Message, Retryable: ce.Retryable, RetryAfterMs: ce.RetryAfterMs,
 		RetryRequires: retryNewRequest, NextAction: ce.NextAction}
+}
+
+// sameOwner compares a stored owner digest with a caller's token in
+// constant time, so how long a mismatch takes says nothing about how much
+// of the digest matched.
+func sameOwner(digest, token string) bool {
+	return subtle.ConstantTimeCompare([]byte(digest), []byte(sessions.OwnerDigest(token))) == 1
+}
+
+// destroyGaveUp reports whether an ended session's device could not be
+// destroyed even after the quarantine's retries: the teardown is not a
+// pending one that a retry after a second would outwait, so a prepare
+// that needs its capacity fails for good (SESSION_PREPARATION_FAILED).
+func (b *broker) destroyGaveUp() bool {
+	retries := b.d.cfg.WarmPool.Quarantine.Retries
+	if retries <= 0 {
+		retries = 3
+	}
+	b.mu.Lock()
+	var ids []string
+	for _, s := range b.live {
+		if s.cleanup && s.deviceID != "" {
+			ids = append(ids, s.deviceID)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		d, ok := b.d.engine.Device(id)
+		if ok && d.State == core.StateQuarantined && d.Health.QuarantineOp == core.OpKindDestroy && d.Health.QuarantineAttempts >= retries {
+			return true
+		}
+	}
+	return false
 }
 
 func checkOwnerToken(t string) error {
@@ -294,6 +330,9 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 		return refuse(failure(contract.CodeCapacityExhausted, "the session broker's caps are full", retryNewRequest))
 	case sessions.EvictionPending:
 		b.admitMu.Unlock()
+		if b.destroyGaveUp() {
+			return refuse(failure(contract.CodeSessionPreparationFailed, "an earlier session's device could not be destroyed; its capacity stays taken until an operator removes it", ""))
+		}
 		f := failure(contract.CodeEvictionPending, "an earlier session's device is still being destroyed", retryNewRequest)
 		f.Retryable = true
 		ra := int64(evictionRetryMs)
@@ -312,7 +351,7 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 	}
 	sid := rec.Receipt.SessionID
 	b.mu.Lock()
-	b.live[sid] = &liveSession{identity: id, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond}
+	b.live[sid] = &liveSession{identity: id, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond, owner: call.Session.Principal}
 	b.mu.Unlock()
 	b.admitMu.Unlock()
 
@@ -376,6 +415,7 @@ func (b *broker) settleFailed(id, sid string, cause error) (sessions.Record, err
 	if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 		return rec, err
 	}
+	b.emit(evSessionEnded, sid, "", "preparation_failed", &rec.Receipt, nil)
 	b.mu.Lock()
 	delete(b.live, sid)
 	b.mu.Unlock()
@@ -449,6 +489,11 @@ func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, start
 		return rec, err
 	}
 	b.adopt(rec, g.Lease.ID, g.Device.ID, 0)
+	extra := map[string]any{"admission": string(r.Timing.Acquisition.Admission)}
+	if t := r.Timing.Acquisition.TotalMs; t != nil {
+		extra["totalMs"] = *t
+	}
+	b.emit(evSessionPrepared, r.SessionID, g.Lease.OwnerID, "", r, extra)
 	return rec, nil
 }
 
@@ -456,11 +501,18 @@ func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, start
 // lease's end.
 func (b *broker) adopt(rec sessions.Record, leaseID, deviceID string, grace time.Duration) {
 	sid := rec.Receipt.SessionID
+	owner := ""
+	if l, ok := b.d.engine.Lease(leaseID); ok {
+		owner = l.OwnerID
+	}
 	b.mu.Lock()
 	s, ok := b.live[sid]
 	if !ok {
 		s = &liveSession{identity: rec.Identity, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond}
 		b.live[sid] = s
+	}
+	if s.owner == "" {
+		s.owner = owner
 	}
 	s.leaseID, s.deviceID, s.lastTouch, s.lastBeat = leaseID, deviceID, b.now(), b.now().Add(grace)
 	b.armIdleLocked(sid, s)
@@ -582,6 +634,8 @@ func (b *broker) leaseEnded(sid string) {
 		rec.Receipt.CleanupPending = true
 		if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 			b.log.Warn("record owner exit", "session", sid, "err", err)
+		} else {
+			b.emit(evSessionReleased, sid, "", ownerExited, &rec.Receipt, nil)
 		}
 		b.log.Info("session owner exited", "session", sid)
 	}

@@ -132,7 +132,7 @@ func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Rec
 	if !ok {
 		return rec, contract.Errorf(contract.CodeSessionEnded, "no session %s", sid)
 	}
-	if rec.OwnerDigest != sessions.OwnerDigest(token) {
+	if !sameOwner(rec.OwnerDigest, token) {
 		return rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", sid)
 	}
 	return rec, nil
@@ -161,7 +161,7 @@ func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.Se
 	return contract.SessionHeartbeatOut{SessionID: in.SessionID, ExpiresAtMs: b.now().Add(b.heartbeatTTL()).UnixMilli()}, nil
 }
 
-func (b *broker) info(ctx context.Context, _ *dispatch.Call, in contract.SessionInfoIn) (contract.SessionInfoOut, error) {
+func (b *broker) info(ctx context.Context, call *dispatch.Call, in contract.SessionInfoIn) (contract.SessionInfoOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionInfoOut{}, err
 	}
@@ -172,8 +172,16 @@ func (b *broker) info(ctx context.Context, _ *dispatch.Call, in contract.Session
 	if !ok {
 		return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionEnded, "no session %s", in.SessionID)
 	}
+	l, held := b.d.engine.Lease(rec.Receipt.LeaseID)
+	// info takes no owner token, so the session's principal stands in for
+	// it: an agent reads only the live sessions its own principal holds
+	// (an ended session's lease, and so its principal, is gone; what is
+	// left of it is history, not a device anyone can reach through it).
+	if held && call != nil && call.Session.Role != contract.RoleAdmin && l.OwnerID != call.Session.Principal {
+		return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s belongs to another principal", in.SessionID)
+	}
 	out := contract.SessionInfoOut{SessionID: in.SessionID, Status: rec.Receipt.Status, Profile: rec.Receipt.Profile, Device: rec.Receipt.Device}
-	if l, held := b.d.engine.Lease(rec.Receipt.LeaseID); held && rec.Receipt.Status == contract.SessionReady {
+	if held && rec.Receipt.Status == contract.SessionReady {
 		if dev, ok := b.d.engine.Device(l.DeviceID); ok {
 			cd := b.d.deviceOut(dev, l.ID)
 			out.Device = &cd
@@ -223,7 +231,7 @@ func (b *broker) export(ctx context.Context, in contract.SessionExportIn) (sessi
 	if err != nil || !ok {
 		return e, rec, contract.Errorf(contract.CodeSessionExportNotFound, "session export %q has no receipt", in.PrepareID)
 	}
-	if rec.OwnerDigest != sessions.OwnerDigest(in.OwnerToken) {
+	if !sameOwner(rec.OwnerDigest, in.OwnerToken) {
 		return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
 	}
 	return e, rec, nil

@@ -59,7 +59,7 @@ func (b *broker) release(ctx context.Context, _ *dispatch.Call, in contract.Sess
 	if !ok {
 		return contract.SessionReleaseOut{Outcome: contract.ReleaseUnknownSession}, nil
 	}
-	if rec.OwnerDigest != sessions.OwnerDigest(in.OwnerToken) {
+	if !sameOwner(rec.OwnerDigest, in.OwnerToken) {
 		return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
 	}
 	if in.Reason != "" && in.Reason != ownerExited {
@@ -163,6 +163,7 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 		drop()
 		return nil, err
 	}
+	b.emit(evSessionReleased, sid, "", r.EndReason, r, map[string]any{"resetMode": mode})
 	if s != nil && s.timer != nil {
 		s.timer.Stop()
 	}
@@ -286,6 +287,8 @@ func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracke
 			r.UpdatedAtMs = now.UnixMilli()
 			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 				b.log.Warn("record session cleanup", "session", sid, "err", err)
+			} else {
+				b.emit(evSessionEnded, sid, "", r.EndReason, r, map[string]any{"resetMode": reset.Mode, "resetOutcome": reset.Outcome})
 			}
 		}
 		b.mu.Lock()
