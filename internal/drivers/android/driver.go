@@ -168,6 +168,8 @@ type Driver struct {
 
 	kb keepBootedBook // keep-booted baselines by AVD (keepbooted.go)
 
+	emuVersion emulatorVersions // the emulator's version by binary (emuversion.go)
+
 	allocMu   sync.Mutex // serializes name and console port allocation
 	installMu sync.Mutex // one system image install at a time
 

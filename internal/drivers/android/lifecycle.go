@@ -363,7 +363,7 @@ func (d *Driver) captureBaseline(ctx context.Context, dev core.DeviceRef, name, 
 	if err := d.console(ctx, serial, "avd", "snapshot", "load", baselineSnapshot); err != nil {
 		return giveUp("restore new snapshot: " + err.Error())
 	}
-	if err := d.waitReady(ctx, serial, d.proc(name)); err != nil {
+	if err := d.waitLoaded(ctx, serial, d.proc(name)); err != nil {
 		return err
 	}
 	d.log.Info("baseline snapshot captured", "avd", name, "tag", tag)
@@ -382,13 +382,9 @@ func (d *Driver) baselineTag(ctx context.Context, name string, dev core.DeviceRe
 		return "", err
 	}
 	ini := parseINI(cfg)
-	res, err := d.runner.Run(ctx, d.command(d.tools.Emulator, "-version"))
+	ver, err := d.emulatorVersion(ctx)
 	if err != nil {
-		return "", fmt.Errorf("emulator -version: %w", err)
-	}
-	ver := parseEmulatorVersion(res.Stdout)
-	if ver == "" {
-		return "", errors.New("emulator -version printed no version")
+		return "", err
 	}
 	image := dev.Spec.RuntimeID
 	if image == "" {
@@ -495,6 +491,20 @@ func (d *Driver) adbDevices(ctx context.Context) ([]adbDevice, error) {
 func bootCompleted(props map[string]string) bool {
 	anim := props["init.svc.bootanim"]
 	return props["sys.boot_completed"] == "1" && (anim == "" || anim == "stopped")
+}
+
+// waitLoaded is waitReady after a snapshot load the console has just
+// answered, into an emulator adb already served. One getprop that answers
+// with a finished boot proves both halves of the readiness rule at once
+// (adb reaches serial in the device state, and Android is booted), so the
+// wait-for-device in front of it would add a process and no fact. Any
+// other answer (the device briefly offline, still booting) gets the full
+// wait, which proves readiness from the start.
+func (d *Driver) waitLoaded(ctx context.Context, serial string, p *emulatorProc) error {
+	if res, err := d.adbOn(ctx, serial, "shell", "getprop"); err == nil && bootCompleted(parseGetprop(res.Stdout)) {
+		return nil
+	}
+	return d.waitReady(ctx, serial, p)
 }
 
 // waitReady waits until serial answers adb and has finished booting. p, when
@@ -606,7 +616,7 @@ func (d *Driver) restoreBaseline(ctx context.Context, dev core.DeviceRef) (why s
 	}
 	err = d.console(ctx, serial, "avd", "snapshot", "load", baselineSnapshot)
 	if err == nil {
-		if err = d.waitReady(ctx, serial, p); err == nil {
+		if err = d.waitLoaded(ctx, serial, p); err == nil {
 			// Reported so an operator can see purges take the fast path.
 			d.diag(core.Diagnostic{Type: "snapshot.restored", Message: "restored the clean baseline " + baselineSnapshot,
 				Data: map[string]any{"avd": name, "serial": serial}})

@@ -139,7 +139,6 @@ func firstBoot(h *harness, emu *emulatorStep, name string, port int) {
 		fake.Step{Match: adbOn(serial, "shell echo 'dev-1' > /data/local/tmp/simlock-mark")},
 		fake.Step{Match: adbOn(serial, "emu avd snapshot save simlock-baseline"), Stdout: "OK\r\n"},
 		fake.Step{Match: adbOn(serial, "emu avd snapshot load simlock-baseline"), Stdout: "OK\r\n"},
-		fake.Step{Match: adbOn(serial, "wait-for-device")},
 		fake.Step{Match: adbOn(serial, "shell getprop"), Stdout: string(fixture(h.t, "adb/getprop-full-physical-motorola-android13.txt"))},
 	)
 }
@@ -397,7 +396,6 @@ func TestReclaimRestoresBaseline(t *testing.T) {
 	bootRunning(t, h)
 	h.run.Expect(
 		fake.Step{Match: adbOn("emulator-5700", "emu avd snapshot load simlock-baseline"), Stdout: "OK\r\n"},
-		fake.Step{Match: adbOn("emulator-5700", "wait-for-device")},
 		fake.Step{Match: adbOn("emulator-5700", "shell getprop"), Stdout: bootedNoAnim},
 	)
 	if err := h.drive(func() error { return h.d.Reclaim(context.Background(), devRef("simlock-a", 5700)) }); err != nil {
@@ -422,7 +420,6 @@ func wipeReboot(h *harness, emu *emulatorStep) *emulatorStep {
 		fake.Step{Match: adbOn("emulator-5700", "shell echo 'dev-1' > /data/local/tmp/simlock-mark")},
 		fake.Step{Match: adbOn("emulator-5700", "emu avd snapshot save simlock-baseline"), Stdout: "OK\r\n"},
 		fake.Step{Match: adbOn("emulator-5700", "emu avd snapshot load simlock-baseline"), Stdout: "OK\r\n"},
-		fake.Step{Match: adbOn("emulator-5700", "wait-for-device")},
 		fake.Step{Match: adbOn("emulator-5700", "shell getprop"), Stdout: bootedNoAnim},
 	)
 	return emu2

@@ -357,8 +357,16 @@ func (d *Driver) Erase(ctx context.Context, dev core.DeviceRef) error {
 	if err != nil {
 		return err
 	}
-	// Erase refuses a device that is not fully shut down, so wait for it.
-	if err := d.Shutdown(ctx, dev); err != nil {
+	// No listing to prove the shutdown here: simctl erase refuses a device
+	// in any state but Shutdown ("Unable to erase contents and settings in
+	// current state: ..."), so an erase that succeeds is that proof, and
+	// the `simctl list` after the shutdown added a process and no fact.
+	// Only when the erase names a state does the driver wait for the
+	// device set to say Shutdown, and erase again.
+	if err := d.requireOwned(ctx, udid); err != nil {
+		return fmt.Errorf("ios: reclaim %s: %w", udid, err)
+	}
+	if err := d.stop(ctx, udid); err != nil {
 		return fmt.Errorf("ios: reclaim %s: %w", udid, err)
 	}
 	if d.defaultSet {
@@ -373,17 +381,33 @@ func (d *Driver) Erase(ctx context.Context, dev core.DeviceRef) error {
 			d.createdMu.Unlock()
 		}()
 	}
-	ectx, cancel := d.withTimeout(ctx, d.timeouts.Command, "erase "+udid)
-	defer cancel()
-	if _, err = d.simctl(ectx, "erase", udid); err != nil {
+	err = d.erase(ctx, udid)
+	if st, ok := stateOf(err); ok && st != StateShutdown {
+		d.log.Debug("erase: device not shut down yet; waiting for it", "udid", udid, "state", st)
+		if err := d.waitState(ctx, udid, StateShutdown); err != nil {
+			return fmt.Errorf("ios: reclaim %s: %w", udid, err)
+		}
+		err = d.erase(ctx, udid)
+	}
+	if err != nil {
 		return fmt.Errorf("ios: reclaim %s: %w", udid, err)
 	}
 	if d.defaultSet {
-		if _, err := d.markDevice(ectx, udid); err != nil {
+		mctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "mark "+udid)
+		defer cancel()
+		if _, err := d.markDevice(mctx, udid); err != nil {
 			return fmt.Errorf("ios: reclaim %s: mark again after erase: %w", udid, err)
 		}
 	}
 	return nil
+}
+
+// erase runs simctl erase within the command budget.
+func (d *Driver) erase(ctx context.Context, udid string) error {
+	ectx, cancel := d.withTimeout(ctx, d.timeouts.Command, "erase "+udid)
+	defer cancel()
+	_, err := d.simctl(ectx, "erase", udid)
+	return err
 }
 
 // Shutdown stops the device and then proves it stopped by reading the device
@@ -396,8 +420,17 @@ func (d *Driver) Shutdown(ctx context.Context, dev core.DeviceRef) error {
 	if err := d.requireOwned(ctx, udid); err != nil {
 		return err
 	}
+	if err := d.stop(ctx, udid); err != nil {
+		return err
+	}
+	return d.waitState(ctx, udid, StateShutdown)
+}
+
+// stop runs simctl shutdown; a device already shut down or on its way
+// there is not an error. It proves nothing about the device's state.
+func (d *Driver) stop(ctx context.Context, udid string) error {
 	sctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "shutdown "+udid)
-	_, err = d.simctl(sctx, "shutdown", udid)
+	_, err := d.simctl(sctx, "shutdown", udid)
 	cancel()
 	if err != nil {
 		st, ok := stateOf(err)
@@ -405,7 +438,7 @@ func (d *Driver) Shutdown(ctx context.Context, dev core.DeviceRef) error {
 			return err
 		}
 	}
-	return d.waitState(ctx, udid, StateShutdown)
+	return nil
 }
 
 // waitState polls the device set through the Clock until udid reports want.

@@ -528,9 +528,11 @@ func TestShutdown(t *testing.T) {
 
 func TestReclaim(t *testing.T) {
 	h := newHarness(t)
+	// No listing between shutdown and erase: the erase's success is the
+	// proof of the shutdown (TestEraseWaitsForShutdownWhenRefused), and a
+	// list here would be an unexpected command.
 	h.expect(
 		fake.Step{Match: h.sim("shutdown " + bootedUDID)},
-		fake.Step{Match: h.sim("list devices -j"), Stdout: withState(t, StateShutdown)},
 		fake.Step{Match: h.sim("erase " + bootedUDID)},
 		fake.Step{Match: h.sim("boot " + bootedUDID)},
 		fake.Step{Match: h.sim("bootstatus " + bootedUDID + " -b")},
@@ -539,12 +541,66 @@ func TestReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.assertDone()
-	want := []string{"shutdown", "list", "erase", "boot", "bootstatus"}
+	want := []string{"shutdown", "erase", "boot", "bootstatus"}
+	if len(h.runner.Calls) != len(want) {
+		t.Fatalf("calls %q, want the verbs %v", h.runner.Calls, want)
+	}
 	for i, c := range h.runner.Calls {
 		if verb := strings.Fields(c)[4]; verb != want[i] {
 			t.Fatalf("call %d = %q, want %s", i, c, want[i])
 		}
 	}
+}
+
+// simctl erase refuses a device that is not shut down and names its state;
+// only then does the driver read the device set until it says Shutdown, and
+// erase again. An erase refused for any other reason is not retried.
+func TestEraseWaitsForShutdownWhenRefused(t *testing.T) {
+	ctx := context.Background()
+	refused := "An error was encountered processing the command (domain=com.apple.CoreSimulator.SimError, code=405):\n" +
+		"Unable to erase contents and settings in current state: Shutting Down\n"
+	t.Run("still shutting down", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(
+			fake.Step{Match: h.sim("shutdown " + bootedUDID)},
+			fake.Step{Match: h.sim("erase " + bootedUDID), ExitCode: 149, Stderr: refused},
+			fake.Step{Match: h.sim("list devices -j"), Stdout: withState(t, StateShuttingDown)},
+			fake.Step{Match: h.sim("list devices -j"), Stdout: withState(t, StateShutdown)},
+			fake.Step{Match: h.sim("erase " + bootedUDID)},
+		)
+		if err := h.drive(time.Second, 2, func() error { return h.d.Erase(ctx, ref(bootedUDID)) }); err != nil {
+			t.Fatal(err)
+		}
+		h.assertDone()
+	})
+	t.Run("never stops", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(fake.Step{Match: h.sim("shutdown " + bootedUDID)},
+			fake.Step{Match: h.sim("erase " + bootedUDID), ExitCode: 149, Stderr: refused})
+		h.runner.Always(fake.Step{Match: h.sim("list devices -j"), Stdout: withState(t, StateShuttingDown)})
+		err := h.drive(time.Second, 2, func() error { return h.d.Erase(ctx, ref(bootedUDID)) })
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "Shutting Down") {
+			t.Fatalf("error %v", err)
+		}
+		for _, c := range h.runner.Calls {
+			if strings.Contains(c, " erase ") && c != h.runner.Calls[1] {
+				t.Errorf("erased again without a Shutdown state: %q", h.runner.Calls)
+			}
+		}
+	})
+	t.Run("other failure", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(fake.Step{Match: h.sim("shutdown " + bootedUDID)},
+			fake.Step{Match: h.sim("erase " + bootedUDID), ExitCode: 16,
+				Stderr: "An error was encountered processing the command (domain=NSPOSIXErrorDomain, code=16):\nUnable to erase contents and settings: Resource busy\n"})
+		if err := h.d.Erase(ctx, ref(bootedUDID)); err == nil || !strings.Contains(err.Error(), "Resource busy") {
+			t.Fatalf("error %v", err)
+		}
+		h.assertDone()
+		if len(h.runner.Calls) != 2 {
+			t.Errorf("calls %q, want shutdown and one erase", h.runner.Calls)
+		}
+	})
 }
 
 func TestDestroy(t *testing.T) {
