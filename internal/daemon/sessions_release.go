@@ -164,17 +164,21 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 		return nil, err
 	}
 	b.emit(evSessionReleased, sid, "", r.EndReason, r, map[string]any{"resetMode": mode})
-	if s != nil && s.timer != nil {
-		s.timer.Stop()
+	// The timers are re-armed under b.mu by their own checks, so they are
+	// stopped under it too.
+	b.mu.Lock()
+	if s != nil {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.beat != nil {
+			s.beat.Stop()
+		}
+		if !destroy {
+			s.reuse = true
+		}
 	}
-	if s != nil && s.beat != nil {
-		s.beat.Stop()
-	}
-	if s != nil && !destroy {
-		b.mu.Lock()
-		s.reuse = true
-		b.mu.Unlock()
-	}
+	b.mu.Unlock()
 	if err := b.releaseLease(r.LeaseID, destroy); err != nil {
 		b.log.Warn("session lease release", "session", sid, "err", err)
 	}

@@ -102,13 +102,12 @@ func (w *world) slotProxy(t *testing.T, cfg string) *slotProxy {
 	return p
 }
 
-// end closes the proxy's stdin (EOF) and waits for it to exit.
+// end closes the proxy's stdin (EOF) and waits for it to exit. The MCP
+// SDK's command transport owns the process (its Close waits for it, and so
+// does its own teardown when the process exits first), so the test never
+// waits on the command itself: two Waits at once are a data race.
 func (p *slotProxy) end() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	p.cs.Close()
-	_ = p.cmd.Wait()
+	_ = p.cs.Close()
 }
 
 // refusal calls a tool that must fail and returns its error code and reason.
@@ -381,7 +380,7 @@ func TestManagedSlotEndsWhenItsExecutionOwnerExits(t *testing.T) {
 	owner.Process.Kill()
 	_ = owner.Wait()
 	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
+	go func() { exited <- p.cs.Wait() }() // the connection ends when the process exits
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
@@ -408,7 +407,7 @@ func TestManagedSlotProxyReleasesOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
+	go func() { exited <- p.cs.Wait() }() // the connection ends when the process exits
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
