@@ -104,8 +104,7 @@ func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
 			t.Errorf("%s on a session's server: %+v, want FORBIDDEN", name, cerr)
 		}
 	}
-	var own *acquired
-	own = &acquired{receipt: contract.SessionReceipt{Status: contract.SessionReady, LeaseID: p["leaseId"].(string)}}
+	own := &acquired{receipt: contract.SessionReceipt{Status: contract.SessionReady, LeaseID: p["leaseId"].(string)}}
 	if id, err := own.ownLease(""); err != nil || id != p["leaseId"] {
 		t.Errorf("ownLease(\"\") = %q, %v; want the session's lease", id, err)
 	}
