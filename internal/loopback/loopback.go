@@ -11,8 +11,11 @@
 // fails although nothing uses it. That is how eight Android devices
 // provisioned at once used to fail a boot with "in use by another
 // program": one goroutine let its pair go while another was starting an
-// adb. The fork takes the lock for writing until the child has exec'd, so
-// under the read lock no child holds a copy.
+// adb. The fork takes the lock for writing until its (vfork) child is
+// released, so a proof's transient listener is never copied, and a closed
+// held pair stays bound at most for the instant of that child's exec;
+// the driver's boot proof looks again briefly to cover it (and macOS,
+// where fork does not wait for the exec at all).
 package loopback
 
 import (
