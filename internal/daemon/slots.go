@@ -160,13 +160,17 @@ func (m *slotManager) refresh(ctx context.Context) {
 	}
 	byID := map[string]string{}
 	open, err := m.d.host.OpenIntents(ctx)
-	if err == nil {
-		for _, in := range open {
-			if id, ok := strings.CutPrefix(in.NewStableID, "device:"); ok {
-				byID[id] = hostreg.SlotKey(in.ScopeKey, in.SlotIndex)
-			} else if in.NewStableID != "" {
-				labels[in.NewStableID] = hostreg.SlotKey(in.ScopeKey, in.SlotIndex)
-			}
+	if err != nil {
+		// A device named only by an open journal entry must not look
+		// free either: keep the last good map.
+		m.log.Warn("read slot journal", "err", err)
+		return
+	}
+	for _, in := range open {
+		if id, ok := strings.CutPrefix(in.NewStableID, "device:"); ok {
+			byID[id] = hostreg.SlotKey(in.ScopeKey, in.SlotIndex)
+		} else if in.NewStableID != "" {
+			labels[in.NewStableID] = hostreg.SlotKey(in.ScopeKey, in.SlotIndex)
 		}
 	}
 	for _, dev := range m.d.engine.Devices() {
