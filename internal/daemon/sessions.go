@@ -600,8 +600,8 @@ func (b *broker) beat(sid string) {
 // touchLease marks a device call on a session's lease (device.exec,
 // resources.*, device.upload): the idle window starts again.
 func (b *broker) touchLease(leaseID string) {
-	if b == nil {
-		return
+	if b == nil || b.cfg == nil {
+		return // sessions are not configured: no session holds a lease
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
