@@ -475,15 +475,17 @@ func TestSessionIdleWindowEndsAnUntouchedSession(t *testing.T) {
 	f := sessionDaemon(t, nil)
 	a := f.dial("alice", "")
 	cfg := sessionConfig("idle")
-	cfg.IdleTimeoutMs = 400
+	// Wide enough that a loaded machine cannot end the window before the
+	// touch, or the touched window before the check (1.5 s of slack each).
+	cfg.IdleTimeoutMs = 3000
 	r, err := client.Do(context.Background(), a, contract.SessionPrepare, contract.SessionPrepareIn{Config: cfg, OwnerToken: "o"})
-	if err != nil || r.Status != contract.SessionReady || r.IdleTimeoutMs != 400 {
+	if err != nil || r.Status != contract.SessionReady || r.IdleTimeoutMs != 3000 {
 		t.Fatalf("prepare %+v %v", r, err)
 	}
 	// A device call restarts the window.
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	f.d.sessions.touchLease(r.LeaseID)
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	if st, _ := client.Do(context.Background(), a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "idle", OwnerToken: "o"}); st.Status != contract.SessionReady || st.CleanupPending {
 		t.Fatalf("a touched session ended: %+v", st)
 	}

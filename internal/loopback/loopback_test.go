@@ -47,9 +47,10 @@ func TestClosedPairIsFreeWhileChildrenStart(t *testing.T) {
 		Close(ls)
 		// The kernel closes a starting child's copies during its exec, a
 		// moment after the fork returns: the port must come free at
-		// once or after a few milliseconds, never stay bound.
+		// once or soon, never stay bound. The 1 s bound only separates
+		// "held by a child for good" from a busy machine.
 		free := false
-		for try := 0; try < 20 && !free; try++ {
+		for try := 0; try < 1000 && !free; try++ {
 			if try > 0 {
 				time.Sleep(time.Millisecond)
 			}
@@ -59,7 +60,7 @@ func TestClosedPairIsFreeWhileChildrenStart(t *testing.T) {
 			}
 		}
 		if !free {
-			t.Fatalf("round %d: port %d still bound 20 ms after Close returned", i, port)
+			t.Fatalf("round %d: port %d still bound 1 s after Close returned", i, port)
 		}
 	}
 }
