@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/contract"
@@ -74,6 +75,7 @@ type resetTrack struct {
 	members map[string]bool // the devices the reset runs on
 	started time.Time
 	settled time.Time
+	retired bool // a member was destroyed for reaching its uses
 }
 
 // resetBook keeps the resets of released leases (under the engine's lock).
@@ -202,6 +204,20 @@ func (r *resetResult) fail(reason string) {
 	}
 }
 
+// outcomeRank orders reset outcomes from best to worst; pending, the
+// record's opening value, ranks below every settled one.
+func outcomeRank(o string) int {
+	switch {
+	case o == contract.ResetOutcomeDestroyed:
+		return 3
+	case strings.HasPrefix(o, contract.ResetOutcomeFallbackPrefix):
+		return 2
+	case o == contract.ResetOutcomeClean:
+		return 1
+	}
+	return 0
+}
+
 // fold adds what one member's reset measured to its lease's
 // record without settling it.
 func (t *resetTrack) fold(r resetResult) {
@@ -216,6 +232,18 @@ func (t *resetTrack) fold(r resetResult) {
 	}
 }
 
+// merge takes a settled member's outcome into the record: a group's
+// reset reads as its worst member.
+func (t *resetTrack) merge(r resetResult) {
+	t.rec.ReuseCount = max(t.rec.ReuseCount, r.reuse)
+	if r.outcome != "" && outcomeRank(r.outcome) >= outcomeRank(t.rec.Outcome) {
+		// A group's reset reads as its worst member: destroyed over a
+		// fallback over clean, whatever order the members settled in.
+		t.rec.Outcome = r.outcome
+	}
+	t.retired = t.retired || r.retired
+}
+
 // settleResetLocked folds one member's result into its lease's record;
 // the last member settles it and emits device.reset.
 func (e *Engine) settleResetLocked(leaseID, deviceID, platform string, r resetResult) {
@@ -224,13 +252,7 @@ func (e *Engine) settleResetLocked(leaseID, deviceID, platform string, r resetRe
 		return
 	}
 	t.fold(r)
-	if r.reuse > t.rec.ReuseCount {
-		t.rec.ReuseCount = r.reuse
-	}
-	if t.rec.Outcome != contract.ResetOutcomeDestroyed && r.outcome != "" {
-		// One destroyed member makes the whole reset destroyed.
-		t.rec.Outcome = r.outcome
-	}
+	t.merge(r)
 	t.pending--
 	if t.pending > 0 {
 		return
@@ -251,7 +273,7 @@ func (e *Engine) settleResetLocked(leaseID, deviceID, platform string, r resetRe
 	if t.rec.FallbackReason != "" {
 		data["fallbackReason"] = t.rec.FallbackReason
 	}
-	if r.retired {
+	if t.retired {
 		data["retired"] = true
 	}
 	e.emitLocked(events.Event{Type: "device.reset", LeaseID: leaseID, DeviceID: deviceID, Platform: platform, Data: data})
