@@ -557,12 +557,14 @@ func (d *Driver) CheckHealth(ctx context.Context, dev core.DeviceRef) error {
 		return err
 	}
 	serial := serialFor(port)
-	out, _, err := d.kbShell(ctx, serial, kbCommandTimeout, "getprop", "sys.boot_completed")
+	out, _, err := d.kbShell(ctx, serial, kbCommandTimeout, "getprop")
 	if err != nil {
 		return fmt.Errorf("android driver: health of %s: %w", name, err)
 	}
-	if strings.TrimSpace(out) != "1" {
-		return fmt.Errorf("android driver: health of %s: boot not completed (sys.boot_completed=%q)", name, strings.TrimSpace(out))
+	// The same readiness rule as a boot's (boot completed, animation done).
+	if props := parseGetprop([]byte(out)); !bootCompleted(props) {
+		return fmt.Errorf("android driver: health of %s: boot not completed (sys.boot_completed=%q, init.svc.bootanim=%q)",
+			name, props["sys.boot_completed"], props["init.svc.bootanim"])
 	}
 	out, _, err = d.kbShell(ctx, serial, kbCommandTimeout, "pm", "path", "android")
 	if err != nil || !strings.HasPrefix(strings.TrimSpace(out), "package:") {
