@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -162,7 +163,7 @@ func (d *Driver) readBaseline(ctx context.Context, kd kbDevice) (*kbBaseline, er
 			return nil, err
 		}
 		bl.grants[u] = map[string]map[string]bool{}
-		for _, pkg := range sortedKeys(third) {
+		for _, pkg := range slices.Sorted(maps.Keys(third)) {
 			if bl.grants[u][pkg], err = d.kbGrants(ctx, kd.serial, u, pkg); err != nil {
 				return nil, err
 			}
@@ -410,7 +411,7 @@ func (d *Driver) kbCleanPackages(ctx context.Context, kd kbDevice, bl *kbBaselin
 		if err != nil {
 			return err
 		}
-		for _, pkg := range sortedKeys(now) {
+		for _, pkg := range slices.Sorted(maps.Keys(now)) {
 			if bl.packages[u][pkg] {
 				continue
 			}
@@ -430,12 +431,12 @@ func (d *Driver) kbCleanPackages(ctx context.Context, kd kbDevice, bl *kbBaselin
 // packages that the baseline did not grant.
 func (d *Driver) kbCleanGrants(ctx context.Context, kd kbDevice, bl *kbBaseline) error {
 	for _, u := range bl.users {
-		for _, pkg := range sortedKeys(bl.grants[u]) {
+		for _, pkg := range slices.Sorted(maps.Keys(bl.grants[u])) {
 			now, err := d.kbGrants(ctx, kd.serial, u, pkg)
 			if err != nil {
 				return err
 			}
-			for _, perm := range sortedKeys(now) {
+			for _, perm := range slices.Sorted(maps.Keys(now)) {
 				if bl.grants[u][pkg][perm] {
 					continue
 				}
@@ -457,9 +458,9 @@ func (d *Driver) kbCleanSettings(ctx context.Context, kd kbDevice, bl *kbBaselin
 		if err != nil {
 			return err
 		}
-		for _, ns := range sortedKeys(bl.settings[u]) {
+		for _, ns := range slices.Sorted(maps.Keys(bl.settings[u])) {
 			want := bl.settings[u][ns]
-			for _, k := range sortedKeys(want) {
+			for _, k := range slices.Sorted(maps.Keys(want)) {
 				if v, ok := now[ns][k]; ok && v == want[k] {
 					continue
 				}
@@ -521,7 +522,7 @@ func (d *Driver) kbCleanFiles(ctx context.Context, kd kbDevice, bl *kbBaseline) 
 	}
 	var remove []string
 	for _, root := range kbRoots {
-		for _, p := range append(sortedKeys(files), sortedKeys(links)...) {
+		for _, p := range append(slices.Sorted(maps.Keys(files)), slices.Sorted(maps.Keys(links))...) {
 			if bl.files[p] || bl.links[p] || !guardedPath(p, root, links) {
 				continue
 			}
@@ -571,13 +572,4 @@ func (d *Driver) CheckHealth(ctx context.Context, dev core.DeviceRef) error {
 		return fmt.Errorf("android driver: health of %s: the package manager does not answer: %v %q", name, err, strings.TrimSpace(out))
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
