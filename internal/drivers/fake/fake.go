@@ -179,6 +179,7 @@ func (d Erasing) Erase(_ context.Context, r core.DeviceRef) error {
 		return core.ErrDeviceNotFound
 	}
 	dev.running = false
+	dev.baseline = false // an erased device has no keep-booted baseline
 	d.resetResourcesLocked(r.Handle)
 	return nil
 }
@@ -198,7 +199,7 @@ func (d *Driver) bringUp(ctx context.Context, verb string, r core.DeviceRef) err
 	if !ok {
 		return core.ErrDeviceNotFound
 	}
-	if verb == "reclaim" {
+	if verb == "reclaim" || verb == "wipe-data" {
 		d.resetResourcesLocked(r.Handle) // a purge erases what was written
 		dev.baseline = false             // and begins a new boot
 	} else if !dev.running && d.res != nil {

@@ -87,13 +87,5 @@ func (d Resetting) CheckHealth(_ context.Context, r core.DeviceRef) error {
 // WipeData boots the device again with nothing kept; a new boot has no
 // baseline yet.
 func (d Resetting) WipeData(ctx context.Context, r core.DeviceRef) error {
-	if err := d.bringUp(ctx, "wipe-data", r); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if dev, ok := d.devices[r.Handle]; ok {
-		dev.baseline = false
-	}
-	return nil
+	return d.bringUp(ctx, "wipe-data", r) // bringUp drops the resources and the baseline
 }
