@@ -26,12 +26,13 @@ import (
 // not isolation: what it does not inventory (app data of baseline apps,
 // accounts, system package updates) it does not undo.
 //
-// The baseline is keyed by the AVD (the device's stable identity), the
-// driver's incarnation of it and the guest's boot id, never by the adb
-// serial: a recycled serial, a reboot or a snapshot load each leave the
-// old baseline unusable, and the cleaning then fails so the core falls
-// back. Baselines are kept in memory: after a restart of the daemon a
-// device has none, and its next keep-booted release does not reuse it.
+// The baseline is filed under the AVD (the device's stable identity) and
+// bound to the driver's incarnation of it, the guest's boot id, the adb
+// serial and the current user: a recycled serial, a reboot, a snapshot
+// load or a user switch each leave the old baseline unusable, and the
+// cleaning then fails so the core falls back. Baselines are kept in
+// memory and beside the AVD on disk (keepbooted_persist.go, ADR 0056), so
+// a daemon restart does not cost a still-running device its baseline.
 
 var _ core.KeepBootedCleaner = (*Driver)(nil)
 
@@ -47,7 +48,7 @@ var kbRoots = []string{"/sdcard/Download", "/sdcard/DCIM", "/sdcard/Pictures", "
 
 // kbBaseline is one incarnation's baseline.
 type kbBaseline struct {
-	key      string
+	binding  kbBinding
 	users    []int
 	packages map[int]map[string]bool            // every package, per user
 	grants   map[int]map[string]map[string]bool // third-party package -> granted runtime permissions, per user
@@ -59,37 +60,20 @@ type kbBaseline struct {
 	links    map[string]bool   // symbolic links under kbRoots
 }
 
-// keepBootedBook holds the newest baseline of each AVD.
+// keepBootedBook holds the newest baseline of each AVD this driver has
+// captured or read back (keepbooted_persist.go keeps the files).
 type keepBootedBook struct {
 	mu sync.Mutex
 	by map[string]*kbBaseline // AVD name ->
 }
 
-func (b *keepBootedBook) get(name, key string) *kbBaseline {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if bl := b.by[name]; bl != nil && bl.key == key {
-		return bl
-	}
-	return nil
-}
-
-func (b *keepBootedBook) put(name string, bl *kbBaseline) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.by == nil {
-		b.by = map[string]*kbBaseline{}
-	}
-	b.by[name] = bl
-}
-
 // kbProps are the properties a baseline restores.
 var kbProps = []string{"persist.sys.locale", "persist.sys.timezone"}
 
-// kbDevice is a keep-booted call's device and the key of its incarnation.
+// kbDevice is a keep-booted call's device and what binds a baseline to it.
 type kbDevice struct {
 	resDevice
-	key string
+	binding kbBinding
 }
 
 func (d *Driver) kbDeviceFor(ctx context.Context, dev core.DeviceRef) (kbDevice, error) {
@@ -97,7 +81,8 @@ func (d *Driver) kbDeviceFor(ctx context.Context, dev core.DeviceRef) (kbDevice,
 	if err != nil {
 		return kbDevice{}, err
 	}
-	return kbDevice{resDevice: rd, key: rd.name + "|" + rd.incarnation + "|" + rd.bootID}, nil
+	return kbDevice{resDevice: rd, binding: kbBinding{AVD: rd.name, Serial: rd.serial,
+		Incarnation: rd.incarnation, BootID: rd.bootID, User: rd.user}}, nil
 }
 
 // kbShell runs one bounded device command. The words are quoted for the
@@ -129,26 +114,27 @@ func kbQuote(w string) string {
 }
 
 // CaptureBaseline records the baseline of the device's current
-// incarnation, unless it has one already.
+// incarnation, unless it has one already: in memory, or on disk from an
+// earlier daemon (then that one is kept, not the device's state now).
 func (d *Driver) CaptureBaseline(ctx context.Context, dev core.DeviceRef) error {
 	kd, err := d.kbDeviceFor(ctx, dev)
 	if err != nil {
 		return err
 	}
-	if d.kb.get(kd.name, kd.key) != nil {
+	if d.kbBaselineFor(kd.binding) != nil {
 		return nil
 	}
 	bl, err := d.readBaseline(ctx, kd)
 	if err != nil {
 		return fmt.Errorf("android driver: capture the keep-booted baseline of %s: %w", kd.name, err)
 	}
-	d.kb.put(kd.name, bl)
+	d.kbStore(bl)
 	return nil
 }
 
 // readBaseline reads everything a baseline holds from the device now.
 func (d *Driver) readBaseline(ctx context.Context, kd kbDevice) (*kbBaseline, error) {
-	bl := &kbBaseline{key: kd.key, packages: map[int]map[string]bool{}, grants: map[int]map[string]map[string]bool{},
+	bl := &kbBaseline{binding: kd.binding, packages: map[int]map[string]bool{}, grants: map[int]map[string]map[string]bool{},
 		settings: map[int]map[string]map[string]string{}, display: map[string]string{}, props: map[string]string{}}
 	var err error
 	if bl.users, err = d.kbUsers(ctx, kd.serial); err != nil {
@@ -372,7 +358,7 @@ func (d *Driver) CleanToBaseline(ctx context.Context, dev core.DeviceRef) (map[s
 	if err != nil {
 		return nil, err
 	}
-	bl := d.kb.get(kd.name, kd.key)
+	bl := d.kbBaselineFor(kd.binding)
 	if bl == nil {
 		return nil, errors.New("android driver: no keep-booted baseline for this incarnation of the device (rebooted, restored or never captured)")
 	}

@@ -288,7 +288,11 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 // boot launches the emulator in mode, waits for readiness and, for a
 // pristine disk, captures the baseline.
 func (d *Driver) boot(ctx context.Context, dev core.DeviceRef, name string, port int, mode bootMode) error {
-	// A boot, from a snapshot or not, is a new incarnation.
+	// A boot, from a snapshot or not, is a new incarnation: no keep-booted
+	// baseline of the old one may survive it.
+	if err := d.kbForget(name); err != nil {
+		return err
+	}
 	inc := "inc-" + randomID() + randomID()
 	if err := d.updateState(name, func(s *avdState) {
 		s.Running = true
@@ -743,6 +747,9 @@ func (d *Driver) Destroy(ctx context.Context, dev core.DeviceRef) error {
 	// The port goes back last, once nothing can listen on it for this AVD.
 	d.releaseConsole(ctx, name, port)
 	if err := d.fs.Remove(d.statePath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := d.kbForget(name); err != nil {
 		return err
 	}
 	d.mu.Lock()

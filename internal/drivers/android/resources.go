@@ -158,6 +158,9 @@ func (d *Driver) resDeviceFor(ctx context.Context, dev core.DeviceRef) (resDevic
 // boot, a snapshot load), so receipts of the old one stop matching before
 // the old state is gone, and whatever is read afterwards is read afresh.
 func (d *Driver) newIncarnation(name string) (string, error) {
+	if err := d.kbForget(name); err != nil {
+		return "", err
+	}
 	id := "inc-" + randomID() + randomID()
 	if err := d.updateState(name, func(s *avdState) { s.Incarnation = id }); err != nil {
 		return "", fmt.Errorf("android driver: record the device incarnation: %w", err)
