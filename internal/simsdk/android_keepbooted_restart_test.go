@@ -77,6 +77,7 @@ func TestAndroidKeepBootedBaselineSurvivesADriverRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("baseline file: %d bytes", len(saved))
 
 	// The restart. The session on the warm device installs a package;
 	// the grant's capture must keep the earlier baseline, not adopt it.
