@@ -299,7 +299,7 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 		return cur, nil
 	}
 	nowMs := started.UnixMilli()
-	rec := sessions.Record{Identity: id, OwnerDigest: od, Instance: b.d.instanceID,
+	rec := sessions.Record{Identity: id, OwnerDigest: od, Instance: b.d.instanceID, Principal: call.Session.Principal,
 		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: cfg.RequestID, CreatedAtMs: nowMs, UpdatedAtMs: nowMs,
 			IdleTimeoutMs: cfg.IdleTimeoutMs}}
 	if rec.Receipt.IdleTimeoutMs == 0 {

@@ -13,15 +13,17 @@ import (
 
 var _ sessions.Store = (*DB)(nil)
 
-const sessionColumns = `record, created_at`
+const sessionColumns = `record, principal`
 
 func scanSession(row interface{ Scan(...any) error }) (sessions.Record, error) {
 	var raw string
-	var created int64
-	if err := row.Scan(&raw, &created); err != nil {
+	var principal sql.NullString
+	if err := row.Scan(&raw, &principal); err != nil {
 		return sessions.Record{}, err
 	}
-	return sessions.DecodeRecord([]byte(raw))
+	r, err := sessions.DecodeRecord([]byte(raw))
+	r.Principal = principal.String
+	return r, err
 }
 
 func oneSession(ctx context.Context, q querier, where string, args ...any) (sessions.Record, bool, error) {
@@ -46,9 +48,15 @@ func writeSession(ctx context.Context, q querier, r sessions.Record, insert bool
 		sid = rc.SessionID
 	}
 	if insert {
-		_, err = q.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, cleanup_pending, record, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, rc.RequestID, sid, rc.Status, rc.CleanupPending, string(b), rc.CreatedAtMs, rc.UpdatedAtMs)
+		var principal any
+		if r.Principal != "" {
+			principal = r.Principal
+		}
+		_, err = q.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, cleanup_pending, record, created_at, updated_at, principal)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, rc.RequestID, sid, rc.Status, rc.CleanupPending, string(b), rc.CreatedAtMs, rc.UpdatedAtMs, principal)
 	} else {
+		// The principal is written once, with the receipt: an update
+		// never changes who prepared the session.
 		_, err = q.ExecContext(ctx, `UPDATE session_receipts SET session_id = ?, status = ?, cleanup_pending = ?, record = ?, updated_at = ? WHERE identity = ?`,
 			sid, rc.Status, rc.CleanupPending, string(b), rc.UpdatedAtMs, r.Identity)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +255,59 @@ func TestPruneOfManyReceiptsIsOneReadAndBatchedDeletes(t *testing.T) {
 	// The public entry point agrees: nothing more to prune.
 	if again, err := db.PruneSessionReceipts(ctx, now, ret, maxAge); err != nil || again != 0 {
 		t.Errorf("a second prune removed %d (%v)", again, err)
+	}
+}
+
+// Migration 9 records the principal of receipts written before it where a
+// held lease vouches for it (a live session: the lease's owner prepared
+// it); an ended session's receipt keeps none. A receipt written after it
+// keeps its principal, and an update never changes it.
+func TestPrincipalMigrationBackfillsFromHeldLeases(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	old, err := open(ctx, path, migrations[:8])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(7_000_000)
+	live := sessionRec("l", "r-live", contract.SessionReady, at)
+	live.Receipt.SessionID, live.Receipt.LeaseID = "s-live", "lease_1"
+	ended := sessionRec("e", "r-ended", contract.SessionReleased, at)
+	ended.Receipt.SessionID, ended.Receipt.LeaseID = "s-ended", "lease_gone"
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO devices (id, platform, handle, name, state, spec, simulated)
+		VALUES ('d1', 'ios', 'U1', 'n', 'leased', '{}', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO leases (id, device_id, requester_id, owner_id, platform, ttl_ms)
+		VALUES ('lease_1', 'd1', 'alice/session/s-live', 'alice', 'ios', 15000)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []sessions.Record{live, ended} {
+		b, _ := r.Encode()
+		if _, err := old.sql.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, record, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, r.Receipt.RequestID, r.Receipt.SessionID, r.Receipt.Status, string(b), at.UnixMilli(), at.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	db := openAt(t, path)
+	if got, ok, err := db.SessionReceiptBySession(ctx, "s-live"); err != nil || !ok || got.Principal != "alice" {
+		t.Errorf("the live receipt after migration 9: principal %q (%v %v), want its lease's owner", got.Principal, ok, err)
+	}
+	if got, ok, err := db.SessionReceiptBySession(ctx, "s-ended"); err != nil || !ok || got.Principal != "" {
+		t.Errorf("the ended receipt after migration 9: principal %q (%v %v), want none", got.Principal, ok, err)
+	}
+
+	fresh := sessionRec("f", "r-new", contract.SessionPending, at)
+	fresh.Receipt.SessionID, fresh.Principal = "s-new", "bob"
+	if _, _, err := db.CommitSessionReceipt(ctx, fresh, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Receipt.Status, fresh.Principal = contract.SessionReady, "mallory"
+	if err := db.UpdateSessionReceipt(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := db.SessionReceiptBySession(ctx, "s-new"); got.Principal != "bob" || got.Receipt.Status != contract.SessionReady {
+		t.Errorf("after an update: principal %q status %s, want bob (written once) and ready", got.Principal, got.Receipt.Status)
 	}
 }
