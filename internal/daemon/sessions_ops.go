@@ -141,17 +141,32 @@ func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Rec
 	return rec, nil
 }
 
+// heartbeat renews a session's lease. A keeper sends one every few
+// seconds, so a live session is answered from the broker's memory (its
+// lease and owner digest, set when the ready receipt was committed or
+// adopted); only a session the memory cannot decide for reads its receipt,
+// which stays the truth after a restart.
 func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
-	rec, err := b.sessionOf(ctx, in.SessionID, in.OwnerToken)
-	if err != nil {
+	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
-	if rec.Receipt.Status != contract.SessionReady || rec.Releasing {
-		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s is %s", in.SessionID, rec.Receipt.Status)
+	leaseID, mismatch, ok := b.liveLease(in.SessionID, in.OwnerToken)
+	switch {
+	case mismatch:
+		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
+	case !ok:
+		rec, err := b.sessionOf(ctx, in.SessionID, in.OwnerToken)
+		if err != nil {
+			return contract.SessionHeartbeatOut{}, err
+		}
+		if rec.Receipt.Status != contract.SessionReady || rec.Releasing {
+			return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s is %s", in.SessionID, rec.Receipt.Status)
+		}
+		leaseID = rec.Receipt.LeaseID
 	}
 	// Always the session's width: a handed-off lease carries a longer one
 	// for the restart, and the first heartbeat ends that grace.
-	_, err = b.d.engine.Renew(rec.Receipt.LeaseID, b.leaseTTL())
+	_, err := b.d.engine.Renew(leaseID, b.leaseTTL())
 	if errors.Is(err, core.ErrUnknownLease) {
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s has ended", in.SessionID)
 	}
