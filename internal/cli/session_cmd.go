@@ -234,50 +234,29 @@ func (a *app) sessionCmd() *cobra.Command {
 	return cmd
 }
 
-// holdSession heartbeats at a third of the session's TTL until ctx ends or
-// stdin reaches EOF, then releases the session: the keeper's owner is gone.
-// A lost daemon is dialled again (a restart hands the session off to the
-// next one) for up to holdRedialFor; a session that ended stops the hold.
+// holdSession keeps the session (client.KeepSession) until ctx ends or
+// stdin reaches EOF, then releases it: the keeper's owner is gone. A lost
+// daemon is dialled again (a restart hands the session off to the next
+// one) for up to holdRedialFor; a session that ended stops the hold
+// without a release.
 func (a *app) holdSession(ctx context.Context, c *client.Client, sid, token string) error {
-	eof := make(chan struct{})
+	kctx, stop := context.WithCancel(ctx)
+	defer stop()
 	go func() {
 		_, _ = io.Copy(io.Discard, a.env.Stdin)
-		close(eof)
+		stop()
 	}()
-	var failingSince time.Time
-	for {
-		wait := 500 * time.Millisecond
-		hb, err := client.Do(ctx, c, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: sid, OwnerToken: token})
-		switch ce := contract.AsError(err); {
-		case err == nil:
-			failingSince = time.Time{}
-			wait = max(time.Until(time.UnixMilli(hb.ExpiresAtMs))/3, 100*time.Millisecond)
-		case ctx.Err() != nil:
-		case ce != nil && (ce.Code == contract.CodeSessionEnded || ce.Code == contract.CodeSessionOwnerMismatch || ce.Code == contract.CodeSessionsNotConfigured):
-			return err
-		default:
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-			if time.Since(failingSince) > holdRedialFor {
-				return err
-			}
+	err := client.KeepSession(kctx, client.KeepSessionOptions{SessionID: sid, OwnerToken: token, GiveUpAfter: holdRedialFor,
+		Conn: func(context.Context) (*client.Client, error) { return c, nil },
+		OnRetry: func(ctx context.Context, err error) {
 			fmt.Fprintf(a.env.Stderr, "simlock: session %s: heartbeat failed (%v); trying again\n", sid, err)
 			if nc, derr := a.connect(ctx, true); derr == nil {
 				c.Close()
 				c = nc
 			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-time.After(wait):
-			continue
-		case <-eof:
-		case <-ctx.Done():
-		}
-		break
+		}})
+	if err != nil {
+		return err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 35*time.Second)
 	defer cancel()

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/simlock/simlock/internal/osversion"
 )
 
 // The sessions section's defaults, in one place: Effective fills them in
@@ -214,11 +215,11 @@ func validateSessionDefaults(p string, d SessionDefaults, bad func(string, ...an
 	}
 
 	sel := d.OS.Selector
-	var v []int
+	var v osversion.Version
+	parsed := false
 	switch sel.Kind {
 	case "exact", "atLeast":
-		var ok bool
-		if v, ok = sessionVersion(sel.Version); !ok {
+		if v, parsed = osversion.Parse(sel.Version); !parsed {
 			bad("%s.os.selector.version: %q is not a version such as 26.5 or 16", at, sel.Version)
 		}
 	case "latest":
@@ -229,12 +230,12 @@ func validateSessionDefaults(p string, d SessionDefaults, bad func(string, ...an
 		bad("%s.os.selector.kind: %q is not exact, atLeast or latest", at, sel.Kind)
 	}
 	if pv := d.OS.PreferredVersion; pv != "" {
-		w, ok := sessionVersion(pv)
+		w, ok := osversion.Parse(pv)
 		switch {
 		case !ok:
 			bad("%s.os.preferredVersion: %q is not a version such as 26.5 or 16", at, pv)
-		case v != nil && sel.Kind == "exact" && slices.Compare(w, v) != 0,
-			v != nil && sel.Kind == "atLeast" && slices.Compare(w, v) < 0:
+		case parsed && sel.Kind == "exact" && w.Compare(v) != 0,
+			parsed && sel.Kind == "atLeast" && w.Compare(v) < 0:
 			bad("%s.os.preferredVersion: %s does not satisfy the selector %s %s", at, pv, sel.Kind, sel.Version)
 		}
 	}
@@ -295,23 +296,6 @@ func modelTypeKey(mt SessionModelType) string {
 		return strings.ToLower(mt.Family)
 	}
 	return strings.ToLower(mt.Family + "/" + mt.Variant)
-}
-
-// sessionVersion reads a dotted numeric version of at most three parts,
-// padded to three ("26.5" is 26.5.0).
-func sessionVersion(s string) ([]int, bool) {
-	parts := strings.Split(s, ".")
-	if s == "" || len(parts) > 3 {
-		return nil, false
-	}
-	v := make([]int, 3)
-	for i, p := range parts {
-		if p == "" || len(p) > 6 || strings.TrimLeft(p, "0123456789") != "" {
-			return nil, false
-		}
-		v[i], _ = strconv.Atoi(p)
-	}
-	return v, true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

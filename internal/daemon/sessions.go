@@ -90,6 +90,9 @@ type liveSession struct {
 	reuse bool
 	// owner is the session's principal, for its events' ownerId.
 	owner string
+	// ownerDigest is the receipt's owner digest: a heartbeat is checked
+	// against it here, without reading the receipt.
+	ownerDigest string
 }
 
 // tracked is one release: every release call of the session joins it.
@@ -299,7 +302,7 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 		return cur, nil
 	}
 	nowMs := started.UnixMilli()
-	rec := sessions.Record{Identity: id, OwnerDigest: od, Instance: b.d.instanceID,
+	rec := sessions.Record{Identity: id, OwnerDigest: od, Instance: b.d.instanceID, Principal: call.Session.Principal,
 		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: cfg.RequestID, CreatedAtMs: nowMs, UpdatedAtMs: nowMs,
 			IdleTimeoutMs: cfg.IdleTimeoutMs}}
 	if rec.Receipt.IdleTimeoutMs == 0 {
@@ -351,7 +354,7 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 	}
 	sid := rec.Receipt.SessionID
 	b.mu.Lock()
-	b.live[sid] = &liveSession{identity: id, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond, owner: call.Session.Principal}
+	b.live[sid] = &liveSession{identity: id, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond, owner: call.Session.Principal, ownerDigest: od}
 	b.mu.Unlock()
 	b.admitMu.Unlock()
 
@@ -514,6 +517,7 @@ func (b *broker) adopt(rec sessions.Record, leaseID, deviceID string, grace time
 	if s.owner == "" {
 		s.owner = owner
 	}
+	s.ownerDigest = rec.OwnerDigest
 	s.leaseID, s.deviceID, s.lastTouch, s.lastBeat = leaseID, deviceID, b.now(), b.now().Add(grace)
 	b.armIdleLocked(sid, s)
 	b.armBeatLocked(sid, s)
@@ -586,6 +590,24 @@ func (b *broker) beatCheck(sid string) {
 	if _, err := b.beginRelease(context.Background(), sid, ownerExited, nil); err != nil {
 		b.log.Warn("owner-exit release failed", "session", sid, "err", err)
 	}
+}
+
+// liveLease answers a heartbeat from memory: the lease of a ready session
+// that is not releasing, when token is its owner's. ok is false when the
+// broker's memory cannot decide (not live here, preparing, releasing or
+// cleaning up); the durable receipt then answers.
+func (b *broker) liveLease(sid, token string) (leaseID string, mismatch, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, live := b.live[sid]
+	_, releasing := b.releases[sid]
+	if !live || s.cleanup || releasing || s.leaseID == "" || s.ownerDigest == "" {
+		return "", false, false
+	}
+	if !sameOwner(s.ownerDigest, token) {
+		return "", true, true
+	}
+	return s.leaseID, false, true
 }
 
 // beat records a keeper's heartbeat.

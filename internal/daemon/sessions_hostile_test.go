@@ -16,6 +16,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/sessions"
 )
 
 // Sessions against callers who are hostile or unlucky: none of them may
@@ -356,5 +357,55 @@ func TestSessionFactsAreOnTheEventBus(t *testing.T) {
 	}
 	if got[0].Data["admission"] != contract.AdmissionCreate {
 		t.Fatalf("prepared %+v", got[0])
+	}
+}
+
+// unrecordedPrincipal reads receipts as a store from before migration 9
+// left them: without the principal that prepared them.
+type unrecordedPrincipal struct{ sessions.Store }
+
+func (s unrecordedPrincipal) SessionReceiptBySession(ctx context.Context, sid string) (sessions.Record, bool, error) {
+	r, ok, err := s.Store.SessionReceiptBySession(ctx, sid)
+	r.Principal = ""
+	return r, ok, err
+}
+
+// Agent mallory names alice's session id after the session ended: its
+// lease is gone, but the receipt recorded alice as the principal, so
+// session.info refuses mallory with the error a live session gives, while
+// alice and an admin still read it. A receipt that recorded no principal
+// (written before migration 9) is an admin's to read only.
+func TestSessionInfoOfAnEndedSessionAnswersOnlyItsPrincipal(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	ctx := context.Background()
+	a, m, admin := f.dial("alice", ""), f.dial("mallory", ""), f.dial("ops", f.adminToken())
+	r := prepare(t, a, "run", "owner-a")
+	out, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "owner-a"})
+	if err != nil || out.Outcome != contract.ReleaseReleased {
+		t.Fatalf("release %+v %v", out, err)
+	}
+	if _, held := f.d.engine.Lease(r.LeaseID); held {
+		t.Fatal("the released session's lease is still held")
+	}
+	_, live := client.Do(ctx, m, contract.SessionInfo, contract.SessionInfoIn{SessionID: "no-such-session"})
+	_, ended := client.Do(ctx, m, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID})
+	if !client.IsCode(ended, contract.CodeSessionOwnerMismatch) {
+		t.Fatalf("mallory's session.info of alice's ended session: %v (a session that never was: %v)", ended, live)
+	}
+	if in, err := client.Do(ctx, a, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); err != nil || in.Status != contract.SessionReleased || in.Device == nil || in.Device.ID != r.Device.ID {
+		t.Fatalf("alice's session.info of her ended session %+v %v", in, err)
+	}
+	if in, err := client.Do(ctx, admin, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); err != nil || in.Status != contract.SessionReleased {
+		t.Fatalf("an admin's session.info of an ended session %+v %v", in, err)
+	}
+
+	f.d.sessions.st = unrecordedPrincipal{f.d.sessions.st}
+	for _, c := range []*client.Client{a, m} {
+		if _, err := client.Do(ctx, c, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+			t.Errorf("%s's session.info of an ended session without a recorded principal: %v", c.Hello().Principal, err)
+		}
+	}
+	if _, err := client.Do(ctx, admin, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); err != nil {
+		t.Errorf("an admin's session.info of a receipt without a recorded principal: %v", err)
 	}
 }

@@ -58,7 +58,7 @@ func (b *broker) status(ctx context.Context, _ *dispatch.Call, in contract.Sessi
 // abandon consumes a request id's identity, seen or not: it writes the
 // tombstone first, so a late prepare of it finds SESSION_ABANDONED, then
 // ends whatever the id already holds.
-func (b *broker) abandon(ctx context.Context, _ *dispatch.Call, in contract.SessionAbandonIn) (contract.SessionReceipt, error) {
+func (b *broker) abandon(ctx context.Context, call *dispatch.Call, in contract.SessionAbandonIn) (contract.SessionReceipt, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionReceipt{}, err
 	}
@@ -81,6 +81,9 @@ func (b *broker) abandon(ctx context.Context, _ *dispatch.Call, in contract.Sess
 	tomb := sessions.Record{Identity: sessions.AbandonIdentity(od, in.RequestID), OwnerDigest: od, Abandoned: true,
 		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: in.RequestID, Status: contract.SessionFailed, Failure: &f,
 			CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli(), EndReason: "abandoned"}}
+	if call != nil {
+		tomb.Principal = call.Session.Principal
+	}
 	tomb, _, err = b.st.CommitSessionReceipt(ctx, tomb, nil)
 	if err != nil {
 		return contract.SessionReceipt{}, err
@@ -138,17 +141,32 @@ func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Rec
 	return rec, nil
 }
 
+// heartbeat renews a session's lease. A keeper sends one every few
+// seconds, so a live session is answered from the broker's memory (its
+// lease and owner digest, set when the ready receipt was committed or
+// adopted); only a session the memory cannot decide for reads its receipt,
+// which stays the truth after a restart.
 func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
-	rec, err := b.sessionOf(ctx, in.SessionID, in.OwnerToken)
-	if err != nil {
+	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
-	if rec.Receipt.Status != contract.SessionReady || rec.Releasing {
-		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s is %s", in.SessionID, rec.Receipt.Status)
+	leaseID, mismatch, ok := b.liveLease(in.SessionID, in.OwnerToken)
+	switch {
+	case mismatch:
+		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
+	case !ok:
+		rec, err := b.sessionOf(ctx, in.SessionID, in.OwnerToken)
+		if err != nil {
+			return contract.SessionHeartbeatOut{}, err
+		}
+		if rec.Receipt.Status != contract.SessionReady || rec.Releasing {
+			return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s is %s", in.SessionID, rec.Receipt.Status)
+		}
+		leaseID = rec.Receipt.LeaseID
 	}
 	// Always the session's width: a handed-off lease carries a longer one
 	// for the restart, and the first heartbeat ends that grace.
-	_, err = b.d.engine.Renew(rec.Receipt.LeaseID, b.leaseTTL())
+	_, err := b.d.engine.Renew(leaseID, b.leaseTTL())
 	if errors.Is(err, core.ErrUnknownLease) {
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s has ended", in.SessionID)
 	}
@@ -173,11 +191,16 @@ func (b *broker) info(ctx context.Context, call *dispatch.Call, in contract.Sess
 		return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionEnded, "no session %s", in.SessionID)
 	}
 	l, held := b.d.engine.Lease(rec.Receipt.LeaseID)
-	// info takes no owner token, so the session's principal stands in for
-	// it: an agent reads only the live sessions its own principal holds
-	// (an ended session's lease, and so its principal, is gone; what is
-	// left of it is history, not a device anyone can reach through it).
-	if held && call != nil && call.Session.Role != contract.RoleAdmin && l.OwnerID != call.Session.Principal {
+	// info takes no owner token, so the principal recorded with the
+	// receipt stands in for it, live or ended alike: an ended session's
+	// receipt still names its device and profile. A receipt from before
+	// the principal was recorded (store migration 9) that no held lease
+	// vouches for is an admin's to read only.
+	owner := rec.Principal
+	if owner == "" && held {
+		owner = l.OwnerID
+	}
+	if call != nil && call.Session.Role != contract.RoleAdmin && (owner == "" || owner != call.Session.Principal) {
 		return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s belongs to another principal", in.SessionID)
 	}
 	out := contract.SessionInfoOut{SessionID: in.SessionID, Status: rec.Receipt.Status, Profile: rec.Receipt.Profile, Device: rec.Receipt.Device}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
+	"github.com/simlock/simlock/internal/sessions"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -536,5 +538,70 @@ func TestSessionIdlePoolCapZeroDestroysInsteadOfReset(t *testing.T) {
 	}
 	if _, there := f.d.engine.Device(one.Device.ID); there {
 		t.Fatal("the device was kept with no room in the idle pool")
+	}
+}
+
+// readCountingStore counts the receipt reads the broker makes.
+type readCountingStore struct {
+	sessions.Store
+	reads atomic.Int64
+}
+
+func (s *readCountingStore) SessionReceipt(ctx context.Context, id string) (sessions.Record, bool, error) {
+	s.reads.Add(1)
+	return s.Store.SessionReceipt(ctx, id)
+}
+
+func (s *readCountingStore) SessionReceiptByRequest(ctx context.Context, od, req string) (sessions.Record, bool, error) {
+	s.reads.Add(1)
+	return s.Store.SessionReceiptByRequest(ctx, od, req)
+}
+
+func (s *readCountingStore) SessionReceiptBySession(ctx context.Context, sid string) (sessions.Record, bool, error) {
+	s.reads.Add(1)
+	return s.Store.SessionReceiptBySession(ctx, sid)
+}
+
+// A keeper's heartbeats on a live session are answered from the broker's
+// memory: they renew the lease (its expiry moves on), a foreign token is
+// still SESSION_OWNER_MISMATCH, and none of them reads a receipt from the
+// store. Once the session is released the receipt answers again:
+// SESSION_ENDED.
+func TestSessionHeartbeatsOfALiveSessionReadNoReceipt(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	r := prepare(t, a, "run", "owner-a")
+	before, _ := f.d.engine.Lease(r.LeaseID)
+	// Once the session is ready no broker goroutine reads the field until
+	// its lease ends (the startup recovery is over: prepare waited for it).
+	st := &readCountingStore{Store: f.d.sessions.st}
+	f.d.sessions.st = st
+	var last contract.SessionHeartbeatOut
+	for i := range 20 {
+		hb, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "owner-a"})
+		if err != nil || hb.SessionID != r.SessionID || hb.ExpiresAtMs <= 0 {
+			t.Fatalf("heartbeat %d: %+v %v", i, hb, err)
+		}
+		last = hb
+	}
+	if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "not-alice"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+		t.Fatalf("a heartbeat under another token: %v", err)
+	}
+	if n := st.reads.Load(); n != 0 {
+		t.Fatalf("21 heartbeats of a live session read %d receipts from the store, want 0", n)
+	}
+	after, held := f.d.engine.Lease(r.LeaseID)
+	if !held || after.ExpiresAt.Before(before.ExpiresAt) || last.ExpiresAtMs < before.LastRenewedAt.UnixMilli() {
+		t.Fatalf("the lease after the heartbeats: held %v, expiry %v (was %v)", held, after.ExpiresAt, before.ExpiresAt)
+	}
+	if _, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "owner-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "owner-a"}); !client.IsCode(err, contract.CodeSessionEnded) {
+		t.Fatalf("a heartbeat after the release: %v", err)
+	}
+	if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "not-alice"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+		t.Fatalf("a foreign heartbeat after the release: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/osversion"
 )
 
 // Platforms a requirement may name.
@@ -185,7 +186,7 @@ func validateOS(path, kind, version string) error {
 			return invalid("%s.version: kind %s takes no version", path, kind)
 		}
 	case contract.OSExact, contract.OSAtLeast:
-		if _, ok := parseVersion(version); !ok {
+		if _, ok := osversion.Parse(version); !ok {
 			return invalid("%s.version: %q is not a version such as 26.5 or 16", path, version)
 		}
 	default:

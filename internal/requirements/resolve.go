@@ -7,6 +7,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/osversion"
 )
 
 // Plan is what the operator's defaults make of a requirement before the
@@ -175,7 +176,7 @@ func selectorFor(def config.SessionOSDefaults, os *contract.OSRequirement) (sele
 	s := selector{kind: kind}
 	switch kind {
 	case contract.OSExact, contract.OSAtLeast:
-		v, ok := parseVersion(ver)
+		v, ok := osversion.Parse(ver)
 		if !ok {
 			return s, "", invalid("os.version: %q is not a version", ver)
 		}
@@ -185,7 +186,7 @@ func selectorFor(def config.SessionOSDefaults, os *contract.OSRequirement) (sele
 		return s, "", invalid("os.selector.kind: %q is not exact, atLeast or latest", kind)
 	}
 	if pref != "" {
-		if v, ok := parseVersion(pref); ok {
+		if v, ok := osversion.Parse(pref); ok {
 			s.preferred = &v
 		}
 	}
@@ -289,7 +290,7 @@ func (p Plan) bindIOS(cat IOSCatalog) (contract.SessionProfile, error) {
 	var cands []cand
 	var unsupported, unavailable []string
 	for _, rt := range cat.Runtimes {
-		v, ok := parseVersion(rt.Version)
+		v, ok := osversion.Parse(rt.Version)
 		if !ok || !p.os.admits(v) {
 			continue
 		}
@@ -318,14 +319,14 @@ func (p Plan) bindIOS(cat IOSCatalog) (contract.SessionProfile, error) {
 			"no installed iOS runtime satisfies %s", p.osText)
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
-		if c := b.v.compare(a.v); c != 0 {
+		if c := b.v.Compare(a.v); c != 0 {
 			return c
 		}
 		return strings.Compare(a.rt.Identifier, b.rt.Identifier)
 	})
 	pick := cands[0]
 	if p.os.preferred != nil {
-		if j := slices.IndexFunc(cands, func(c cand) bool { return c.v.compare(*p.os.preferred) == 0 }); j >= 0 {
+		if j := slices.IndexFunc(cands, func(c cand) bool { return c.v.Compare(*p.os.preferred) == 0 }); j >= 0 {
 			pick = cands[j]
 		}
 	}
@@ -348,10 +349,10 @@ func runs(rt IOSRuntime, dt IOSDeviceType, v version) bool {
 	if len(rt.SupportedTypes) > 0 {
 		return slices.Contains(rt.SupportedTypes, dt.Identifier)
 	}
-	if lo, ok := parseVersion(dt.MinOS); ok && v.compare(lo) < 0 {
+	if lo, ok := osversion.Parse(dt.MinOS); ok && v.Compare(lo) < 0 {
 		return false
 	}
-	if hi, ok := parseVersion(dt.MaxOS); ok && v.compare(hi) > 0 {
+	if hi, ok := osversion.Parse(dt.MaxOS); ok && v.Compare(hi) > 0 {
 		return false
 	}
 	return true
@@ -397,7 +398,7 @@ func (p Plan) bindAndroid(cat AndroidCatalog) (contract.SessionProfile, error) {
 	var downloadable []string
 	for _, img := range cat.Images {
 		rank := slices.Index(androidTags, img.Tag)
-		v, ok := parseVersion(img.Release)
+		v, ok := osversion.Parse(img.Release)
 		if rank < 0 || !ok || !p.os.admits(v) {
 			continue
 		}
@@ -412,14 +413,14 @@ func (p Plan) bindAndroid(cat AndroidCatalog) (contract.SessionProfile, error) {
 		if len(downloadable) > 0 {
 			next = fmt.Sprintf("install %s (sdkmanager --install), or ask for a release this host has (%s)", downloadable[0], strings.Join(androidReleases(cat.Images), ", "))
 		}
-		if p.os.kind != contract.OSLatest && p.os.version[0] > 20 {
+		if p.os.kind != contract.OSLatest && p.os.version.Major() > 20 {
 			next += "; Android versions are release versions (16), not API levels (36)"
 		}
 		return contract.SessionProfile{}, refuse(contract.CodeRuntimeMissing, next,
 			"no installed Android system image (%s) satisfies %s", strings.Join(androidTags, ", "), p.osText)
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
-		if c := b.v.compare(a.v); c != 0 {
+		if c := b.v.Compare(a.v); c != 0 {
 			return c
 		}
 		if a.rank != b.rank {
@@ -432,7 +433,7 @@ func (p Plan) bindAndroid(cat AndroidCatalog) (contract.SessionProfile, error) {
 	})
 	pick := cands[0]
 	if p.os.preferred != nil {
-		if j := slices.IndexFunc(cands, func(c cand) bool { return c.v.compare(*p.os.preferred) == 0 }); j >= 0 {
+		if j := slices.IndexFunc(cands, func(c cand) bool { return c.v.Compare(*p.os.preferred) == 0 }); j >= 0 {
 			pick = cands[j]
 		}
 	}

@@ -11,8 +11,9 @@ import (
 )
 
 // Record is one stored receipt with what the broker keeps beside it: the
-// identity it answers, the owner token's digest, the daemon instance that
-// admitted it (a crash is told from a handoff by it) and the export link.
+// identity it answers, the owner token's digest, the principal that
+// prepared it, and the daemon instance that admitted it (a crash is told
+// from a handoff by it).
 type Record struct {
 	Identity    string `json:"identity"`
 	OwnerDigest string `json:"ownerDigest"`
@@ -28,6 +29,11 @@ type Record struct {
 	// crash in between ends it as an owner exit.
 	Releasing bool                    `json:"releasing,omitempty"`
 	Receipt   contract.SessionReceipt `json:"receipt"`
+	// Principal is the caller that prepared the session: session.info,
+	// which takes no owner token, answers only it (and admins). The store
+	// keeps it in its own column, written once with the receipt; "" is a
+	// receipt from before it was recorded.
+	Principal string `json:"-"`
 }
 
 // Terminal reports whether a receipt status is final.

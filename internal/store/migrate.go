@@ -153,6 +153,19 @@ CREATE TABLE session_exports (
 	acknowledged_at INTEGER                                  -- NULL until acknowledged
 ) STRICT;
 `,
+	// 9: the principal that prepared each session (ADR 0055), so
+	// session.info answers only it, also once the session has ended and its
+	// lease is gone. Stored as the name it is (a principal is no
+	// credential; leases and the journal keep it too). A receipt written
+	// before this migration takes the owner of its lease if the lease is
+	// still held; the others keep NULL, which only an admin may read.
+	`
+ALTER TABLE session_receipts ADD COLUMN principal TEXT CHECK (principal <> ''); -- NULL: unknown (before migration 9)
+
+UPDATE session_receipts SET principal = (
+	SELECT NULLIF(l.owner_id, '') FROM leases l WHERE l.id = json_extract(session_receipts.record, '$.receipt.leaseId'))
+WHERE principal IS NULL;
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock; the

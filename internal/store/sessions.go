@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/sessions"
@@ -12,15 +13,17 @@ import (
 
 var _ sessions.Store = (*DB)(nil)
 
-const sessionColumns = `record, created_at`
+const sessionColumns = `record, principal`
 
 func scanSession(row interface{ Scan(...any) error }) (sessions.Record, error) {
 	var raw string
-	var created int64
-	if err := row.Scan(&raw, &created); err != nil {
+	var principal sql.NullString
+	if err := row.Scan(&raw, &principal); err != nil {
 		return sessions.Record{}, err
 	}
-	return sessions.DecodeRecord([]byte(raw))
+	r, err := sessions.DecodeRecord([]byte(raw))
+	r.Principal = principal.String
+	return r, err
 }
 
 func oneSession(ctx context.Context, q querier, where string, args ...any) (sessions.Record, bool, error) {
@@ -45,9 +48,15 @@ func writeSession(ctx context.Context, q querier, r sessions.Record, insert bool
 		sid = rc.SessionID
 	}
 	if insert {
-		_, err = q.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, cleanup_pending, record, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, rc.RequestID, sid, rc.Status, rc.CleanupPending, string(b), rc.CreatedAtMs, rc.UpdatedAtMs)
+		var principal any
+		if r.Principal != "" {
+			principal = r.Principal
+		}
+		_, err = q.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, cleanup_pending, record, created_at, updated_at, principal)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, rc.RequestID, sid, rc.Status, rc.CleanupPending, string(b), rc.CreatedAtMs, rc.UpdatedAtMs, principal)
 	} else {
+		// The principal is written once, with the receipt: an update
+		// never changes who prepared the session.
 		_, err = q.ExecContext(ctx, `UPDATE session_receipts SET session_id = ?, status = ?, cleanup_pending = ?, record = ?, updated_at = ? WHERE identity = ?`,
 			sid, rc.Status, rc.CleanupPending, string(b), rc.UpdatedAtMs, r.Identity)
 	}
@@ -213,37 +222,62 @@ func (db *DB) AcknowledgeSessionExport(ctx context.Context, prepareID string, at
 	return nil
 }
 
+// pruneBatch bounds the identities one DELETE names, well under SQLite's
+// limit on bound parameters.
+const pruneBatch = 500
+
 // PruneSessionReceipts deletes the receipts sessions.Prunable allows at
 // now (their export links go with them) and reports how many.
 func (db *DB) PruneSessionReceipts(ctx context.Context, now time.Time, retention, exportMaxAge time.Duration) (int, error) {
 	n := 0
 	err := db.immediate(ctx, func(q querier) error {
-		old, err := manySessions(ctx, q, `status IN ('failed', 'released') AND cleanup_pending = 0 AND updated_at <= ?`, now.Add(-retention).UnixMilli())
-		if err != nil {
-			return err
-		}
-		for _, r := range old {
-			var exp *sessions.Export
-			var e sessions.Export
-			var created int64
-			var ack sql.NullInt64
-			err := q.QueryRowContext(ctx, `SELECT created_at, acknowledged_at FROM session_exports WHERE identity = ?`, r.Identity).Scan(&created, &ack)
-			switch {
-			case err == nil:
-				e.CreatedAt, e.AcknowledgedAt = time.UnixMilli(created), fromUnixMs(ack)
-				exp = &e
-			case !errors.Is(err, sql.ErrNoRows):
-				return fmt.Errorf("store: prune session receipts: %w", err)
-			}
-			if !sessions.Prunable(r, exp, now, retention, exportMaxAge) {
-				continue
-			}
-			if _, err := q.ExecContext(ctx, `DELETE FROM session_receipts WHERE identity = ?`, r.Identity); err != nil {
-				return fmt.Errorf("store: prune session receipts: %w", err)
-			}
-			n++
-		}
-		return nil
+		var err error
+		n, err = pruneSessions(ctx, q, now, retention, exportMaxAge)
+		return err
 	})
 	return n, err
+}
+
+// pruneSessions reads every candidate with its export link in one query
+// (the hourly prune used to ask for each receipt's export on its own),
+// lets sessions.Prunable decide, and deletes in batches of pruneBatch.
+// Only the columns the rule reads are fetched; no receipt is decoded.
+func pruneSessions(ctx context.Context, q querier, now time.Time, retention, exportMaxAge time.Duration) (int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT r.identity, r.status, r.cleanup_pending, r.updated_at, e.created_at, e.acknowledged_at
+		FROM session_receipts r LEFT JOIN session_exports e ON e.identity = r.identity
+		WHERE r.status IN ('failed', 'released') AND r.cleanup_pending = 0 AND r.updated_at <= ?`, now.Add(-retention).UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("store: prune session receipts: %w", err)
+	}
+	var doomed []any
+	for rows.Next() {
+		var r sessions.Record
+		var created, ack sql.NullInt64
+		if err := rows.Scan(&r.Identity, &r.Receipt.Status, &r.Receipt.CleanupPending, &r.Receipt.UpdatedAtMs, &created, &ack); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("store: prune session receipts: %w", err)
+		}
+		var exp *sessions.Export
+		if created.Valid {
+			exp = &sessions.Export{CreatedAt: fromUnixMs(created), AcknowledgedAt: fromUnixMs(ack)}
+		}
+		if sessions.Prunable(r, exp, now, retention, exportMaxAge) {
+			doomed = append(doomed, r.Identity)
+		}
+	}
+	// Closed before the deletes: the transaction's one connection serves
+	// both.
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, fmt.Errorf("store: prune session receipts: %w", err)
+	}
+	n := len(doomed)
+	for len(doomed) > 0 {
+		batch := doomed[:min(len(doomed), pruneBatch)]
+		doomed = doomed[len(batch):]
+		marks := strings.Repeat(", ?", len(batch))[2:]
+		if _, err := q.ExecContext(ctx, `DELETE FROM session_receipts WHERE identity IN (`+marks+`)`, batch...); err != nil {
+			return 0, fmt.Errorf("store: prune session receipts: %w", err)
+		}
+	}
+	return n, nil
 }

@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +130,184 @@ func TestRecentSessionReceiptsReportTruncation(t *testing.T) {
 	}
 	if got, trunc, _ := db.RecentSessionReceipts(ctx, base.Add(time.Second), 5); trunc || len(got) != 2 {
 		t.Fatalf("window: %d %v", len(got), trunc)
+	}
+}
+
+// countingQuerier counts the statements a transaction sends.
+type countingQuerier struct {
+	querier
+	n int
+}
+
+func (c *countingQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c.n++
+	return c.querier.ExecContext(ctx, query, args...)
+}
+
+func (c *countingQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c.n++
+	return c.querier.QueryContext(ctx, query, args...)
+}
+
+func (c *countingQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	c.n++
+	return c.querier.QueryRowContext(ctx, query, args...)
+}
+
+// The hourly prune over many receipts keeps exactly what the rule keeps
+// (pinned exports, recent receipts, open ones) and sends one read plus a
+// bounded number of batched deletes, not a query per receipt.
+func TestPruneOfManyReceiptsIsOneReadAndBatchedDeletes(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	day := 24 * time.Hour
+	now := time.UnixMilli(0).Add(2000 * day)
+	ret, maxAge := 30*day, 180*day
+	const n = 1300
+	want := map[string]bool{} // identity → kept
+	err := db.immediate(ctx, func(q querier) error {
+		for i := range n {
+			id := fmt.Sprintf("%064x", i)
+			status, at := contract.SessionReleased, now.Add(-40*day)
+			var exp *sessions.Export
+			ack := false
+			kept := false
+			switch i % 7 {
+			case 0: // pinned: an unacknowledged export younger than exportMaxAge
+				exp, kept = &sessions.Export{PrepareID: "p" + id, RequestDigest: "d", CreatedAt: now.Add(-50 * day)}, true
+			case 1: // acknowledged: the pin is gone
+				exp, ack = &sessions.Export{PrepareID: "p" + id, RequestDigest: "d", CreatedAt: now.Add(-50 * day)}, true
+			case 2: // unacknowledged, but past exportMaxAge
+				exp = &sessions.Export{PrepareID: "p" + id, RequestDigest: "d", CreatedAt: now.Add(-200 * day)}
+			case 3: // plain, old: gone
+				status = contract.SessionFailed
+			case 4: // recent: inside the retention
+				at, kept = now.Add(-10*day), true
+			case 5: // still open: never pruned however old
+				status, kept = contract.SessionReady, true
+			case 6: // old and plain
+			}
+			r := sessions.Record{Identity: id, OwnerDigest: strings.Repeat("o", 64),
+				Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: "r" + id, Status: status,
+					CreatedAtMs: at.UnixMilli(), UpdatedAtMs: at.UnixMilli()}}
+			if status == contract.SessionFailed {
+				r.Receipt.Failure = &contract.SessionFailure{Code: contract.CodeSessionOwnerExited}
+			}
+			if err := writeSession(ctx, q, r, true); err != nil {
+				return err
+			}
+			if exp != nil {
+				if err := linkExport(ctx, q, id, *exp); err != nil {
+					return err
+				}
+				if ack {
+					if _, err := q.ExecContext(ctx, `UPDATE session_exports SET acknowledged_at = ? WHERE identity = ?`, now.Add(-45*day).UnixMilli(), id); err != nil {
+						return err
+					}
+				}
+			}
+			want[id] = kept
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := 0
+	for _, kept := range want {
+		if !kept {
+			gone++
+		}
+	}
+	var cq *countingQuerier
+	var pruned int
+	err = db.immediate(ctx, func(q querier) error {
+		cq = &countingQuerier{querier: q}
+		var err error
+		pruned, err = pruneSessions(ctx, cq, now, ret, maxAge)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pruned != gone {
+		t.Errorf("pruned %d, want %d", pruned, gone)
+	}
+	if max := 1 + (gone+pruneBatch-1)/pruneBatch; cq.n > max {
+		t.Errorf("the prune of %d receipts sent %d statements, want at most %d (one read, batched deletes)", n, cq.n, max)
+	}
+	for id, kept := range want {
+		_, ok, err := db.SessionReceipt(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != kept {
+			t.Fatalf("receipt %s: present %v, want %v", id, ok, kept)
+		}
+	}
+	var links int
+	if err := db.sql.QueryRowContext(ctx, `SELECT count(*) FROM session_exports`).Scan(&links); err != nil {
+		t.Fatal(err)
+	}
+	if pinned := (n + 6) / 7; links != pinned {
+		t.Errorf("%d export links left, want the %d pinned ones (the others went with their receipts)", links, pinned)
+	}
+	// The public entry point agrees: nothing more to prune.
+	if again, err := db.PruneSessionReceipts(ctx, now, ret, maxAge); err != nil || again != 0 {
+		t.Errorf("a second prune removed %d (%v)", again, err)
+	}
+}
+
+// Migration 9 records the principal of receipts written before it where a
+// held lease vouches for it (a live session: the lease's owner prepared
+// it); an ended session's receipt keeps none. A receipt written after it
+// keeps its principal, and an update never changes it.
+func TestPrincipalMigrationBackfillsFromHeldLeases(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	old, err := open(ctx, path, migrations[:8])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(7_000_000)
+	live := sessionRec("l", "r-live", contract.SessionReady, at)
+	live.Receipt.SessionID, live.Receipt.LeaseID = "s-live", "lease_1"
+	ended := sessionRec("e", "r-ended", contract.SessionReleased, at)
+	ended.Receipt.SessionID, ended.Receipt.LeaseID = "s-ended", "lease_gone"
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO devices (id, platform, handle, name, state, spec, simulated)
+		VALUES ('d1', 'ios', 'U1', 'n', 'leased', '{}', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO leases (id, device_id, requester_id, owner_id, platform, ttl_ms)
+		VALUES ('lease_1', 'd1', 'alice/session/s-live', 'alice', 'ios', 15000)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []sessions.Record{live, ended} {
+		b, _ := r.Encode()
+		if _, err := old.sql.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, record, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, r.Receipt.RequestID, r.Receipt.SessionID, r.Receipt.Status, string(b), at.UnixMilli(), at.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	db := openAt(t, path)
+	if got, ok, err := db.SessionReceiptBySession(ctx, "s-live"); err != nil || !ok || got.Principal != "alice" {
+		t.Errorf("the live receipt after migration 9: principal %q (%v %v), want its lease's owner", got.Principal, ok, err)
+	}
+	if got, ok, err := db.SessionReceiptBySession(ctx, "s-ended"); err != nil || !ok || got.Principal != "" {
+		t.Errorf("the ended receipt after migration 9: principal %q (%v %v), want none", got.Principal, ok, err)
+	}
+
+	fresh := sessionRec("f", "r-new", contract.SessionPending, at)
+	fresh.Receipt.SessionID, fresh.Principal = "s-new", "bob"
+	if _, _, err := db.CommitSessionReceipt(ctx, fresh, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Receipt.Status, fresh.Principal = contract.SessionReady, "mallory"
+	if err := db.UpdateSessionReceipt(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := db.SessionReceiptBySession(ctx, "s-new"); got.Principal != "bob" || got.Receipt.Status != contract.SessionReady {
+		t.Errorf("after an update: principal %q status %s, want bob (written once) and ready", got.Principal, got.Receipt.Status)
 	}
 }

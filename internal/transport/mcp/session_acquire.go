@@ -313,38 +313,25 @@ func (a *acquired) prepare(ctx context.Context, s *session, o Options) {
 	o.Logger.Warn("session preparation failed", "requestId", o.Session.Config.RequestID, "code", ce.Code, "err", ce.Message)
 }
 
-// heartbeat renews the session at a third of its TTL until ctx ends.
+// heartbeat keeps the session (client.KeepSession) until ctx ends, over
+// the session's client, which reconnects to a daemon that listens and
+// never starts one. A session that ended under the keeper records why, so
+// every later tool call is refused with it.
 func (a *acquired) heartbeat(ctx context.Context, s *session, o Options, done chan struct{}) {
 	defer close(done)
 	sid := a.receipt.SessionID
-	wait := time.Second
-	for {
-		select {
-		case <-o.Clock.After(wait):
-		case <-ctx.Done():
-			return
-		}
-		c, err := s.conn(ctx, false)
-		if err == nil {
-			var hb contract.SessionHeartbeatOut
-			hb, err = client.Do(ctx, c, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: sid, OwnerToken: a.token})
-			if err == nil {
-				wait = max(time.UnixMilli(hb.ExpiresAtMs).Sub(o.Clock.Now())/3, 100*time.Millisecond)
-				continue
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if ce := contract.AsError(err); ce != nil && (ce.Code == contract.CodeSessionEnded || ce.Code == contract.CodeSessionOwnerMismatch) {
-			o.Logger.Warn("the session ended under its keeper", "session", sid, "code", ce.Code)
-			a.mu.Lock()
-			a.failure = ce
-			a.mu.Unlock()
-			return
-		}
-		o.Logger.Warn("session heartbeat failed; trying again", "session", sid, "err", err)
-		wait = 500 * time.Millisecond
+	err := client.KeepSession(ctx, client.KeepSessionOptions{SessionID: sid, OwnerToken: a.token, Clock: o.Clock,
+		// The preparation has just renewed the session.
+		FirstAfter: time.Second,
+		Conn:       func(ctx context.Context) (*client.Client, error) { return s.conn(ctx, false) },
+		OnRetry: func(_ context.Context, err error) {
+			o.Logger.Warn("session heartbeat failed; trying again", "session", sid, "err", err)
+		}})
+	if ce := contract.AsError(err); ce != nil {
+		o.Logger.Warn("the session ended under its keeper", "session", sid, "code", ce.Code)
+		a.mu.Lock()
+		a.failure = ce
+		a.mu.Unlock()
 	}
 }
 

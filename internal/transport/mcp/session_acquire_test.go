@@ -124,3 +124,29 @@ func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
 		t.Fatalf("after stdin closed: %+v %v", st, err)
 	}
 }
+
+// A daemon that serves no sessions answers every heartbeat
+// SESSIONS_NOT_CONFIGURED, which no retry can change: the keeper stops
+// (as `simlock session hold` always did) and every tool call is refused
+// with it, instead of heartbeating a session no daemon holds forever.
+func TestSessionKeeperStopsWhenTheDaemonServesNoSessions(t *testing.T) {
+	h := sessionHarness(t)
+	logs := newLogs()
+	o := h.options("agent-s", logs)
+	o.Session = &SessionOptions{Config: sessionCfg("r3", &contract.HardwareRequirement{Kind: contract.HardwareModel,
+		Model: &contract.ModelIdentity{Namespace: "simlock-model", Value: "Phone"}}), OwnerToken: "tok"}
+	s := serve(t, o)
+	if p := published(t, s); p["status"] != contract.SessionReady {
+		t.Fatalf("published %v", p)
+	}
+	h.stop()
+	h.cfg.Sessions = nil
+	h.start()
+	logs.wait(t, "the session ended under its keeper", 1)
+	if _, ce := s.call(ToolListDevices, map[string]any{}, nil); ce == nil || ce.Code != contract.CodeSessionsNotConfigured {
+		t.Fatalf("a tool call after the keeper stopped: %+v, want SESSIONS_NOT_CONFIGURED", ce)
+	}
+	if err := s.end(); err != nil {
+		t.Fatalf("the server's end: %v", err)
+	}
+}
