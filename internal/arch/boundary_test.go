@@ -52,6 +52,17 @@ func TestContractImportsOnlyTheStandardLibrary(t *testing.T) {
 	}
 }
 
+// The OS version parser is shared by config validation and requirement
+// resolution, which import each other's neighbours; a leaf that imports
+// nothing of ours is what keeps it from closing a cycle.
+func TestOSVersionIsALeaf(t *testing.T) {
+	for p, std := range deps(t, "internal/osversion") {
+		if !std && p != module+"/internal/osversion" {
+			t.Errorf("internal/osversion depends on %s; it must import only the standard library", p)
+		}
+	}
+}
+
 // The core may import the ports package (interfaces plus their real
 // adapters) but never reach processes, sockets, SQL or files itself, and
 // never reach an outer layer even transitively.
