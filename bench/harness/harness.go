@@ -575,6 +575,14 @@ func RSS(pid int) (int64, error) {
 // (each its own requester) and returns how long they took.
 func Cycles(tb TB, w *World, p string, devices, clients, n int, start func()) time.Duration {
 	tb.Helper()
+	return HeldCycles(tb, w, p, devices, clients, n, 0, start)
+}
+
+// HeldCycles is Cycles with a workload: each client holds every device it
+// is granted for hold before it releases it, as an execution that uses its
+// device would.
+func HeldCycles(tb TB, w *World, p string, devices, clients, n int, hold time.Duration, start func()) time.Duration {
+	tb.Helper()
 	admin := w.Dial("bench", true)
 	cs := make([]*client.Client, max(devices, clients))
 	for i := range cs {
@@ -603,6 +611,7 @@ func Cycles(tb TB, w *World, p string, devices, clients, n int, start func()) ti
 			for next.Add(1) <= int64(n) {
 				l, err := cs[i].LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, TimeoutMs: 120_000}, nil)
 				if err == nil {
+					time.Sleep(hold)
 					_, err = client.Do(ctx, cs[i], contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
 				}
 				if err != nil {
