@@ -84,9 +84,9 @@ func main() {
 	if _, err := bin.Path(); err != nil {
 		r.Fatalf("%v", err)
 	}
-	n := sizes{Grants: 200, Cycles: 400, Executions: 50, RSSCycles: 10_000, Repeats: 3}
+	n := sizes{Grants: 200, Cycles: 400, HeldCycles: 12, Executions: 50, RSSCycles: 10_000, Repeats: 3}
 	if *quick {
-		n = sizes{Grants: 30, Cycles: 60, Executions: 6, RSSCycles: 500, Repeats: 1}
+		n = sizes{Grants: 30, Cycles: 60, HeldCycles: 3, Executions: 6, RSSCycles: 500, Repeats: 1}
 	}
 	if *rssCycles > 0 {
 		n.RSSCycles = *rssCycles
@@ -133,6 +133,9 @@ func main() {
 
 type sizes struct {
 	Grants, Cycles, Executions, RSSCycles, Repeats int
+	// HeldCycles is how many cycles each client runs in (d)'s rows with a
+	// workload (every cycle holds its device for the scaled hold).
+	HeldCycles int
 }
 
 func machine() string {

@@ -112,7 +112,11 @@ func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Fl
 type throughput struct {
 	Platform string
 	Clients  int
-	Rates    []float64
+	// Hold is how long each cycle held its device (scaled): 0 for the rows
+	// without a workload, run with the SDK at speed 0.
+	Hold  time.Duration
+	Speed float64
+	Rates []float64
 	// Daemon, SDK and Client are the processor time each repeat cost per
 	// cycle: the daemon's own, the SDK tool processes it started and
 	// waited for, and this process's clients. With NumCPU cores the machine
@@ -135,35 +139,30 @@ type cycleProcs struct {
 
 // measureCycles: (d) lease+release cycles per second with 1 and with 8
 // clients on 8 warm devices, each repeat next to the processor time it cost
-// per cycle, and the SDK processes one cycle starts.
+// per cycle, and the SDK processes one cycle starts. Two sets of rows: with
+// the declared workload (each cycle holds its device for (a)'s scaled hold,
+// the SDK at the declared speed), and without one (released at once, the
+// SDK at speed 0), where processor time is all that is left.
 func measureCycles(r *run, bin *harness.Binary, rep *report) {
 	const devices = 8
+	hold := time.Duration(float64(rep.Hold) * rep.Speed)
 	for _, p := range rep.Platforms {
-		for _, clients := range []int{1, 8} {
-			t := throughput{Platform: p, Clients: clients}
-			for range rep.Sizes.Repeats {
-				r.scoped(func() {
-					w := harness.NewWorld(r, bin, harness.Options{Devices: devices})
-					var d0, s0, c0, b0, t0 time.Duration
-					start := func() { d0, s0 = daemonCPU(r, w); c0 = selfCPU(); b0, t0, _ = harness.MachineCPU() }
-					elapsed := harness.Cycles(r, w, p, devices, clients, rep.Sizes.Cycles, start)
-					b1, t1, _ := harness.MachineCPU()
-					// The purges of the last released devices are part of
-					// the cycles' cost: wait for them before reading.
-					harness.WaitPlatformReady(r, w.Dial("bench", true), p, devices)
-					d1, s1 := daemonCPU(r, w)
-					c1 := selfCPU()
-					n := time.Duration(rep.Sizes.Cycles)
-					t.Rates = append(t.Rates, float64(rep.Sizes.Cycles)/elapsed.Seconds())
-					t.Daemon = append(t.Daemon, (d1-d0)/n)
-					t.SDK = append(t.SDK, (s1-s0)/n)
-					t.Client = append(t.Client, (c1-c0)/n)
-					if t1 > t0 {
-						t.Busy = append(t.Busy, float64(b1-b0)/float64(t1-t0))
-					}
-				})
+		// First with the declared workload at the declared SDK speed (each
+		// cycle holds its device as (a)'s executions do), then without a
+		// workload and with the SDK at speed 0, where only the processor
+		// time of the cycles and their purges is left.
+		for _, held := range []bool{true, false} {
+			for _, clients := range []int{1, 8} {
+				t := throughput{Platform: p, Clients: clients}
+				n := rep.Sizes.Cycles
+				if held {
+					t.Hold, t.Speed, n = hold, rep.Speed, rep.Sizes.HeldCycles*clients
+				}
+				for range rep.Sizes.Repeats {
+					r.scoped(func() { measureCycleRepeat(r, bin, p, devices, clients, n, &t) })
+				}
+				rep.Cycles = append(rep.Cycles, t)
 			}
-			rep.Cycles = append(rep.Cycles, t)
 		}
 		r.scoped(func() {
 			w := harness.NewWorld(r, bin, harness.Options{Devices: devices, CountProcs: true})
@@ -178,6 +177,30 @@ func measureCycles(r *run, bin *harness.Binary, rep *report) {
 			}
 			rep.CycleProcs = append(rep.CycleProcs, cp)
 		})
+	}
+}
+
+// measureCycleRepeat is one repeat of one (d) row: n cycles over clients
+// clients on devices warm devices, with t's hold and SDK speed, and the
+// processor time they cost.
+func measureCycleRepeat(r *run, bin *harness.Binary, p string, devices, clients, n int, t *throughput) {
+	w := harness.NewWorld(r, bin, harness.Options{Devices: devices, Speed: t.Speed})
+	var d0, s0, c0, b0, t0 time.Duration
+	start := func() { d0, s0 = daemonCPU(r, w); c0 = selfCPU(); b0, t0, _ = harness.MachineCPU() }
+	elapsed := harness.HeldCycles(r, w, p, devices, clients, n, t.Hold, start)
+	b1, t1, _ := harness.MachineCPU()
+	// The purges of the last released devices are part of the cycles'
+	// cost: wait for them before reading.
+	harness.WaitPlatformReady(r, w.Dial("bench", true), p, devices)
+	d1, s1 := daemonCPU(r, w)
+	c1 := selfCPU()
+	per := time.Duration(n)
+	t.Rates = append(t.Rates, float64(n)/elapsed.Seconds())
+	t.Daemon = append(t.Daemon, (d1-d0)/per)
+	t.SDK = append(t.SDK, (s1-s0)/per)
+	t.Client = append(t.Client, (c1-c0)/per)
+	if t1 > t0 {
+		t.Busy = append(t.Busy, float64(b1-b0)/float64(t1-t0))
 	}
 }
 
