@@ -718,11 +718,11 @@ func slotDevice(r core.DeviceRecord) slots.Device {
 		Running: r.State != core.StateShutdown && r.State != core.StateProvisioning}
 }
 
-func (s slotDevices) ByStableID(ctx context.Context, platform, stable string) (slots.Device, bool, bool) {
-	present, ok := s.d.engine.HandlePresent(ctx, platform, stable)
-	if !ok {
-		return slots.Device{}, false, false
-	}
+func (s slotDevices) List(ctx context.Context, platform string) (map[string]bool, bool) {
+	return s.d.engine.HandlesPresent(ctx, platform)
+}
+
+func (s slotDevices) Find(ctx context.Context, platform, stable string, present bool) (slots.Device, bool) {
 	rec, found := s.d.engine.FindDevice(platform, stable)
 	if found && !present {
 		// Deleted out of band: the record names nothing; drop it so it
@@ -730,12 +730,12 @@ func (s slotDevices) ByStableID(ctx context.Context, platform, stable string) (s
 		if err := s.d.engine.DestroyAssigned(ctx, rec.ID); err != nil {
 			s.d.log.Warn("drop the record of a slot device deleted out of band", "device", rec.ID, "err", err)
 		}
-		return slots.Device{}, false, true
+		return slots.Device{}, false
 	}
 	if !found {
-		return slots.Device{}, false, true
+		return slots.Device{}, false
 	}
-	return slotDevice(rec), true, true
+	return slotDevice(rec), true
 }
 
 func (s slotDevices) ByID(id string) (slots.Device, bool) {
@@ -791,10 +791,6 @@ func (s slotDevices) Create(ctx context.Context, platform string, spec contract.
 
 func (s slotDevices) Destroy(ctx context.Context, dev slots.Device) error {
 	return s.d.engine.DestroyAssigned(ctx, dev.ID)
-}
-
-func (s slotDevices) Present(ctx context.Context, platform, stable string) (bool, bool) {
-	return s.d.engine.HandlePresent(ctx, platform, stable)
 }
 
 // MayBoot refuses a new boot at the platform's (or the host's) running
