@@ -105,6 +105,10 @@ type slotManager struct {
 	// refreshes counts registry reads of the slot tables: the idle cost
 	// the generation poll keeps at zero (tests read it).
 	refreshes atomic.Int64
+	// refreshing orders refreshes (the host watcher's and an acquisition's):
+	// the map handed to the engine last is always from the latest read, so
+	// a slower stale read never undoes a newer assignment.
+	refreshing sync.Mutex
 	// acquiring serialises this daemon's reconciliations (each one makes
 	// device decisions against the inventory it read). A channel, not a
 	// mutex, so a waiting acquisition gives up at its own deadline.
@@ -173,6 +177,8 @@ func (m *slotManager) sweep(ctx context.Context) {
 // bound). It reports false when a read failed and the last good map
 // stands.
 func (m *slotManager) refresh(ctx context.Context) bool {
+	m.refreshing.Lock()
+	defer m.refreshing.Unlock()
 	m.refreshes.Add(1)
 	inUse, err := m.d.host.SlotsInUse(ctx)
 	if err != nil {
