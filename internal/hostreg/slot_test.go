@@ -371,3 +371,31 @@ func TestAnAbandonmentSweepWithNothingToJudgeTakesNoWriteLock(t *testing.T) {
 		t.Fatalf("a valid scope exists: %v %v", live, err)
 	}
 }
+
+// A registry written at migration 3 keeps its slot rows through migration
+// 4: an owner recorded before it reads with no idle window (the daemon
+// then applies the default), and the slot counter starts at zero.
+func TestMigration4KeepsSlotRowsWrittenBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old, err := open(ctx, dir, liveAB(), migrations[:3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO slot_scopes (scope_key, host_scope, namespace, incarnation, state, created_at, last_activity) VALUES ('k', 'h', 'n', 'i', 'valid', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO slot_assignments (scope_key, slot_index, state, generation, owner_home, owner_pid, owner_start, owner_token, lease_id) VALUES ('k', 0, 'ready', 1, ?, ?, ?, 'tok', 'L1')`,
+		ownerA.Home, ownerA.PID, ownerA.Start); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	db := openTest(t, dir, liveAB())
+	s, ok, err := db.Slot(ctx, "k", 0)
+	if err != nil || !ok || s.Owner == nil || s.Owner.LeaseID != "L1" || s.Owner.Idle != 0 {
+		t.Fatalf("slot after migration 4: %+v %v", s.Owner, err)
+	}
+	if g, err := db.Generations(ctx); err != nil || g.Slots != 0 {
+		t.Fatalf("generations after migration 4: %+v %v", g, err)
+	}
+}
