@@ -186,6 +186,17 @@ type SlotReleaseIn struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
+// slot.release timing, shared by the daemon and its callers so they
+// agree. SlotReleaseSettleWaitMs bounds how long the daemon waits for the
+// device's released work before it answers settling;
+// SlotReleaseReplyBudgetMs is what a caller waits for the answer: that
+// wait plus room for the registry write and the round trip. The daemon
+// finishes a release it began even if the caller stops waiting.
+const (
+	SlotReleaseSettleWaitMs  = 5_000
+	SlotReleaseReplyBudgetMs = SlotReleaseSettleWaitMs + 2_000
+)
+
 type SlotReleaseOut struct {
 	// Outcome is reusable_for_this_slot or settling.
 	Outcome string `json:"outcome"`

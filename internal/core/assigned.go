@@ -197,18 +197,24 @@ func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
 // before it creates the new device. ok=false means the inventory could not
 // be read, so absence is not proven.
 func (e *Engine) HandlePresent(ctx context.Context, platform, handle string) (present, ok bool) {
+	handles, ok := e.HandlesPresent(ctx, platform)
+	return handles[handle], ok
+}
+
+// HandlesPresent is HandlePresent for every handle at once: one driver
+// listing, so a caller deciding about several devices lists once.
+func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[string]bool, bool) {
 	drv, found := e.drivers[platform]
 	if !found {
-		return false, false
+		return nil, false
 	}
 	obs, err := drv.ListManaged(ctx)
 	if err != nil {
-		return false, false
+		return nil, false
 	}
+	out := make(map[string]bool, len(obs))
 	for _, o := range obs {
-		if o.Handle == handle {
-			return true, true
-		}
+		out[o.Handle] = true
 	}
-	return false, true
+	return out, true
 }

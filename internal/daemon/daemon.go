@@ -76,6 +76,7 @@ type Daemon struct {
 	self     hostreg.Owner
 	roots    map[string]string // platform → absolute device root
 	hostSubs []hostSub
+	slotSubs []func(context.Context) bool
 	hostKick chan struct{}
 	claims   *claims          // the op hooks: this home's claims in the host registry
 	slots    *slotManager     // managed slot executions (slots.go)

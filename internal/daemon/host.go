@@ -51,6 +51,13 @@ type hostSub func(claims []hostreg.Status)
 // onHostChange subscribes to the host watcher; call it before watchHost.
 func (d *Daemon) onHostChange(f hostSub) { d.hostSubs = append(d.hostSubs, f) }
 
+// onSlotChange subscribes f to the registry's slot counter: the watcher
+// calls it (on its own goroutine) each time any daemon of the host
+// committed a slot decision. Call it before watchHost.
+// f reports false when its read failed, so the watcher calls it again at
+// the next tick rather than waiting for the next change.
+func (d *Daemon) onSlotChange(f func(context.Context) bool) { d.slotSubs = append(d.slotSubs, f) }
+
 // kickHost makes the watcher read the registry now instead of at its next
 // tick: after this daemon changed a claim, or when a subscriber wants a
 // fresh view.
@@ -61,36 +68,47 @@ func (d *Daemon) kickHost() {
 	}
 }
 
-// watchHost polls the host registry's generation, a single-row read, every
-// capacity.host.pollIntervalMs, and reads every claim only when it moved.
-// Other daemons' claims and releases reach this daemon only this way: the
-// lease hot path never reads the registry.
+// watchHost polls the host registry's generations, a single-row read,
+// every capacity.host.pollIntervalMs, and reads every claim only when the
+// claim generation moved, the slot tables only when the slot counter did.
+// Other daemons' claims, releases and slot decisions reach this daemon
+// only this way: the lease hot path never reads the registry.
 func (d *Daemon) watchHost(ctx context.Context) {
 	every := time.Duration(d.cfg.Capacity.Host.PollIntervalMs) * time.Millisecond
 	if every <= 0 {
 		every = time.Second
 	}
-	last := int64(-1)
+	last := hostreg.Generations{Claims: -1, Slots: -1}
 	for {
-		gen, err := d.host.Generation(ctx)
-		switch {
-		case err != nil:
+		gen, err := d.host.Generations(ctx)
+		if err != nil {
 			// A busy or unreadable registry changes nothing: the last view
 			// stands until a read succeeds (never "free" by default).
 			if ctx.Err() == nil {
 				d.log.Warn("read the host registry's generation", "err", err)
 			}
-		case gen != last:
-			claims, err := d.host.Inspect(ctx)
-			if err != nil {
+		}
+		if err == nil && gen.Claims != last.Claims {
+			if claims, err := d.host.Inspect(ctx); err != nil {
 				if ctx.Err() == nil {
 					d.log.Warn("read the host registry's claims", "err", err)
 				}
-				break
+			} else {
+				last.Claims = gen.Claims
+				for _, f := range d.hostSubs {
+					f(claims)
+				}
 			}
-			last = gen
-			for _, f := range d.hostSubs {
-				f(claims)
+		}
+		if err == nil && gen.Slots != last.Slots {
+			// A subscriber that fails to read keeps its last good view and
+			// is called again at the next tick.
+			ok := true
+			for _, f := range d.slotSubs {
+				ok = f(ctx) && ok
+			}
+			if ok {
+				last.Slots = gen.Slots
 			}
 		}
 		select {

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simlock/simlock/contract"
@@ -31,13 +32,15 @@ const (
 	// the execution ends about this long after the last one.
 	slotHeartbeatTTL = 10 * time.Second
 	// slotSettleWait bounds how long slot.release waits for the device's
-	// released work before it reports the slot settling.
-	slotSettleWait = 5 * time.Second
+	// released work before it reports the slot settling. The MCP proxy's
+	// release budget is derived from the same contract constant.
+	slotSettleWait = time.Duration(contract.SlotReleaseSettleWaitMs) * time.Millisecond
 	// slotSettleMax bounds the background wait of a settling slot.
 	slotSettleMax = 10 * time.Minute
-	// slotPoll is how often the daemon rereads the host registry's slot
-	// rows: other daemons of the host change them too.
-	slotPoll        = 2 * time.Second
+	// slotAbandonPoll is how often the daemon sweeps for abandoned scopes,
+	// and only while some valid scope exists (hostreg.SlotsInUse): time
+	// alone never changes anything else in the slot tables, and their
+	// changes reach the daemon through the host watcher's generation poll.
 	slotAbandonPoll = time.Minute
 	defaultResetMs  = 10_000
 	maxResetMs      = 60_000
@@ -96,6 +99,16 @@ type slotManager struct {
 
 	mu      sync.Mutex
 	byLease map[string]*slotExec
+	// inUse is what the last refresh learnt: some valid scope exists on
+	// the host, so the abandonment sweep has something to judge.
+	inUse bool
+	// refreshes counts registry reads of the slot tables: the idle cost
+	// the generation poll keeps at zero (tests read it).
+	refreshes atomic.Int64
+	// refreshing orders refreshes (the host watcher's and an acquisition's):
+	// the map handed to the engine last is always from the latest read, so
+	// a slower stale read never undoes a newer assignment.
+	refreshing sync.Mutex
 	// acquiring serialises this daemon's reconciliations (each one makes
 	// device decisions against the inventory it read). A channel, not a
 	// mutex, so a waiting acquisition gives up at its own deadline.
@@ -118,7 +131,8 @@ func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
 
 // start runs before the readiness gate opens: the assignment map reaches
 // the engine before any request is served, executions whose lease
-// survived a restart are re-owned, and the poller follows other daemons.
+// survived a restart are re-owned, and the host watcher (watchHost) then
+// rereads the slot tables whenever any daemon of the host changed them.
 func (m *slotManager) start(ctx context.Context) {
 	m.mu.Lock()
 	m.ctx = ctx
@@ -127,36 +141,60 @@ func (m *slotManager) start(ctx context.Context) {
 		m.log.Error("rehydrate slot executions", "err", err)
 	}
 	m.refresh(ctx)
-	go m.poll(ctx)
+	m.d.onSlotChange(m.refresh)
+	go m.sweep(ctx)
 }
 
-func (m *slotManager) poll(ctx context.Context) {
-	last := m.d.clock.Now()
+// sweep marks abandoned scopes, on a slow timer and only while a valid
+// scope exists: a host whose slots were never used does no slot work at
+// all. A scope whose every execution died is thus abandoned within
+// slotAbandonPoll of its hour without activity.
+func (m *slotManager) sweep(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.d.clock.After(slotPoll):
+		case <-m.d.clock.After(slotAbandonPoll):
 		}
-		m.refresh(ctx)
-		if now := m.d.clock.Now(); now.Sub(last) >= slotAbandonPoll {
-			last = now
-			if _, err := m.d.host.MarkAbandoned(ctx, now); err != nil {
-				m.log.Warn("mark abandoned slot scopes", "err", err)
-			}
+		m.mu.Lock()
+		inUse := m.inUse
+		m.mu.Unlock()
+		if !inUse {
+			continue
+		}
+		marked, err := m.d.host.MarkAbandoned(ctx, m.d.clock.Now())
+		if err != nil {
+			m.log.Warn("mark abandoned slot scopes", "err", err)
+		}
+		if len(marked) > 0 {
+			m.log.Info("slot scopes abandoned", "scopes", marked)
 		}
 	}
 }
 
 // refresh hands the engine the devices slots hold: assigned, in the free
 // pool, or named by an open journal entry (made before a crash, not yet
-// bound).
-func (m *slotManager) refresh(ctx context.Context) {
+// bound). It reports false when a read failed and the last good map
+// stands.
+func (m *slotManager) refresh(ctx context.Context) bool {
+	m.refreshing.Lock()
+	defer m.refreshing.Unlock()
+	m.refreshes.Add(1)
+	inUse, err := m.d.host.SlotsInUse(ctx)
+	if err != nil {
+		// Sweep while unsure: a sweep with nothing to judge only reads.
+		m.log.Warn("read slot scopes", "err", err)
+		inUse = true
+	}
+	ok := err == nil
+	m.mu.Lock()
+	m.inUse = inUse
+	m.mu.Unlock()
 	labels, err := m.d.host.ManagedDevices(ctx)
 	if err != nil {
 		// Keep the last good map: unknown is never free.
 		m.log.Warn("read slot assignments", "err", err)
-		return
+		return false
 	}
 	byID := map[string]string{}
 	open, err := m.d.host.OpenIntents(ctx)
@@ -164,7 +202,7 @@ func (m *slotManager) refresh(ctx context.Context) {
 		// A device named only by an open journal entry must not look
 		// free either: keep the last good map.
 		m.log.Warn("read slot journal", "err", err)
-		return
+		return false
 	}
 	for _, in := range open {
 		if id, ok := strings.CutPrefix(in.NewStableID, "device:"); ok {
@@ -179,6 +217,7 @@ func (m *slotManager) refresh(ctx context.Context) {
 		}
 	}
 	m.d.engine.SetAssigned(byID)
+	return ok
 }
 
 // rehydrate re-owns the executions whose lease this home's engine
@@ -206,8 +245,13 @@ func (m *slotManager) rehydrate(ctx context.Context) error {
 			m.log.Warn("re-own a slot execution", "scope", r.ScopeKey, "slot", r.SlotIndex, "err", err)
 			continue
 		}
+		idle := o.Idle
+		if idle <= 0 {
+			// Recorded before the window was kept (hostreg migration 4).
+			idle = time.Duration(contract.DefaultSlotIdleTimeoutMs) * time.Millisecond
+		}
 		x := &slotExec{scope: r.ScopeKey, slot: r.SlotIndex, gen: r.Generation, token: o.Token, leaseID: l.ID, requester: l.RequesterID,
-			principal: l.OwnerID, deviceID: l.DeviceID, idle: time.Duration(contract.DefaultSlotIdleTimeoutMs) * time.Millisecond, lastControl: now}
+			principal: l.OwnerID, deviceID: l.DeviceID, idle: idle, lastControl: now}
 		m.track(x)
 		m.log.Info("slot execution rehydrated", "scope", r.ScopeKey, "slot", r.SlotIndex, "lease", l.ID)
 	}
@@ -293,7 +337,8 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 			WithNext("relaunch the execution; acquisitions of one daemon run one at a time"), nil)
 	}
 	rc := &slots.Reconciler{Reg: m.d.host, Devs: slotDevices{m.d}, Clock: m.d.clock}
-	owner := hostreg.SlotOwner{Owner: m.d.self, Token: in.OwnerToken}
+	idle := time.Duration(cfg.EffectiveIdleTimeoutMs()) * time.Millisecond
+	owner := hostreg.SlotOwner{Owner: m.d.self, Token: in.OwnerToken, Idle: idle}
 	out, err := rc.Acquire(ctx, key, req, owner)
 	sr.Decisions = out.Decisions
 	sr.SpecFingerprint = &out.Fingerprint
@@ -318,7 +363,7 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 		return failed(err, out.Decisions)
 	}
 	x := &slotExec{scope: key, slot: req.SlotIndex, gen: out.Record.Generation, token: in.OwnerToken, leaseID: g.Lease.ID, requester: requester,
-		principal: call.Session.Principal, deviceID: g.Device.ID, idle: time.Duration(cfg.EffectiveIdleTimeoutMs()) * time.Millisecond, lastControl: m.d.clock.Now()}
+		principal: call.Session.Principal, deviceID: g.Device.ID, idle: idle, lastControl: m.d.clock.Now()}
 	m.track(x)
 
 	resolved := out.Device.Resolved
@@ -449,6 +494,10 @@ func (m *slotManager) release(ctx context.Context, _ *dispatch.Call, in contract
 	if err := m.d.engine.Release(x.leaseID); err != nil && !errors.Is(err, core.ErrUnknownLease) {
 		return contract.SlotReleaseOut{}, err
 	}
+	// The lease is gone: the slot's record must follow even if the caller
+	// stops waiting (a proxy past its budget), or the slot would stay held
+	// by an execution that no longer exists.
+	ctx = context.WithoutCancel(ctx)
 	if m.settled(ctx, x.deviceID, slotSettleWait) {
 		if err := m.d.host.ReleaseSlot(ctx, x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
 			return contract.SlotReleaseOut{}, err
@@ -469,34 +518,23 @@ func (m *slotManager) release(ctx context.Context, _ *dispatch.Call, in contract
 }
 
 // settled waits up to max for the device to be idle again (its release's
-// reclaim done, or the device gone).
+// reclaim done, or the device gone). It wakes only when a device operation
+// of the engine settles, not on a timer.
 func (m *slotManager) settled(ctx context.Context, id string, max time.Duration) bool {
-	deadline := m.d.clock.Now().Add(max)
+	timeout := m.d.clock.After(max)
 	for {
-		d, ok := m.d.engine.Device(id)
-		if !ok || d.State == core.StateReady || d.State == core.StateShutdown {
-			if _, leased := m.leaseOn(id); !leased {
-				return true
-			}
-		}
-		if !m.d.clock.Now().Before(deadline) {
-			return false
+		done, next := m.d.engine.DeviceSettled(id)
+		if done {
+			return true
 		}
 		select {
+		case <-next:
+		case <-timeout:
+			return false
 		case <-ctx.Done():
 			return false
-		case <-m.d.clock.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func (m *slotManager) leaseOn(deviceID string) (string, bool) {
-	for _, l := range m.d.engine.Leases() {
-		if l.Holds(deviceID) {
-			return l.ID, true
-		}
-	}
-	return "", false
 }
 
 func (m *slotManager) resetScope(ctx context.Context, _ *dispatch.Call, in contract.SlotResetScopeIn) (contract.SlotResetScopeOut, error) {
@@ -686,11 +724,11 @@ func slotDevice(r core.DeviceRecord) slots.Device {
 		Running: r.State != core.StateShutdown && r.State != core.StateProvisioning}
 }
 
-func (s slotDevices) ByStableID(ctx context.Context, platform, stable string) (slots.Device, bool, bool) {
-	present, ok := s.d.engine.HandlePresent(ctx, platform, stable)
-	if !ok {
-		return slots.Device{}, false, false
-	}
+func (s slotDevices) List(ctx context.Context, platform string) (map[string]bool, bool) {
+	return s.d.engine.HandlesPresent(ctx, platform)
+}
+
+func (s slotDevices) Find(ctx context.Context, platform, stable string, present bool) (slots.Device, bool) {
 	rec, found := s.d.engine.FindDevice(platform, stable)
 	if found && !present {
 		// Deleted out of band: the record names nothing; drop it so it
@@ -698,12 +736,12 @@ func (s slotDevices) ByStableID(ctx context.Context, platform, stable string) (s
 		if err := s.d.engine.DestroyAssigned(ctx, rec.ID); err != nil {
 			s.d.log.Warn("drop the record of a slot device deleted out of band", "device", rec.ID, "err", err)
 		}
-		return slots.Device{}, false, true
+		return slots.Device{}, false
 	}
 	if !found {
-		return slots.Device{}, false, true
+		return slots.Device{}, false
 	}
-	return slotDevice(rec), true, true
+	return slotDevice(rec), true
 }
 
 func (s slotDevices) ByID(id string) (slots.Device, bool) {
@@ -759,10 +797,6 @@ func (s slotDevices) Create(ctx context.Context, platform string, spec contract.
 
 func (s slotDevices) Destroy(ctx context.Context, dev slots.Device) error {
 	return s.d.engine.DestroyAssigned(ctx, dev.ID)
-}
-
-func (s slotDevices) Present(ctx context.Context, platform, stable string) (bool, bool) {
-	return s.d.engine.HandlePresent(ctx, platform, stable)
 }
 
 // MayBoot refuses a new boot at the platform's (or the host's) running

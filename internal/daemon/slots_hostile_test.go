@@ -17,8 +17,10 @@ import (
 // driver's handles (ios-1, ...) repeat from daemon to daemon, so a slot
 // assignment an earlier test left on ios-1 would hold this test's first
 // device. (Real handles are host-unique UDIDs and AVD names.)
-func isolateHost(t *testing.T) {
-	t.Setenv("SIMLOCK_HOST_DIR", t.TempDir())
+func isolateHost(t *testing.T) string {
+	dir := t.TempDir()
+	t.Setenv("SIMLOCK_HOST_DIR", dir)
+	return dir
 }
 
 // Another client naming a slot execution's lease with its own token, on

@@ -10,9 +10,10 @@ import (
 	"github.com/simlock/simlock/internal/config"
 )
 
-// slotTestConfig names a scope of its own per test: the tests of this
-// package share one host registry (testhost.RunIsolated), and their
-// daemons are all this process.
+// slotTestConfig names a scope of its own per test. Each slot test also
+// gets a host registry of its own (isolateHost): the fake driver names
+// devices ios-1, ios-2... in every daemon, so an assignment one test left
+// in a shared registry could take the next test's device.
 func slotTestConfig(t *testing.T, inc string) contract.SlotLaunchConfig {
 	return contract.SlotLaunchConfig{ContractVersion: 1, ManagedHostScope: "h", RunnerNamespace: t.Name(), RunnerIncarnation: inc, LocalSlotCapacity: 1,
 		Requests: []contract.SlotRequest{{SlotIndex: 0, Role: "main", Platform: "ios", RequestedSpec: contract.SlotSpec{Runtime: "18.0"}}}}
@@ -34,6 +35,7 @@ func acquireTestSlot(t *testing.T, c *client.Client, tok string) contract.SlotRe
 // heartbeat answers MANAGED_EXECUTION_ENDED (idle, relaunch_execution),
 // the lease is gone, and a new execution reuses the slot's device.
 func TestAnIdleSlotExecutionEndsForGood(t *testing.T) {
+	isolateHost(t)
 	f := startDaemon(t, func(c *config.Config) { c.Capacity.Fixed = config.Fixed{MaxRunning: 2, MaxManaged: 4} })
 	c := f.dial("runner", "")
 	s := acquireTestSlot(t, c, "tok-1")
@@ -91,6 +93,7 @@ func TestAnIdleSlotExecutionEndsForGood(t *testing.T) {
 // A malformed launch config is an error before anything happens; a
 // refused slot is an answer with the typed failure.
 func TestSlotAcquireRefusals(t *testing.T) {
+	isolateHost(t)
 	f := startDaemon(t, nil)
 	c := f.dial("runner", "")
 	bad := slotTestConfig(t, "b1")
@@ -130,6 +133,7 @@ func TestSlotAcquireRefusals(t *testing.T) {
 // An acquisition waiting behind another one's reconciliation gives up at
 // its own deadline, with a typed failure, and the slot stays free.
 func TestASlotAcquisitionWaitsForAnotherOnlyUntilItsDeadline(t *testing.T) {
+	isolateHost(t)
 	f := startDaemon(t, nil)
 	c := f.dial("runner", "")
 	f.d.slots.acquiring <- struct{}{} // another reconciliation holds the daemon's turn

@@ -262,6 +262,23 @@ func (db *DB) Generation(ctx context.Context) (int64, error) {
 	return g, nil
 }
 
+// Generations are the registry's two change counters: Claims moves with
+// every claim change, Slots with every committed slot decision.
+type Generations struct {
+	Claims int64
+	Slots  int64
+}
+
+// Generations reads both counters in one single-row read, so a daemon
+// polls one row to follow claims and slots alike.
+func (db *DB) Generations(ctx context.Context) (Generations, error) {
+	var g Generations
+	if err := db.sql.QueryRowContext(ctx, `SELECT value, slots FROM generation WHERE id = 1`).Scan(&g.Claims, &g.Slots); err != nil {
+		return Generations{}, fmt.Errorf("hostreg: read generations: %w", err)
+	}
+	return g, nil
+}
+
 // current reads key's row under the caller's transaction. ok is false when
 // the device is free.
 func current(ctx context.Context, q querier, key Key) (r row, ok bool, err error) {

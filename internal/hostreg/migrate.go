@@ -56,6 +56,9 @@ CREATE TABLE ports (
 `,
 	// 3: managed slots (slot.go).
 	slotMigration,
+	// 4: a slot counter beside the claim generation, and the execution's
+	// idle window on its owner record (slot.go).
+	slotMigration4,
 }
 
 // SchemaTooNewError refuses a registry written by a newer simlock: writing

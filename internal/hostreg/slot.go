@@ -86,6 +86,17 @@ CREATE TABLE slot_fence (
 INSERT INTO slot_fence (id, value) VALUES (1, 0);
 `
 
+// slotMigration4 lets daemons follow slot changes with the one-row read
+// they already make for claims (generation.slots moves on every committed
+// slot decision, Generations), and keeps an execution's idle window with
+// its owner so a daemon that re-owns the execution after a restart applies
+// the window the execution was started with. 0 is "not recorded" (a row
+// written before this migration): the default window applies.
+const slotMigration4 = `
+ALTER TABLE generation ADD COLUMN slots INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE slot_assignments ADD COLUMN owner_idle_ms INTEGER NOT NULL DEFAULT 0;
+`
+
 // Scope states.
 const (
 	ScopeValid        = "valid"
@@ -153,6 +164,9 @@ type SlotOwner struct {
 	Token   string
 	LeaseID string // "" while the daemon is still reconciling
 	Since   time.Time
+	// Idle is the execution's idle window as its launch config set it;
+	// zero when not recorded.
+	Idle time.Duration
 }
 
 // SlotDevice is a device as the slot tables record it.
@@ -198,6 +212,37 @@ type FreeDevice struct {
 	FreedAt   time.Time
 }
 
+// slotTx is immediate for a slot decision: when fn commits, the slot
+// counter moves in the same transaction, so every daemon of the host
+// learns of the change from its generation poll (Generations) and rereads
+// the slot tables only then.
+func (db *DB) slotTx(ctx context.Context, fn func(q querier) error) error {
+	return db.immediate(ctx, func(q querier) error {
+		if err := fn(q); err != nil {
+			return err
+		}
+		return bumpSlots(ctx, q)
+	})
+}
+
+func bumpSlots(ctx context.Context, q querier) error {
+	if _, err := q.ExecContext(ctx, `UPDATE generation SET slots = slots + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("hostreg: bump slot generation: %w", err)
+	}
+	return nil
+}
+
+// SlotsInUse reports whether any slot state exists that time alone can
+// change: a valid scope, which the abandonment sweep may find idle. With
+// none, the sweep has nothing to judge.
+func (db *DB) SlotsInUse(ctx context.Context) (bool, error) {
+	var n int
+	if err := db.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM slot_scopes WHERE state = ?`, ScopeValid).Scan(&n); err != nil {
+		return false, fmt.Errorf("hostreg: count live scopes: %w", err)
+	}
+	return n > 0, nil
+}
+
 func ms(t time.Time) int64 { return t.UnixMilli() }
 func fromMs(v int64) time.Time {
 	if v == 0 {
@@ -235,7 +280,7 @@ func (db *DB) ownerLiveness(ctx context.Context, o *SlotOwner) Liveness {
 func provenGone(l Liveness) bool { return l == LivenessDead || l == LivenessReused }
 
 const slotCols = `scope_key, slot_index, platform, stable_id, name, device_home, requested_spec, resolved_spec,
-	fp_version, fp_hash, state, generation, owner_home, owner_pid, owner_start, owner_token, lease_id, owner_since, settling_since`
+	fp_version, fp_hash, state, generation, owner_home, owner_pid, owner_start, owner_token, lease_id, owner_since, settling_since, owner_idle_ms`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -244,14 +289,15 @@ func scanSlot(r rowScanner) (SlotRecord, error) {
 	var req, res string
 	var oh, ostart, otok, lease string
 	var opid int
-	var osince, settling int64
+	var osince, settling, idle int64
 	if err := r.Scan(&s.ScopeKey, &s.SlotIndex, &s.Device.Platform, &s.Device.StableID, &s.Device.Name, &s.Device.DeviceHome,
-		&req, &res, &s.FPVersion, &s.Device.FPHash, &s.State, &s.Generation, &oh, &opid, &ostart, &otok, &lease, &osince, &settling); err != nil {
+		&req, &res, &s.FPVersion, &s.Device.FPHash, &s.State, &s.Generation, &oh, &opid, &ostart, &otok, &lease, &osince, &settling, &idle); err != nil {
 		return SlotRecord{}, err
 	}
 	s.Requested, s.Device.Resolved = json.RawMessage(req), json.RawMessage(res)
 	if opid != 0 {
-		s.Owner = &SlotOwner{Owner: Owner{Home: oh, PID: opid, Start: ostart}, Token: otok, LeaseID: lease, Since: fromMs(osince)}
+		s.Owner = &SlotOwner{Owner: Owner{Home: oh, PID: opid, Start: ostart}, Token: otok, LeaseID: lease, Since: fromMs(osince),
+			Idle: time.Duration(idle) * time.Millisecond}
 	}
 	s.SettlingSince = fromMs(settling)
 	return s, nil
@@ -271,9 +317,9 @@ func getSlot(ctx context.Context, q querier, scope string, slot int) (SlotRecord
 func putSlot(ctx context.Context, q querier, s SlotRecord) error {
 	var oh, ostart, otok, lease string
 	var opid int
-	var osince int64
+	var osince, idle int64
 	if o := s.Owner; o != nil {
-		oh, opid, ostart, otok, lease, osince = o.Home, o.PID, o.Start, o.Token, o.LeaseID, ms(o.Since)
+		oh, opid, ostart, otok, lease, osince, idle = o.Home, o.PID, o.Start, o.Token, o.LeaseID, ms(o.Since), o.Idle.Milliseconds()
 	}
 	req, res := string(s.Requested), string(s.Device.Resolved)
 	if req == "" {
@@ -286,9 +332,9 @@ func putSlot(ctx context.Context, q querier, s SlotRecord) error {
 	if !s.SettlingSince.IsZero() {
 		settling = ms(s.SettlingSince)
 	}
-	_, err := q.ExecContext(ctx, `INSERT OR REPLACE INTO slot_assignments (`+slotCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := q.ExecContext(ctx, `INSERT OR REPLACE INTO slot_assignments (`+slotCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		s.ScopeKey, s.SlotIndex, s.Device.Platform, s.Device.StableID, s.Device.Name, s.Device.DeviceHome, req, res,
-		s.FPVersion, s.Device.FPHash, s.State, s.Generation, oh, opid, ostart, otok, lease, osince, settling)
+		s.FPVersion, s.Device.FPHash, s.State, s.Generation, oh, opid, ostart, otok, lease, osince, settling, idle)
 	if err != nil {
 		return fmt.Errorf("hostreg: write slot: %w", err)
 	}
@@ -396,7 +442,7 @@ type ScopeAdmission struct {
 func (db *DB) AdmitScope(ctx context.Context, key, hostScope, namespace, incarnation string, now time.Time) (ScopeAdmission, error) {
 	var out ScopeAdmission
 	var refusal error
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		out, refusal = ScopeAdmission{}, nil
 		cur, ok, err := getScope(ctx, q, key)
 		if err != nil {
@@ -488,11 +534,22 @@ func (db *DB) abandonedLocked(ctx context.Context, q querier, s SlotScope, now t
 // MarkAbandoned marks every valid scope idle past ScopeAbandonAfter with no
 // live owner as abandoned, and returns their keys. A returning incarnation
 // revives its scope (AdmitScope's Revived).
+//
+// A sweep with nothing old enough to judge is one read and takes no write
+// lock, so a daemon may run it on a timer while scopes exist.
 func (db *DB) MarkAbandoned(ctx context.Context, now time.Time) ([]string, error) {
+	cutoff := ms(now.Add(-ScopeAbandonAfter))
+	var candidates int
+	if err := db.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM slot_scopes WHERE state = ? AND last_activity <= ?`, ScopeValid, cutoff).Scan(&candidates); err != nil {
+		return nil, fmt.Errorf("hostreg: abandonment candidates: %w", err)
+	}
+	if candidates == 0 {
+		return nil, nil
+	}
 	var out []string
 	err := db.immediate(ctx, func(q querier) error {
 		out = nil
-		scopes, err := scopesWhere(ctx, q, `WHERE state = ?`, ScopeValid)
+		scopes, err := scopesWhere(ctx, q, `WHERE state = ? AND last_activity <= ?`, ScopeValid, cutoff)
 		if err != nil {
 			return err
 		}
@@ -507,6 +564,9 @@ func (db *DB) MarkAbandoned(ctx context.Context, now time.Time) ([]string, error
 				}
 				out = append(out, s.Key)
 			}
+		}
+		if len(out) > 0 {
+			return bumpSlots(ctx, q)
 		}
 		return nil
 	})
@@ -660,7 +720,7 @@ func nonEmptyJSON(b json.RawMessage) string {
 // invalidated scope reports invalidated again.
 func (db *DB) ResetScope(ctx context.Context, namespace, incarnation, hostScope string, force bool, now time.Time) ([]ScopeReset, error) {
 	var out []ScopeReset
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		out = nil
 		where, args := `WHERE namespace = ? AND incarnation = ?`, []any{namespace, incarnation}
 		if hostScope != "" {
@@ -697,7 +757,7 @@ type SlotClaim struct {
 // owner proven dead is replaced; one whose liveness is unknown is not.
 func (db *DB) ClaimSlot(ctx context.Context, scope string, slot int, owner SlotOwner, now time.Time) (SlotClaim, error) {
 	var out SlotClaim
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		out = SlotClaim{}
 		sc, ok, err := getScope(ctx, q, scope)
 		if err != nil {
@@ -770,7 +830,7 @@ func fenced(ctx context.Context, q querier, scope string, slot int, token string
 // returns the entry and the slot's new generation.
 func (db *DB) OpenIntent(ctx context.Context, in SlotIntent, token string, gen int64, now time.Time) (SlotIntent, int64, error) {
 	var newGen int64
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		cur, err := fenced(ctx, q, in.ScopeKey, in.SlotIndex, token, gen)
 		if err != nil {
 			return err
@@ -802,7 +862,7 @@ func (db *DB) OpenIntent(ctx context.Context, in SlotIntent, token string, gen i
 // NoteIntentDevice records the stable id a create step made, as soon as
 // the device exists, so a crash after it leaves a journal that names it.
 func (db *DB) NoteIntentDevice(ctx context.Context, id int64, stableID string) error {
-	return db.immediate(ctx, func(q querier) error {
+	return db.slotTx(ctx, func(q querier) error {
 		_, err := q.ExecContext(ctx, `UPDATE slot_journal SET new_stable_id = ? WHERE id = ? AND closed_at IS NULL`, stableID, id)
 		return err
 	})
@@ -811,7 +871,7 @@ func (db *DB) NoteIntentDevice(ctx context.Context, id int64, stableID string) e
 // CloseIntent closes a journal entry without a binding (a step that
 // converged to nothing, or a retry that takes over the old entry).
 func (db *DB) CloseIntent(ctx context.Context, id int64, now time.Time) error {
-	return db.immediate(ctx, func(q querier) error {
+	return db.slotTx(ctx, func(q querier) error {
 		_, err := q.ExecContext(ctx, `UPDATE slot_journal SET closed_at = ? WHERE id = ? AND closed_at IS NULL`, ms(now), id)
 		return err
 	})
@@ -833,7 +893,7 @@ type Binding struct {
 // fenced on the owner token and the generation the caller last saw.
 func (db *DB) CommitBinding(ctx context.Context, scope string, slot int, token string, gen int64, b Binding, now time.Time) (SlotRecord, error) {
 	var out SlotRecord
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		cur, err := fenced(ctx, q, scope, slot, token, gen)
 		if err != nil {
 			return err
@@ -870,7 +930,7 @@ func (db *DB) CommitBinding(ctx context.Context, scope string, slot int, token s
 // consumes a generation.
 func (db *DB) MarkCleanupPending(ctx context.Context, scope string, slot int, token string) (SlotRecord, error) {
 	var out SlotRecord
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		cur, err := fenced(ctx, q, scope, slot, token, -1)
 		if err != nil {
 			return err
@@ -892,7 +952,7 @@ func (db *DB) MarkCleanupPending(ctx context.Context, scope string, slot int, to
 // replacement was made), consuming a generation.
 func (db *DB) ClearSlotDevice(ctx context.Context, scope string, slot int, token string, intents []int64, now time.Time) (SlotRecord, error) {
 	var out SlotRecord
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		cur, err := fenced(ctx, q, scope, slot, token, -1)
 		if err != nil {
 			return err
@@ -917,7 +977,7 @@ func (db *DB) ClearSlotDevice(ctx context.Context, scope string, slot int, token
 
 // BindLease records the execution's lease on the slot.
 func (db *DB) BindLease(ctx context.Context, scope string, slot int, token, leaseID string) error {
-	return db.immediate(ctx, func(q querier) error {
+	return db.slotTx(ctx, func(q querier) error {
 		cur, err := fenced(ctx, q, scope, slot, token, -1)
 		if err != nil {
 			return err
@@ -932,7 +992,7 @@ func (db *DB) BindLease(ctx context.Context, scope string, slot int, token, leas
 // still runs, and the slot refuses a new execution until SettleSlot or the
 // daemon's proven death. The device stays assigned either way.
 func (db *DB) ReleaseSlot(ctx context.Context, scope string, slot int, token string, settling bool, now time.Time) error {
-	return db.immediate(ctx, func(q querier) error {
+	return db.slotTx(ctx, func(q querier) error {
 		cur, err := fenced(ctx, q, scope, slot, token, -1)
 		if err != nil {
 			return err
@@ -959,7 +1019,7 @@ func (db *DB) ReleaseSlot(ctx context.Context, scope string, slot int, token str
 
 // SettleSlot ends a settling slot (its released work finished).
 func (db *DB) SettleSlot(ctx context.Context, scope string, slot int, token string, now time.Time) error {
-	return db.immediate(ctx, func(q querier) error {
+	return db.slotTx(ctx, func(q querier) error {
 		cur, err := fenced(ctx, q, scope, slot, token, -1)
 		if err != nil {
 			return err
@@ -977,7 +1037,7 @@ func (db *DB) SettleSlot(ctx context.Context, scope string, slot int, token stri
 // gone and the lease is the same.
 func (db *DB) ReownSlot(ctx context.Context, scope string, slot int, leaseID string, owner Owner) (SlotRecord, error) {
 	var out SlotRecord
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		cur, ok, err := getSlot(ctx, q, scope, slot)
 		if err != nil {
 			return err
@@ -1061,7 +1121,7 @@ func (db *DB) FreePool(ctx context.Context) ([]FreeDevice, error) {
 
 // DropFreeDevice forgets a free-pool device (it was deleted).
 func (db *DB) DropFreeDevice(ctx context.Context, stableID string) error {
-	return db.immediate(ctx, func(q querier) error {
+	return db.slotTx(ctx, func(q querier) error {
 		_, err := q.ExecContext(ctx, `DELETE FROM slot_free_pool WHERE stable_id = ?`, stableID)
 		return err
 	})

@@ -276,3 +276,126 @@ func TestResetScopeCleanupPendingAndJournalRefuse(t *testing.T) {
 		t.Fatalf("reset with an open journal: %+v", reps[0])
 	}
 }
+
+// Every committed slot decision moves the slot counter, in the same
+// one-row read as the claim generation, and leaves the claim generation
+// alone; a refused decision moves nothing.
+func TestSlotDecisionsMoveTheSlotCounterOnly(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir(), liveAB())
+	gens := func() Generations {
+		t.Helper()
+		g, err := db.Generations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g0 := gens()
+	admit(t, db, "boot-1", t0)
+	g1 := gens()
+	if g1.Slots <= g0.Slots || g1.Claims != g0.Claims {
+		t.Fatalf("admission: %+v -> %+v", g0, g1)
+	}
+	bindDevice(t, db, "key-boot-1", "tokA", ownerA, "UDID-1", t0)
+	g2 := gens()
+	if g2.Slots < g1.Slots+3 || g2.Claims != g1.Claims {
+		t.Fatalf("claim, intent and binding: %+v -> %+v", g1, g2)
+	}
+	_, err := db.ClaimSlot(ctx, "key-boot-1", 0, ownerTok(ownerB, "tokB"), t0)
+	slotRefusal(t, err, RefuseSlotInUse)
+	if g := gens(); g != g2 {
+		t.Fatalf("a refused claim moved the counters: %+v -> %+v", g2, g)
+	}
+	if err := db.Claim(ctx, leaseClaim(mustKey(t, udid1), ownerA, "L1")); err != nil {
+		t.Fatal(err)
+	}
+	if g := gens(); g.Slots != g2.Slots || g.Claims <= g2.Claims {
+		t.Fatalf("a device claim: %+v -> %+v", g2, g)
+	}
+}
+
+// The execution's idle window is kept with its owner record and survives
+// a re-own by a restarted daemon.
+func TestSlotOwnerKeepsItsIdleWindow(t *testing.T) {
+	ctx := context.Background()
+	p := liveAB()
+	db := openTest(t, t.TempDir(), p)
+	admit(t, db, "boot-1", t0)
+	o := ownerTok(ownerA, "tokA")
+	o.Idle = 7 * time.Minute
+	if _, err := db.ClaimSlot(ctx, "key-boot-1", 0, o, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.BindLease(ctx, "key-boot-1", 0, "tokA", "L1"); err != nil {
+		t.Fatal(err)
+	}
+	delete(p.procs, ownerA.PID) // the daemon died; its successor re-owns
+	next := Owner{Home: homeA, PID: 101, Start: "t101"}
+	p.procs[101] = "t101"
+	if _, err := db.ReownSlot(ctx, "key-boot-1", 0, "L1", next); err != nil {
+		t.Fatal(err)
+	}
+	s, ok, err := db.Slot(ctx, "key-boot-1", 0)
+	if err != nil || !ok || s.Owner == nil || s.Owner.Owner != next || s.Owner.Idle != 7*time.Minute {
+		t.Fatalf("owner after the re-own: %+v %v", s.Owner, err)
+	}
+}
+
+// A sweep with no scope old enough to judge only reads: it answers while
+// another process holds the registry's write lock.
+func TestAnAbandonmentSweepWithNothingToJudgeTakesNoWriteLock(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openTest(t, dir, liveAB())
+	admit(t, db, "boot-1", t0)
+	other := openTest(t, dir, liveAB())
+	conn, err := other.sql.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = conn.ExecContext(ctx, "ROLLBACK") }()
+	start := time.Now()
+	got, err := db.MarkAbandoned(ctx, t0.Add(time.Minute))
+	if err != nil || len(got) != 0 {
+		t.Fatalf("sweep under another writer: %v %v", got, err)
+	}
+	if d := time.Since(start); d > busyTimeout/2 {
+		t.Fatalf("the sweep waited %v for the write lock", d)
+	}
+	if live, err := db.SlotsInUse(ctx); err != nil || !live {
+		t.Fatalf("a valid scope exists: %v %v", live, err)
+	}
+}
+
+// A registry written at migration 3 keeps its slot rows through migration
+// 4: an owner recorded before it reads with no idle window (the daemon
+// then applies the default), and the slot counter starts at zero.
+func TestMigration4KeepsSlotRowsWrittenBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old, err := open(ctx, dir, liveAB(), migrations[:3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO slot_scopes (scope_key, host_scope, namespace, incarnation, state, created_at, last_activity) VALUES ('k', 'h', 'n', 'i', 'valid', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO slot_assignments (scope_key, slot_index, state, generation, owner_home, owner_pid, owner_start, owner_token, lease_id) VALUES ('k', 0, 'ready', 1, ?, ?, ?, 'tok', 'L1')`,
+		ownerA.Home, ownerA.PID, ownerA.Start); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	db := openTest(t, dir, liveAB())
+	s, ok, err := db.Slot(ctx, "k", 0)
+	if err != nil || !ok || s.Owner == nil || s.Owner.LeaseID != "L1" || s.Owner.Idle != 0 {
+		t.Fatalf("slot after migration 4: %+v %v", s.Owner, err)
+	}
+	if g, err := db.Generations(ctx); err != nil || g.Slots != 0 {
+		t.Fatalf("generations after migration 4: %+v %v", g, err)
+	}
+}

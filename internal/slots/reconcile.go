@@ -43,10 +43,14 @@ type Device struct {
 type Devices interface {
 	// Home is the daemon's home (recorded as an assignment's device home).
 	Home() string
-	// ByStableID finds the daemon's device with this stable id; complete
-	// is false when the platform's inventory could not be read in full,
+	// List reads the platform's inventory once (one SDK listing): the
+	// stable ids present. ok is false when it could not be read in full,
 	// so absence is not proven.
-	ByStableID(ctx context.Context, platform, stableID string) (d Device, found, complete bool)
+	List(ctx context.Context, platform string) (present map[string]bool, ok bool)
+	// Find is the daemon's device with this stable id, given whether a
+	// listing showed it present: a record whose device the listing lacks
+	// was deleted out of band and is dropped, not returned.
+	Find(ctx context.Context, platform, stableID string, present bool) (Device, bool)
 	// ByID finds a device by the daemon's id.
 	ByID(id string) (Device, bool)
 	// Create makes a new device for the spec, marked as slotKey's before
@@ -55,9 +59,6 @@ type Devices interface {
 	Create(ctx context.Context, platform string, spec contract.SlotSpec, slotKey, namePrefix string, recorded func(id string) error) (Device, error)
 	// Destroy deletes an idle device and returns once it is gone.
 	Destroy(ctx context.Context, d Device) error
-	// Present re-reads the platform inventory for stableID; ok=false when
-	// the inventory could not be read.
-	Present(ctx context.Context, platform, stableID string) (present, ok bool)
 	// CheckSpec answers SPEC_UNSUPPORTED (a *contract.Error) when a
 	// device for spec could not be made on this host: a runtime, image or
 	// device type that is not installed, or a key the daemon cannot apply.
@@ -100,6 +101,46 @@ type run struct {
 	fp    contract.SpecFingerprint
 	start time.Time
 	out   Outcome
+	// listed holds this run's inventory listings by platform. A listing
+	// stands until the run itself changes the inventory (a create or a
+	// delete), so one decision lists once, and a proof of absence is
+	// always a listing taken after the last deletion.
+	listed map[string]map[string]bool
+}
+
+// listing is the run's current listing of platform, read only if the run
+// has none.
+func (x *run) listing(ctx context.Context, platform string) (map[string]bool, bool) {
+	if present, ok := x.listed[platform]; ok {
+		return present, true
+	}
+	present, ok := x.r.Devs.List(ctx, platform)
+	if !ok {
+		return nil, false
+	}
+	if x.listed == nil {
+		x.listed = map[string]map[string]bool{}
+	}
+	x.listed[platform] = present
+	return present, true
+}
+
+// lookup finds stable's device through the run's listing of platform.
+func (x *run) lookup(ctx context.Context, platform, stable string) (d Device, found, complete bool) {
+	present, ok := x.listing(ctx, platform)
+	if !ok {
+		return Device{}, false, false
+	}
+	d, found = x.r.Devs.Find(ctx, platform, stable, present[stable])
+	return d, found, true
+}
+
+// changed forgets the run's listings: it made or deleted a device.
+func (x *run) changed() { x.listed = nil }
+
+func (x *run) destroy(ctx context.Context, d Device) error {
+	defer x.changed()
+	return x.r.Devs.Destroy(ctx, d)
 }
 
 func (x *run) note(step, format string, args ...any) {
@@ -168,7 +209,7 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 		}
 		if ok {
 			x.note("journal", "deleting %s, made for another spec", made.StableID)
-			if err := r.Devs.Destroy(ctx, made); err != nil {
+			if err := x.destroy(ctx, made); err != nil {
 				return x.out, x.fail(contract.CodeCleanupPending, err, "the interrupted step's device could not be deleted")
 			}
 		}
@@ -183,7 +224,7 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 	if cur.Device.StableID != "" {
 		requested, resolved := decodeSpec(cur.Requested), decodeSpec(cur.Device.Resolved)
 		matches := SpecMatches(req.Platform, req.RequestedSpec, cur.Device.Platform, requested, resolved) && cur.State != hostreg.SlotCleanupPending
-		d, found, complete := r.Devs.ByStableID(ctx, cur.Device.Platform, cur.Device.StableID)
+		d, found, complete := x.lookup(ctx, cur.Device.Platform, cur.Device.StableID)
 		switch {
 		case matches && found:
 			x.note("reuse", "assigned device %s matches the spec", d.StableID)
@@ -232,7 +273,8 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 		if !SpecMatches(req.Platform, req.RequestedSpec, f.Platform, decodeSpec(f.Resolved), decodeSpec(f.Resolved)) && f.FPHash != x.fp.Hash {
 			continue
 		}
-		d, found, _ := r.Devs.ByStableID(ctx, f.Platform, f.StableID)
+		// One listing per platform serves every candidate.
+		d, found, _ := x.lookup(ctx, f.Platform, f.StableID)
 		if !found {
 			continue
 		}
@@ -251,25 +293,29 @@ func (x *run) journalDevice(ctx context.Context, in hostreg.SlotIntent) (Device,
 	if id, ok := strings.CutPrefix(ref, devicePrefix); ok {
 		return x.r.Devs.ByID(id)
 	}
-	d, found, _ := x.r.Devs.ByStableID(ctx, in.Platform, ref)
+	d, found, _ := x.lookup(ctx, in.Platform, ref)
 	return d, found
 }
 
 // ensureGone deletes the old device (if this daemon still has it) and
 // proves its absence from a complete inventory. If it cannot, the slot
 // keeps the old assignment as cleanup_pending.
+//
+// The first lookup reuses the listing the decision was made on; the proof
+// after a deletion is a fresh one (destroy forgets the listing).
 func (x *run) ensureGone(ctx context.Context, cur hostreg.SlotRecord, stable string) error {
-	d, found, complete := x.r.Devs.ByStableID(ctx, cur.Device.Platform, stable)
+	d, found, complete := x.lookup(ctx, cur.Device.Platform, stable)
 	if !complete {
 		return x.fail(contract.CodeDiscoveryIncomplete, nil, "the %s inventory is partial; the old device's absence cannot be proven", cur.Device.Platform)
 	}
 	if found {
-		if err := x.r.Devs.Destroy(ctx, d); err != nil {
+		if err := x.destroy(ctx, d); err != nil {
 			x.markCleanup(ctx)
 			return x.fail(contract.CodeCleanupPending, err, "deleting the old device %s failed", stable)
 		}
 	}
-	present, ok := x.r.Devs.Present(ctx, cur.Device.Platform, stable)
+	listed, ok := x.listing(ctx, cur.Device.Platform)
+	present := listed[stable]
 	switch {
 	case !ok:
 		x.markCleanup(ctx)
@@ -315,9 +361,10 @@ func (x *run) createWith(ctx context.Context, gen int64, in hostreg.SlotIntent, 
 	d, err := x.r.Devs.Create(ctx, x.req.Platform, x.req.RequestedSpec, key, name, func(id string) error {
 		return x.r.Reg.NoteIntentDevice(ctx, in.ID, devicePrefix+id)
 	})
+	x.changed()
 	if err != nil {
 		if d.ID != "" {
-			_ = x.r.Devs.Destroy(ctx, d)
+			_ = x.destroy(ctx, d)
 		}
 		return x.out, err
 	}

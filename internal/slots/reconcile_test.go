@@ -31,22 +31,58 @@ type devices struct {
 	log       []string
 	partial   bool
 	failDel   bool
+	ghostDel  bool // Destroy drops the record but the device stays listed
 	noCap     bool
 	crashMade bool // Create records the device, then "crashes" before returning
 	names     []string
 	installed map[string]bool // device types the host has; nil: every one
+	lists     int             // inventory reads
+	// unrecorded are stable ids the listing shows that no record names
+	// (a delete that did not take, seen by the proof of absence).
+	unrecorded []string
+}
+
+// work is the log without its listings: the device work alone.
+func (f *devices) work() []string {
+	var out []string
+	for _, l := range f.log {
+		if l != "list" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func newDevices() *devices { return &devices{byID: map[string]Device{}} }
 
 func (f *devices) Home() string { return "/home/a" }
-func (f *devices) ByStableID(_ context.Context, platform, stable string) (Device, bool, bool) {
+
+// List is one inventory read: it is logged as "list", like the SDK
+// listing it stands for.
+func (f *devices) List(_ context.Context, platform string) (map[string]bool, bool) {
+	f.log = append(f.log, "list")
+	f.lists++
+	if f.partial {
+		return nil, false
+	}
+	out := map[string]bool{}
 	for _, d := range f.byID {
-		if d.StableID == stable && d.Platform == platform {
-			return d, true, !f.partial
+		if d.Platform == platform {
+			out[d.StableID] = true
 		}
 	}
-	return Device{}, false, !f.partial
+	for _, s := range f.unrecorded {
+		out[s] = true
+	}
+	return out, true
+}
+func (f *devices) Find(_ context.Context, platform, stable string, present bool) (Device, bool) {
+	for _, d := range f.byID {
+		if d.StableID == stable && d.Platform == platform && present {
+			return d, true
+		}
+	}
+	return Device{}, false
 }
 func (f *devices) ByID(id string) (Device, bool) { d, ok := f.byID[id]; return d, ok }
 func (f *devices) Create(_ context.Context, platform string, spec contract.SlotSpec, key, name string, recorded func(string) error) (Device, error) {
@@ -67,14 +103,12 @@ func (f *devices) Destroy(_ context.Context, d Device) error {
 	if f.failDel {
 		return errors.New("simctl delete failed")
 	}
+	if f.ghostDel {
+		f.unrecorded = append(f.unrecorded, d.StableID)
+	}
 	delete(f.byID, d.ID)
 	f.log = append(f.log, "delete "+d.StableID)
 	return nil
-}
-func (f *devices) Present(ctx context.Context, platform, stable string) (bool, bool) {
-	_, found, complete := f.ByStableID(ctx, platform, stable)
-	f.log = append(f.log, "list")
-	return found, complete
 }
 func (f *devices) CheckSpec(_ context.Context, _ string, spec contract.SlotSpec) error {
 	if f.installed != nil && !f.installed[spec.DeviceType] {
@@ -168,7 +202,9 @@ func TestReconcileCreateReuseRecreateReplaceAdopt(t *testing.T) {
 	if err != nil || o5.Disposition != contract.SlotReplaced {
 		t.Fatalf("replace: %+v %v", o5, err)
 	}
-	want := []string{"delete " + o4.Device.StableID, "list", "create " + o5.Device.StableID + " pixel_7"}
+	// One listing to decide (it also serves the pre-delete lookup), one
+	// after the deletion to prove absence, and nothing more.
+	want := []string{"list", "delete " + o4.Device.StableID, "list", "create " + o5.Device.StableID + " pixel_7"}
 	if strings.Join(f.devs.log, ";") != strings.Join(want, ";") {
 		t.Fatalf("replacement order %q, want %q", f.devs.log, want)
 	}
@@ -202,8 +238,8 @@ func TestReplaceChecksCapacityBeforeDeleting(t *testing.T) {
 	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeCapacityExhausted {
 		t.Fatalf("want CAPACITY_EXHAUSTED, got %v", err)
 	}
-	if len(f.devs.log) != 0 {
-		t.Fatalf("device work before the capacity check: %q", f.devs.log)
+	if w := f.devs.work(); len(w) != 0 {
+		t.Fatalf("device work before the capacity check: %q", w)
 	}
 }
 
@@ -222,8 +258,8 @@ func TestReplaceToAnUninstalledSpecChangesNothing(t *testing.T) {
 	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeSpecUnsupported {
 		t.Fatalf("want SPEC_UNSUPPORTED, got %v", err)
 	}
-	if len(f.devs.log) != 0 {
-		t.Fatalf("device work for a spec the host cannot serve: %q", f.devs.log)
+	if w := f.devs.work(); len(w) != 0 {
+		t.Fatalf("device work for a spec the host cannot serve: %q", w)
 	}
 	if _, ok := f.devs.byID[o1.Device.ID]; !ok {
 		t.Fatal("the old device was deleted")
@@ -246,8 +282,8 @@ func TestPartialInventoryNeverReplaces(t *testing.T) {
 	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeDiscoveryIncomplete {
 		t.Fatalf("want DISCOVERY_INCOMPLETE, got %v", err)
 	}
-	if len(f.devs.log) != 0 {
-		t.Fatalf("device work from a partial inventory: %q", f.devs.log)
+	if w := f.devs.work(); len(w) != 0 {
+		t.Fatalf("device work from a partial inventory: %q", w)
 	}
 }
 
@@ -324,5 +360,61 @@ func TestSpecMatchesTreatsOmittedFieldsAsUnconstrained(t *testing.T) {
 	}
 	if SpecMatches("android", contract.SlotSpec{Runtime: "iOS-27-0"}, "ios", requested, resolved) {
 		t.Error("matched across platforms")
+	}
+}
+
+// Adopting from the free pool lists the inventory once, however many
+// candidates it has to look at.
+func TestAdoptionListsTheInventoryOnce(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	var made []Outcome
+	for i := range 3 {
+		r := req("pixel_6")
+		r.SlotIndex = i
+		o, err := f.acquire(scope, r, fmt.Sprintf("p%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, o)
+	}
+	scope2 := f.admit("boot-2") // retires boot-1: its three devices go to the free pool
+	if free, _ := f.db.FreePool(context.Background()); len(free) != 3 {
+		t.Fatalf("free pool %+v", free)
+	}
+	// The first two candidates were deleted out of band.
+	delete(f.devs.byID, made[0].Device.ID)
+	delete(f.devs.byID, made[1].Device.ID)
+	f.devs.lists = 0
+	o, err := f.acquire(scope2, req("pixel_6"), "q")
+	if err != nil || o.Disposition != contract.SlotAdopted || o.Device.StableID != made[2].Device.StableID {
+		t.Fatalf("adopt: %+v %v", o, err)
+	}
+	if f.devs.lists != 1 {
+		t.Fatalf("the adoption listed the inventory %d times, want 1", f.devs.lists)
+	}
+}
+
+// The proof of absence after a deletion is a fresh listing, not the one
+// the decision was made on: a device still listed after its delete keeps
+// the old assignment cleanup_pending and nothing is created.
+func TestAProofOfAbsenceIsAFreshListing(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	o1, err := f.acquire(scope, req("pixel_6"), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.devs.ghostDel = true
+	made := f.devs.n
+	_, err = f.acquire(scope, req("pixel_7"), "p2")
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeCleanupPending {
+		t.Fatalf("want CLEANUP_PENDING, got %v", err)
+	}
+	if f.devs.n != made {
+		t.Fatal("created a device although the old one is still listed")
+	}
+	if rec, _, _ := f.db.Slot(context.Background(), scope, 0); rec.State != hostreg.SlotCleanupPending || rec.Device.StableID != o1.Device.StableID {
+		t.Fatalf("slot %+v", rec)
 	}
 }

@@ -428,3 +428,39 @@ func TestExecOwnerWatchSeesAnExplicitOwnerExit(t *testing.T) {
 		t.Fatal("the owner's exit went unnoticed")
 	}
 }
+
+// deadlineSlots records how long each Release call was given.
+type deadlineSlots struct {
+	fakeSlots
+	budget time.Duration
+}
+
+func (d *deadlineSlots) Release(ctx context.Context, in contract.SlotReleaseIn) (contract.SlotReleaseOut, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		d.budget = time.Until(dl)
+	}
+	return d.fakeSlots.Release(ctx, in)
+}
+
+// The proxy waits for slot.release at least as long as the daemon may take
+// to answer it (its settle wait, from the same contract constant), so it
+// never logs a failed release that the daemon then completes.
+func TestSlotReleaseBudgetCoversTheDaemonsSettleWait(t *testing.T) {
+	cfg, err := contract.ParseSlotLaunchConfig([]byte(testSlotConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &deadlineSlots{}
+	x := newSlotExec(SlotOptions{Config: cfg}, be, fake.NewClock(time.Now()), slog.New(slog.DiscardHandler))
+	x.leaseID = "L1"
+	if err := x.release(); err != nil {
+		t.Fatal(err)
+	}
+	settle := time.Duration(contract.SlotReleaseSettleWaitMs) * time.Millisecond
+	if be.budget <= settle {
+		t.Fatalf("the proxy gave slot.release %v; the daemon may wait %v for released work before it answers", be.budget, settle)
+	}
+	if len(be.released) != 1 || be.released[0].LeaseID != "L1" {
+		t.Fatalf("released %+v", be.released)
+	}
+}

@@ -1,0 +1,28 @@
+package core
+
+// DeviceSettled reports whether device id has no work left: it is gone,
+// or it is ready or shut down with no operation in flight and no lease on
+// it. When it is not, next is closed the next time any device operation
+// settles (every reclaim, reset, boot or destroy ends in one), so a caller
+// waiting for the device looks again then instead of polling.
+func (e *Engine) DeviceSettled(id string) (settled bool, next <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.devices[id]
+	if !ok {
+		return true, nil
+	}
+	if e.opLocks[id] == "" && (d.State == StateReady || d.State == StateShutdown) {
+		held := false
+		for _, l := range e.leases {
+			if l.Holds(id) {
+				held = true
+				break
+			}
+		}
+		if !held {
+			return true, nil
+		}
+	}
+	return false, e.opFreed
+}
