@@ -15,9 +15,15 @@ import (
 
 func sessionHarness(t *testing.T) *harness {
 	t.Helper()
+	return sessionHarnessTTL(t, 1500)
+}
+
+// sessionHarnessTTL serves sessions whose heartbeat TTL is ttlMs.
+func sessionHarnessTTL(t *testing.T, ttlMs int64) *harness {
+	t.Helper()
 	h := newHarness(t)
 	h.stop()
-	h.cfg.Sessions = &config.Sessions{HeartbeatTTLMs: 1500}
+	h.cfg.Sessions = &config.Sessions{HeartbeatTTLMs: ttlMs}
 	h.start()
 	return h
 }
@@ -130,7 +136,10 @@ func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
 // (as `simlock session hold` always did) and every tool call is refused
 // with it, instead of heartbeating a session no daemon holds forever.
 func TestSessionKeeperStopsWhenTheDaemonServesNoSessions(t *testing.T) {
-	h := sessionHarness(t)
+	// A TTL no busy machine can outlast: with 1.5 s a keeper slowed by load
+	// could lapse first, and the old daemon's SESSION_ENDED would then be
+	// the stop code this test reads.
+	h := sessionHarnessTTL(t, 60_000)
 	logs := newLogs()
 	o := h.options("agent-s", logs)
 	o.Session = &SessionOptions{Config: sessionCfg("r3", &contract.HardwareRequirement{Kind: contract.HardwareModel,
