@@ -71,6 +71,8 @@ type cloneState struct {
 	xcode   string
 	xcodeAt time.Time
 	wg      sync.WaitGroup
+	// gate is the engine's admission of golden builds (nil: build freely).
+	gate core.GoldenGate
 
 	// view is the golden record as last written (or read at start), and
 	// buildingView the keys being built, for Goldens: it runs inside the
@@ -291,16 +293,31 @@ func (d *Driver) goldenSimctl(ctx context.Context, args ...string) ([]byte, erro
 }
 
 // ensureGolden starts one background rebuild of spec's golden, unless one
-// runs already.
+// runs already or the engine's gate refuses it: the engine owns capacity,
+// and a golden must never take room a leasable device needs (ADR 0053).
+// A refused build is asked for again at the next provision of the spec.
 func (d *Driver) ensureGolden(spec core.Spec, want golden) {
 	key := goldenKey(spec.ModelID, spec.RuntimeID)
 	d.clone.mu.Lock()
-	defer d.clone.mu.Unlock()
 	if d.clone.building[key] {
+		d.clone.mu.Unlock()
 		return
 	}
+	// Claimed before asking, so a concurrent provision does not ask too.
 	d.clone.building[key] = true
-	d.setBuilding(key, true)
+	gate := d.clone.gate
+	d.clone.mu.Unlock()
+	start := func() { d.setBuilding(key, true) }
+	if gate == nil {
+		start()
+	} else if !gate.AdmitGoldenBuild(Platform, core.Golden{ModelID: spec.ModelID, RuntimeID: spec.RuntimeID}, start) {
+		d.clone.mu.Lock()
+		delete(d.clone.building, key)
+		d.clone.mu.Unlock()
+		return
+	}
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
 	d.clone.wg.Go(func() {
 		defer func() {
 			d.clone.mu.Lock()
@@ -315,6 +332,54 @@ func (d *Driver) ensureGolden(spec core.Spec, want golden) {
 			d.log.Warn("golden build failed", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
 		}
 	})
+}
+
+var _ core.GoldenGated = (*Driver)(nil)
+
+// SetGoldenGate implements core.GoldenGated: from now on every golden
+// build asks the engine first.
+func (d *Driver) SetGoldenGate(g core.GoldenGate) {
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	d.clone.gate = g
+}
+
+var _ core.GoldenReclaimer = (*Driver)(nil)
+
+// RemoveGolden implements core.GoldenReclaimer: the planner gives the
+// golden's managed slot to a device a request needs. A golden being
+// rebuilt is refused (the build would record it again); one already gone
+// is not an error, its slot is free either way.
+func (d *Driver) RemoveGolden(ctx context.Context, handle string) error {
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	f, err := d.readGoldens()
+	if err != nil {
+		return err
+	}
+	key := ""
+	for k, g := range f.Goldens {
+		if g.UDID == handle {
+			key = k
+		}
+	}
+	if key == "" {
+		return nil
+	}
+	if d.clone.building[key] {
+		return fmt.Errorf("ios: golden %s is being rebuilt", handle)
+	}
+	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl delete "+handle)
+	defer cancel()
+	if _, err := d.goldenSimctl(cctx, "delete", handle); err != nil && !errors.Is(err, core.ErrDeviceNotFound) {
+		return err
+	}
+	delete(d.clone.ready, key)
+	if err := d.updateGoldens(func(f *goldenFile) { delete(f.Goldens, key) }); err != nil {
+		return err
+	}
+	d.log.Info("golden reclaimed", "udid", handle, "key", key)
+	return nil
 }
 
 // WaitGoldens waits for the golden rebuilds in flight (tests, shutdown).
