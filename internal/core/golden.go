@@ -51,13 +51,30 @@ type GoldenReclaimer interface {
 
 // GoldenGate is how a driver asks the engine before it builds a golden:
 // the engine owns capacity, so it alone can tell whether the build would
-// take room a leasable device needs. start runs inside the decision
-// section when the build is admitted, so the driver marks the build as
-// running (Goldens reports it Building) before any other decision can
-// hand out the same room; it must only take the driver's view lock.
+// take room a leasable device needs. inlineOK says the caller is a
+// provision holding its own running reservation, which may boot the golden
+// in that reservation first and then clone its device from it. start runs
+// inside the decision section when the build is admitted, with the verdict,
+// so the driver records the build (Goldens reports it, Building when it
+// runs beside the devices) before any other decision can hand out the same
+// room; it must only take the driver's view lock.
 type GoldenGate interface {
-	AdmitGoldenBuild(platform string, g Golden, start func()) bool
+	AdmitGoldenBuild(platform string, g Golden, inlineOK bool, start func(GoldenAdmission)) GoldenAdmission
 }
+
+// GoldenAdmission is the engine's answer to a golden build.
+type GoldenAdmission int
+
+const (
+	// GoldenRefused: not now; asked again at the next provision.
+	GoldenRefused GoldenAdmission = iota
+	// GoldenBackground: build beside the devices, charged as running.
+	GoldenBackground
+	// GoldenInline: build inside the asking provision's own running
+	// reservation, then clone the device from it; charged as managed
+	// only (the reservation already holds the running room).
+	GoldenInline
+)
 
 // GoldenGated is the optional driver ability to take the engine's gate.
 // A driver without a gate (its own unit tests) builds as it likes.
@@ -98,18 +115,19 @@ func (e *Engine) attachGoldenGate() {
 }
 
 // AdmitGoldenBuild implements GoldenGate (ADR 0053). A build is refused
-// when a request waits for capacity (whatever the build took would be
-// taken from it), when the golden would take the last managed slot (a
-// leasable device must always still fit), and, once the running limits are
-// reached, while another golden is being built: one background boot above
-// the running limit at a time, and only while nobody waits. The build is
-// charged as running from start on, so nothing else boots until it ends.
-func (e *Engine) AdmitGoldenBuild(platform string, g Golden, start func()) bool {
-	admitted := false
+// while a request waits for capacity (whatever the build took would be
+// taken from it) and whenever the golden would take the last managed slot
+// (a leasable device must always still fit). It runs beside the devices
+// only where one more running device fits every running limit; otherwise
+// a provision nobody waits for (a warm-pool fill: no request of the
+// platform is queued) may build it inline, in its own reservation, so a
+// golden never makes more simulators run than the limits allow.
+func (e *Engine) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, start func(GoldenAdmission)) GoldenAdmission {
+	verdict := GoldenRefused
 	e.section(func() {
 		key := platform + "|" + g.ModelID + "|" + g.RuntimeID
-		why := e.goldenBuildRefusalLocked(platform, g)
-		if why != "" {
+		v, why := e.goldenBuildVerdictLocked(platform, g, inlineOK)
+		if v == GoldenRefused {
 			if e.goldens.refused == nil {
 				e.goldens.refused = map[string]string{}
 			}
@@ -120,34 +138,34 @@ func (e *Engine) AdmitGoldenBuild(platform string, g Golden, start func()) bool 
 			return
 		}
 		delete(e.goldens.refused, key)
-		start()
-		admitted = true
+		start(v)
+		verdict = v
 	})
-	return admitted
+	return verdict
 }
 
-func (e *Engine) goldenBuildRefusalLocked(platform string, want Golden) string {
+func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
 	if e.stopping || e.maintenance {
-		return "the daemon is stopping or resetting"
+		return GoldenRefused, "the daemon is stopping or resetting"
 	}
+	queuedHere := false
 	for _, w := range e.queue.Entries() {
 		if !w.working && w.device == "" {
-			return "a request is waiting for capacity"
+			return GoldenRefused, "a request is waiting for capacity"
 		}
+		queuedHere = queuedHere || w.spec.Platform == platform || len(w.group) > 0
 	}
 	in := e.planInputLocked(nil, false)
-	replaces, building := false, 0
+	replaces := false
+	key := goldenSpecKey(platform, want.ModelID, want.RuntimeID)
 	for _, d := range in.Devices {
-		if d.State != StateGolden {
+		if d.State != StateGolden || d.SpecKey != key {
 			continue
 		}
-		if d.Reserved {
-			building++
+		if d.Leaving {
+			return GoldenRefused, "its golden is being reclaimed"
 		}
-		if d.Leaving && d.SpecKey == goldenSpecKey(platform, want.ModelID, want.RuntimeID) {
-			return "its golden is being reclaimed"
-		}
-		replaces = replaces || d.SpecKey == goldenSpecKey(platform, want.ModelID, want.RuntimeID)
+		replaces = true
 	}
 	g := newLedger(in)
 	if !replaces {
@@ -157,13 +175,16 @@ func (e *Engine) goldenBuildRefusalLocked(platform string, want Golden) string {
 	// With the golden counted, one more device must still fit.
 	for _, l := range g.blocks(platform, 0, true) {
 		if hasManaged([]string{l}) {
-			return "it would take the last managed slot (" + l + ")"
+			return GoldenRefused, "it would take the last managed slot (" + l + ")"
 		}
 	}
-	if building > 0 && len(g.blocks(platform, e.footprintLocked(Spec{Platform: platform}), false)) > 0 {
-		return "the running limits are reached and another golden is being built"
+	if len(g.blocks(platform, e.footprintLocked(Spec{Platform: platform}), false)) == 0 {
+		return GoldenBackground, ""
 	}
-	return ""
+	if inlineOK && !queuedHere {
+		return GoldenInline, ""
+	}
+	return GoldenRefused, "no running room beside the devices, and no idle provision to build it in"
 }
 
 // GoldenRefusals reports, by platform|deviceType|runtime, why the last

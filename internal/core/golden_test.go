@@ -73,8 +73,8 @@ func TestBuildingGoldenHoldsARunningSlot(t *testing.T) {
 func TestGoldenBuildNeverTakesTheLastManagedSlot(t *testing.T) {
 	h, c := goldenHarness(t, core.Limits{MaxRunning: 2, MaxManaged: 2})
 	leaseOn(t, h, "a", "ios", "Phone")
-	if c.AskGoldenBuild("G1", "Phone", "rt-1.0") {
-		t.Fatal("golden admitted into the last managed slot")
+	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenRefused {
+		t.Fatalf("golden admitted into the last managed slot: %v", v)
 	}
 	if got := h.engine.GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "last managed slot") {
 		t.Fatalf("refusal reason %q", got)
@@ -85,8 +85,8 @@ func TestGoldenBuildNeverTakesTheLastManagedSlot(t *testing.T) {
 
 	h, c = goldenHarness(t, core.Limits{MaxRunning: 2, MaxManaged: 3})
 	leaseOn(t, h, "a", "ios", "Phone")
-	if !c.AskGoldenBuild("G1", "Phone", "rt-1.0") {
-		t.Fatalf("golden refused with room: %v", h.engine.GoldenRefusals())
+	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", false); v != core.GoldenBackground {
+		t.Fatalf("golden build with room: %v, refusals %v", v, h.engine.GoldenRefusals())
 	}
 	if r := h.engine.Capacity(); r.Global.Goldens != 1 || r.Global.Reserved != 1 || r.Global.Managed != 2 {
 		t.Fatalf("admitted golden not charged: %+v", r.Global)
@@ -96,14 +96,16 @@ func TestGoldenBuildNeverTakesTheLastManagedSlot(t *testing.T) {
 	}
 }
 
-// A golden is not built while a request waits for capacity; once nobody
-// waits it is, even at the running limit, but only one such build runs.
-func TestGoldenBuildYieldsToAWaitingRequest(t *testing.T) {
+// A golden is not built while a request waits for capacity, and never
+// runs above the running limit: at the limit, only a provision nobody
+// waits for may build it inline, in its own reservation, and the inline
+// build is charged as managed only.
+func TestGoldenBuildYieldsToAWaitingRequestAndStaysWithinTheRunningLimit(t *testing.T) {
 	h, c := goldenHarness(t, core.Limits{MaxRunning: 1, MaxManaged: 6})
 	a := leaseOn(t, h, "a", "ios", "Phone")
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Tablet"}, RequesterID: "b", OwnerID: "b"})
-	if c.AskGoldenBuild("G1", "Phone", "rt-1.0") {
-		t.Fatal("golden admitted while a request waits for the running slot")
+	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenRefused {
+		t.Fatalf("golden admitted while a request waits for the running slot: %v", v)
 	}
 	if got := h.engine.GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "waiting") {
 		t.Fatalf("refusal reason %q", got)
@@ -116,11 +118,17 @@ func TestGoldenBuildYieldsToAWaitingRequest(t *testing.T) {
 		t.Fatalf("waiting request: %v", b.err)
 	}
 	h.engine.WaitIdle()
-	if !c.AskGoldenBuild("G1", "Phone", "rt-1.0") {
-		t.Fatalf("golden refused with nobody waiting: %v", h.engine.GoldenRefusals())
+	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", false); v != core.GoldenRefused {
+		t.Fatalf("a background golden build admitted above the running limit: %v", v)
 	}
-	if c.AskGoldenBuild("G2", "Tablet", "rt-1.0") {
-		t.Fatal("a second golden build admitted above the running limit")
+	if got := h.engine.GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "no running room") {
+		t.Fatalf("refusal reason %q", got)
+	}
+	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenInline {
+		t.Fatalf("inline build from an idle provision at the running limit: %v, refusals %v", v, h.engine.GoldenRefusals())
+	}
+	if r := h.engine.Capacity(); r.Global.Goldens != 1 || r.Global.Reserved != 0 || r.Global.Running != 1 {
+		t.Fatalf("an inline golden charged as running: %+v", r.Global)
 	}
 }
 

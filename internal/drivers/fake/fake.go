@@ -508,19 +508,19 @@ func (c *Cloning) SetGoldenGate(g core.GoldenGate) {
 }
 
 // AskGoldenBuild asks the engine's gate, as the iOS driver does before a
-// build; admitted, the golden is reported Building under handle until
-// SetGoldens says otherwise.
-func (c *Cloning) AskGoldenBuild(handle, model, runtime string) bool {
+// build (inlineOK: from a provision); admitted, the golden is reported
+// under handle, Building when it runs beside the devices, until SetGoldens
+// says otherwise.
+func (c *Cloning) AskGoldenBuild(handle, model, runtime string, inlineOK bool) core.GoldenAdmission {
 	c.mu.Lock()
 	gate := c.gate
 	c.mu.Unlock()
 	if gate == nil {
-		return false
+		return core.GoldenRefused
 	}
-	g := core.Golden{Handle: handle, ModelID: model, RuntimeID: runtime, Building: true}
-	return gate.AdmitGoldenBuild(c.platform, g, func() {
+	return gate.AdmitGoldenBuild(c.platform, core.Golden{ModelID: model, RuntimeID: runtime}, inlineOK, func(v core.GoldenAdmission) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.goldens = append(c.goldens, g)
+		c.goldens = append(c.goldens, core.Golden{Handle: handle, ModelID: model, RuntimeID: runtime, Building: v == core.GoldenBackground})
 	})
 }

@@ -78,8 +78,11 @@ type cloneState struct {
 	// buildingView the keys being built, for Goldens: it runs inside the
 	// core's decision section, so it must not wait behind file I/O that
 	// mu may be held across.
-	viewMu       sync.Mutex
-	view         map[string]golden
+	viewMu sync.Mutex
+	view   map[string]golden
+	// buildingView holds the keys being built; the value says the build
+	// runs beside the devices (charged as running), false an inline one
+	// inside a provision's own reservation.
 	buildingView map[string]bool
 }
 
@@ -124,14 +127,14 @@ func (d *Driver) setView(f goldenFile) {
 	d.clone.view = f.Goldens
 }
 
-func (d *Driver) setBuilding(key string, on bool) {
+func (d *Driver) setBuilding(key string, on, background bool) {
 	d.clone.viewMu.Lock()
 	defer d.clone.viewMu.Unlock()
 	if d.clone.buildingView == nil {
 		d.clone.buildingView = map[string]bool{}
 	}
 	if on {
-		d.clone.buildingView[key] = true
+		d.clone.buildingView[key] = background
 	} else {
 		delete(d.clone.buildingView, key)
 	}
@@ -141,7 +144,8 @@ var _ core.GoldenKeeper = (*Driver)(nil)
 
 // Goldens implements core.GoldenKeeper from memory: the recorded goldens
 // (a half-built one included: it exists), and a build not yet recorded as
-// one more, running.
+// one more; Building (charged as running) only for a build beside the
+// devices, since an inline one runs in its provision's reservation.
 func (d *Driver) Goldens() []core.Golden {
 	if !d.cloneOn() {
 		return nil
@@ -152,10 +156,10 @@ func (d *Driver) Goldens() []core.Golden {
 	for key, g := range d.clone.view {
 		out = append(out, core.Golden{Handle: g.UDID, ModelID: g.ModelID, RuntimeID: g.RuntimeID, Building: d.clone.buildingView[key]})
 	}
-	for key := range d.clone.buildingView {
+	for key, bg := range d.clone.buildingView {
 		if _, ok := d.clone.view[key]; !ok {
 			model, runtime, _ := strings.Cut(key, "|")
-			out = append(out, core.Golden{Handle: "building:" + key, ModelID: model, RuntimeID: runtime, Building: true})
+			out = append(out, core.Golden{Handle: "building:" + key, ModelID: model, RuntimeID: runtime, Building: bg})
 		}
 	}
 	return out
@@ -297,34 +301,57 @@ func (d *Driver) goldenSimctl(ctx context.Context, args ...string) ([]byte, erro
 // and a golden must never take room a leasable device needs (ADR 0053).
 // A refused build is asked for again at the next provision of the spec.
 func (d *Driver) ensureGolden(spec core.Spec, want golden) {
+	d.admitGolden(context.Background(), spec, want, false)
+}
+
+// admitGolden asks the gate for spec's golden build and runs what it
+// admits: in the background, or, with inlineOK (a provision asks, holding
+// its own running reservation), inline, before it returns. It reports
+// whether a fresh golden was made inline.
+func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, inlineOK bool) bool {
 	key := goldenKey(spec.ModelID, spec.RuntimeID)
 	d.clone.mu.Lock()
 	if d.clone.building[key] {
 		d.clone.mu.Unlock()
-		return
+		return false
 	}
 	// Claimed before asking, so a concurrent provision does not ask too.
 	d.clone.building[key] = true
 	gate := d.clone.gate
 	d.clone.mu.Unlock()
-	start := func() { d.setBuilding(key, true) }
+	verdict := core.GoldenBackground
+	start := func(v core.GoldenAdmission) { d.setBuilding(key, true, v == core.GoldenBackground) }
 	if gate == nil {
-		start()
-	} else if !gate.AdmitGoldenBuild(Platform, core.Golden{ModelID: spec.ModelID, RuntimeID: spec.RuntimeID}, start) {
+		start(verdict)
+	} else {
+		verdict = gate.AdmitGoldenBuild(Platform, core.Golden{ModelID: spec.ModelID, RuntimeID: spec.RuntimeID}, inlineOK, start)
+	}
+	done := func() {
 		d.clone.mu.Lock()
 		delete(d.clone.building, key)
 		d.clone.mu.Unlock()
-		return
+		d.setBuilding(key, false, false)
+	}
+	switch verdict {
+	case core.GoldenRefused:
+		d.clone.mu.Lock()
+		delete(d.clone.building, key)
+		d.clone.mu.Unlock()
+		return false
+	case core.GoldenInline:
+		defer done()
+		bctx, cancel := context.WithTimeout(ctx, d.timeouts.Boot+3*d.timeouts.Command)
+		defer cancel()
+		if err := d.buildGolden(bctx, key, want); err != nil {
+			d.log.Warn("inline golden build failed; creating", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
+			return false
+		}
+		return true
 	}
 	d.clone.mu.Lock()
 	defer d.clone.mu.Unlock()
 	d.clone.wg.Go(func() {
-		defer func() {
-			d.clone.mu.Lock()
-			delete(d.clone.building, key)
-			d.clone.mu.Unlock()
-			d.setBuilding(key, false)
-		}()
+		defer done()
 		// Detached from the request: the golden serves later requests.
 		ctx, cancel := context.WithTimeout(context.Background(), d.timeouts.Boot+3*d.timeouts.Command)
 		defer cancel()
@@ -332,6 +359,30 @@ func (d *Driver) ensureGolden(spec core.Spec, want golden) {
 			d.log.Warn("golden build failed", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
 		}
 	})
+	return false
+}
+
+// goldenFirst runs before a provision clones: with no fresh golden for
+// spec and none being built, it asks for one, inline allowed, so a
+// provision nobody waits for can make the golden in its own running
+// reservation and clone its device from it.
+func (d *Driver) goldenFirst(ctx context.Context, spec core.Spec) {
+	want, err := d.fingerprint(ctx, spec)
+	if err != nil {
+		return // provisionByClone logs it
+	}
+	key := goldenKey(spec.ModelID, spec.RuntimeID)
+	d.clone.mu.Lock()
+	f, err := d.readGoldens()
+	building := d.clone.building[key]
+	d.clone.mu.Unlock()
+	if err != nil || building {
+		return
+	}
+	if g, ok := f.Goldens[key]; ok && g.fresh(want) {
+		return
+	}
+	d.admitGolden(ctx, spec, want, true)
 }
 
 var _ core.GoldenGated = (*Driver)(nil)
