@@ -653,6 +653,10 @@ type DoctorRunOut struct {
 	// Goldens lists the golden devices clone provisioning keeps. They are
 	// not in the registry and not findings: a healthy daemon has them.
 	Goldens []DoctorGolden `json:"goldens,omitempty"`
+	// GoldensNotBuilt says, per "platform|deviceType|runtime", why the
+	// engine last refused to let a golden be built (ADR 0053), so a spec
+	// whose devices are created rather than cloned is explained.
+	GoldensNotBuilt map[string]string `json:"goldensNotBuilt,omitempty"`
 }
 
 // DoctorGolden is one golden device (ADR 0041): never leased, counted
@@ -664,6 +668,9 @@ type DoctorGolden struct {
 	RuntimeID string `json:"runtimeId"`
 	// Building: being made (booted once) now.
 	Building bool `json:"building,omitempty"`
+	// Reclaiming: the planner is deleting it to give its managed slot to
+	// a request (ADR 0053).
+	Reclaiming bool `json:"reclaiming,omitempty"`
 }
 
 type NukeRunIn struct{}

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -75,10 +78,16 @@ func (a *app) doctorCmd() *cobra.Command {
 			// Goldens are listed, never findings: a healthy daemon keeps them.
 			for _, g := range out.Goldens {
 				state := "ready"
-				if g.Building {
-					state = "building"
+				switch {
+				case g.Reclaiming:
+					state = "reclaiming (deleted to free its managed slot for a request)"
+				case g.Building:
+					state = "building (booted once in the background; counts as running until it shuts down)"
 				}
 				a.printf("golden %s %s: %s on %s, %s (kept for clone provisioning; nuke deletes it)\n", g.Platform, g.Handle, g.ModelID, g.RuntimeID, state)
+			}
+			for _, k := range slices.Sorted(maps.Keys(out.GoldensNotBuilt)) {
+				a.printf("golden %s not built: %s (devices of it are created, not cloned)\n", strings.ReplaceAll(k, "|", " "), out.GoldensNotBuilt[k])
 			}
 			if out.Healthy {
 				a.printf("healthy: the registry matches every device root\n")

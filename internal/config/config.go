@@ -297,8 +297,13 @@ type IOSDriver struct {
 
 // IOSClone is clone provisioning from golden devices.
 type IOSClone struct {
-	Enabled bool `json:"enabled,omitempty"`
+	// Enabled is a pointer so that an absent key means on (ADR 0053) and
+	// only an explicit false turns clone provisioning off.
+	Enabled *bool `json:"enabled,omitempty"`
 }
+
+// On reports whether clone provisioning is on: by default it is.
+func (c IOSClone) On() bool { return c.Enabled == nil || *c.Enabled }
 
 // Slim is the opt-in density mode for iOS simulators.
 type Slim struct {

@@ -107,3 +107,28 @@ func TestMetricsListenMustBeLoopbackAndRetentionBounded(t *testing.T) {
 		}
 	}
 }
+
+// Clone provisioning is on when the key is absent (ADR 0053), off only
+// for an explicit false, and the clone object stays strict.
+func TestIOSCloneDefaultsOnAndFalseTurnsItOff(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want bool
+	}{
+		{`{}`, true},
+		{`{"drivers":{"ios":{"clone":{}}}}`, true},
+		{`{"drivers":{"ios":{"clone":{"enabled":true}}}}`, true},
+		{`{"drivers":{"ios":{"clone":{"enabled":false}}}}`, false},
+	} {
+		c, err := Parse([]byte(tc.raw))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.raw, err)
+		}
+		if got := c.Drivers.IOS.Clone.On(); got != tc.want {
+			t.Errorf("%s: clone on = %v, want %v", tc.raw, got, tc.want)
+		}
+	}
+	if _, err := Parse([]byte(`{"drivers":{"ios":{"clone":{"enable":false}}}}`)); err == nil {
+		t.Fatal("a misspelt clone key was accepted")
+	}
+}

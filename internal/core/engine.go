@@ -157,6 +157,7 @@ type Engine struct {
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
 	rs         resetBook                // session resets of released leases (reset.go)
+	goldens    goldenBook               // golden removals and refused builds (golden.go)
 	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
@@ -208,6 +209,7 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
+	e.attachGoldenGate()
 	e.reqs = newRequestBook(cfg, d)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)

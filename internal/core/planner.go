@@ -39,6 +39,9 @@ type PlanDevice struct {
 	Leaving bool
 	RAM     uint64
 	LastUse time.Time
+	// Reclaimable: a golden (StateGolden) its driver can delete; the
+	// planner may, when nothing else frees managed room (ADR 0053).
+	Reclaimable bool
 }
 
 // PlanWaiter is one queued request.
@@ -527,6 +530,16 @@ func (p *planner) victims(w PlanWaiter, binding []string, ram uint64, newDevice 
 		cands = append(cands, d)
 	}
 	sort.SliceStable(cands, func(a, b int) bool { return cands[a].LastUse.Before(cands[b].LastUse) })
+	if destroy {
+		// Goldens come last: deleting one costs every later clone its
+		// speed, so a leasable idle device goes first (ADR 0053).
+		for _, i := range p.order {
+			d := p.in.Devices[i]
+			if d.State == StateGolden && d.Reclaimable && !d.Leaving && !d.Reserved && !p.taken[d.ID] {
+				cands = append(cands, d)
+			}
+		}
+	}
 	fits := func(g *ledger) bool { return len(g.blocks(w.Platform, ram, newDevice)) == 0 }
 	remove := func(g *ledger, v PlanDevice) {
 		if isRunningState(v.State) {

@@ -788,6 +788,10 @@ func (e *Engine) dropWaiterLocked(w *waiter, err error) {
 // idle device so that w can be served next. The intent is on disk before
 // the driver acts, so a crash in between is finished by the next start.
 func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
+	if isGoldenPlanID(id) {
+		e.startGoldenReclaimLocked(w, id)
+		return
+	}
 	d := *e.devices[id]
 	drv := e.drivers[d.Platform]
 	var o *deviceOp

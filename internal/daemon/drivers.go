@@ -35,7 +35,7 @@ func buildDrivers(o Options, diag func(platform string) func(core.Diagnostic), a
 			Logger: ports.Module(o.Logger, "driver.ios"), OnDiagnostic: diag("ios"), DiskGuard: guard,
 			DefaultSet: o.Config.IOSDeviceSet() == config.DeviceSetDefault,
 			Slim:       ios.Slim{Enabled: o.Config.Drivers.IOS.Slim.Enabled, Groups: o.Config.Drivers.IOS.Slim.Groups},
-			Clone:      ios.Clone{Enabled: o.Config.Drivers.IOS.Clone.Enabled}})
+			Clone:      ios.Clone{Enabled: o.Config.Drivers.IOS.Clone.On()}})
 		if err != nil {
 			return nil, fmt.Errorf("ios driver: %w", err)
 		}

@@ -152,7 +152,10 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		}
 		for _, g := range d.engine.GoldenDevices() {
 			out.Goldens = append(out.Goldens, contract.DoctorGolden{Platform: g.Platform, Handle: g.Handle, ModelID: g.ModelID,
-				RuntimeID: g.RuntimeID, Building: g.Building})
+				RuntimeID: g.RuntimeID, Building: g.Building, Reclaiming: g.Reclaiming})
+		}
+		if nb := d.engine.GoldenRefusals(); len(nb) > 0 {
+			out.GoldensNotBuilt = nb
 		}
 		return out, nil
 	})

@@ -10,8 +10,10 @@ import (
 )
 
 // A host limit of 2 with each daemon's own limit at 2: only the host binds.
+// Clone provisioning off: these tests count booted devices exactly, and a golden's one boot would be one more.
 const hostCapConfig = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":2,"maxManaged":4},
  "host":{"maxRunning":2,"pollIntervalMs":100}},
+ "drivers":{"ios":{"clone":{"enabled":false}}},
  "cleanup":{"intervalMs":600000,"idleShutdownMs":600000,"idleDestroyMs":6000000}}`
 
 // hostView is status.get's capacity.host.

@@ -17,7 +17,8 @@ import (
 // SDK creates the slot's simulator once. A foreign token can neither
 // heartbeat nor release the winner's execution.
 func TestSlotAcquireFloodHasOneWinnerAndForeignTokensChangeNothing(t *testing.T) {
-	w := newWorld(t, slotWorldConfig)
+	// Counts the slot's simulators by their simctl create: clone provisioning off, so no golden build adds one.
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":4,"maxManaged":8}},"drivers":{"ios":{"clone":{"enabled":false}}}}`)
 	logPath := w.simHome + "-cmds.log"
 	w.env = append(w.env, "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath)
 	w.mustRun("daemon", "start")

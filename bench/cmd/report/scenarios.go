@@ -314,12 +314,14 @@ type execution struct {
 }
 
 // measureTimeToDevice: (a) back-to-back executions on iOS that each hold
-// their device for rep.Hold (scaled by the SDK speed): zero pooling done
-// by hand (create, boot, use, delete each time), simlock's warm pool with
-// one and with two running slots, clone provisioning by hand (clone of a
-// golden that booted once, boot, use, delete), and simlock's warm pool
-// with one running slot and clone provisioning on, so its resets may be
-// clone resets (ADR 0041).
+// their device for rep.Hold (scaled by the SDK speed), in this order (the
+// report reads the rows by position): zero pooling done by hand (create,
+// boot, use, delete each time); simlock's warm pool with one running slot
+// and the defaults, so clone provisioning is on and its resets may be clone
+// resets (ADR 0041, 0053); the warm pool with two running slots; clone
+// provisioning by hand (clone of a golden that booted once, boot, use,
+// delete); and the one-slot warm pool with clone provisioning off, the
+// figure issue 16 started from.
 func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
 	hold := time.Duration(float64(rep.Hold) * rep.Speed)
 	r.scoped(func() {
@@ -340,16 +342,25 @@ func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
 		}
 		rep.Executions = append(rep.Executions, e)
 	})
-	for _, slots := range []int{1, 2} {
+	warmPool := func(name string, slots int, extra map[string]any, golden bool) {
 		r.scoped(func() {
-			w := harness.NewWorld(r, bin, harness.Options{Devices: slots, Speed: rep.Speed,
-				Extra: map[string]any{"warmPool": map[string]any{"targets": []map[string]any{{"platform": "ios", "model": "iPhone 16", "count": slots}}}}})
+			extra["warmPool"] = map[string]any{"targets": []map[string]any{{"platform": "ios", "model": "iPhone 16", "count": slots}}}
+			w := harness.NewWorld(r, bin, harness.Options{Devices: slots, Speed: rep.Speed, Extra: extra})
 			c := w.Dial("bench", true)
 			harness.WaitPlatformReady(r, c, "ios", slots)
-			rep.Executions = append(rep.Executions, backToBack(r, c,
-				fmt.Sprintf("simlock warm pool, %d running slot%s", slots, map[bool]string{true: "s"}[slots > 1]), rep.Sizes.Executions, hold))
+			if golden {
+				waitGolden(r, w)
+			}
+			rep.Executions = append(rep.Executions, backToBack(r, c, name, rep.Sizes.Executions, hold))
 		})
 	}
+	// One running slot with the defaults: clone provisioning is on, and
+	// managed room for the device, its clone during a reset and the golden
+	// (with managed = running the golden would take the last managed slot,
+	// so the engine would never let it be built).
+	warmPool("simlock warm pool, 1 running slot", 1, map[string]any{
+		"capacity": map[string]any{"strategy": "fixed", "fixed": map[string]any{"maxRunning": 1, "maxManaged": 3}}}, true)
+	warmPool("simlock warm pool, 2 running slots", 2, map[string]any{}, false)
 	r.scoped(func() {
 		w := harness.NewWorld(r, bin, harness.Options{Speed: rep.Speed, NoDaemon: true})
 		set := filepath.Join(w.Root, "set")
@@ -372,26 +383,23 @@ func measureTimeToDevice(r *run, bin *harness.Binary, rep *report) {
 		}
 		rep.Executions = append(rep.Executions, e)
 	})
-	r.scoped(func() {
-		// One running slot; managed room for the device, its clone during a
-		// reset, and the golden.
-		w := harness.NewWorld(r, bin, harness.Options{Devices: 1, Speed: rep.Speed, Extra: map[string]any{
-			"capacity": map[string]any{"strategy": "fixed", "fixed": map[string]any{"maxRunning": 1, "maxManaged": 3}},
-			"drivers":  map[string]any{"ios": map[string]any{"clone": map[string]any{"enabled": true}}},
-			"warmPool": map[string]any{"targets": []map[string]any{{"platform": "ios", "model": "iPhone 16", "count": 1}}}}})
-		c := w.Dial("bench", true)
-		harness.WaitPlatformReady(r, c, "ios", 1)
-		record := filepath.Join(w.Home, "devices", "ios", ".golden.json")
-		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
-			if b, err := os.ReadFile(record); err == nil && strings.Contains(string(b), `"ready": true`) {
-				break
-			}
-			if time.Now().After(deadline) {
-				r.Fatalf("no golden after 5m")
-			}
+	warmPool("simlock warm pool, 1 running slot, clone provisioning off", 1, map[string]any{
+		"capacity": map[string]any{"strategy": "fixed", "fixed": map[string]any{"maxRunning": 1, "maxManaged": 3}},
+		"drivers":  map[string]any{"ios": map[string]any{"clone": map[string]any{"enabled": false}}}}, false)
+}
+
+// waitGolden waits until the world's iOS golden is recorded ready, so the
+// executions measure the steady state, not the first golden build.
+func waitGolden(r *run, w *harness.World) {
+	record := filepath.Join(w.Home, "devices", "ios", ".golden.json")
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(record); err == nil && strings.Contains(string(b), `"ready": true`) {
+			return
 		}
-		rep.Executions = append(rep.Executions, backToBack(r, c, "simlock warm pool with clone provisioning, 1 running slot", rep.Sizes.Executions, hold))
-	})
+		if time.Now().After(deadline) {
+			r.Fatalf("no golden after 5m")
+		}
+	}
 }
 
 // dispatch is (e): one routing decision at fleet scale.

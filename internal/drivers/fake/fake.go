@@ -372,6 +372,7 @@ type Cloning struct {
 	// erased marks devices whose next boot is a first boot.
 	erased  map[string]bool
 	goldens []core.Golden
+	gate    core.GoldenGate
 }
 
 var _ core.Cloner = (*Cloning)(nil)
@@ -475,4 +476,51 @@ func (c *Cloning) Goldens() []core.Golden {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]core.Golden(nil), c.goldens...)
+}
+
+var _ core.GoldenReclaimer = (*Cloning)(nil)
+
+// RemoveGolden records "remove-golden <handle>" (or fails as scripted) and
+// drops that golden from what Goldens reports.
+func (c *Cloning) RemoveGolden(_ context.Context, handle string) error {
+	if err := c.record("remove-golden", handle); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := c.goldens[:0]
+	for _, g := range c.goldens {
+		if g.Handle != handle {
+			kept = append(kept, g)
+		}
+	}
+	c.goldens = kept
+	return nil
+}
+
+var _ core.GoldenGated = (*Cloning)(nil)
+
+// SetGoldenGate implements core.GoldenGated; AskGoldenBuild uses the gate.
+func (c *Cloning) SetGoldenGate(g core.GoldenGate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gate = g
+}
+
+// AskGoldenBuild asks the engine's gate, as the iOS driver does before a
+// build (inlineOK: from a provision); admitted, the golden is reported
+// under handle, Building when it runs beside the devices, until SetGoldens
+// says otherwise.
+func (c *Cloning) AskGoldenBuild(handle, model, runtime string, inlineOK bool) core.GoldenAdmission {
+	c.mu.Lock()
+	gate := c.gate
+	c.mu.Unlock()
+	if gate == nil {
+		return core.GoldenRefused
+	}
+	return gate.AdmitGoldenBuild(c.platform, core.Golden{ModelID: model, RuntimeID: runtime}, inlineOK, func(v core.GoldenAdmission) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.goldens = append(c.goldens, core.Golden{Handle: handle, ModelID: model, RuntimeID: runtime, Building: v == core.GoldenBackground})
+	})
 }

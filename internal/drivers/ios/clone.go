@@ -71,13 +71,18 @@ type cloneState struct {
 	xcode   string
 	xcodeAt time.Time
 	wg      sync.WaitGroup
+	// gate is the engine's admission of golden builds (nil: build freely).
+	gate core.GoldenGate
 
 	// view is the golden record as last written (or read at start), and
 	// buildingView the keys being built, for Goldens: it runs inside the
 	// core's decision section, so it must not wait behind file I/O that
 	// mu may be held across.
-	viewMu       sync.Mutex
-	view         map[string]golden
+	viewMu sync.Mutex
+	view   map[string]golden
+	// buildingView holds the keys being built; the value says the build
+	// runs beside the devices (charged as running), false an inline one
+	// inside a provision's own reservation.
 	buildingView map[string]bool
 }
 
@@ -122,14 +127,14 @@ func (d *Driver) setView(f goldenFile) {
 	d.clone.view = f.Goldens
 }
 
-func (d *Driver) setBuilding(key string, on bool) {
+func (d *Driver) setBuilding(key string, on, background bool) {
 	d.clone.viewMu.Lock()
 	defer d.clone.viewMu.Unlock()
 	if d.clone.buildingView == nil {
 		d.clone.buildingView = map[string]bool{}
 	}
 	if on {
-		d.clone.buildingView[key] = true
+		d.clone.buildingView[key] = background
 	} else {
 		delete(d.clone.buildingView, key)
 	}
@@ -139,7 +144,8 @@ var _ core.GoldenKeeper = (*Driver)(nil)
 
 // Goldens implements core.GoldenKeeper from memory: the recorded goldens
 // (a half-built one included: it exists), and a build not yet recorded as
-// one more, running.
+// one more; Building (charged as running) only for a build beside the
+// devices, since an inline one runs in its provision's reservation.
 func (d *Driver) Goldens() []core.Golden {
 	if !d.cloneOn() {
 		return nil
@@ -150,10 +156,10 @@ func (d *Driver) Goldens() []core.Golden {
 	for key, g := range d.clone.view {
 		out = append(out, core.Golden{Handle: g.UDID, ModelID: g.ModelID, RuntimeID: g.RuntimeID, Building: d.clone.buildingView[key]})
 	}
-	for key := range d.clone.buildingView {
+	for key, bg := range d.clone.buildingView {
 		if _, ok := d.clone.view[key]; !ok {
 			model, runtime, _ := strings.Cut(key, "|")
-			out = append(out, core.Golden{Handle: "building:" + key, ModelID: model, RuntimeID: runtime, Building: true})
+			out = append(out, core.Golden{Handle: "building:" + key, ModelID: model, RuntimeID: runtime, Building: bg})
 		}
 	}
 	return out
@@ -291,23 +297,61 @@ func (d *Driver) goldenSimctl(ctx context.Context, args ...string) ([]byte, erro
 }
 
 // ensureGolden starts one background rebuild of spec's golden, unless one
-// runs already.
+// runs already or the engine's gate refuses it: the engine owns capacity,
+// and a golden must never take room a leasable device needs (ADR 0053).
+// A refused build is asked for again at the next provision of the spec.
 func (d *Driver) ensureGolden(spec core.Spec, want golden) {
+	d.admitGolden(context.Background(), spec, want, false)
+}
+
+// admitGolden asks the gate for spec's golden build and runs what it
+// admits: in the background, or, with inlineOK (a provision asks, holding
+// its own running reservation), inline, before it returns. It reports
+// whether a fresh golden was made inline.
+func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, inlineOK bool) bool {
 	key := goldenKey(spec.ModelID, spec.RuntimeID)
 	d.clone.mu.Lock()
-	defer d.clone.mu.Unlock()
 	if d.clone.building[key] {
-		return
+		d.clone.mu.Unlock()
+		return false
 	}
+	// Claimed before asking, so a concurrent provision does not ask too.
 	d.clone.building[key] = true
-	d.setBuilding(key, true)
+	gate := d.clone.gate
+	d.clone.mu.Unlock()
+	verdict := core.GoldenBackground
+	start := func(v core.GoldenAdmission) { d.setBuilding(key, true, v == core.GoldenBackground) }
+	if gate == nil {
+		start(verdict)
+	} else {
+		verdict = gate.AdmitGoldenBuild(Platform, core.Golden{ModelID: spec.ModelID, RuntimeID: spec.RuntimeID}, inlineOK, start)
+	}
+	done := func() {
+		d.clone.mu.Lock()
+		delete(d.clone.building, key)
+		d.clone.mu.Unlock()
+		d.setBuilding(key, false, false)
+	}
+	switch verdict {
+	case core.GoldenRefused:
+		d.clone.mu.Lock()
+		delete(d.clone.building, key)
+		d.clone.mu.Unlock()
+		return false
+	case core.GoldenInline:
+		defer done()
+		bctx, cancel := context.WithTimeout(ctx, d.timeouts.Boot+3*d.timeouts.Command)
+		defer cancel()
+		if err := d.buildGolden(bctx, key, want); err != nil {
+			d.log.Warn("inline golden build failed; creating", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
+			return false
+		}
+		return true
+	}
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
 	d.clone.wg.Go(func() {
-		defer func() {
-			d.clone.mu.Lock()
-			delete(d.clone.building, key)
-			d.clone.mu.Unlock()
-			d.setBuilding(key, false)
-		}()
+		defer done()
 		// Detached from the request: the golden serves later requests.
 		ctx, cancel := context.WithTimeout(context.Background(), d.timeouts.Boot+3*d.timeouts.Command)
 		defer cancel()
@@ -315,6 +359,78 @@ func (d *Driver) ensureGolden(spec core.Spec, want golden) {
 			d.log.Warn("golden build failed", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
 		}
 	})
+	return false
+}
+
+// goldenFirst runs before a provision clones: with no fresh golden for
+// spec and none being built, it asks for one, inline allowed, so a
+// provision nobody waits for can make the golden in its own running
+// reservation and clone its device from it.
+func (d *Driver) goldenFirst(ctx context.Context, spec core.Spec) {
+	want, err := d.fingerprint(ctx, spec)
+	if err != nil {
+		return // provisionByClone logs it
+	}
+	key := goldenKey(spec.ModelID, spec.RuntimeID)
+	d.clone.mu.Lock()
+	f, err := d.readGoldens()
+	building := d.clone.building[key]
+	d.clone.mu.Unlock()
+	if err != nil || building {
+		return
+	}
+	if g, ok := f.Goldens[key]; ok && g.fresh(want) {
+		return
+	}
+	d.admitGolden(ctx, spec, want, true)
+}
+
+var _ core.GoldenGated = (*Driver)(nil)
+
+// SetGoldenGate implements core.GoldenGated: from now on every golden
+// build asks the engine first.
+func (d *Driver) SetGoldenGate(g core.GoldenGate) {
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	d.clone.gate = g
+}
+
+var _ core.GoldenReclaimer = (*Driver)(nil)
+
+// RemoveGolden implements core.GoldenReclaimer: the planner gives the
+// golden's managed slot to a device a request needs. A golden being
+// rebuilt is refused (the build would record it again); one already gone
+// is not an error, its slot is free either way.
+func (d *Driver) RemoveGolden(ctx context.Context, handle string) error {
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	f, err := d.readGoldens()
+	if err != nil {
+		return err
+	}
+	key := ""
+	for k, g := range f.Goldens {
+		if g.UDID == handle {
+			key = k
+		}
+	}
+	if key == "" {
+		return nil
+	}
+	if d.clone.building[key] {
+		return fmt.Errorf("ios: golden %s is being rebuilt", handle)
+	}
+	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl delete "+handle)
+	defer cancel()
+	if _, err := d.goldenSimctl(cctx, "delete", handle); err != nil && !errors.Is(err, core.ErrDeviceNotFound) {
+		return err
+	}
+	delete(d.clone.ready, key)
+	if err := d.updateGoldens(func(f *goldenFile) { delete(f.Goldens, key) }); err != nil {
+		return err
+	}
+	d.log.Info("golden reclaimed", "udid", handle, "key", key)
+	return nil
 }
 
 // WaitGoldens waits for the golden rebuilds in flight (tests, shutdown).

@@ -243,6 +243,10 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if spec.NameHint != "" {
 		name = spec.NameHint
 	}
+	if d.cloneOn() {
+		// Before the command deadline: an inline golden build boots.
+		d.goldenFirst(ctx, spec)
+	}
 	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl create")
 	defer cancel()
 	udid, cloned := "", false
