@@ -112,7 +112,7 @@ func (r *report) write(dir string) error {
 		r.Finished.Sub(r.Started).Round(time.Second), r.Machine)
 	p("Every figure is the real `simlock` binary with the real drivers against the simulated SDK, and every comparison is a ratio of two figures measured in this one run. ")
 	p("Latencies are medians with their p10–p90 spread; rates are medians of %d repeats with their range. ", r.Sizes.Repeats)
-	p("Scenarios (a) and (b) model the real tools' timings scaled by a declared factor of %g (`SIMLOCK_SIMSDK_SPEED`: an iOS boot of 30 s takes %s); the others run the SDK at speed 0, so what is left is simlock's own work.\n\n",
+	p("Scenarios (a), (b) and (d)'s rows with a workload model the real tools' timings scaled by a declared factor of %g (`SIMLOCK_SIMSDK_SPEED`: an iOS boot of 30 s takes %s); the others run the SDK at speed 0, so what is left is simlock's own work.\n\n",
 		r.Speed, time.Duration(float64(30*time.Second)*r.Speed).Round(time.Millisecond))
 	p("See [bench/README.md](../bench/README.md) for the method and how to run it.\n\n")
 
