@@ -14,39 +14,7 @@ import (
 // and after a kill -9 between sessions the next session reuses the warm
 // emulator, cleaned.
 func TestSessionAndroidKeepBootedSurvivesDaemonRestarts(t *testing.T) {
-	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
- "sessions":{"heartbeatTtlMs":600000,"limits":{"idlePoolCap":1},"reset":{"android":"keep-booted","androidKeepBootedMaxUses":5},`+sessionDefaults+`}}`)
-	w.mustRun("daemon", "start")
-	cfg := func(req string) string {
-		return `{"contractVersion":1,"requestId":"` + req + `","device":{"schemaVersion":1,"platform":"android",` +
-			`"hardware":{"kind":"model","model":{"namespace":"simlock-model","value":"pixel_7"}},"os":{"kind":"exact","version":"15"}}}`
-	}
-	type androidReceipt struct {
-		sessionReceipt
-		Device *struct {
-			ID     string `json:"id"`
-			Serial string `json:"serial"`
-		} `json:"device"`
-	}
-	prepare := func(req string) androidReceipt {
-		var r androidReceipt
-		w.json(&r, "session", "prepare", "--config", cfg(req), "--owner-token", "o", "--json")
-		if r.Status != "ready" || r.Device == nil || r.Device.Serial == "" {
-			t.Fatalf("prepare %s: %+v", req, r)
-		}
-		return r
-	}
-	release := func(sid string) sessionReceipt {
-		var rel struct {
-			Outcome string         `json:"outcome"`
-			Receipt sessionReceipt `json:"receipt"`
-		}
-		w.json(&rel, "session", "release", sid, "--owner-token", "o", "--json")
-		if rel.Outcome != "released" {
-			t.Fatalf("release %s: %+v", sid, rel)
-		}
-		return rel.Receipt
-	}
+	w, prepare, release := androidKeepBootedSessions(t, 5)
 	install := func(serial, pkg string) {
 		apk := filepath.Join(t.TempDir(), pkg+".apk")
 		if err := os.WriteFile(apk, []byte("not a real apk"), 0o644); err != nil {

@@ -314,39 +314,7 @@ func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 // session are gone in the next, which gets the same emulator; after
 // maxUses the device is retired.
 func TestSessionAndroidKeepBootedCleansAndRetires(t *testing.T) {
-	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
- "sessions":{"heartbeatTtlMs":600000,"limits":{"idlePoolCap":1},"reset":{"android":"keep-booted","androidKeepBootedMaxUses":2},`+sessionDefaults+`}}`)
-	w.mustRun("daemon", "start")
-	cfg := func(req string) string {
-		return `{"contractVersion":1,"requestId":"` + req + `","device":{"schemaVersion":1,"platform":"android",` +
-			`"hardware":{"kind":"model","model":{"namespace":"simlock-model","value":"pixel_7"}},"os":{"kind":"exact","version":"15"}}}`
-	}
-	type androidReceipt struct {
-		sessionReceipt
-		Device *struct {
-			ID     string `json:"id"`
-			Serial string `json:"serial"`
-		} `json:"device"`
-	}
-	prepare := func(req string) androidReceipt {
-		var r androidReceipt
-		w.json(&r, "session", "prepare", "--config", cfg(req), "--owner-token", "o", "--json")
-		if r.Status != "ready" || r.Device == nil || r.Device.Serial == "" {
-			t.Fatalf("prepare %s: %+v", req, r)
-		}
-		return r
-	}
-	release := func(sid string) sessionReceipt {
-		var rel struct {
-			Outcome string         `json:"outcome"`
-			Receipt sessionReceipt `json:"receipt"`
-		}
-		w.json(&rel, "session", "release", sid, "--owner-token", "o", "--json")
-		if rel.Outcome != "released" {
-			t.Fatalf("release %s: %+v", sid, rel)
-		}
-		return rel.Receipt
-	}
+	w, prepare, release := androidKeepBootedSessions(t, 2)
 	one := prepare("a1")
 	apk := filepath.Join(t.TempDir(), "com.example.session.apk")
 	if err := os.WriteFile(apk, []byte("not a real apk"), 0o644); err != nil {
@@ -480,4 +448,48 @@ func TestSessionHoldKeepsTheSessionAcrossAGracefulRestart(t *testing.T) {
 	if st := w.sessionStatus("held", "o"); st.Status != "released" {
 		t.Fatalf("after the hold's stdin closed: %+v\n%s", st, stderr.String())
 	}
+}
+
+// androidReceipt is a session receipt with the Android device's serial.
+type androidReceipt struct {
+	sessionReceipt
+	Device *struct {
+		ID     string `json:"id"`
+		Serial string `json:"serial"`
+	} `json:"device"`
+}
+
+// androidKeepBootedSessions starts a daemon serving pixel_7 / Android 15
+// sessions with the keep-booted reset (maxUses uses per device, one
+// running), and returns it with prepare and release through the CLI that
+// fail the test unless the session is ready and released.
+func androidKeepBootedSessions(t *testing.T, maxUses int) (*world, func(req string) androidReceipt, func(sid string) sessionReceipt) {
+	t.Helper()
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
+ "sessions":{"heartbeatTtlMs":600000,"limits":{"idlePoolCap":1},"reset":{"android":"keep-booted","androidKeepBootedMaxUses":`+strconv.Itoa(maxUses)+`},`+sessionDefaults+`}}`)
+	w.mustRun("daemon", "start")
+	cfg := func(req string) string {
+		return `{"contractVersion":1,"requestId":"` + req + `","device":{"schemaVersion":1,"platform":"android",` +
+			`"hardware":{"kind":"model","model":{"namespace":"simlock-model","value":"pixel_7"}},"os":{"kind":"exact","version":"15"}}}`
+	}
+	prepare := func(req string) androidReceipt {
+		var r androidReceipt
+		w.json(&r, "session", "prepare", "--config", cfg(req), "--owner-token", "o", "--json")
+		if r.Status != "ready" || r.Device == nil || r.Device.Serial == "" {
+			t.Fatalf("prepare %s: %+v", req, r)
+		}
+		return r
+	}
+	release := func(sid string) sessionReceipt {
+		var rel struct {
+			Outcome string         `json:"outcome"`
+			Receipt sessionReceipt `json:"receipt"`
+		}
+		w.json(&rel, "session", "release", sid, "--owner-token", "o", "--json")
+		if rel.Outcome != "released" {
+			t.Fatalf("release %s: %+v", sid, rel)
+		}
+		return rel.Receipt
+	}
+	return w, prepare, release
 }
