@@ -7,9 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/drivers/android"
 )
 
 // hostPathOf finds where the simulated emulator keeps a device file: it
@@ -41,19 +38,7 @@ func TestAndroidKeepBootedCleansASessionBackToTheBaseline(t *testing.T) {
 	a := newAndroid(t, EnvSpeed, "0.05")
 	d, run, root := newResDriver(t, a, 30300, nil)
 	ctx := context.Background()
-	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: android.Platform, Model: "pixel_7", OSVersion: "15"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := core.DeviceRef{ID: "dev-kb", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
-	serial := p.Attrs[core.AttrSerial]
-	if err := d.MakeReady(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
+	dev, serial, _ := bootOne(t, d)
 	a.env[envAVDHome] = root
 	sh := func(cmd string) string { return a.ok("adb", "-s", serial, "shell", cmd) }
 	apk := func(pkg string) string {

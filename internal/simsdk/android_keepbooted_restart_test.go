@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/android"
 )
 
@@ -34,19 +33,7 @@ func TestAndroidKeepBootedBaselineSurvivesADriverRestart(t *testing.T) {
 		return next
 	}
 	ctx := context.Background()
-	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: android.Platform, Model: "pixel_7", OSVersion: "15"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := core.DeviceRef{ID: "dev-kb-restart", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
-	serial := p.Attrs[core.AttrSerial]
-	if err := d.MakeReady(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
+	dev, serial, _ := bootOne(t, d)
 	a.env[envAVDHome] = root
 	sh := func(cmd string) string { return a.ok("adb", "-s", serial, "shell", cmd) }
 	install := func(pkg string) {
@@ -56,7 +43,7 @@ func TestAndroidKeepBootedBaselineSurvivesADriverRestart(t *testing.T) {
 		}
 		a.ok("adb", "-s", serial, "install", f)
 	}
-	file := filepath.Join(root, p.Handle+".keepbooted.json")
+	file := filepath.Join(root, dev.Handle+".keepbooted.json")
 	exists := func() bool {
 		_, err := os.Stat(file)
 		if err != nil && !os.IsNotExist(err) {
@@ -100,8 +87,8 @@ func TestAndroidKeepBootedBaselineSurvivesADriverRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(obs) != 1 || obs[0].Handle != p.Handle {
-		t.Fatalf("the root lists %+v, want only %s (a baseline file is no device)", obs, p.Handle)
+	if len(obs) != 1 || obs[0].Handle != dev.Handle {
+		t.Fatalf("the root lists %+v, want only %s (a baseline file is no device)", obs, dev.Handle)
 	}
 
 	// The emulator is relaunched: its boot drops the file, and a copy a
@@ -150,7 +137,7 @@ func TestAndroidKeepBootedBaselineSurvivesADriverRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if strings.Contains(e.Name(), p.Handle) {
+		if strings.Contains(e.Name(), dev.Handle) {
 			t.Errorf("%s is left in the root after the destroy", e.Name())
 		}
 	}

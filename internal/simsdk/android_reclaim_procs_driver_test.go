@@ -47,19 +47,7 @@ func TestAndroidReclaimStartsTwoProcesses(t *testing.T) {
 	}
 	ctx := context.Background()
 	t.Cleanup(func() { _ = d.Close(ctx) })
-	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: android.Platform, Model: "pixel_7", OSVersion: "15"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := core.DeviceRef{ID: "dev-1", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
-	serial := p.Attrs[core.AttrSerial]
-	if err := d.MakeReady(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
+	dev, serial, _ := bootOne(t, d)
 	commands := func() []string {
 		b, err := os.ReadFile(logFile)
 		if err != nil {

@@ -335,18 +335,7 @@ func TestAndroidAudioFlagAndGPUModeAgainstTheSimulatedSDK(t *testing.T) {
 	a := newAndroid(t, EnvSpeed, "0.05")
 	d, run, root := newResDriver(t, a, 29800, func(o *android.Options) { o.NoAudio = true })
 	ctx := context.Background()
-	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: android.Platform, Model: "pixel_7", OSVersion: "15"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := core.DeviceRef{ID: "dev-audio", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
-	if err := d.MakeReady(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
+	dev, _, _ := bootOne(t, d)
 	launches := run.commands("emulator -avd")
 	if len(launches) == 0 || !strings.Contains(launches[0], " -no-audio") {
 		t.Errorf("launches %q lack -no-audio", launches)
