@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 
@@ -22,9 +23,19 @@ type Golden struct {
 	Handle    string
 	ModelID   string
 	RuntimeID string
-	// Building: the golden is being made, so it runs for now.
+	// Building: the golden is being made beside the devices, so it runs
+	// for now and is charged as running.
 	Building bool
+	// Busy: a build of it is in flight, beside the devices or inline in a
+	// provision's reservation. A busy golden is never reclaimed: the build
+	// would record it again.
+	Busy bool
 }
+
+// ErrGoldenBusy is a reclaim that met a build of the same golden: not a
+// failure of the golden, so it is asked again at the next plan rather
+// than given up on.
+var ErrGoldenBusy = errors.New("golden is being built")
 
 // GoldenKeeper is the optional driver ability to report its golden
 // devices. Goldens is called inside the decision section, so it must
@@ -221,7 +232,9 @@ func (e *Engine) startGoldenReclaimLocked(w *waiter, id string) {
 		e.section(func() {
 			delete(e.goldens.reclaiming, id)
 			w.evicting = false
-			if err != nil {
+			if errors.Is(err, ErrGoldenBusy) {
+				e.log.Info("a golden to reclaim is being built; planning again", "golden", id)
+			} else if err != nil {
 				e.log.Warn("reclaiming a golden failed; it stays and is not chosen again", "golden", id, "err", err)
 				if e.goldens.stuck == nil {
 					e.goldens.stuck = map[string]bool{}
@@ -287,7 +300,7 @@ func (e *Engine) goldenPlanDevicesLocked() []PlanDevice {
 			id := goldenPlanID(p, g.Handle)
 			out = append(out, PlanDevice{ID: id, Platform: p,
 				SpecKey: goldenSpecKey(p, g.ModelID, g.RuntimeID), State: StateGolden,
-				Reserved: g.Building, Leaving: e.goldens.reclaiming[id], Reclaimable: canRemove && !g.Building && !e.goldens.stuck[id],
+				Reserved: g.Building, Leaving: e.goldens.reclaiming[id], Reclaimable: canRemove && !g.Building && !g.Busy && !e.goldens.stuck[id],
 				RAM: e.footprintLocked(Spec{Platform: p})})
 		}
 	}

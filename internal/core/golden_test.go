@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/internal/core"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
@@ -194,5 +195,34 @@ func TestGoldenNotReclaimedWhileBuildingOrWhenRemovalFails(t *testing.T) {
 	case r := <-waiting:
 		t.Fatalf("the waiting tablet was answered with a stuck golden: %+v", r)
 	default:
+	}
+}
+
+// A golden whose build runs inline in a provision (Busy, not Building: it
+// is not charged as running) is no more reclaimable than one building
+// beside the devices; and a reclaim that meets a build is planned again,
+// not given up on.
+func TestGoldenBusyIsNotReclaimedAndABusyRemovalIsRetried(t *testing.T) {
+	h, c := goldenHarness(t, core.Limits{MaxRunning: 3, MaxManaged: 2})
+	c.SetGoldens([]core.Golden{{Handle: "G1", ModelID: "Phone", RuntimeID: "rt-1.0", Busy: true}})
+	leaseOn(t, h, "a", "ios", "Phone")
+	if _, err := noWait(h, "b", "Tablet"); !errors.Is(err, core.ErrNoCapacity) {
+		t.Fatalf("tablet while the golden builds inline: %v, want no capacity", err)
+	}
+	if slices.Contains(c.Calls(), "remove-golden G1") {
+		t.Fatalf("a golden built inline was reclaimed: %v", c.Calls())
+	}
+	c.SetGoldens([]core.Golden{{Handle: "G1", ModelID: "Phone", RuntimeID: "rt-1.0"}})
+	c.BusyRemovals(1)
+	select {
+	case r := <-h.async(core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Tablet"}, RequesterID: "c", OwnerID: "c"}):
+		if r.err != nil {
+			t.Fatalf("tablet after a busy removal: %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the tablet was never granted after a busy removal: %v", c.Calls())
+	}
+	if n := strings.Count(strings.Join(c.Calls(), "\n"), "remove-golden G1"); n != 2 {
+		t.Fatalf("removal attempts %d, want 2 (busy, then done): %v", n, c.Calls())
 	}
 }

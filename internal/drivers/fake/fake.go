@@ -373,6 +373,17 @@ type Cloning struct {
 	erased  map[string]bool
 	goldens []core.Golden
 	gate    core.GoldenGate
+	// removeBusy is how many of the next RemoveGolden calls meet a build
+	// of the golden (core.ErrGoldenBusy).
+	removeBusy int
+}
+
+// BusyRemovals makes the next n RemoveGolden calls answer
+// core.ErrGoldenBusy, as a reclaim that meets a rebuild does.
+func (c *Cloning) BusyRemovals(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeBusy = n
 }
 
 var _ core.Cloner = (*Cloning)(nil)
@@ -488,6 +499,10 @@ func (c *Cloning) RemoveGolden(_ context.Context, handle string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.removeBusy > 0 {
+		c.removeBusy--
+		return fmt.Errorf("fake: golden %s: %w", handle, core.ErrGoldenBusy)
+	}
 	kept := c.goldens[:0]
 	for _, g := range c.goldens {
 		if g.Handle != handle {
@@ -521,6 +536,6 @@ func (c *Cloning) AskGoldenBuild(handle, model, runtime string, inlineOK bool) c
 	return gate.AdmitGoldenBuild(c.platform, core.Golden{ModelID: model, RuntimeID: runtime}, inlineOK, func(v core.GoldenAdmission) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.goldens = append(c.goldens, core.Golden{Handle: handle, ModelID: model, RuntimeID: runtime, Building: v == core.GoldenBackground})
+		c.goldens = append(c.goldens, core.Golden{Handle: handle, ModelID: model, RuntimeID: runtime, Building: v == core.GoldenBackground, Busy: true})
 	})
 }

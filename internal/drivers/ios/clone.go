@@ -154,12 +154,13 @@ func (d *Driver) Goldens() []core.Golden {
 	defer d.clone.viewMu.Unlock()
 	var out []core.Golden
 	for key, g := range d.clone.view {
-		out = append(out, core.Golden{Handle: g.UDID, ModelID: g.ModelID, RuntimeID: g.RuntimeID, Building: d.clone.buildingView[key]})
+		bg, busy := d.clone.buildingView[key]
+		out = append(out, core.Golden{Handle: g.UDID, ModelID: g.ModelID, RuntimeID: g.RuntimeID, Building: bg, Busy: busy})
 	}
 	for key, bg := range d.clone.buildingView {
 		if _, ok := d.clone.view[key]; !ok {
 			model, runtime, _ := strings.Cut(key, "|")
-			out = append(out, core.Golden{Handle: "building:" + key, ModelID: model, RuntimeID: runtime, Building: bg})
+			out = append(out, core.Golden{Handle: "building:" + key, ModelID: model, RuntimeID: runtime, Building: bg, Busy: true})
 		}
 	}
 	return out
@@ -399,9 +400,13 @@ var _ core.GoldenReclaimer = (*Driver)(nil)
 
 // RemoveGolden implements core.GoldenReclaimer: the planner gives the
 // golden's managed slot to a device a request needs. A golden being
-// rebuilt is refused (the build would record it again); one already gone
-// is not an error, its slot is free either way.
+// rebuilt, or not yet recorded, is refused with core.ErrGoldenBusy (the
+// build would record it again); one already gone is not an error, its
+// slot is free either way.
 func (d *Driver) RemoveGolden(ctx context.Context, handle string) error {
+	if strings.HasPrefix(handle, "building:") {
+		return fmt.Errorf("ios: golden %s: %w", handle, core.ErrGoldenBusy)
+	}
 	d.clone.mu.Lock()
 	defer d.clone.mu.Unlock()
 	f, err := d.readGoldens()
@@ -418,7 +423,7 @@ func (d *Driver) RemoveGolden(ctx context.Context, handle string) error {
 		return nil
 	}
 	if d.clone.building[key] {
-		return fmt.Errorf("ios: golden %s is being rebuilt", handle)
+		return fmt.Errorf("ios: golden %s: %w", handle, core.ErrGoldenBusy)
 	}
 	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl delete "+handle)
 	defer cancel()
@@ -474,10 +479,20 @@ func (d *Driver) buildGolden(ctx context.Context, key string, want golden) error
 		return err
 	}
 	steps := [][]string{{"boot", udid}, {"bootstatus", udid, "-b"}, {"shutdown", udid}}
-	for _, s := range steps {
+	for i, s := range steps {
 		if _, err := d.goldenSimctl(ctx, s...); err != nil {
 			if st, ok := stateOf(err); ok && s[0] == "boot" && (st == StateBooted || st == StateBooting) {
 				continue
+			}
+			if i > 0 {
+				// It may be running, and once the build ends the engine no
+				// longer counts it as running: shut it down, with a context
+				// of its own since ctx may be what ended.
+				sctx, cancel := d.withTimeout(context.WithoutCancel(ctx), d.timeouts.Command, "simctl shutdown "+udid)
+				if _, serr := d.goldenSimctl(sctx, "shutdown", udid); serr != nil {
+					d.log.Warn("a failed golden build left its simulator up", "udid", udid, "err", serr)
+				}
+				cancel()
 			}
 			return err
 		}
