@@ -190,11 +190,14 @@ type SlotReleaseIn struct {
 // agree. SlotReleaseSettleWaitMs bounds how long the daemon waits for the
 // device's released work before it answers settling;
 // SlotReleaseReplyBudgetMs is what a caller waits for the answer: that
-// wait plus room for the registry write and the round trip. The daemon
-// finishes a release it began even if the caller stops waiting.
+// wait, plus the host registry write (which may wait up to the registry's
+// 5 s busy timeout behind another daemon's transaction), plus a second for
+// the round trip. The daemon finishes a release it began even if the
+// caller stops waiting.
 const (
 	SlotReleaseSettleWaitMs  = 5_000
-	SlotReleaseReplyBudgetMs = SlotReleaseSettleWaitMs + 2_000
+	slotRegistryBusyMs       = 5_000
+	SlotReleaseReplyBudgetMs = SlotReleaseSettleWaitMs + slotRegistryBusyMs + 1_000
 )
 
 type SlotReleaseOut struct {

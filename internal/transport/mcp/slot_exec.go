@@ -19,9 +19,10 @@ import (
 // Managed-slot timing. The daemon ends an execution's lease about 10 s
 // after its owner's last heartbeat, so a beat every 2 s survives a few lost
 // ones. The release at the end waits as long as the daemon may take to
-// answer it (its settle wait plus the registry write, one contract
-// constant), so the proxy never reports a failure the daemon then turns
-// into a success, and still never hangs its launcher for long.
+// answer it (its settle wait plus the registry write behind the
+// registry's busy timeout, one contract constant), so the proxy does not
+// report a failure the daemon then turns into a success, and still never
+// hangs its launcher for long.
 const (
 	slotHeartbeatEvery = 2 * time.Second
 	slotReleaseWait    = time.Duration(contract.SlotReleaseReplyBudgetMs) * time.Millisecond
