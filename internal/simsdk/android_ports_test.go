@@ -177,10 +177,11 @@ func testHostPorts(t *testing.T, db *hostreg.DB, home string, pid int) *android.
 }
 
 // driverFor builds the real Android driver for one home against the
-// simulated SDK, with its ports from hp.
-func driverFor(t *testing.T, a *androidHarness, root string, hp *android.HostPorts) *android.Driver {
+// simulated SDK, with its ports from hp; extraEnv goes to every tool it
+// runs (a command log, say).
+func driverFor(t *testing.T, a *androidHarness, root string, hp *android.HostPorts, extraEnv ...string) *android.Driver {
 	t.Helper()
-	var env []string
+	env := append([]string(nil), extraEnv...)
 	for _, kv := range a.childEnv() {
 		if !strings.HasPrefix(kv, "ANDROID_") {
 			env = append(env, kv)

@@ -2,15 +2,12 @@ package simsdk
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/drivers/android"
 )
 
 // Reclaims of the real Android driver over the simulated SDK: the emulator
@@ -23,30 +20,10 @@ func TestAndroidReclaimStartsTwoProcesses(t *testing.T) {
 	a := newAndroid(t)
 	root := filepath.Join(t.TempDir(), "root")
 	logFile := filepath.Join(t.TempDir(), "commands.log")
-	env := []string{EnvCommandLog + "=" + logFile}
-	for _, kv := range a.childEnv() {
-		if !strings.HasPrefix(kv, "ANDROID_") {
-			env = append(env, kv)
-		}
-	}
-	link := func(tool string) string { return filepath.Join(toolLinks, tool) }
 	hp := testHostPorts(t, openTestHost(t, nil), "/homes/one", 1)
 	hp.ConsoleBase = freeConsole(t, 27400, 27800)
-	d, err := android.New(android.Options{
-		Logger:        slog.New(slog.DiscardHandler),
-		Root:          root,
-		Ports:         hp,
-		Runner:        envRunner{env: env},
-		Tools:         android.Tools{ADB: link("adb"), Emulator: link("emulator"), AVDManager: link("avdmanager"), SDKManager: link("sdkmanager")},
-		PollInterval:  20 * time.Millisecond,
-		ShutdownGrace: 5 * time.Second,
-		BootTimeout:   30 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := driverFor(t, a, root, hp, EnvCommandLog+"="+logFile)
 	ctx := context.Background()
-	t.Cleanup(func() { _ = d.Close(ctx) })
 	dev, serial, _ := bootOne(t, d)
 	commands := func() []string {
 		b, err := os.ReadFile(logFile)
