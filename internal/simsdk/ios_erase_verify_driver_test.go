@@ -20,24 +20,8 @@ func TestIOSEraseResetWipesDataAndVerifies(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "ios")
-	d, err := ios.New(ios.Options{Root: root, Runner: inProcRunner{h},
-		Timeouts: ios.Timeouts{Poll: 10 * time.Millisecond, ShutdownVerify: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: "ios", Model: "iPhone 15", OSVersion: "18.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := core.DeviceRef{ID: "dev_1", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
-	if err := d.MakeReady(ctx, ref); err != nil {
-		t.Fatal(err)
-	}
-	written := filepath.Join(root, p.Handle, "data", "Documents", "from-session-1.txt")
+	d, ref := readyIPhone(t, h, root)
+	written := filepath.Join(root, ref.Handle, "data", "Documents", "from-session-1.txt")
 	if err := os.MkdirAll(filepath.Dir(written), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -76,4 +60,29 @@ func TestIOSEraseResetWipesDataAndVerifies(t *testing.T) {
 	if err := d.VerifyErased(ctx, ref); err == nil || !strings.Contains(err.Error(), "state Shutdown") {
 		t.Fatalf("verify of a shut-down device: %v", err)
 	}
+}
+
+// readyIPhone builds the real iOS driver on root over h and brings up one
+// iPhone 15 / iOS 18.0 simulator, booted and ready.
+func readyIPhone(t *testing.T, h *harness, root string) (*ios.Driver, core.DeviceRef) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := ios.New(ios.Options{Root: root, Runner: inProcRunner{h},
+		Timeouts: ios.Timeouts{Poll: 10 * time.Millisecond, ShutdownVerify: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: "ios", Model: "iPhone 15", OSVersion: "18.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := core.DeviceRef{ID: "dev_1", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
+	if err := d.MakeReady(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	return d, ref
 }

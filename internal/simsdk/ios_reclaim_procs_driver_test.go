@@ -6,10 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/drivers/ios"
 )
 
 // A reclaim of the real iOS driver over the simulated SDK starts exactly
@@ -21,24 +19,8 @@ func TestIOSReclaimListsNothing(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "ios")
 	logFile := filepath.Join(t.TempDir(), "commands.log")
 	h.env[EnvCommandLog] = logFile
-	d, err := ios.New(ios.Options{Root: root, Runner: inProcRunner{h},
-		Timeouts: ios.Timeouts{Poll: 10 * time.Millisecond, ShutdownVerify: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, dev := readyIPhone(t, h, root)
 	ctx := context.Background()
-	spec, err := d.ResolveSpec(ctx, core.SpecRequest{Platform: "ios", Model: "iPhone 15", OSVersion: "18.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := core.DeviceRef{ID: "dev-1", Handle: p.Handle, Spec: spec}
-	if err := d.MakeReady(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
 	commands := func() []string {
 		b, err := os.ReadFile(logFile)
 		if err != nil {
@@ -46,7 +28,7 @@ func TestIOSReclaimListsNothing(t *testing.T) {
 		}
 		return strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
-	dataDir := filepath.Join(root, p.Handle, "data")
+	dataDir := filepath.Join(root, dev.Handle, "data")
 	for i := range 2 {
 		// Something the erase must remove.
 		stale := filepath.Join(dataDir, "stale-"+string(rune('a'+i)))
