@@ -25,6 +25,13 @@ type fixture struct {
 
 func startDaemon(t *testing.T, mutate func(*config.Config)) *fixture {
 	t.Helper()
+	return startDaemonWith(t, mutate, nil)
+}
+
+// startDaemonWith is startDaemon with the daemon's options changed by opts
+// too (a clock, say).
+func startDaemonWith(t *testing.T, mutate func(*config.Config), opts func(*Options)) *fixture {
+	t.Helper()
 	home, err := os.MkdirTemp("", "sld-")
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,11 @@ func startDaemon(t *testing.T, mutate func(*config.Config)) *fixture {
 		mutate(&cfg)
 	}
 	drv := fakedrv.New("ios")
-	d, err := Start(context.Background(), Options{Home: home, Config: cfg, Version: "test", Drivers: []core.Driver{drv}})
+	o := Options{Home: home, Config: cfg, Version: "test", Drivers: []core.Driver{drv}}
+	if opts != nil {
+		opts(&o)
+	}
+	d, err := Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

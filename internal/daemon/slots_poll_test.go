@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
-	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 )
@@ -65,23 +63,8 @@ func (stillTimers) After(time.Duration) <-chan time.Time { return nil }
 // reusable_for_this_slot as soon as the reset settled.
 func TestASlotReleaseWakesWhenTheDeviceSettles(t *testing.T) {
 	isolateHost(t)
-	home, err := os.MkdirTemp("", "sld-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.Capacity.Strategy = "fixed"
-	cfg.Capacity.Fixed = config.Fixed{MaxRunning: 2, MaxManaged: 4}
-	cfg.Capacity.Host.MaxRunning = 8
-	d, err := Start(context.Background(), Options{Home: home, Config: cfg, Version: "test", Drivers: []core.Driver{fakedrv.New("ios")}, Clock: stillTimers{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		d.Stop()
-		os.RemoveAll(home)
-	})
-	f := &fixture{t: t, d: d, home: home}
+	f := startDaemonWith(t, func(c *config.Config) { c.Capacity.Fixed = config.Fixed{MaxRunning: 2, MaxManaged: 4} },
+		func(o *Options) { o.Clock = stillTimers{} })
 	c := f.dial("runner", "")
 	for i, tok := range []string{"tok-1", "tok-2"} {
 		s := acquireTestSlot(t, c, tok)
