@@ -192,17 +192,10 @@ func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
 	return nil
 }
 
-// HandlePresent asks the platform's driver whether a device with handle
-// still exists in the root: the proof of absence a replacement needs
-// before it creates the new device. ok=false means the inventory could not
-// be read, so absence is not proven.
-func (e *Engine) HandlePresent(ctx context.Context, platform, handle string) (present, ok bool) {
-	handles, ok := e.HandlesPresent(ctx, platform)
-	return handles[handle], ok
-}
-
-// HandlesPresent is HandlePresent for every handle at once: one driver
-// listing, so a caller deciding about several devices lists once.
+// HandlesPresent asks the platform's driver which handles exist in the
+// root, in one listing: the proof of absence a replacement needs before it
+// creates the new device, for every device a caller decides about. ok=false
+// means the inventory could not be read, so absence is not proven.
 func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[string]bool, bool) {
 	drv, found := e.drivers[platform]
 	if !found {

@@ -12,17 +12,8 @@ func (e *Engine) DeviceSettled(id string) (settled bool, next <-chan struct{}) {
 	if !ok {
 		return true, nil
 	}
-	if e.opLocks[id] == "" && (d.State == StateReady || d.State == StateShutdown) {
-		held := false
-		for _, l := range e.leases {
-			if l.Holds(id) {
-				held = true
-				break
-			}
-		}
-		if !held {
-			return true, nil
-		}
+	if e.opLocks[id] == "" && (d.State == StateReady || d.State == StateShutdown) && !e.leasedLocked(id) {
+		return true, nil
 	}
 	return false, e.opFreed
 }
