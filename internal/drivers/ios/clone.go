@@ -335,9 +335,7 @@ func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, i
 	}
 	switch verdict {
 	case core.GoldenRefused:
-		d.clone.mu.Lock()
-		delete(d.clone.building, key)
-		d.clone.mu.Unlock()
+		done()
 		return false
 	case core.GoldenInline:
 		defer done()
