@@ -12,21 +12,23 @@ func TestResetFoldKeepsTheWorstOutcome(t *testing.T) {
 	clean := resetResult{outcome: contract.ResetOutcomeClean, reuse: 2}
 	fallback := resetResult{outcome: contract.ResetOutcomeFallbackPrefix + contract.ResetSnapshot, reuse: 1}
 	destroyed := resetResult{outcome: contract.ResetOutcomeDestroyed, retired: true}
-	for _, order := range [][]resetResult{
-		{fallback, clean},
-		{clean, fallback},
-		{destroyed, clean, fallback},
-		{clean, fallback, destroyed},
+	// The expected outcome is written out, not derived from the ranking
+	// under test, so a wrong ranking fails here.
+	for _, c := range []struct {
+		order   []resetResult
+		want    string
+		retired bool
+	}{
+		{[]resetResult{fallback, clean}, fallback.outcome, false},
+		{[]resetResult{clean, fallback}, fallback.outcome, false},
+		{[]resetResult{destroyed, clean, fallback}, contract.ResetOutcomeDestroyed, true},
+		{[]resetResult{clean, fallback, destroyed}, contract.ResetOutcomeDestroyed, true},
 	} {
+		order, want, retired := c.order, c.want, c.retired
 		tr := &resetTrack{rec: contract.SessionReset{Outcome: contract.ResetOutcomePending}}
-		want, retired := contract.ResetOutcomeClean, false
 		for _, r := range order {
 			tr.fold(r)
 			tr.merge(r)
-			if outcomeRank(r.outcome) > outcomeRank(want) {
-				want = r.outcome
-			}
-			retired = retired || r.retired
 		}
 		if tr.rec.Outcome != want || tr.retired != retired || tr.rec.ReuseCount != 2 {
 			t.Errorf("order %v: outcome %q retired %v reuse %d, want %q %v 2", order, tr.rec.Outcome, tr.retired, tr.rec.ReuseCount, want, retired)
