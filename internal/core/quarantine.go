@@ -225,3 +225,14 @@ func withData(extra map[string]any, key string, v any) map[string]any {
 	out[key] = v
 	return out
 }
+
+// DestroyExhausted reports whether device id is quarantined for a destroy
+// that has used up its retries: past this point only the slow abandoned
+// retry is left, so a caller that needs its capacity now should not wait.
+func (e *Engine) DestroyExhausted(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.devices[id]
+	return ok && d.State == StateQuarantined && d.Health.QuarantineOp == OpKindDestroy &&
+		d.Health.QuarantineAttempts >= e.cfg.Quarantine.Retries
+}

@@ -169,10 +169,6 @@ func sameOwner(digest, token string) bool {
 // pending one that a retry after a second would outwait, so a prepare
 // that needs its capacity fails for good (SESSION_PREPARATION_FAILED).
 func (b *broker) destroyGaveUp() bool {
-	retries := b.d.cfg.WarmPool.Quarantine.Retries
-	if retries <= 0 {
-		retries = 3
-	}
 	b.mu.Lock()
 	var ids []string
 	for _, s := range b.live {
@@ -182,8 +178,7 @@ func (b *broker) destroyGaveUp() bool {
 	}
 	b.mu.Unlock()
 	for _, id := range ids {
-		d, ok := b.d.engine.Device(id)
-		if ok && d.State == core.StateQuarantined && d.Health.QuarantineOp == core.OpKindDestroy && d.Health.QuarantineAttempts >= retries {
+		if b.d.engine.DestroyExhausted(id) {
 			return true
 		}
 	}
