@@ -21,6 +21,11 @@ func TestSessionAndroidKeepBootedSurvivesDaemonRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.mustRun("adb", "-s", serial, "install", apk)
+		// The cleaning checks below prove nothing unless the package was
+		// really there to clean.
+		if out := w.mustRun("adb", "-s", serial, "shell", "pm", "list", "packages", "-3"); !strings.Contains(out, "package:"+pkg) {
+			t.Fatalf("%s not installed: %q", pkg, out)
+		}
 	}
 	packages := func(serial string) string {
 		return w.mustRun("adb", "-s", serial, "shell", "pm", "list", "packages", "-3")
