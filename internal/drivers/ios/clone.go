@@ -237,10 +237,14 @@ func (g golden) fresh(want golden) bool {
 	return g.Ready && g.UDID != "" && g.RuntimeBuild == want.RuntimeBuild && g.Xcode == want.Xcode && g.Slim == want.Slim
 }
 
-// provisionByClone clones spec's golden into the root. It reports false,
-// having started a rebuild where one is due, when provisioning must fall
-// back to create: no fresh golden, or the clone failed.
-func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name string) (string, bool) {
+// provisionByClone clones spec's golden into the root. Without a fresh
+// golden it asks the gate for one build, once: with inlineOK (a provision,
+// holding its own running reservation) the build may run inline, and the
+// device is then cloned from the golden it made. It reports false, having
+// started a rebuild where one is due, when provisioning must fall back to
+// create: no fresh golden, or the clone failed. Only the clone itself runs
+// under a command deadline; an inline build has its own.
+func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name string, inlineOK bool) (string, bool) {
 	want, err := d.fingerprint(ctx, spec)
 	if err != nil {
 		d.log.Warn("clone: cannot check the golden; creating", "err", err)
@@ -258,8 +262,16 @@ func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name stri
 	g, ok := f.Goldens[key]
 	if building || !ok || !g.fresh(want) {
 		d.setCloneReady(key, false)
-		d.ensureGolden(spec, want)
-		return "", false
+		if building || !d.admitGolden(ctx, spec, want, inlineOK) {
+			return "", false
+		}
+		// Made inline, just now: clone from it.
+		d.clone.mu.Lock()
+		f, err = d.readGoldens()
+		d.clone.mu.Unlock()
+		if g, ok = f.Goldens[key]; err != nil || !ok || !g.fresh(want) {
+			return "", false
+		}
 	}
 	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl clone")
 	defer cancel()
@@ -359,29 +371,6 @@ func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, i
 		}
 	})
 	return false
-}
-
-// goldenFirst runs before a provision clones: with no fresh golden for
-// spec and none being built, it asks for one, inline allowed, so a
-// provision nobody waits for can make the golden in its own running
-// reservation and clone its device from it.
-func (d *Driver) goldenFirst(ctx context.Context, spec core.Spec) {
-	want, err := d.fingerprint(ctx, spec)
-	if err != nil {
-		return // provisionByClone logs it
-	}
-	key := goldenKey(spec.ModelID, spec.RuntimeID)
-	d.clone.mu.Lock()
-	f, err := d.readGoldens()
-	building := d.clone.building[key]
-	d.clone.mu.Unlock()
-	if err != nil || building {
-		return
-	}
-	if g, ok := f.Goldens[key]; ok && g.fresh(want) {
-		return
-	}
-	d.admitGolden(ctx, spec, want, true)
 }
 
 var _ core.GoldenGated = (*Driver)(nil)
@@ -540,9 +529,7 @@ func (d *Driver) CloneDevice(ctx context.Context, spec core.Spec) (core.Provisio
 	if err != nil {
 		return core.Provisioned{}, err
 	}
-	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl clone")
-	defer cancel()
-	udid, ok := d.provisionByClone(cctx, spec, name)
+	udid, ok := d.provisionByClone(ctx, spec, name, false)
 	if !ok {
 		return core.Provisioned{}, fmt.Errorf("ios: no fresh golden for %s on %s", spec.ModelID, spec.RuntimeID)
 	}

@@ -243,16 +243,14 @@ func (d *Driver) Provision(ctx context.Context, spec core.Spec) (core.Provisione
 	if spec.NameHint != "" {
 		name = spec.NameHint
 	}
+	udid, cloned := "", false
 	if d.cloneOn() {
-		// Before the command deadline: an inline golden build boots.
-		d.goldenFirst(ctx, spec)
+		// Outside the create's command deadline: an inline golden build
+		// boots, and the clone has a deadline of its own.
+		udid, cloned = d.provisionByClone(ctx, spec, name, true)
 	}
 	cctx, cancel := d.withTimeout(ctx, d.timeouts.Command, "simctl create")
 	defer cancel()
-	udid, cloned := "", false
-	if d.cloneOn() {
-		udid, cloned = d.provisionByClone(cctx, spec, name)
-	}
 	if !cloned {
 		out, err := d.simctl(cctx, "create", name, spec.ModelID, spec.RuntimeID)
 		if err != nil {
