@@ -288,12 +288,11 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 // boot launches the emulator in mode, waits for readiness and, for a
 // pristine disk, captures the baseline.
 func (d *Driver) boot(ctx context.Context, dev core.DeviceRef, name string, port int, mode bootMode) error {
-	// A boot, from a snapshot or not, is a new incarnation: no keep-booted
-	// baseline of the old one may survive it.
-	if err := d.kbForget(name); err != nil {
+	// A boot, from a snapshot or not, is a new incarnation.
+	inc, err := d.nextIncarnation(name)
+	if err != nil {
 		return err
 	}
-	inc := "inc-" + randomID() + randomID()
 	if err := d.updateState(name, func(s *avdState) {
 		s.Running = true
 		s.Incarnation = inc

@@ -158,14 +158,24 @@ func (d *Driver) resDeviceFor(ctx context.Context, dev core.DeviceRef) (resDevic
 // boot, a snapshot load), so receipts of the old one stop matching before
 // the old state is gone, and whatever is read afterwards is read afresh.
 func (d *Driver) newIncarnation(name string) (string, error) {
-	if err := d.kbForget(name); err != nil {
+	id, err := d.nextIncarnation(name)
+	if err != nil {
 		return "", err
 	}
-	id := "inc-" + randomID() + randomID()
 	if err := d.updateState(name, func(s *avdState) { s.Incarnation = id }); err != nil {
 		return "", fmt.Errorf("android driver: record the device incarnation: %w", err)
 	}
 	return id, nil
+}
+
+// nextIncarnation mints the token of name's next incarnation, for the
+// caller to record: every boot and snapshot load makes one, and no
+// keep-booted baseline of the old incarnation may survive it.
+func (d *Driver) nextIncarnation(name string) (string, error) {
+	if err := d.kbForget(name); err != nil {
+		return "", err
+	}
+	return "inc-" + randomID() + randomID(), nil
 }
 
 // readSetting returns a setting's value; absent is true for "null".
