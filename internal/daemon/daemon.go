@@ -211,6 +211,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		if hln, err = net.Listen("tcp", o.Config.HTTP.Listen); err != nil {
 			return fail(fmt.Errorf("http listen on %s: %w", o.Config.HTTP.Listen, err))
 		}
+		// Known from here on, before the socket serves: status.get is
+		// answered during startup and must already name the address.
+		d.httpAddr = hln.Addr().String()
 	}
 	_ = os.WriteFile(paths.PID, []byte(fmt.Sprint(d.pid)), 0o600)
 
@@ -302,7 +305,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 				d.log.Error("http server stopped", "err", err)
 			}
 		}()
-		d.httpAddr = hln.Addr().String()
 		d.log.Info("http api listening", "addr", d.httpAddr)
 	}
 	// Joining a fleet: dial the gateway and serve the same contract over

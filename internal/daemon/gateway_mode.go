@@ -105,7 +105,6 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 			d.log.Error("http server stopped", "err", err)
 		}
 	}()
-	d.httpAddr = hln.Addr().String()
 	// Lease-scoped facts reach their owners' connections as on a worker.
 	d.startPushes(sctx)
 	// Nothing to converge: views are rebuilt from workers as they connect.
