@@ -287,12 +287,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	observeBus(sctx, d.bus, d.inv.invalidate)
 	d.uploads = newUploads(sctx, o.Home, o.Config.Upload.MaxBytes, o.Config.DiskPressure.FreeBytesThreshold,
 		func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }, d.engine.LeaseEnded, ports.Module(o.Logger, "uploads"))
+	// Both servers are built before either serves: daemon.stop, over
+	// either, closes the socket server and waits for the HTTP one.
 	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
-	go func() {
-		if err := d.srv.Serve(sctx, ln); err != nil {
-			d.log.Error("socket server stopped", "err", err)
-		}
-	}()
 	// The HTTP listener starts with the socket, before convergence; its
 	// requests park on the same readiness gate.
 	if hln != nil {
@@ -307,6 +304,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}()
 		d.log.Info("http api listening", "addr", d.httpAddr)
 	}
+	// The socket serves last, once the HTTP server and its done channel,
+	// which daemon.stop reads, are set.
+	go func() {
+		if err := d.srv.Serve(sctx, ln); err != nil {
+			d.log.Error("socket server stopped", "err", err)
+		}
+	}()
 	// Joining a fleet: dial the gateway and serve the same contract over
 	// the uplink, the gateway being the protocol client.
 	if o.Config.Gateway.URL != "" {

@@ -51,12 +51,6 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 	sctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	d.cancelConverge = func() {}
-	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
-	go func() {
-		if err := d.srv.Serve(sctx, ln); err != nil {
-			d.log.Error("socket server stopped", "err", err)
-		}
-	}()
 
 	// A gateway always listens on HTTP: that is how agents reach it and
 	// what uplinks upgrade from.
@@ -96,6 +90,7 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 			}
 		},
 	}
+	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
 	d.http = httpapi.New(httpapi.Options{Backend: httpAdapter{socketAdapter{d}}, Logger: ports.Module(o.Logger, "http"),
 		Clock: o.Clock, Version: o.Version, Uplink: acceptor, Metrics: d.MetricsHandler()})
 	d.httpDone = make(chan struct{})
@@ -103,6 +98,13 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 		defer close(d.httpDone)
 		if err := d.http.Serve(sctx, hln); err != nil {
 			d.log.Error("http server stopped", "err", err)
+		}
+	}()
+	// The socket serves once the HTTP server and its done channel are set,
+	// which daemon.stop reads.
+	go func() {
+		if err := d.srv.Serve(sctx, ln); err != nil {
+			d.log.Error("socket server stopped", "err", err)
 		}
 	}()
 	// Lease-scoped facts reach their owners' connections as on a worker.
