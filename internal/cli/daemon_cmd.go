@@ -96,23 +96,71 @@ func (a *app) daemonStartCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			o := client.Options{Socket: a.paths().Socket, Principal: a.principal(), Name: "simlock-cli"}
-			if c, err := client.Dial(ctx, o); err == nil {
-				defer c.Close()
-				return a.printDaemonStatus(ctx, c, "already running")
+			verb := "already running"
+			c, err := client.Dial(ctx, o)
+			if err != nil {
+				if _, err := a.loadConfig(); err != nil {
+					return contract.Errorf(contract.CodeBadRequest, "%v", err).WithNext("fix the configuration file")
+				}
+				if c, err = a.launchAndDial(ctx, o); err != nil {
+					return err
+				}
+				verb = "started"
 			}
-			if _, err := a.loadConfig(); err != nil {
-				return contract.Errorf(contract.CodeBadRequest, "%v", err).WithNext("fix the configuration file")
-			}
-			c, err := a.launchAndDial(ctx, o)
+			defer c.Close()
+			st, err := a.awaitStartup(ctx, c, startupWait)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			return a.printDaemonStatus(ctx, c, "started")
+			return a.printDaemonInfo(st, verb)
 		},
 	}
 	a.addJSON(cmd)
 	return cmd
+}
+
+// startupWait bounds how long `daemon start` waits for the daemon's
+// startup convergence (adopting running devices, restoring leases) once
+// it answers. On the simulated SDK that is milliseconds; on a Mac with many
+// devices it is seconds. Past the bound the daemon is reported as it is.
+const startupWait = 2 * time.Minute
+
+// awaitStartup returns the daemon's status once it has left "starting",
+// so that a script's next command after `daemon start` sees a ready
+// daemon and `daemon start` itself reports a failed convergence, instead
+// of the first lease finding it. A wait past a second says so on stderr.
+func (a *app) awaitStartup(ctx context.Context, c *client.Client, bound time.Duration) (contract.StatusGetOut, error) {
+	start := time.Now()
+	told := false
+	for {
+		st, err := client.Do(ctx, c, contract.StatusGet, contract.StatusGetIn{})
+		if err != nil {
+			return st, err
+		}
+		switch st.Daemon.Health {
+		case "failed":
+			return st, contract.Errorf(contract.CodeDaemonStartupFailed,
+				"the daemon (pid %d) answers, but its startup convergence failed", st.Daemon.PID).
+				WithNext("read `simlock daemon logs`, fix the cause, then `simlock daemon stop` and start again")
+		case "starting":
+		default:
+			return st, nil
+		}
+		waited := time.Since(start)
+		if waited >= bound {
+			fmt.Fprintf(a.env.Stderr, "simlock: the daemon is still starting after %s; requests wait for it\n", bound)
+			return st, nil
+		}
+		if !told && waited >= time.Second {
+			fmt.Fprintln(a.env.Stderr, "simlock: waiting for the daemon to adopt its devices and restore its leases...")
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (a *app) printDaemonStatus(ctx context.Context, c *client.Client, verb string) error {
@@ -120,6 +168,10 @@ func (a *app) printDaemonStatus(ctx context.Context, c *client.Client, verb stri
 	if err != nil {
 		return err
 	}
+	return a.printDaemonInfo(st, verb)
+}
+
+func (a *app) printDaemonInfo(st contract.StatusGetOut, verb string) error {
 	if a.jsonOut {
 		return a.printJSON(map[string]any{"pid": st.Daemon.PID, "version": st.Daemon.Version, "socket": st.Daemon.Socket,
 			"health": st.Daemon.Health, "mode": st.Daemon.Mode, "home": st.Daemon.Home, "instanceId": st.Daemon.InstanceID})
