@@ -398,6 +398,9 @@ type StatusGetOut struct {
 	Queue      []QueueEntry `json:"queue"`
 	// WarmPool explains the warm targets (absent from a gateway).
 	WarmPool *WarmPool `json:"warmPool,omitempty"`
+	// Goldens shows clone provisioning's golden devices and refused golden
+	// builds; absent when there are none (and from a gateway).
+	Goldens *Goldens `json:"goldens,omitempty"`
 }
 
 type ListGetIn struct {
@@ -671,6 +674,9 @@ type DoctorGolden struct {
 	// Reclaiming: the planner is deleting it to give its managed slot to
 	// a request (ADR 0053).
 	Reclaiming bool `json:"reclaiming,omitempty"`
+	// Stuck: its last removal failed; the planner tries again after a
+	// backoff (status.get's goldens says when).
+	Stuck bool `json:"stuck,omitempty"`
 }
 
 type NukeRunIn struct{}

@@ -83,6 +83,8 @@ func (a *app) doctorCmd() *cobra.Command {
 					state = "reclaiming (deleted to free its managed slot for a request)"
 				case g.Building:
 					state = "building (booted once in the background; counts as running until it shuts down)"
+				case g.Stuck:
+					state = "stuck (its removal failed; tried again after a backoff, see simlock status)"
 				}
 				a.printf("golden %s %s: %s on %s, %s (kept for clone provisioning; nuke deletes it)\n", g.Platform, g.Handle, g.ModelID, g.RuntimeID, state)
 			}

@@ -39,6 +39,7 @@ func (a *app) statusCmd() *cobra.Command {
 				a.printf("host     %s\n", hostLine(*cp.Host))
 			}
 			a.printWarmPool(st.WarmPool)
+			a.printGoldens(st.Goldens)
 			a.printf("\n")
 			a.printDevices(st.Devices, st.Capacity.DeviceRAMBytes)
 			a.printf("\n")
@@ -69,6 +70,49 @@ func (a *app) printWarmPool(w *contract.WarmPool) {
 	for _, t := range w.Targets {
 		a.printf("  %s: %s (%d ready now)\n", t.Spec, t.Explanation, t.Ready)
 	}
+}
+
+// printGoldens shows clone provisioning's goldens and refused golden
+// builds, one line each; nothing when there are none (clone provisioning
+// off, default device set, or nothing built yet and nothing refused).
+func (a *app) printGoldens(g *contract.Goldens) {
+	if g == nil || (len(g.Devices) == 0 && len(g.NotBuilt) == 0) {
+		return
+	}
+	a.printf("goldens  %d kept, %d not built (clone sources; never leased, each takes a managed slot)\n", len(g.Devices), len(g.NotBuilt))
+	for _, d := range g.Devices {
+		line := fmt.Sprintf("  %s %s on %s: %s", d.Platform, shortID(d.ModelID), shortID(d.RuntimeID), d.State)
+		if d.Handle != "" && !strings.HasPrefix(d.Handle, "building:") {
+			line += " " + d.Handle
+		}
+		if d.State == "stuck" {
+			line += ", removal failed"
+			if d.Error != "" {
+				line += " (" + d.Error + ")"
+			}
+			if d.RetryAt != nil {
+				line += "; tried again from " + d.RetryAt.UTC().Format(time.RFC3339)
+			}
+		}
+		a.printf("%s\n", line)
+	}
+	for _, n := range g.NotBuilt {
+		line := fmt.Sprintf("  %s %s on %s: not built, %s", n.Platform, shortID(n.ModelID), shortID(n.RuntimeID), n.Reason)
+		if n.Retrying {
+			line += " (retrying now)"
+		}
+		a.printf("%s\n", line)
+	}
+}
+
+// shortID drops a reverse-DNS prefix from a simulator identifier
+// ("com.apple.CoreSimulator.SimDeviceType.iPhone-16" -> "iPhone-16");
+// the full identifier is in --json.
+func shortID(id string) string {
+	if i := strings.LastIndexByte(id, '.'); i >= 0 && i < len(id)-1 {
+		return id[i+1:]
+	}
+	return id
 }
 
 // windowText writes a window as the explanations do: "1 h", "10 min".

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
 )
@@ -36,6 +37,23 @@ type Golden struct {
 // failure of the golden, so it is asked again at the next plan rather
 // than given up on.
 var ErrGoldenBusy = errors.New("golden is being built")
+
+// ErrGoldenRefused is a golden build the engine's gate refused; the
+// refusal and its reason are recorded by the gate itself.
+var ErrGoldenRefused = errors.New("golden build refused")
+
+// GoldenEnsurer is the optional driver ability to build a golden when the
+// engine asks, so that a refused build is not left until the next
+// provision of its spec. The engine calls it outside the decision section,
+// at most once at a time per spec, only when the gate would now admit the
+// build beside the devices. The driver asks the gate as for any build
+// (never inline: there is no provision) and returns once the build is
+// admitted and started, nil at once when a fresh golden exists or a build
+// is in flight, and an error wrapping ErrGoldenRefused when the gate
+// refused after all.
+type GoldenEnsurer interface {
+	EnsureGolden(ctx context.Context, spec Spec) error
+}
 
 // GoldenKeeper is the optional driver ability to report its golden
 // devices. Goldens is called inside the decision section, so it must
@@ -77,7 +95,8 @@ type GoldenGate interface {
 type GoldenAdmission int
 
 const (
-	// GoldenRefused: not now; asked again at the next provision.
+	// GoldenRefused: not now; asked again at the next provision, or by
+	// the engine once something that may clear the reason happened.
 	GoldenRefused GoldenAdmission = iota
 	// GoldenBackground: build beside the devices, charged as running.
 	GoldenBackground
@@ -94,15 +113,46 @@ type GoldenGated interface {
 }
 
 // goldenBook is the engine's own state about goldens: the removals the
-// planner started, and why the last build of a spec was refused, for
-// doctor.
+// planner started, why the last build of a spec was refused (for doctor,
+// status and the retry), and the goldens whose removal failed.
 type goldenBook struct {
-	reclaiming map[string]bool   // plan id -> removal in flight
-	refused    map[string]string // platform|model|runtime -> reason
-	// stuck are goldens whose removal failed: not chosen again by this
-	// engine, or every replan would retry at once (doctor shows them).
-	stuck map[string]bool
+	reclaiming map[string]bool           // plan id -> removal in flight
+	refused    map[string]*goldenRefusal // goldenSpecKey -> the last refusal
+	// retrying holds the specs whose build the engine asked its driver
+	// for and that has not answered yet: one at a time per spec.
+	retrying map[string]bool
+	// recheck says something that may clear a refusal happened (a
+	// request left the queue, a device operation settled) since the
+	// refusals were last looked at. A refusal itself never sets it, so a
+	// gate that keeps refusing cannot make a retry loop.
+	recheck bool
+	// stuck are goldens whose removal failed: not chosen again before
+	// their retryAt (a backoff, or every replan would retry at once).
+	stuck map[string]*stuckGolden
 }
+
+// goldenRefusal is why the gate last refused a spec's golden.
+type goldenRefusal struct {
+	platform, model, runtime string
+	why                      string
+}
+
+// stuckGolden is a golden whose removal failed, and when the planner may
+// choose it again.
+type stuckGolden struct {
+	delay   time.Duration
+	retryAt time.Time
+	err     string
+}
+
+// The backoff of a stuck golden: the first retry a minute after the
+// failure, each further failure doubling the wait up to half an hour. A
+// removal that fails once is often a simulator service hiccup; one that
+// keeps failing should cost a replan only rarely.
+const (
+	stuckGoldenFirst = time.Minute
+	stuckGoldenCap   = 30 * time.Minute
+)
 
 const goldenIDPrefix = "golden:"
 
@@ -111,8 +161,16 @@ func goldenPlanID(platform, handle string) string { return goldenIDPrefix + plat
 // isGoldenPlanID tells a golden's plan id from a registry device id.
 func isGoldenPlanID(id string) bool { return strings.HasPrefix(id, goldenIDPrefix) }
 
+// goldenSpecKey is the one spelling of a golden's spec,
+// "platform|deviceType|runtime": the key of its refusal (doctor's
+// goldensNotBuilt shows it) and, behind goldenIDPrefix so it can never
+// equal a leasable spec's Key, its SpecKey in a plan.
 func goldenSpecKey(platform, model, runtime string) string {
-	return platform + "|golden|" + model + "|" + runtime
+	return platform + "|" + model + "|" + runtime
+}
+
+func goldenPlanSpecKey(platform, model, runtime string) string {
+	return goldenIDPrefix + goldenSpecKey(platform, model, runtime)
 }
 
 // attachGoldenGate hands the engine to every driver that asks before it
@@ -136,16 +194,10 @@ func (e *Engine) attachGoldenGate() {
 func (e *Engine) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, start func(GoldenAdmission)) GoldenAdmission {
 	verdict := GoldenRefused
 	e.section(func() {
-		key := platform + "|" + g.ModelID + "|" + g.RuntimeID
+		key := goldenSpecKey(platform, g.ModelID, g.RuntimeID)
 		v, why := e.goldenBuildVerdictLocked(platform, g, inlineOK)
 		if v == GoldenRefused {
-			if e.goldens.refused == nil {
-				e.goldens.refused = map[string]string{}
-			}
-			if e.goldens.refused[key] != why {
-				e.log.Info("golden not built", "platform", platform, "deviceType", g.ModelID, "runtime", g.RuntimeID, "why", why)
-			}
-			e.goldens.refused[key] = why
+			e.refuseGoldenLocked(platform, g.ModelID, g.RuntimeID, why)
 			return
 		}
 		delete(e.goldens.refused, key)
@@ -168,7 +220,7 @@ func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK
 	}
 	in := e.planInputLocked(nil, false)
 	replaces := false
-	key := goldenSpecKey(platform, want.ModelID, want.RuntimeID)
+	key := goldenPlanSpecKey(platform, want.ModelID, want.RuntimeID)
 	for _, d := range in.Devices {
 		if d.State != StateGolden || d.SpecKey != key {
 			continue
@@ -203,12 +255,92 @@ func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK
 func (e *Engine) GoldenRefusals() map[string]string {
 	out := map[string]string{}
 	e.section(func() {
-		for k, v := range e.goldens.refused {
-			out[k] = v
+		for k, r := range e.goldens.refused {
+			out[k] = r.why
 		}
 	})
 	return out
 }
+
+// refuseGoldenLocked records why a spec's golden was not built, logging
+// only a change of reason (a provision asks at each request).
+func (e *Engine) refuseGoldenLocked(platform, model, runtime, why string) {
+	key := goldenSpecKey(platform, model, runtime)
+	if e.goldens.refused == nil {
+		e.goldens.refused = map[string]*goldenRefusal{}
+	}
+	if r := e.goldens.refused[key]; r == nil || r.why != why {
+		e.log.Info("golden not built", "platform", platform, "deviceType", model, "runtime", runtime, "why", why)
+	}
+	e.goldens.refused[key] = &goldenRefusal{platform: platform, model: model, runtime: runtime, why: why}
+}
+
+// retryGoldensLocked runs at the end of every schedule: when something
+// that may clear a refusal happened since the last look, and no request
+// waits, each refused spec the gate would now admit beside the devices is
+// asked of its driver in the background, one at a time per spec. The
+// decision reads memory only (the registry, the queue and the drivers'
+// golden views); the driver's own checks and commands run outside it.
+// The answer does not schedule again: a build the gate refuses after all
+// waits for the next event that may clear it, never for itself.
+func (e *Engine) retryGoldensLocked() {
+	if !e.goldens.recheck || e.stopping {
+		return
+	}
+	e.goldens.recheck = false
+	if len(e.goldens.refused) == 0 {
+		return
+	}
+	for _, w := range e.queue.Entries() {
+		if !w.working && w.device == "" {
+			return // the gate refuses while a request waits, whatever else freed
+		}
+	}
+	keys := make([]string, 0, len(e.goldens.refused))
+	for k := range e.goldens.refused {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		r := e.goldens.refused[key]
+		ens, ok := e.drivers[r.platform].(GoldenEnsurer)
+		if !ok || e.goldens.retrying[key] {
+			continue
+		}
+		if v, why := e.goldenBuildVerdictLocked(r.platform, Golden{ModelID: r.model, RuntimeID: r.runtime}, false); v != GoldenBackground {
+			if why != "" && why != r.why {
+				e.refuseGoldenLocked(r.platform, r.model, r.runtime, why)
+			}
+			continue
+		}
+		if e.goldens.retrying == nil {
+			e.goldens.retrying = map[string]bool{}
+		}
+		e.goldens.retrying[key] = true
+		spec := Spec{Platform: r.platform, ModelID: r.model, RuntimeID: r.runtime}
+		e.log.Info("retrying a refused golden build", "platform", r.platform, "deviceType", r.model, "runtime", r.runtime, "refusedFor", r.why)
+		e.goBackground(func(ctx context.Context) {
+			err := ens.EnsureGolden(ctx, spec)
+			e.section(func() {
+				delete(e.goldens.retrying, key)
+				switch {
+				case err == nil:
+					// Admitted (the gate dropped the refusal) or not
+					// needed: a fresh golden exists.
+					delete(e.goldens.refused, key)
+				case errors.Is(err, ErrGoldenRefused):
+					// The gate recorded the new reason.
+				default:
+					e.log.Warn("a retried golden build did not start", "platform", spec.Platform, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
+				}
+			})
+		})
+	}
+}
+
+// recheckGoldensLocked marks that a refused golden build may be possible
+// now; the next schedule looks.
+func (e *Engine) recheckGoldensLocked() { e.goldens.recheck = true }
 
 // startGoldenReclaimLocked deletes golden plan device id through its
 // driver so that w gets the managed slot it held (the planner chose it
@@ -235,12 +367,9 @@ func (e *Engine) startGoldenReclaimLocked(w *waiter, id string) {
 			if errors.Is(err, ErrGoldenBusy) {
 				e.log.Info("a golden to reclaim is being built; planning again", "golden", id)
 			} else if err != nil {
-				e.log.Warn("reclaiming a golden failed; it stays and is not chosen again", "golden", id, "err", err)
-				if e.goldens.stuck == nil {
-					e.goldens.stuck = map[string]bool{}
-				}
-				e.goldens.stuck[id] = true
+				e.stuckGoldenLocked(id, err)
 			} else {
+				e.unstickGoldenLocked(id)
 				e.log.Info("golden reclaimed for a request", "golden", id)
 				e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: platform, Reason: "golden-reclaimed"})
 			}
@@ -252,6 +381,64 @@ func (e *Engine) startGoldenReclaimLocked(w *waiter, id string) {
 	e.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: e.drivers[platform].Estimate(OpDestroy)})
 }
 
+// stuckGoldenLocked records a failed removal of golden plan id: it is not
+// chosen again before its backoff ends, and a clock timer then plans
+// again, so a request still waiting for the slot gets another try.
+func (e *Engine) stuckGoldenLocked(id string, err error) {
+	if e.goldens.stuck == nil {
+		e.goldens.stuck = map[string]*stuckGolden{}
+	}
+	s := e.goldens.stuck[id]
+	if s == nil {
+		s = &stuckGolden{delay: stuckGoldenFirst}
+		e.goldens.stuck[id] = s
+	} else {
+		s.delay = min(2*s.delay, stuckGoldenCap)
+	}
+	s.retryAt, s.err = e.clock.Now().Add(s.delay), err.Error()
+	e.log.Warn("reclaiming a golden failed; it stays and is tried again later", "golden", id, "retryIn", s.delay, "err", err)
+	tk := stuckTimerKey(id)
+	if t, ok := e.timers[tk]; ok {
+		t.Stop()
+	}
+	// In e.timers, so Stop stops it with the lease timers.
+	e.timers[tk] = e.clock.AfterFunc(s.delay, func() {
+		e.section(func() {
+			delete(e.timers, tk)
+			if !e.stopping {
+				e.scheduleLocked()
+			}
+		})
+		e.notifyPositions()
+	})
+}
+
+// unstickGoldenLocked forgets id's backoff: removed, it needs none.
+func (e *Engine) unstickGoldenLocked(id string) {
+	if t, ok := e.timers[stuckTimerKey(id)]; ok {
+		t.Stop()
+		delete(e.timers, stuckTimerKey(id))
+	}
+	delete(e.goldens.stuck, id)
+}
+
+func stuckTimerKey(id string) string { return "stuck-" + id }
+
+// stuckNowLocked reports whether golden plan id is still within the
+// backoff of a failed removal.
+func (e *Engine) stuckNowLocked(id string) bool {
+	s := e.goldens.stuck[id]
+	return s != nil && e.clock.Now().Before(s.retryAt)
+}
+
+// Golden states as doctor and status show them.
+const (
+	GoldenStateReady      = "ready"
+	GoldenStateBuilding   = "building"
+	GoldenStateReclaiming = "reclaiming"
+	GoldenStateStuck      = "stuck"
+)
+
 // GoldenDevice is one golden with the platform whose driver keeps it.
 type GoldenDevice struct {
 	Platform string
@@ -259,26 +446,77 @@ type GoldenDevice struct {
 	// Reclaiming: the planner is deleting it to give its managed slot to
 	// a request.
 	Reclaiming bool
+	// State is one of the GoldenState names: reclaiming, then building,
+	// then stuck (its last removal failed and it has not been removed
+	// since), else ready.
+	State string
+	// RetryAt and StuckErr describe a stuck golden: when the planner may
+	// choose it again, and why its removal failed.
+	RetryAt  time.Time
+	StuckErr string
+}
+
+// GoldenRefusal is a spec whose golden the gate last refused, and why.
+type GoldenRefusal struct {
+	Platform, ModelID, RuntimeID string
+	Reason                       string
+	// Retrying: the engine has asked the driver to build it now.
+	Retrying bool
+}
+
+// GoldenReport is every golden and every refused build at one instant,
+// from memory (status.get answers with it).
+type GoldenReport struct {
+	Devices []GoldenDevice
+	Refused []GoldenRefusal
 }
 
 // GoldenDevices lists every driver's goldens, for doctor: they are not in
 // the registry, so no other read shows them.
-func (e *Engine) GoldenDevices() []GoldenDevice {
-	var out []GoldenDevice
+func (e *Engine) GoldenDevices() []GoldenDevice { return e.GoldenStatus().Devices }
+
+// GoldenStatus reports the goldens and the refused builds in one section.
+// It runs no command: the drivers' Goldens answer from memory.
+func (e *Engine) GoldenStatus() GoldenReport {
+	var out GoldenReport
 	e.section(func() {
 		for p, drv := range e.drivers {
-			if k, ok := drv.(GoldenKeeper); ok {
-				for _, g := range k.Goldens() {
-					out = append(out, GoldenDevice{Platform: p, Golden: g, Reclaiming: e.goldens.reclaiming[goldenPlanID(p, g.Handle)]})
+			k, ok := drv.(GoldenKeeper)
+			if !ok {
+				continue
+			}
+			for _, g := range k.Goldens() {
+				id := goldenPlanID(p, g.Handle)
+				gd := GoldenDevice{Platform: p, Golden: g, Reclaiming: e.goldens.reclaiming[id], State: GoldenStateReady}
+				s := e.goldens.stuck[id]
+				switch {
+				case gd.Reclaiming:
+					gd.State = GoldenStateReclaiming
+				case g.Building || g.Busy:
+					gd.State = GoldenStateBuilding
+				case s != nil:
+					gd.State = GoldenStateStuck
 				}
+				if s != nil {
+					gd.RetryAt, gd.StuckErr = s.retryAt, s.err
+				}
+				out.Devices = append(out.Devices, gd)
 			}
 		}
-	})
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Platform != out[j].Platform {
-			return out[i].Platform < out[j].Platform
+		for k, r := range e.goldens.refused {
+			out.Refused = append(out.Refused, GoldenRefusal{Platform: r.platform, ModelID: r.model, RuntimeID: r.runtime,
+				Reason: r.why, Retrying: e.goldens.retrying[k]})
 		}
-		return out[i].Handle < out[j].Handle
+	})
+	sort.Slice(out.Devices, func(i, j int) bool {
+		if out.Devices[i].Platform != out.Devices[j].Platform {
+			return out.Devices[i].Platform < out.Devices[j].Platform
+		}
+		return out.Devices[i].Handle < out.Devices[j].Handle
+	})
+	sort.Slice(out.Refused, func(i, j int) bool {
+		a, b := out.Refused[i], out.Refused[j]
+		return goldenSpecKey(a.Platform, a.ModelID, a.RuntimeID) < goldenSpecKey(b.Platform, b.ModelID, b.RuntimeID)
 	})
 	return out
 }
@@ -299,8 +537,8 @@ func (e *Engine) goldenPlanDevicesLocked() []PlanDevice {
 		for _, g := range k.Goldens() {
 			id := goldenPlanID(p, g.Handle)
 			out = append(out, PlanDevice{ID: id, Platform: p,
-				SpecKey: goldenSpecKey(p, g.ModelID, g.RuntimeID), State: StateGolden,
-				Reserved: g.Building, Leaving: e.goldens.reclaiming[id], Reclaimable: canRemove && !g.Building && !g.Busy && !e.goldens.stuck[id],
+				SpecKey: goldenPlanSpecKey(p, g.ModelID, g.RuntimeID), State: StateGolden,
+				Reserved: g.Building, Leaving: e.goldens.reclaiming[id], Reclaimable: canRemove && !g.Building && !g.Busy && !e.stuckNowLocked(id),
 				RAM: e.footprintLocked(Spec{Platform: p})})
 		}
 	}

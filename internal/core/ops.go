@@ -201,8 +201,10 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 	delete(e.opLocks, o.id)
 	// Whatever the settlement does next, an operation waiting for this
-	// device (a resource call) looks again.
+	// device (a resource call) looks again, and so does a refused golden
+	// build (a shutdown or destroy frees the room it was refused).
 	defer e.signalOpFreedLocked()
+	e.recheckGoldensLocked()
 	if serr := o.settle(o, opErr); serr != nil {
 		e.opLocks[o.id] = o.lock
 		wait := e.cfg.Quarantine.delay(o.tries)

@@ -252,7 +252,10 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 }
 
-func (e *Engine) removeLocked(w *waiter) { e.queue.Remove(w) }
+func (e *Engine) removeLocked(w *waiter) {
+	e.queue.Remove(w)
+	e.recheckGoldensLocked() // a refused golden build may wait for this request only
+}
 
 // refusalData is a request event's data: its owner, and the refusal's code
 // in the daemon's vocabulary (Deps.Classify) so observers such as metrics
@@ -383,6 +386,7 @@ func (e *Engine) scheduleLocked() {
 	for _, d := range ds {
 		e.planLocked(d, queue)
 	}
+	e.retryGoldensLocked()
 }
 
 // planLocked applies one decision. Waiting is the absence of an action:

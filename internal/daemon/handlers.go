@@ -152,7 +152,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		}
 		for _, g := range d.engine.GoldenDevices() {
 			out.Goldens = append(out.Goldens, contract.DoctorGolden{Platform: g.Platform, Handle: g.Handle, ModelID: g.ModelID,
-				RuntimeID: g.RuntimeID, Building: g.Building, Reclaiming: g.Reclaiming})
+				RuntimeID: g.RuntimeID, Building: g.Building, Reclaiming: g.Reclaiming, Stuck: g.State == core.GoldenStateStuck})
 		}
 		if nb := d.engine.GoldenRefusals(); len(nb) > 0 {
 			out.GoldensNotBuilt = nb
@@ -405,7 +405,30 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 			Model: q.Spec.Model, OSVersion: q.Spec.OSVersion, Phase: q.Phase, EnqueuedAt: q.EnqueuedAt})
 	}
 	out.QueueDepth = len(out.Queue)
+	out.Goldens = goldensOut(d.engine.GoldenStatus())
 	return out, nil
+}
+
+// goldensOut is the engine's golden report on the wire; nil when there is
+// nothing to show.
+func goldensOut(r core.GoldenReport) *contract.Goldens {
+	if len(r.Devices) == 0 && len(r.Refused) == 0 {
+		return nil
+	}
+	out := &contract.Goldens{}
+	for _, g := range r.Devices {
+		gd := contract.GoldenDevice{Platform: g.Platform, ModelID: g.ModelID, RuntimeID: g.RuntimeID, Handle: g.Handle, State: g.State}
+		if g.State == core.GoldenStateStuck {
+			at := g.RetryAt.UTC()
+			gd.RetryAt, gd.Error = &at, g.StuckErr
+		}
+		out.Devices = append(out.Devices, gd)
+	}
+	for _, n := range r.Refused {
+		out.NotBuilt = append(out.NotBuilt, contract.GoldenNotBuilt{Platform: n.Platform, ModelID: n.ModelID, RuntimeID: n.RuntimeID,
+			Reason: n.Reason, Retrying: n.Retrying})
+	}
+	return out
 }
 
 func (d *Daemon) catalogGet(ctx context.Context, _ *dispatch.Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {

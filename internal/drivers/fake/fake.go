@@ -539,3 +539,25 @@ func (c *Cloning) AskGoldenBuild(handle, model, runtime string, inlineOK bool) c
 		c.goldens = append(c.goldens, core.Golden{Handle: handle, ModelID: model, RuntimeID: runtime, Building: v == core.GoldenBackground, Busy: true})
 	})
 }
+
+var _ core.GoldenEnsurer = (*Cloning)(nil)
+
+// EnsureGolden records "ensure-golden <model>|<runtime>" (or fails as
+// scripted) and, unless a golden of the spec is reported already, asks the
+// gate for a build beside the devices as the iOS driver does; admitted,
+// the golden is reported as "G-<model>", Building, until SetGoldens says
+// otherwise.
+func (c *Cloning) EnsureGolden(_ context.Context, s core.Spec) error {
+	if err := c.record("ensure-golden", s.ModelID+"|"+s.RuntimeID); err != nil {
+		return err
+	}
+	for _, g := range c.Goldens() {
+		if g.ModelID == s.ModelID && g.RuntimeID == s.RuntimeID {
+			return nil
+		}
+	}
+	if c.AskGoldenBuild("G-"+s.ModelID, s.ModelID, s.RuntimeID, false) == core.GoldenRefused {
+		return fmt.Errorf("fake: golden %s: %w", s.ModelID, core.ErrGoldenRefused)
+	}
+	return nil
+}

@@ -262,7 +262,10 @@ func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name stri
 	g, ok := f.Goldens[key]
 	if building || !ok || !g.fresh(want) {
 		d.setCloneReady(key, false)
-		if building || !d.admitGolden(ctx, spec, want, inlineOK) {
+		if building {
+			return "", false
+		}
+		if _, inline := d.admitGolden(ctx, spec, want, inlineOK); !inline {
 			return "", false
 		}
 		// Made inline, just now: clone from it.
@@ -312,21 +315,60 @@ func (d *Driver) goldenSimctl(ctx context.Context, args ...string) ([]byte, erro
 // ensureGolden starts one background rebuild of spec's golden, unless one
 // runs already or the engine's gate refuses it: the engine owns capacity,
 // and a golden must never take room a leasable device needs (ADR 0053).
-// A refused build is asked for again at the next provision of the spec.
+// A refused build is asked for again at the next provision of the spec,
+// or when the engine sees the reason may have cleared (EnsureGolden).
 func (d *Driver) ensureGolden(spec core.Spec, want golden) {
 	d.admitGolden(context.Background(), spec, want, false)
 }
 
+var _ core.GoldenEnsurer = (*Driver)(nil)
+
+// EnsureGolden implements core.GoldenEnsurer: the engine asks for a golden
+// it refused earlier, now that the gate would admit it. Nothing is built
+// when a fresh golden exists or a build is in flight; otherwise the gate
+// is asked again (the engine's view may have moved since it decided) and
+// an admitted build runs in the background, as a provision's rebuild
+// does. It returns without waiting for the build.
+func (d *Driver) EnsureGolden(ctx context.Context, spec core.Spec) error {
+	if !d.cloneOn() {
+		return nil
+	}
+	want, err := d.fingerprint(ctx, spec)
+	if err != nil {
+		return err
+	}
+	key := goldenKey(spec.ModelID, spec.RuntimeID)
+	d.clone.mu.Lock()
+	f, err := d.readGoldens()
+	building := d.clone.building[key]
+	d.clone.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if building {
+		return nil
+	}
+	if g, ok := f.Goldens[key]; ok && g.fresh(want) {
+		d.setCloneReady(key, true)
+		return nil
+	}
+	if v, _ := d.admitGolden(ctx, spec, want, false); v == core.GoldenRefused {
+		return fmt.Errorf("ios: golden of %s on %s: %w", spec.ModelID, spec.RuntimeID, core.ErrGoldenRefused)
+	}
+	return nil
+}
+
 // admitGolden asks the gate for spec's golden build and runs what it
 // admits: in the background, or, with inlineOK (a provision asks, holding
-// its own running reservation), inline, before it returns. It reports
+// its own running reservation), inline, before it returns. It reports the
+// verdict (refused too when a build of the spec is in flight already) and
 // whether a fresh golden was made inline.
-func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, inlineOK bool) bool {
+func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, inlineOK bool) (core.GoldenAdmission, bool) {
 	key := goldenKey(spec.ModelID, spec.RuntimeID)
 	d.clone.mu.Lock()
 	if d.clone.building[key] {
 		d.clone.mu.Unlock()
-		return false
+		return core.GoldenRefused, false
 	}
 	// Claimed before asking, so a concurrent provision does not ask too.
 	d.clone.building[key] = true
@@ -348,16 +390,16 @@ func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, i
 	switch verdict {
 	case core.GoldenRefused:
 		done()
-		return false
+		return verdict, false
 	case core.GoldenInline:
 		defer done()
 		bctx, cancel := context.WithTimeout(ctx, d.timeouts.Boot+3*d.timeouts.Command)
 		defer cancel()
 		if err := d.buildGolden(bctx, key, want); err != nil {
 			d.log.Warn("inline golden build failed; creating", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
-			return false
+			return verdict, false
 		}
-		return true
+		return verdict, true
 	}
 	d.clone.mu.Lock()
 	defer d.clone.mu.Unlock()
@@ -370,7 +412,7 @@ func (d *Driver) admitGolden(ctx context.Context, spec core.Spec, want golden, i
 			d.log.Warn("golden build failed", "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
 		}
 	})
-	return false
+	return verdict, false
 }
 
 var _ core.GoldenGated = (*Driver)(nil)
