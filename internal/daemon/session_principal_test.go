@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
@@ -100,5 +101,35 @@ func TestPrincipalOfHasOnePrecedence(t *testing.T) {
 	b.mu.Unlock()
 	if got != "alice" {
 		t.Fatalf("adopt remembered %q as the owner, want alice", got)
+	}
+}
+
+// A daemon that ends the sessions of a crashed predecessor names their
+// owner from the receipt: the lease and the memory are gone, but the
+// session.ended it publishes still carries alice as ownerId, so alice's
+// agent sees it.
+func TestSessionEndedAfterACrashNamesTheRecordedPrincipal(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	r := prepare(t, f.dial("alice", ""), "run", "o")
+	restartDaemon(t, f, true)
+	waitReceipt(t, f.dial("alice", ""), "run", "o", func(r contract.SessionReceipt) bool { return !r.CleanupPending })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, err := f.d.db.EventsBetween(context.Background(), 0, 1<<62)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Type == evSessionEnded && e.Data["sessionId"] == r.SessionID {
+				if e.Data["ownerId"] != "alice" {
+					t.Fatalf("session.ended after the crash %+v, want ownerId alice", e)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session.ended of %s journaled after the crash", r.SessionID)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
