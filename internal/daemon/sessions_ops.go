@@ -164,10 +164,12 @@ func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token 
 // which stays the truth after a restart.
 //
 // A foreign token on a live session is refused from the memory, with the
-// same error an unknown id gets from the store but without the store read:
-// a flood of foreign heartbeats must stay cheap (the hostile tests), and
-// session ids are random UUIDs, so the read's few microseconds tell a
-// prober nothing about ids it could not already name.
+// same error an unknown id gets from the store, but without its store
+// read: foreign heartbeats must stay as cheap as the keeper's (the
+// hostile tests pin that they read no receipt). What that leaves is a
+// timing difference of one indexed read, within a socket round trip's
+// jitter, and only about an id the prober already holds (ids are random
+// UUIDs); the answer itself tells it nothing.
 func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
