@@ -88,7 +88,8 @@ type liveSession struct {
 	// reuse is set while the session's reset keeps the device for the
 	// next session: it counts against idlePoolCap until it settles.
 	reuse bool
-	// owner is the session's principal, for its events' ownerId.
+	// owner is what principalOf answered when the session became live;
+	// only principalOf reads it.
 	owner string
 	// ownerDigest is the receipt's owner digest: a heartbeat is checked
 	// against it here, without reading the receipt.
@@ -348,14 +349,15 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 		return got, err // not persisted: no result is claimed
 	}
 	sid := rec.Receipt.SessionID
+	owner := b.principalOf(rec)
 	b.mu.Lock()
-	b.live[sid] = &liveSession{identity: id, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond, owner: call.Session.Principal, ownerDigest: od}
+	b.live[sid] = &liveSession{identity: id, idle: time.Duration(rec.Receipt.IdleTimeoutMs) * time.Millisecond, owner: owner, ownerDigest: od}
 	b.mu.Unlock()
 	b.admitMu.Unlock()
 
 	lr := sessionLeaseRequest(profile)
 	r := core.Request{Spec: core.SpecRequest{Platform: lr.Platform, Model: lr.Model, OSVersion: lr.OSVersion},
-		TTL: b.leaseTTL(), RequesterID: sessionRequester(call.Session, sid), OwnerID: call.Session.Principal,
+		TTL: b.leaseTTL(), RequesterID: sessionRequester(call.Session, sid), OwnerID: owner,
 		IdempotencyKey: sessions.IdempotencyKey(id), Release: b.releasePolicy(profile.Platform)}
 	g, err := b.d.engine.Request(ctx, r, nil)
 	if err != nil {
@@ -413,7 +415,7 @@ func (b *broker) settleFailed(id, sid string, cause error) (sessions.Record, err
 	if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 		return rec, err
 	}
-	b.emit(evSessionEnded, sid, "", "preparation_failed", &rec.Receipt, nil)
+	b.emit(evSessionEnded, rec, "preparation_failed", nil)
 	b.mu.Lock()
 	delete(b.live, sid)
 	b.mu.Unlock()
@@ -491,7 +493,7 @@ func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, start
 	if t := r.Timing.Acquisition.TotalMs; t != nil {
 		extra["totalMs"] = *t
 	}
-	b.emit(evSessionPrepared, r.SessionID, g.Lease.OwnerID, "", r, extra)
+	b.emit(evSessionPrepared, rec, "", extra)
 	return rec, nil
 }
 
@@ -499,10 +501,8 @@ func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, start
 // lease's end.
 func (b *broker) adopt(rec sessions.Record, leaseID, deviceID string, grace time.Duration) {
 	sid := rec.Receipt.SessionID
-	owner := ""
-	if l, ok := b.d.engine.Lease(leaseID); ok {
-		owner = l.OwnerID
-	}
+	rec.Receipt.LeaseID = leaseID
+	owner := b.principalOf(rec)
 	b.mu.Lock()
 	s, ok := b.live[sid]
 	if !ok {
@@ -652,7 +652,7 @@ func (b *broker) leaseEnded(sid string) {
 		if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 			b.log.Warn("record owner exit", "session", sid, "err", err)
 		} else {
-			b.emit(evSessionReleased, sid, "", ownerExited, &rec.Receipt, nil)
+			b.emit(evSessionReleased, rec, ownerExited, nil)
 		}
 		b.log.Info("session owner exited", "session", sid)
 	}

@@ -1,8 +1,8 @@
 package daemon
 
 import (
-	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/sessions"
 )
 
 // The broker's business facts on the daemon's event bus (docs/events.md):
@@ -18,22 +18,12 @@ const (
 	evSessionEnded    = "session.ended"
 )
 
-// emit publishes one session fact. owner is the session's principal when
-// the caller knows it; otherwise it is read from the broker's memory of
-// the session or from its lease.
-func (b *broker) emit(typ, sid, owner, reason string, r *contract.SessionReceipt, extra map[string]any) {
-	if owner == "" {
-		b.mu.Lock()
-		if s, ok := b.live[sid]; ok {
-			owner = s.owner
-		}
-		b.mu.Unlock()
-	}
-	if owner == "" && r.LeaseID != "" {
-		if l, ok := b.d.engine.Lease(r.LeaseID); ok {
-			owner = l.OwnerID
-		}
-	}
+// emit publishes one session fact of rec, whose principal (principalOf)
+// goes in data.ownerId.
+func (b *broker) emit(typ string, rec sessions.Record, reason string, extra map[string]any) {
+	r := &rec.Receipt
+	sid := r.SessionID
+	owner := b.principalOf(rec)
 	data := map[string]any{"sessionId": sid, "requestId": r.RequestID, "status": string(r.Status)}
 	if owner != "" {
 		data["ownerId"] = owner

@@ -123,8 +123,20 @@ func (b *broker) abandon(ctx context.Context, call *dispatch.Call, in contract.S
 	return cur.Receipt, nil
 }
 
-// sessionOf reads a session's receipt for its owner.
-func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Record, error) {
+// notYours is the refusal of a session call by a caller that does not own
+// the session, and equally of one naming a session id the daemon does not
+// know (ADR 0058): one code and one message, which names no id, so two
+// ids' answers compare byte for byte and tell no one whether another
+// owner's session exists. It is true of both: no session of that id is
+// the caller's.
+func notYours() error {
+	return contract.Errorf(contract.CodeSessionOwnerMismatch, "no such session under this owner")
+}
+
+// sessionOf reads a session's receipt for its owner. An admin is told an
+// unknown id apart from another owner's; anyone else gets notYours for
+// both.
+func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token string) (sessions.Record, error) {
 	if err := b.configured(); err != nil {
 		return sessions.Record{}, err
 	}
@@ -132,13 +144,17 @@ func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Rec
 	if err != nil {
 		return rec, err
 	}
-	if !ok {
+	mine := ok && sameOwner(rec.OwnerDigest, token)
+	switch {
+	case mine:
+		return rec, nil
+	case !isAdmin(call):
+		return rec, notYours()
+	case !ok:
 		return rec, contract.Errorf(contract.CodeSessionEnded, "no session %s", sid)
-	}
-	if !sameOwner(rec.OwnerDigest, token) {
+	default:
 		return rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", sid)
 	}
-	return rec, nil
 }
 
 // heartbeat renews a session's lease. A keeper sends one every few
@@ -146,16 +162,26 @@ func (b *broker) sessionOf(ctx context.Context, sid, token string) (sessions.Rec
 // lease and owner digest, set when the ready receipt was committed or
 // adopted); only a session the memory cannot decide for reads its receipt,
 // which stays the truth after a restart.
-func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
+//
+// A foreign token on a live session is refused from the memory, with the
+// same error an unknown id gets from the store, but without its store
+// read: foreign heartbeats must stay as cheap as the keeper's (the
+// hostile tests pin that they read no receipt). What that leaves is a
+// timing difference of one indexed read, within a socket round trip's
+// jitter, and only about an id the prober already holds (ids are random
+// UUIDs); the answer itself tells it nothing.
+func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
 	leaseID, mismatch, ok := b.liveLease(in.SessionID, in.OwnerToken)
 	switch {
+	case mismatch && !isAdmin(call):
+		return contract.SessionHeartbeatOut{}, notYours()
 	case mismatch:
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
 	case !ok:
-		rec, err := b.sessionOf(ctx, in.SessionID, in.OwnerToken)
+		rec, err := b.sessionOf(ctx, call, in.SessionID, in.OwnerToken)
 		if err != nil {
 			return contract.SessionHeartbeatOut{}, err
 		}
@@ -179,6 +205,11 @@ func (b *broker) heartbeat(ctx context.Context, _ *dispatch.Call, in contract.Se
 	return contract.SessionHeartbeatOut{SessionID: in.SessionID, ExpiresAtMs: b.now().Add(b.heartbeatTTL()).UnixMilli()}, nil
 }
 
+// info takes no owner token, so the session's principal (principalOf)
+// stands in for one, live or ended alike: an ended session's receipt still
+// names its device and profile. An unknown id and another principal's
+// session take the same path to the same refusal; an admin reads any
+// receipt and is told when there is none.
 func (b *broker) info(ctx context.Context, call *dispatch.Call, in contract.SessionInfoIn) (contract.SessionInfoOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionInfoOut{}, err
@@ -187,24 +218,14 @@ func (b *broker) info(ctx context.Context, call *dispatch.Call, in contract.Sess
 	if err != nil {
 		return contract.SessionInfoOut{}, err
 	}
-	if !ok {
-		return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionEnded, "no session %s", in.SessionID)
-	}
-	l, held := b.d.engine.Lease(rec.Receipt.LeaseID)
-	// info takes no owner token, so the principal recorded with the
-	// receipt stands in for it, live or ended alike: an ended session's
-	// receipt still names its device and profile. A receipt from before
-	// the principal was recorded (store migration 9) that no held lease
-	// vouches for is an admin's to read only.
-	owner := rec.Principal
-	if owner == "" && held {
-		owner = l.OwnerID
-	}
-	if call != nil && call.Session.Role != contract.RoleAdmin && (owner == "" || owner != call.Session.Principal) {
-		return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s belongs to another principal", in.SessionID)
+	if !mayRead(call, b.principalOf(rec)) || !ok {
+		if isAdmin(call) {
+			return contract.SessionInfoOut{}, contract.Errorf(contract.CodeSessionEnded, "no session %s", in.SessionID)
+		}
+		return contract.SessionInfoOut{}, notYours()
 	}
 	out := contract.SessionInfoOut{SessionID: in.SessionID, Status: rec.Receipt.Status, Profile: rec.Receipt.Profile, Device: rec.Receipt.Device}
-	if held && rec.Receipt.Status == contract.SessionReady {
+	if l, held := b.d.engine.Lease(rec.Receipt.LeaseID); held && rec.Receipt.Status == contract.SessionReady {
 		if dev, ok := b.d.engine.Device(l.DeviceID); ok {
 			cd := b.d.deviceOut(dev, l.ID)
 			out.Device = &cd
@@ -234,34 +255,41 @@ func (b *broker) stats(ctx context.Context, _ *dispatch.Call, in contract.Sessio
 	return sessions.Compute(rs, since, until, limit, trunc), nil
 }
 
-// export reads an export and its receipt, checking the digest and then the
-// original owner token (recovery never changes who may read it).
-func (b *broker) export(ctx context.Context, in contract.SessionExportIn) (sessions.Export, sessions.Record, error) {
+// export reads an export and its receipt, checking the original owner
+// token (recovery never changes who may read it) and then the digest. A
+// caller without the token gets SESSION_EXPORT_NOT_FOUND, as for an export
+// that was never linked, on the same path (both reads run either way), and
+// only the owner learns of a digest mismatch; an admin is told the precise
+// refusal.
+func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (sessions.Export, sessions.Record, error) {
 	if err := b.configured(); err != nil {
 		return sessions.Export{}, sessions.Record{}, err
 	}
-	e, ok, err := b.st.SessionExport(ctx, in.PrepareID)
+	e, found, err := b.st.SessionExport(ctx, in.PrepareID)
 	if err != nil {
 		return e, sessions.Record{}, err
 	}
-	if !ok {
-		return e, sessions.Record{}, contract.Errorf(contract.CodeSessionExportNotFound, "no session export %q", in.PrepareID)
+	rec, linked, err := b.st.SessionReceipt(ctx, e.Identity)
+	if err != nil {
+		return e, rec, err
 	}
-	if e.RequestDigest != in.RequestDigest {
-		return e, sessions.Record{}, contract.Errorf(contract.CodeSessionExportMismatch, "session export %q was linked with another request digest", in.PrepareID)
-	}
-	rec, ok, err := b.st.SessionReceipt(ctx, e.Identity)
-	if err != nil || !ok {
-		return e, rec, contract.Errorf(contract.CodeSessionExportNotFound, "session export %q has no receipt", in.PrepareID)
-	}
-	if !sameOwner(rec.OwnerDigest, in.OwnerToken) {
+	notFound := contract.Errorf(contract.CodeSessionExportNotFound, "no such session export under this owner token")
+	switch {
+	case !found || !linked:
+		return e, rec, notFound
+	case !sameOwner(rec.OwnerDigest, in.OwnerToken):
+		if !isAdmin(call) {
+			return e, rec, notFound
+		}
 		return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
+	case e.RequestDigest != in.RequestDigest:
+		return e, rec, contract.Errorf(contract.CodeSessionExportMismatch, "session export %q was linked with another request digest", in.PrepareID)
 	}
 	return e, rec, nil
 }
 
-func (b *broker) getExport(ctx context.Context, _ *dispatch.Call, in contract.SessionExportIn) (contract.SessionExportOut, error) {
-	e, rec, err := b.export(ctx, in)
+func (b *broker) getExport(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (contract.SessionExportOut, error) {
+	e, rec, err := b.export(ctx, call, in)
 	if err != nil {
 		return contract.SessionExportOut{}, err
 	}
@@ -269,8 +297,8 @@ func (b *broker) getExport(ctx context.Context, _ *dispatch.Call, in contract.Se
 		Acknowledged: !e.AcknowledgedAt.IsZero(), Result: rec.Receipt}, nil
 }
 
-func (b *broker) acknowledgeExport(ctx context.Context, _ *dispatch.Call, in contract.SessionExportIn) (contract.SessionAcknowledgeOut, error) {
-	_, _, err := b.export(ctx, in)
+func (b *broker) acknowledgeExport(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (contract.SessionAcknowledgeOut, error) {
+	_, _, err := b.export(ctx, call, in)
 	if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeSessionExportNotFound {
 		return contract.SessionAcknowledgeOut{PrepareID: in.PrepareID, Outcome: "unknown_export"}, nil
 	}

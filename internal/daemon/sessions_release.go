@@ -48,7 +48,12 @@ func (b *broker) replyBudget(in *int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func (b *broker) release(ctx context.Context, _ *dispatch.Call, in contract.SessionReleaseIn) (contract.SessionReleaseOut, error) {
+// release ends a session for the holder of its owner token. Without the
+// token a session is unknown_session to the caller, exactly as an id
+// that never existed (ADR 0058): the daemon cannot check a token against a
+// receipt it does not have, so "no session of yours" is the one answer
+// true of both. An admin is told another token's session apart.
+func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.SessionReleaseIn) (contract.SessionReleaseOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionReleaseOut{}, err
 	}
@@ -56,11 +61,11 @@ func (b *broker) release(ctx context.Context, _ *dispatch.Call, in contract.Sess
 	if err != nil {
 		return contract.SessionReleaseOut{}, err
 	}
-	if !ok {
+	if !ok || !sameOwner(rec.OwnerDigest, in.OwnerToken) {
+		if ok && isAdmin(call) {
+			return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
+		}
 		return contract.SessionReleaseOut{Outcome: contract.ReleaseUnknownSession}, nil
-	}
-	if !sameOwner(rec.OwnerDigest, in.OwnerToken) {
-		return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
 	}
 	if in.Reason != "" && in.Reason != ownerExited {
 		return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeBadRequest, "reason is %q or empty, not %q", ownerExited, in.Reason)
@@ -163,7 +168,7 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 		drop()
 		return nil, err
 	}
-	b.emit(evSessionReleased, sid, "", r.EndReason, r, map[string]any{"resetMode": mode})
+	b.emit(evSessionReleased, rec, r.EndReason, map[string]any{"resetMode": mode})
 	// The timers are re-armed under b.mu by their own checks, so they are
 	// stopped under it too.
 	b.mu.Lock()
@@ -292,7 +297,7 @@ func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracke
 			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 				b.log.Warn("record session cleanup", "session", sid, "err", err)
 			} else {
-				b.emit(evSessionEnded, sid, "", r.EndReason, r, map[string]any{"resetMode": reset.Mode, "resetOutcome": reset.Outcome})
+				b.emit(evSessionEnded, rec, r.EndReason, map[string]any{"resetMode": reset.Mode, "resetOutcome": reset.Outcome})
 			}
 		}
 		b.mu.Lock()

@@ -171,8 +171,10 @@ func TestSessionReleaseChecksTheOwnerAndSettles(t *testing.T) {
 	a := f.dial("alice", "")
 	r := prepare(t, a, "run", "owner")
 	ctx := context.Background()
-	if _, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "thief"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
-		t.Fatalf("another token released: %v", err)
+	// Another token's release is told what an unknown id is told, and
+	// ends nothing: the owner's release below still finds the session ready.
+	if out, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "thief"}); err != nil || out.Outcome != contract.ReleaseUnknownSession || out.Receipt != nil {
+		t.Fatalf("another token's release %+v %v", out, err)
 	}
 	out, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "owner"})
 	if err != nil || out.Outcome != contract.ReleaseReleased || out.Receipt.Status != contract.SessionReleased || out.Receipt.CleanupPending {
@@ -350,7 +352,8 @@ func TestSessionExportPinsAndAcknowledges(t *testing.T) {
 	}
 	bad := in
 	bad.OwnerToken = "x"
-	if _, err := client.Do(ctx, a, contract.SessionGetExport, bad); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+	// Another owner is told the export is not there, as for one never linked.
+	if _, err := client.Do(ctx, a, contract.SessionGetExport, bad); !client.IsCode(err, contract.CodeSessionExportNotFound) {
 		t.Fatalf("another owner read the export: %v", err)
 	}
 	ack, err := client.Do(ctx, a, contract.SessionAcknowledgeExport, in)

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -212,17 +213,57 @@ type FreeDevice struct {
 	FreedAt   time.Time
 }
 
-// slotTx is immediate for a slot decision: when fn commits, the slot
-// counter moves in the same transaction, so every daemon of the host
-// learns of the change from its generation poll (Generations) and rereads
-// the slot tables only then.
+// slotTx is immediate for a slot decision: when fn commits a change to the
+// slot tables, the slot counter moves in the same transaction, so every
+// daemon of the host learns of it from its generation poll (Generations)
+// and rereads the slot tables only then. A transaction whose writes
+// changed no row (a repeated bind or re-own, a reset of a scope already
+// invalidating) commits without moving it: nobody needs to reread what
+// did not change. Every write in fn is therefore change-aware: it affects
+// a row only when a value differs (putSlot's guarded upsert, the guarded
+// updates), or it goes through touchScope.
 func (db *DB) slotTx(ctx context.Context, fn func(q querier) error) error {
 	return db.immediate(ctx, func(q querier) error {
-		if err := fn(q); err != nil {
+		w := &slotWrites{querier: q}
+		if err := fn(w); err != nil {
 			return err
+		}
+		if w.rows == 0 {
+			return nil
 		}
 		return bumpSlots(ctx, q)
 	})
+}
+
+// slotWrites counts the rows a slot transaction's statements changed.
+type slotWrites struct {
+	querier
+	rows int64
+}
+
+func (w *slotWrites) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	res, err := w.querier.ExecContext(ctx, query, args...)
+	if err == nil {
+		if n, nerr := res.RowsAffected(); nerr == nil {
+			w.rows += n
+		}
+	}
+	return res, err
+}
+
+// touchScope records activity on a scope without counting as a slot
+// change: no daemon's slot view holds last_activity. The abandonment sweep
+// reads it from the table itself, on its own timer, so moving the counter
+// for it would only make every daemon reread unchanged slot tables on
+// every claim and release.
+func touchScope(ctx context.Context, q querier, key string, now time.Time) error {
+	if w, ok := q.(*slotWrites); ok {
+		q = w.querier
+	}
+	if _, err := q.ExecContext(ctx, `UPDATE slot_scopes SET last_activity = ? WHERE scope_key = ?`, ms(now), key); err != nil {
+		return fmt.Errorf("hostreg: touch scope: %w", err)
+	}
+	return nil
 }
 
 func bumpSlots(ctx context.Context, q querier) error {
@@ -314,6 +355,24 @@ func getSlot(ctx context.Context, q querier, scope string, slot int) (SlotRecord
 	return s, true, nil
 }
 
+// putSlotSQL writes a slot row only where a value differs: an unchanged
+// row is no affected row, so slotTx does not count it as a change.
+var putSlotSQL = func() string {
+	cols := strings.Split(slotCols, ",")
+	var set, was, now []string
+	for _, c := range cols {
+		c = strings.TrimSpace(c)
+		if c == "scope_key" || c == "slot_index" {
+			continue
+		}
+		set = append(set, c+" = excluded."+c)
+		was, now = append(was, "slot_assignments."+c), append(now, "excluded."+c)
+	}
+	return `INSERT INTO slot_assignments (` + slotCols + `) VALUES (` + strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + `)
+	ON CONFLICT (scope_key, slot_index) DO UPDATE SET ` + strings.Join(set, ", ") + `
+	WHERE (` + strings.Join(was, ", ") + `) IS NOT (` + strings.Join(now, ", ") + `)`
+}()
+
 func putSlot(ctx context.Context, q querier, s SlotRecord) error {
 	var oh, ostart, otok, lease string
 	var opid int
@@ -332,7 +391,7 @@ func putSlot(ctx context.Context, q querier, s SlotRecord) error {
 	if !s.SettlingSince.IsZero() {
 		settling = ms(s.SettlingSince)
 	}
-	_, err := q.ExecContext(ctx, `INSERT OR REPLACE INTO slot_assignments (`+slotCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := q.ExecContext(ctx, putSlotSQL,
 		s.ScopeKey, s.SlotIndex, s.Device.Platform, s.Device.StableID, s.Device.Name, s.Device.DeviceHome, req, res,
 		s.FPVersion, s.Device.FPHash, s.State, s.Generation, oh, opid, ostart, otok, lease, osince, settling, idle)
 	if err != nil {
@@ -497,8 +556,11 @@ func (db *DB) AdmitScope(ctx context.Context, key, hostScope, namespace, incarna
 			}
 			out.Revived = abandoned
 			cur.State, cur.LastActivity = ScopeValid, now
-			if _, err := q.ExecContext(ctx, `UPDATE slot_scopes SET state = ?, last_activity = ? WHERE scope_key = ?`, ScopeValid, ms(now), key); err != nil {
-				return fmt.Errorf("hostreg: touch scope: %w", err)
+			if _, err := q.ExecContext(ctx, `UPDATE slot_scopes SET state = ? WHERE scope_key = ? AND state != ?`, ScopeValid, key, ScopeValid); err != nil {
+				return fmt.Errorf("hostreg: revive scope: %w", err)
+			}
+			if err := touchScope(ctx, q, key, now); err != nil {
+				return err
 			}
 		}
 		out.Scope = cur
@@ -682,7 +744,7 @@ func (db *DB) invalidateLocked(ctx context.Context, q querier, s SlotScope, forc
 	}
 	if blocked {
 		rep.State = ScopeInvalidating
-		if _, err := q.ExecContext(ctx, `UPDATE slot_scopes SET state = ? WHERE scope_key = ?`, ScopeInvalidating, s.Key); err != nil {
+		if _, err := q.ExecContext(ctx, `UPDATE slot_scopes SET state = ? WHERE scope_key = ? AND state != ?`, ScopeInvalidating, s.Key, ScopeInvalidating); err != nil {
 			return rep, fmt.Errorf("hostreg: mark scope invalidating: %w", err)
 		}
 		return rep, nil
@@ -798,12 +860,17 @@ func (db *DB) ClaimSlot(ctx context.Context, scope string, slot int, owner SlotO
 			return err
 		}
 		owner.Since = now
+		if cur.Owner != nil && cur.Owner.Token == owner.Token && cur.Owner.Owner == owner.Owner {
+			// The same execution claiming again has held the slot since
+			// its first claim: a repeat that changes nothing else is no
+			// slot change.
+			owner.Since = cur.Owner.Since
+		}
 		cur.Owner = &owner
 		if err := putSlot(ctx, q, cur); err != nil {
 			return err
 		}
-		_, err = q.ExecContext(ctx, `UPDATE slot_scopes SET last_activity = ? WHERE scope_key = ?`, ms(now), scope)
-		return err
+		return touchScope(ctx, q, scope, now)
 	})
 	return out, err
 }
@@ -863,7 +930,7 @@ func (db *DB) OpenIntent(ctx context.Context, in SlotIntent, token string, gen i
 // the device exists, so a crash after it leaves a journal that names it.
 func (db *DB) NoteIntentDevice(ctx context.Context, id int64, stableID string) error {
 	return db.slotTx(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, `UPDATE slot_journal SET new_stable_id = ? WHERE id = ? AND closed_at IS NULL`, stableID, id)
+		_, err := q.ExecContext(ctx, `UPDATE slot_journal SET new_stable_id = ? WHERE id = ? AND closed_at IS NULL AND new_stable_id != ?`, stableID, id, stableID)
 		return err
 	})
 }
@@ -1012,8 +1079,7 @@ func (db *DB) ReleaseSlot(ctx context.Context, scope string, slot int, token str
 		if err := putSlot(ctx, q, cur); err != nil {
 			return err
 		}
-		_, err = q.ExecContext(ctx, `UPDATE slot_scopes SET last_activity = ? WHERE scope_key = ?`, ms(now), scope)
-		return err
+		return touchScope(ctx, q, scope, now)
 	})
 }
 

@@ -315,6 +315,82 @@ func TestSlotDecisionsMoveTheSlotCounterOnly(t *testing.T) {
 	}
 }
 
+// A committed slot transaction that changes nothing another daemon reads
+// (a repeated bind, re-own, claim, admission, reset, journal note or
+// close) leaves the slot counter where it was, so no daemon rereads the
+// slot tables for it; the same call that does change something moves it.
+func TestNoOpSlotWritesLeaveTheSlotCounter(t *testing.T) {
+	ctx := context.Background()
+	p := liveAB()
+	db := openTest(t, t.TempDir(), p)
+	slots := func() int64 {
+		t.Helper()
+		g, err := db.Generations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Slots
+	}
+	step := func(what string, moves bool, f func() error) {
+		t.Helper()
+		before := slots()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if after := slots(); moves && after == before {
+			t.Errorf("%s: a real change left the slot counter at %d", what, before)
+		} else if !moves && after != before {
+			t.Errorf("%s: a no-op moved the slot counter %d -> %d", what, before, after)
+		}
+	}
+	const scope = "key-boot-1"
+	step("admission", true, func() error { _, err := db.AdmitScope(ctx, scope, "host-1", "runner-A", "boot-1", t0); return err })
+	step("the same incarnation admitted again", false, func() error {
+		_, err := db.AdmitScope(ctx, scope, "host-1", "runner-A", "boot-1", t0.Add(time.Minute))
+		return err
+	})
+	claim := func() error {
+		_, err := db.ClaimSlot(ctx, scope, 0, ownerTok(ownerA, "tokA"), t0.Add(2*time.Minute))
+		return err
+	}
+	step("claim", true, claim)
+	step("the same execution claiming again", false, claim)
+	in, gen, err := db.OpenIntent(ctx, SlotIntent{ScopeKey: scope, SlotIndex: 0, FPHash: "fp1", Step: StepCreate, Platform: "ios"}, "tokA", -1, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("the journal names the device", true, func() error { return db.NoteIntentDevice(ctx, in.ID, "UDID-1") })
+	step("the journal names it again", false, func() error { return db.NoteIntentDevice(ctx, in.ID, "UDID-1") })
+	step("binding", true, func() error {
+		_, err := db.CommitBinding(ctx, scope, 0, "tokA", gen, Binding{Device: SlotDevice{Platform: "ios", StableID: "UDID-1", Name: "n", FPHash: "fp1"}, Intents: []int64{in.ID}}, t0)
+		return err
+	})
+	step("closing a closed entry", false, func() error { return db.CloseIntent(ctx, in.ID, t0) })
+	step("bind the lease", true, func() error { return db.BindLease(ctx, scope, 0, "tokA", "L1") })
+	step("bind the same lease again", false, func() error { return db.BindLease(ctx, scope, 0, "tokA", "L1") })
+	step("bind another lease", true, func() error { return db.BindLease(ctx, scope, 0, "tokA", "L2") })
+	reown := func(o Owner) func() error {
+		return func() error { _, err := db.ReownSlot(ctx, scope, 0, "L2", o); return err }
+	}
+	step("re-own by the owner it has", false, reown(ownerA))
+	delete(p.procs, ownerA.PID) // the daemon died; its successor re-owns
+	next := Owner{Home: homeA, PID: 101, Start: "t101"}
+	p.procs[101] = "t101"
+	step("re-own by a restarted daemon", true, reown(next))
+	step("reset while the execution runs", true, func() error {
+		reps, err := db.ResetScope(ctx, "runner-A", "boot-1", "host-1", false, t0)
+		if err == nil && reps[0].State != ScopeInvalidating {
+			t.Fatalf("reset with a live owner: %+v", reps[0])
+		}
+		return err
+	})
+	step("the same reset again", false, func() error { _, err := db.ResetScope(ctx, "runner-A", "boot-1", "host-1", false, t0); return err })
+	s, ok, err := db.Slot(ctx, scope, 0)
+	if err != nil || !ok || s.Owner == nil || s.Owner.Owner != next || s.Owner.LeaseID != "L2" || s.Owner.Token != "tokA" || s.Device.StableID != "UDID-1" {
+		t.Fatalf("the slot after the no-ops: %+v %v", s, err)
+	}
+}
+
 // The execution's idle window is kept with its owner record and survives
 // a re-own by a restarted daemon.
 func TestSlotOwnerKeepsItsIdleWindow(t *testing.T) {

@@ -1,6 +1,7 @@
 package ports
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,8 +32,15 @@ func (OSFilesystem) Stat(p string) (fs.FileInfo, error)       { return os.Stat(p
 func (OSFilesystem) ReadDir(p string) ([]fs.DirEntry, error)  { return os.ReadDir(p) }
 func (OSFilesystem) WriteFileAtomic(p string, b []byte) error { return WriteFileAtomic(p, b) }
 
-// WriteFileAtomic writes b to path through a 0600 temporary file and a rename.
-func WriteFileAtomic(path string, b []byte) error {
+// WriteFileAtomic writes b to path through a 0600 temporary file and a
+// rename, and then syncs the directory: the rename lives in the
+// directory's entries, so until they reach the disk a power loss can
+// leave the old file, or none, however well the new one was synced.
+func WriteFileAtomic(path string, b []byte) error { return writeFileAtomic(path, b, syncDir) }
+
+// writeFileAtomic is WriteFileAtomic with the directory sync passed in, so
+// a test can see that it runs, and after the rename.
+func writeFileAtomic(path string, b []byte, syncDir func(dir string) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -58,5 +66,24 @@ func WriteFileAtomic(path string, b []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		// The new file is in place but may not survive a power loss.
+		return fmt.Errorf("sync %s after replacing %s: %w", dir, filepath.Base(path), err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
 }

@@ -29,6 +29,37 @@ func TestWriteFileAtomicIsOwnerOnlyAndReplaces(t *testing.T) {
 	}
 }
 
+// The directory is synced after the rename, when the new file already
+// has its name: that is what makes the replacement survive a power loss.
+// A failed directory sync is reported, with the new content in place.
+func TestWriteFileAtomicSyncsTheDirectoryAfterTheRename(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sub")
+	p := filepath.Join(dir, "f")
+	var synced []string
+	sync := func(d string) error {
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != "new" {
+			t.Errorf("directory synced before the rename: %q %v", b, err)
+		}
+		synced = append(synced, d)
+		return syncDir(d)
+	}
+	if err := writeFileAtomic(p, []byte("new"), sync); err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 1 || synced[0] != dir {
+		t.Fatalf("directories synced %q, want [%s]", synced, dir)
+	}
+	boom := errors.New("disk gone")
+	err := writeFileAtomic(p, []byte("newer"), func(string) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("a failed directory sync answered %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "newer" {
+		t.Fatalf("content after a failed directory sync %q", b)
+	}
+}
+
 func TestRotatingFileKeepsOneGeneration(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "daemon.log")
 	r, err := OpenRotatingFile(p, 100)

@@ -309,6 +309,8 @@ func (d *Driver) kbStore(bl *kbBaseline) {
 		if st.Incarnation != bl.binding.Incarnation {
 			return errors.New("the device began a new incarnation during the capture")
 		}
+		// WriteFileAtomic syncs the file and, after the rename, the AVD
+		// root, so a capture reported written survives a power loss.
 		return d.fs.WriteFileAtomic(d.kbPath(name), raw)
 	}()
 	if err != nil {

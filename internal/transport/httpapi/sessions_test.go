@@ -52,9 +52,14 @@ func TestSessionRoutesOverHTTP(t *testing.T) {
 	if resp := f.call("POST", "/v1/sessions/"+r.SessionID+"/heartbeat", tok, `{"ownerToken":"o"}`, &hb); resp.StatusCode != http.StatusOK || hb.SessionID != r.SessionID {
 		t.Fatalf("heartbeat %d %+v", resp.StatusCode, hb)
 	}
-	ce, resp := f.refusal("POST", "/v1/sessions/"+r.SessionID+"/release", tok, `{"ownerToken":"x"}`)
+	ce, resp := f.refusal("POST", "/v1/sessions/"+r.SessionID+"/heartbeat", tok, `{"ownerToken":"x"}`)
 	if ce.Code != contract.CodeSessionOwnerMismatch || resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("release by another token: %d %+v", resp.StatusCode, ce)
+		t.Fatalf("heartbeat by another token: %d %+v", resp.StatusCode, ce)
+	}
+	// Another token's release reads the session as unknown (ADR 0058).
+	var foreign contract.SessionReleaseOut
+	if resp := f.call("POST", "/v1/sessions/"+r.SessionID+"/release", tok, `{"ownerToken":"x"}`, &foreign); resp.StatusCode != http.StatusOK || foreign.Outcome != contract.ReleaseUnknownSession {
+		t.Fatalf("release by another token: %d %+v", resp.StatusCode, foreign)
 	}
 	var rel contract.SessionReleaseOut
 	if f.call("POST", "/v1/sessions/"+r.SessionID+"/release", tok, `{"ownerToken":"o"}`, &rel); rel.Outcome != contract.ReleaseReleased {

@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/sessions"
+)
+
+// principalOf is the principal a session belongs to. Three places know
+// it, and this is the only function that reads them, in one order (ADR
+// 0055, ADR 0058):
+//
+//  1. the receipt's principal, recorded once at prepare and never updated;
+//  2. the broker's memory of the session, which only ever holds what this
+//     function answered when the session became live, so it keeps the
+//     answer of 3 for a receipt from before store migration 9 once the
+//     lease is gone;
+//  3. the owner of the session's lease while it is held: the lease was
+//     requested with the preparing principal as its owner.
+//
+// "" means nobody is known to own it; callers treat that as no one's,
+// never as anyone's.
+func (b *broker) principalOf(rec sessions.Record) string {
+	if rec.Principal != "" {
+		return rec.Principal
+	}
+	if sid := rec.Receipt.SessionID; sid != "" {
+		b.mu.Lock()
+		s, ok := b.live[sid]
+		owner := ""
+		if ok {
+			owner = s.owner
+		}
+		b.mu.Unlock()
+		if owner != "" {
+			return owner
+		}
+	}
+	if id := rec.Receipt.LeaseID; id != "" {
+		if l, ok := b.d.engine.Lease(id); ok {
+			return l.OwnerID
+		}
+	}
+	return ""
+}
+
+// mayRead reports whether the caller may read a session owned by
+// principal without an owner token: an admin reads any; an agent only one
+// whose principal is its own and known.
+func mayRead(call *dispatch.Call, principal string) bool {
+	if call == nil || call.Session.Role == contract.RoleAdmin {
+		return true
+	}
+	return principal != "" && principal == call.Session.Principal
+}
+
+// isAdmin reports whether the call comes from an admin, who is told the
+// precise reason a session call was refused.
+func isAdmin(call *dispatch.Call) bool {
+	return call == nil || call.Session.Role == contract.RoleAdmin
+}
