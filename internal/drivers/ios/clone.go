@@ -250,11 +250,7 @@ func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name stri
 		d.log.Warn("clone: cannot check the golden; creating", "err", err)
 		return "", false
 	}
-	key := goldenKey(spec.ModelID, spec.RuntimeID)
-	d.clone.mu.Lock()
-	f, err := d.readGoldens()
-	building := d.clone.building[key]
-	d.clone.mu.Unlock()
+	key, f, building, err := d.goldenState(spec)
 	if err != nil {
 		d.log.Warn("clone: golden record unreadable; creating", "err", err)
 		return "", false
@@ -337,11 +333,7 @@ func (d *Driver) EnsureGolden(ctx context.Context, spec core.Spec) error {
 	if err != nil {
 		return err
 	}
-	key := goldenKey(spec.ModelID, spec.RuntimeID)
-	d.clone.mu.Lock()
-	f, err := d.readGoldens()
-	building := d.clone.building[key]
-	d.clone.mu.Unlock()
+	key, f, building, err := d.goldenState(spec)
 	if err != nil {
 		return err
 	}
@@ -356,6 +348,17 @@ func (d *Driver) EnsureGolden(ctx context.Context, spec core.Spec) error {
 		return fmt.Errorf("ios: golden of %s on %s: %w", spec.ModelID, spec.RuntimeID, core.ErrGoldenRefused)
 	}
 	return nil
+}
+
+// goldenState reads spec's golden key, the golden record and whether a
+// build of it is in flight, under one hold of the clone lock, so the two
+// agree.
+func (d *Driver) goldenState(spec core.Spec) (key string, f goldenFile, building bool, err error) {
+	key = goldenKey(spec.ModelID, spec.RuntimeID)
+	d.clone.mu.Lock()
+	defer d.clone.mu.Unlock()
+	f, err = d.readGoldens()
+	return key, f, d.clone.building[key], err
 }
 
 // admitGolden asks the gate for spec's golden build and runs what it
