@@ -191,10 +191,16 @@ func (h *harness) lease(req string, model string) (core.Grant, error) {
 // async starts a request in the background and returns once it is queued
 // (or already finished), read from the event bus rather than by sleeping.
 func (h *harness) async(r core.Request) <-chan result {
+	return h.asyncCtx(context.Background(), r)
+}
+
+// asyncCtx is async with the caller's context, whose end abandons the
+// request.
+func (h *harness) asyncCtx(ctx context.Context, r core.Request) <-chan result {
 	ch, cancel := h.bus.Subscribe(64)
 	out := make(chan result, 1)
 	go func() {
-		g, err := h.engine.Request(context.Background(), r, nil)
+		g, err := h.engine.Request(ctx, r, nil)
 		out <- result{g, err}
 	}()
 	defer cancel()

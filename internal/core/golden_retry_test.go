@@ -270,3 +270,35 @@ func TestGoldenStatusShowsBuildingStuckAndRefused(t *testing.T) {
 	default:
 	}
 }
+
+// A waiter that leaves without a grant (its caller cancels, its queue
+// timeout passes) clears the refusal's reason as a grant does: the golden
+// is asked for at once, with no other event needed.
+func TestRefusedGoldenIsRetriedWhenTheWaiterLeavesWithoutAGrant(t *testing.T) {
+	for _, leave := range []string{"cancel", "timeout"} {
+		t.Run(leave, func(t *testing.T) {
+			h, c := goldenHarness(t, droidLimits())
+			leaseOn(t, h, "a", "android", "Pixel")
+			r := droidReq("b")
+			r.Timeout = 30 * time.Second
+			waiting := h.async(r)
+			if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenRefused {
+				t.Fatalf("golden admitted while a request waits: %v", v)
+			}
+			if leave == "cancel" {
+				if err := h.engine.Cancel("b"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				h.clock.Advance(30 * time.Second)
+			}
+			if res := <-waiting; res.err == nil {
+				t.Fatal("the waiter was granted instead of leaving")
+			}
+			h.engine.WaitIdle()
+			if n := countCalls(c.Calls(), ensurePhone); n != 1 {
+				t.Fatalf("golden build asked %d times after the waiter left, want 1: %v", n, c.Calls())
+			}
+		})
+	}
+}

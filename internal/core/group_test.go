@@ -368,3 +368,57 @@ func recv(t *testing.T, ch <-chan result) result {
 		return result{}
 	}
 }
+
+// A group that leaves the queue without a grant (cancelled, timed out, or
+// its caller gone) stops holding capacity at once: the single request it
+// held back is served on the spot, not at whatever event comes next.
+func TestGroupLeavingTheQueueFreesWhatItHeld(t *testing.T) {
+	for _, leave := range []string{"cancel", "timeout", "abandon"} {
+		t.Run(leave, func(t *testing.T) {
+			h := newHarness(t, perPlatform(1))
+			h.cfg.GroupBypass = 1
+			h.engine.Stop(context.Background())
+			h.start()
+			a, err := h.lease("a", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancelGroup := context.WithCancel(context.Background())
+			defer cancelGroup()
+			grp := h.asyncCtx(ctx, groupReq("g", 30*time.Second)) // before c's 1 min TTL
+			single := func(id, plat string) <-chan result {
+				return h.async(core.Request{Spec: core.SpecRequest{Platform: plat}, RequesterID: id, OwnerID: id, Timeout: time.Hour})
+			}
+			droid := recv(t, single("c", "android")) // the one pass the budget allows
+			if droid.err != nil {
+				t.Fatal(droid.err)
+			}
+			ios := single("b", "ios")
+			if err := h.engine.Release(a.Lease.ID); err != nil {
+				t.Fatal(err)
+			}
+			h.engine.WaitIdle()
+			select {
+			case r := <-ios:
+				t.Fatalf("the single passed the group with its budget spent: %+v", r)
+			default:
+			}
+			switch leave {
+			case "cancel":
+				if err := h.engine.Cancel("g"); err != nil {
+					t.Fatal(err)
+				}
+			case "timeout":
+				h.clock.Advance(30 * time.Second)
+			case "abandon":
+				cancelGroup()
+			}
+			if r := recv(t, grp); r.err == nil {
+				t.Fatalf("the group was granted instead of leaving: %+v", r.g)
+			}
+			if r := recv(t, ios); r.err != nil || r.g.Device.ID != a.Device.ID {
+				t.Fatalf("the single after the group left: %+v %v", r.g.Device.ID, r.err)
+			}
+		})
+	}
+}

@@ -236,6 +236,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 					e.removeLocked(w)
 					timedOut = true
 					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.refusalData(w.owner, ErrQueueTimeout)})
+					e.scheduleLocked()
 				}
 			})
 			if timedOut {
@@ -252,6 +253,11 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 }
 
+// removeLocked takes w out of the queue. A caller whose removal is not
+// followed by a schedule of its own (a timeout, a cancel, an abandon)
+// schedules after it: the leaving request may have held capacity back (a
+// group with its bypass budget spent) or a golden build (ADR 0057), and
+// the requests behind it must not wait for an unrelated event.
 func (e *Engine) removeLocked(w *waiter) {
 	e.queue.Remove(w)
 	e.recheckGoldensLocked() // a refused golden build may wait for this request only
@@ -302,6 +308,7 @@ func (e *Engine) abandon(w *waiter) {
 		}
 		e.removeLocked(w)
 		e.emitLocked(events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
+		e.scheduleLocked()
 	})
 	e.notifyPositions()
 }
@@ -326,6 +333,9 @@ func (e *Engine) Cancel(requester string) error {
 			e.removeLocked(w)
 		}
 		e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: e.refusalData(w.owner, ErrCancelled)})
+		if !w.working {
+			e.scheduleLocked()
+		}
 	})
 	if !found {
 		return ErrNoPending
