@@ -165,6 +165,10 @@ func isGoldenPlanID(id string) bool { return strings.HasPrefix(id, goldenIDPrefi
 // "platform|deviceType|runtime": the key of its refusal (doctor's
 // goldensNotBuilt shows it) and, behind goldenIDPrefix so it can never
 // equal a leasable spec's Key, its SpecKey in a plan.
+// GoldenSpecKey is goldenSpecKey for the daemon: doctor's goldensNotBuilt
+// is keyed by it.
+func GoldenSpecKey(platform, model, runtime string) string { return goldenSpecKey(platform, model, runtime) }
+
 func goldenSpecKey(platform, model, runtime string) string {
 	return platform + "|" + model + "|" + runtime
 }
@@ -331,6 +335,9 @@ func (e *Engine) retryGoldensLocked() {
 				case errors.Is(err, ErrGoldenRefused):
 					// The gate recorded the new reason.
 				default:
+					// Kept: the error may be passing (a tool that failed
+					// once), and only a later event asks again, never
+					// this answer; the fingerprint it costs is cached.
 					e.log.Warn("a retried golden build did not start", "platform", spec.Platform, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
 				}
 			})
@@ -405,12 +412,32 @@ func (e *Engine) stuckGoldenLocked(id string, err error) {
 	e.timers[tk] = e.clock.AfterFunc(s.delay, func() {
 		e.section(func() {
 			delete(e.timers, tk)
+			if !e.goldenExistsLocked(id) {
+				// Gone another way (a reset, a stale rebuild): nothing
+				// to back off from any more.
+				delete(e.goldens.stuck, id)
+			}
 			if !e.stopping {
 				e.scheduleLocked()
 			}
 		})
 		e.notifyPositions()
 	})
+}
+
+// goldenExistsLocked reports whether some driver still keeps golden plan
+// id (from memory, as GoldenKeeper promises).
+func (e *Engine) goldenExistsLocked(id string) bool {
+	for p, drv := range e.drivers {
+		if k, ok := drv.(GoldenKeeper); ok {
+			for _, g := range k.Goldens() {
+				if goldenPlanID(p, g.Handle) == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // unstickGoldenLocked forgets id's backoff: removed, it needs none.

@@ -150,12 +150,17 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 			out.Findings = append(out.Findings, contract.DoctorFinding{Kind: f.Kind, Platform: f.Platform, DeviceID: f.DeviceID,
 				Handle: f.Handle, Detail: f.Detail, Action: f.Action, Fixed: f.Fixed, Error: f.Err})
 		}
-		for _, g := range d.engine.GoldenDevices() {
+		// One read, so the goldens and the refusals agree.
+		gs := d.engine.GoldenStatus()
+		for _, g := range gs.Devices {
 			out.Goldens = append(out.Goldens, contract.DoctorGolden{Platform: g.Platform, Handle: g.Handle, ModelID: g.ModelID,
 				RuntimeID: g.RuntimeID, Building: g.Building, Reclaiming: g.Reclaiming, Stuck: g.State == core.GoldenStateStuck})
 		}
-		if nb := d.engine.GoldenRefusals(); len(nb) > 0 {
-			out.GoldensNotBuilt = nb
+		for _, r := range gs.Refused {
+			if out.GoldensNotBuilt == nil {
+				out.GoldensNotBuilt = map[string]string{}
+			}
+			out.GoldensNotBuilt[core.GoldenSpecKey(r.Platform, r.ModelID, r.RuntimeID)] = r.Reason
 		}
 		return out, nil
 	})
