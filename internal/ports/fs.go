@@ -1,10 +1,12 @@
 package ports
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Filesystem is the subset of file operations simlock's components use.
@@ -81,9 +83,18 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.Sync(); err != nil {
+	if err := d.Sync(); err != nil && !dirSyncUnsupported(err) {
 		d.Close()
 		return err
 	}
 	return d.Close()
+}
+
+// dirSyncUnsupported tells a filesystem that cannot sync a directory at
+// all (some FUSE, 9p and network mounts answer EINVAL or ENOTSUP) from a
+// sync that failed. There the rename is as durable as that filesystem
+// makes anything, and failing every atomic write would stop the daemon
+// from starting for no gain.
+func dirSyncUnsupported(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, errors.ErrUnsupported)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,6 +58,25 @@ func TestWriteFileAtomicSyncsTheDirectoryAfterTheRename(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p); string(b) != "newer" {
 		t.Fatalf("content after a failed directory sync %q", b)
+	}
+}
+
+// A filesystem that cannot sync a directory at all (the *os.File Sync of
+// some FUSE, 9p and network mounts answers EINVAL or ENOTSUP) does not
+// fail the write; a sync that failed (EIO) still does.
+func TestDirSyncUnsupportedIsNotAFailure(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		skip bool
+	}{
+		{&os.PathError{Op: "sync", Path: "/d", Err: syscall.EINVAL}, true},
+		{&os.PathError{Op: "sync", Path: "/d", Err: syscall.ENOTSUP}, true},
+		{&os.PathError{Op: "sync", Path: "/d", Err: syscall.EIO}, false},
+		{errors.New("disk gone"), false},
+	} {
+		if got := dirSyncUnsupported(c.err); got != c.skip {
+			t.Errorf("%v: unsupported %v, want %v", c.err, got, c.skip)
+		}
 	}
 }
 
