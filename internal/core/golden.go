@@ -425,6 +425,18 @@ func (e *Engine) stuckGoldenLocked(id string, err error) {
 	})
 }
 
+// forgetGoldensLocked starts clone provisioning over after a reset: the
+// reset removed every golden, so no refused build is owed a retry (the
+// next provision asks again, as on a fresh daemon) and no stuck golden is
+// left to back off from. Without it, the schedule that ends the reset
+// would rebuild a golden the moment the reset reported the host empty.
+func (e *Engine) forgetGoldensLocked() {
+	e.goldens.refused, e.goldens.recheck = nil, false
+	for id := range e.goldens.stuck {
+		e.unstickGoldenLocked(id)
+	}
+}
+
 // goldenExistsLocked reports whether some driver still keeps golden plan
 // id (from memory, as GoldenKeeper promises).
 func (e *Engine) goldenExistsLocked(id string) bool {

@@ -302,3 +302,28 @@ func TestRefusedGoldenIsRetriedWhenTheWaiterLeavesWithoutAGrant(t *testing.T) {
 		})
 	}
 }
+
+// A reset (nuke) removes every golden and starts clone provisioning over:
+// a build refused before it is not retried when the reset ends, so the
+// host the reset reported empty stays empty.
+func TestNukeForgetsRefusedGoldens(t *testing.T) {
+	h, c := goldenHarness(t, droidLimits())
+	leaseOn(t, h, "a", "android", "Pixel")
+	waiting := h.async(droidReq("b"))
+	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenRefused {
+		t.Fatalf("golden admitted while a request waits: %v", v)
+	}
+	if _, err := h.engine.Nuke(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-waiting; r.err == nil {
+		t.Fatal("the waiter outlived the reset")
+	}
+	h.engine.WaitIdle()
+	if n := countCalls(c.Calls(), ensurePhone); n != 0 {
+		t.Fatalf("golden build asked %d times after the reset, want none: %v", n, c.Calls())
+	}
+	if got := h.engine.GoldenRefusals(); len(got) != 0 {
+		t.Fatalf("refusals after the reset: %v", got)
+	}
+}
