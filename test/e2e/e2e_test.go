@@ -309,6 +309,38 @@ func TestSecondDaemonIsRefusedBeforeDeviceWork(t *testing.T) {
 	}
 }
 
+// goldensSettled waits until no golden is being built or asked for again.
+// Since ADR 0057 the daemon may build a golden in any idle gap once a
+// request has left the queue; the build boots a device process for a
+// while and shuts it down. A test that asserts no device process is left
+// waits for that first: a golden that never shut down still fails it.
+func (w *world) goldensSettled(t *testing.T) {
+	t.Helper()
+	eventually(t, "golden builds to settle", 60*time.Second, func() bool {
+		var st struct {
+			Goldens *struct {
+				Devices  []struct{ State string }
+				NotBuilt []struct{ Retrying bool }
+			}
+		}
+		w.json(&st, "status", "--json")
+		if st.Goldens == nil {
+			return true
+		}
+		for _, d := range st.Goldens.Devices {
+			if d.State == "building" || d.State == "reclaiming" {
+				return false
+			}
+		}
+		for _, n := range st.Goldens.NotBuilt {
+			if n.Retrying {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // rawConn speaks the socket protocol by hand, as a foreign client would.
 type rawConn struct {
 	t *testing.T

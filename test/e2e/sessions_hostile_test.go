@@ -65,6 +65,7 @@ func TestSessionKeeperKilledMidPrepareEndsTypedAndLeaksNothing(t *testing.T) {
 	var procs []struct {
 		ID string `json:"id"`
 	}
+	w.goldensSettled(t)
 	w.json(&procs, "simsdk", "ps", "--json")
 	if len(procs) != 0 {
 		t.Fatalf("device processes still running after the teardown: %+v", procs)

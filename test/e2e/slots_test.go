@@ -330,6 +330,7 @@ func TestKill9MidReplacementConvergesToOneDevice(t *testing.T) {
 	}
 	// The SDK runs exactly the slot's device, the daemon records only it,
 	// and doctor finds nothing astray.
+	w.goldensSettled(t)
 	ps := w.mustRun("simsdk", "ps")
 	running := 0
 	for _, ln := range strings.Split(ps, "\n") {
