@@ -255,17 +255,20 @@ func (b *broker) stats(ctx context.Context, _ *dispatch.Call, in contract.Sessio
 	return sessions.Compute(rs, since, until, limit, trunc), nil
 }
 
-// export reads an export and its receipt, checking the original owner
-// token (recovery never changes who may read it) and then the digest. A
-// caller without the token gets SESSION_EXPORT_NOT_FOUND, as for an export
-// that was never linked, on the same path (both reads run either way), and
-// only the owner learns of a digest mismatch; an admin is told the precise
-// refusal.
+// export reads the caller's export and its receipt: links are scoped by
+// the original owner token's digest (recovery never changes who may read
+// it), so another owner's export of the same prepare id is not even read.
+// A caller without the token gets SESSION_EXPORT_NOT_FOUND, as for an
+// export that was never linked, on the same path (both reads run either
+// way), and only the owner learns of a digest mismatch. An admin is told
+// the precise refusal: one more read tells another owner's export from
+// none.
 func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (sessions.Export, sessions.Record, error) {
 	if err := b.configured(); err != nil {
 		return sessions.Export{}, sessions.Record{}, err
 	}
-	e, found, err := b.st.SessionExport(ctx, in.PrepareID)
+	od := sessions.OwnerDigest(in.OwnerToken)
+	e, found, err := b.st.SessionExport(ctx, od, in.PrepareID)
 	if err != nil {
 		return e, sessions.Record{}, err
 	}
@@ -275,13 +278,18 @@ func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.Se
 	}
 	notFound := contract.Errorf(contract.CodeSessionExportNotFound, "no such session export under this owner token")
 	switch {
-	case !found || !linked:
-		return e, rec, notFound
-	case !sameOwner(rec.OwnerDigest, in.OwnerToken):
+	case !found || !linked || !sameOwner(rec.OwnerDigest, in.OwnerToken):
 		if !isAdmin(call) {
 			return e, rec, notFound
 		}
-		return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
+		theirs, err := b.st.SessionExportLinked(ctx, in.PrepareID)
+		if err != nil {
+			return e, rec, err
+		}
+		if theirs {
+			return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
+		}
+		return e, rec, notFound
 	case e.RequestDigest != in.RequestDigest:
 		return e, rec, contract.Errorf(contract.CodeSessionExportMismatch, "session export %q was linked with another request digest", in.PrepareID)
 	}
@@ -305,7 +313,7 @@ func (b *broker) acknowledgeExport(ctx context.Context, call *dispatch.Call, in 
 	if err != nil {
 		return contract.SessionAcknowledgeOut{}, err
 	}
-	if err := b.st.AcknowledgeSessionExport(ctx, in.PrepareID, b.now()); err != nil {
+	if err := b.st.AcknowledgeSessionExport(ctx, sessions.OwnerDigest(in.OwnerToken), in.PrepareID, b.now()); err != nil {
 		return contract.SessionAcknowledgeOut{}, err
 	}
 	return contract.SessionAcknowledgeOut{PrepareID: in.PrepareID, Outcome: "acknowledged"}, nil
