@@ -158,18 +158,18 @@ func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token 
 }
 
 // heartbeat renews a session's lease. A keeper sends one every few
-// seconds, so a live session is answered from the broker's memory (its
-// lease and owner digest, set when the ready receipt was committed or
-// adopted); only a session the memory cannot decide for reads its receipt,
-// which stays the truth after a restart.
+// seconds, so its heartbeat on a live session is answered from the
+// broker's memory (its lease and owner digest, set when the ready receipt
+// was committed or adopted) and reads no receipt: that is the hot path.
+// Only a session the memory cannot decide for reads its receipt, which
+// stays the truth after a restart.
 //
-// A foreign token on a live session is refused from the memory, with the
-// same error an unknown id gets from the store, but without its store
-// read: foreign heartbeats must stay as cheap as the keeper's (the
-// hostile tests pin that they read no receipt). What that leaves is a
-// timing difference of one indexed read, within a socket round trip's
-// jitter, and only about an id the prober already holds (ids are random
-// UUIDs); the answer itself tells it nothing.
+// A foreign token on a live session is known to be refused from the
+// memory alone, but it still makes the receipt read an unknown or ended
+// id makes (sessionOf, the same path to the same notYours): answered from
+// memory it was one indexed read faster, and averaging probes would tell
+// live ids from the rest (ADR 0058, section 3). The read costs only the
+// callers that are refused anyway.
 func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
@@ -177,6 +177,12 @@ func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract
 	leaseID, mismatch, ok := b.liveLease(in.SessionID, in.OwnerToken)
 	switch {
 	case mismatch && !isAdmin(call):
+		if _, err := b.sessionOf(ctx, call, in.SessionID, in.OwnerToken); err != nil {
+			return contract.SessionHeartbeatOut{}, err
+		}
+		// The receipt agreed with the token after all (it cannot: the
+		// memory's owner digest is the receipt's); the memory's refusal
+		// stands.
 		return contract.SessionHeartbeatOut{}, notYours()
 	case mismatch:
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
@@ -625,10 +627,11 @@ func TestSessionIdlePoolCapZeroDestroysInsteadOfReset(t *testing.T) {
 	}
 }
 
-// readCountingStore counts the receipt reads the broker makes.
+// readCountingStore counts the receipt reads the broker makes, and
+// apart the reads by session id (the one an unknown id's heartbeat makes).
 type readCountingStore struct {
 	sessions.Store
-	reads atomic.Int64
+	reads, bySession atomic.Int64
 }
 
 func (s *readCountingStore) SessionReceipt(ctx context.Context, id string) (sessions.Record, bool, error) {
@@ -643,13 +646,18 @@ func (s *readCountingStore) SessionReceiptByRequest(ctx context.Context, od, req
 
 func (s *readCountingStore) SessionReceiptBySession(ctx context.Context, sid string) (sessions.Record, bool, error) {
 	s.reads.Add(1)
+	s.bySession.Add(1)
 	return s.Store.SessionReceiptBySession(ctx, sid)
 }
 
 // A keeper's heartbeats on a live session are answered from the broker's
-// memory: they renew the lease (its expiry moves on), a foreign token is
-// still SESSION_OWNER_MISMATCH, and none of them reads a receipt from the
-// store. Once the session is released the receipt answers again:
+// memory: they renew the lease (its expiry moves on) and none of them
+// reads a receipt from the store (the hot path). A foreign token is still
+// SESSION_OWNER_MISMATCH, and its heartbeat reads exactly what an unknown
+// id's does, one receipt by session id: this pin used to be that a foreign
+// heartbeat reads none, which made it one indexed read faster than an
+// unknown id's, so averaged probes told live ids apart (ADR 0058, section
+// 3). Once the session is released the receipt answers again:
 // SESSION_ENDED.
 func TestSessionHeartbeatsOfALiveSessionReadNoReceipt(t *testing.T) {
 	f := sessionDaemon(t, nil)
@@ -669,11 +677,23 @@ func TestSessionHeartbeatsOfALiveSessionReadNoReceipt(t *testing.T) {
 		}
 		last = hb
 	}
-	if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "not-alice"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
-		t.Fatalf("a heartbeat under another token: %v", err)
-	}
 	if n := st.reads.Load(); n != 0 {
-		t.Fatalf("21 heartbeats of a live session read %d receipts from the store, want 0", n)
+		t.Fatalf("20 heartbeats of a live session by its owner read %d receipts from the store, want 0", n)
+	}
+	// What one heartbeat reads: every read, and those by session id.
+	cost := func(what, sid string) (int64, int64) {
+		t.Helper()
+		reads, bySession := st.reads.Load(), st.bySession.Load()
+		if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: sid, OwnerToken: "not-alice"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return st.reads.Load() - reads, st.bySession.Load() - bySession
+	}
+	foreign, foreignBySession := cost("a heartbeat under another token", r.SessionID)
+	unknown, unknownBySession := cost("a heartbeat of an unknown id", uuid.NewString())
+	if foreign != unknown || foreignBySession != unknownBySession || unknown != 1 || unknownBySession != 1 {
+		t.Fatalf("a foreign heartbeat on a live session read %d receipts (%d by session id), an unknown id's %d (%d): want one by session id for both",
+			foreign, foreignBySession, unknown, unknownBySession)
 	}
 	after, held := f.d.engine.Lease(r.LeaseID)
 	if !held || after.ExpiresAt.Before(before.ExpiresAt) || last.ExpiresAtMs < before.LastRenewedAt.UnixMilli() {
