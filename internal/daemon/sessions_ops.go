@@ -158,18 +158,18 @@ func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token 
 }
 
 // heartbeat renews a session's lease. A keeper sends one every few
-// seconds, so a live session is answered from the broker's memory (its
-// lease and owner digest, set when the ready receipt was committed or
-// adopted); only a session the memory cannot decide for reads its receipt,
-// which stays the truth after a restart.
+// seconds, so its heartbeat on a live session is answered from the
+// broker's memory (its lease and owner digest, set when the ready receipt
+// was committed or adopted) and reads no receipt: that is the hot path.
+// Only a session the memory cannot decide for reads its receipt, which
+// stays the truth after a restart.
 //
-// A foreign token on a live session is refused from the memory, with the
-// same error an unknown id gets from the store, but without its store
-// read: foreign heartbeats must stay as cheap as the keeper's (the
-// hostile tests pin that they read no receipt). What that leaves is a
-// timing difference of one indexed read, within a socket round trip's
-// jitter, and only about an id the prober already holds (ids are random
-// UUIDs); the answer itself tells it nothing.
+// A foreign token on a live session is known to be refused from the
+// memory alone, but it still makes the receipt read an unknown or ended
+// id makes (sessionOf, the same path to the same notYours): answered from
+// memory it was one indexed read faster, and averaging probes would tell
+// live ids from the rest (ADR 0058, section 3). The read costs only the
+// callers that are refused anyway.
 func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
@@ -177,6 +177,12 @@ func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract
 	leaseID, mismatch, ok := b.liveLease(in.SessionID, in.OwnerToken)
 	switch {
 	case mismatch && !isAdmin(call):
+		if _, err := b.sessionOf(ctx, call, in.SessionID, in.OwnerToken); err != nil {
+			return contract.SessionHeartbeatOut{}, err
+		}
+		// The receipt agreed with the token after all (it cannot: the
+		// memory's owner digest is the receipt's); the memory's refusal
+		// stands.
 		return contract.SessionHeartbeatOut{}, notYours()
 	case mismatch:
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
@@ -255,17 +261,20 @@ func (b *broker) stats(ctx context.Context, _ *dispatch.Call, in contract.Sessio
 	return sessions.Compute(rs, since, until, limit, trunc), nil
 }
 
-// export reads an export and its receipt, checking the original owner
-// token (recovery never changes who may read it) and then the digest. A
-// caller without the token gets SESSION_EXPORT_NOT_FOUND, as for an export
-// that was never linked, on the same path (both reads run either way), and
-// only the owner learns of a digest mismatch; an admin is told the precise
-// refusal.
+// export reads the caller's export and its receipt: links are scoped by
+// the original owner token's digest (recovery never changes who may read
+// it), so another owner's export of the same prepare id is not even read.
+// A caller without the token gets SESSION_EXPORT_NOT_FOUND, as for an
+// export that was never linked, on the same path (both reads run either
+// way), and only the owner learns of a digest mismatch. An admin is told
+// the precise refusal: one more read tells another owner's export from
+// none.
 func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (sessions.Export, sessions.Record, error) {
 	if err := b.configured(); err != nil {
 		return sessions.Export{}, sessions.Record{}, err
 	}
-	e, found, err := b.st.SessionExport(ctx, in.PrepareID)
+	od := sessions.OwnerDigest(in.OwnerToken)
+	e, found, err := b.st.SessionExport(ctx, od, in.PrepareID)
 	if err != nil {
 		return e, sessions.Record{}, err
 	}
@@ -275,13 +284,18 @@ func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.Se
 	}
 	notFound := contract.Errorf(contract.CodeSessionExportNotFound, "no such session export under this owner token")
 	switch {
-	case !found || !linked:
-		return e, rec, notFound
-	case !sameOwner(rec.OwnerDigest, in.OwnerToken):
+	case !found || !linked || !sameOwner(rec.OwnerDigest, in.OwnerToken):
 		if !isAdmin(call) {
 			return e, rec, notFound
 		}
-		return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
+		theirs, err := b.st.SessionExportLinked(ctx, in.PrepareID)
+		if err != nil {
+			return e, rec, err
+		}
+		if theirs {
+			return e, rec, contract.Errorf(contract.CodeSessionOwnerMismatch, "session export %q belongs to another owner token", in.PrepareID)
+		}
+		return e, rec, notFound
 	case e.RequestDigest != in.RequestDigest:
 		return e, rec, contract.Errorf(contract.CodeSessionExportMismatch, "session export %q was linked with another request digest", in.PrepareID)
 	}
@@ -305,7 +319,7 @@ func (b *broker) acknowledgeExport(ctx context.Context, call *dispatch.Call, in 
 	if err != nil {
 		return contract.SessionAcknowledgeOut{}, err
 	}
-	if err := b.st.AcknowledgeSessionExport(ctx, in.PrepareID, b.now()); err != nil {
+	if err := b.st.AcknowledgeSessionExport(ctx, sessions.OwnerDigest(in.OwnerToken), in.PrepareID, b.now()); err != nil {
 		return contract.SessionAcknowledgeOut{}, err
 	}
 	return contract.SessionAcknowledgeOut{PrepareID: in.PrepareID, Outcome: "acknowledged"}, nil

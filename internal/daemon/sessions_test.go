@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
@@ -369,6 +371,87 @@ func TestSessionExportPinsAndAcknowledges(t *testing.T) {
 	}
 }
 
+// A prepare id is its owner's own name (store migration 10): mallory's
+// prepare with the id alice already linked neither fails (it would tell
+// her the id is taken) nor touches alice's link, and mallory linking an id
+// first (with a config refused before admission, so its failed receipt
+// holds the link) does not block alice's later prepare with it. Each reads
+// and acknowledges her own export. The same owner is still refused a
+// second digest or a second request under one id, and an admin is still
+// told another owner's export from none.
+func TestSessionExportIdsAreScopedByOwner(t *testing.T) {
+	f := sessionDaemon(t, nil)
+	ctx := context.Background()
+	a, m, admin := f.dial("alice", ""), f.dial("mallory", ""), f.dial("ops", f.adminToken())
+	refused := func(req string) contract.SessionConfig {
+		return contract.SessionConfig{ContractVersion: 1, RequestID: req, Device: contract.DeviceRequirement{SchemaVersion: 1, Platform: "ios",
+			Hardware: &contract.HardwareRequirement{Kind: contract.HardwareArchetype, Archetype: "foldable"}}}
+	}
+	prep := func(c *client.Client, cfg contract.SessionConfig, token, prepareID, digest string) (contract.SessionReceipt, error) {
+		return client.Do(ctx, c, contract.SessionPrepare, contract.SessionPrepareIn{Config: cfg, OwnerToken: token,
+			Export: &contract.SessionExport{PrepareID: prepareID, RequestDigest: digest}})
+	}
+
+	// The oracle: alice's id is linked; mallory's probe must not fail.
+	ra, err := prep(a, sessionConfig("run"), "owner-a", "p-first", "d-a")
+	if err != nil || ra.Status != contract.SessionReady {
+		t.Fatalf("alice's prepare %+v %v", ra, err)
+	}
+	if r, err := prep(m, refused("probe"), "owner-m", "p-first", "d-m"); err != nil || r.Status != contract.SessionFailed {
+		t.Fatalf("mallory's prepare with alice's prepare id: %+v %v, want her own refused receipt and no error", r, err)
+	}
+	// The squat: mallory links an id first; alice's prepare with it works.
+	if r, err := prep(m, refused("squat"), "owner-m", "p-squat", "d-m"); err != nil || r.Status != contract.SessionFailed {
+		t.Fatalf("mallory's squat %+v %v", r, err)
+	}
+	rb, err := prep(a, sessionConfig("run-2"), "owner-a", "p-squat", "d-a")
+	if err != nil || rb.Status != contract.SessionReady {
+		t.Fatalf("alice's prepare with the id mallory linked first: %+v %v", rb, err)
+	}
+
+	get := func(c *client.Client, token, prepareID, digest string) (contract.SessionExportOut, error) {
+		return client.Do(ctx, c, contract.SessionGetExport, contract.SessionExportIn{PrepareID: prepareID, RequestDigest: digest, OwnerToken: token})
+	}
+	for id, sid := range map[string]string{"p-first": ra.SessionID, "p-squat": rb.SessionID} {
+		if ex, err := get(a, "owner-a", id, "d-a"); err != nil || ex.Result.SessionID != sid || ex.Result.Status != contract.SessionReady || ex.Acknowledged {
+			t.Errorf("alice's export %s: %+v %v, want her session %s", id, ex, err, sid)
+		}
+		if ex, err := get(m, "owner-m", id, "d-m"); err != nil || ex.Result.Status != contract.SessionFailed || ex.Result.SessionID == sid {
+			t.Errorf("mallory's export %s: %+v %v, want her own refused receipt", id, ex, err)
+		}
+	}
+	if ack, err := client.Do(ctx, m, contract.SessionAcknowledgeExport, contract.SessionExportIn{PrepareID: "p-first", RequestDigest: "d-m", OwnerToken: "owner-m"}); err != nil || ack.Outcome != "acknowledged" {
+		t.Fatalf("mallory acknowledges her own export: %+v %v", ack, err)
+	}
+	if ex, err := get(a, "owner-a", "p-first", "d-a"); err != nil || ex.Acknowledged {
+		t.Errorf("mallory's acknowledgement reached alice's export: %+v %v", ex, err)
+	}
+
+	// The same owner, the same prepare id: another digest, or another
+	// request, is still a mismatch.
+	if _, err := prep(a, sessionConfig("run"), "owner-a", "p-first", "d-other"); !client.IsCode(err, contract.CodeSessionExportMismatch) {
+		t.Errorf("alice's replay with another digest: %v", err)
+	}
+	if _, err := prep(a, sessionConfig("run-3"), "owner-a", "p-first", "d-a"); !client.IsCode(err, contract.CodeSessionExportMismatch) {
+		t.Errorf("alice's other request under her prepare id: %v", err)
+	}
+
+	// An admin with another token: SESSION_OWNER_MISMATCH for an id some
+	// owner linked, not-found for one nobody did.
+	if _, err := get(admin, "x", "p-first", "d-a"); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+		t.Errorf("an admin's getExport of another owner's export: %v", err)
+	}
+	if _, err := client.Do(ctx, admin, contract.SessionAcknowledgeExport, contract.SessionExportIn{PrepareID: "p-first", RequestDigest: "d-a", OwnerToken: "x"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+		t.Errorf("an admin's acknowledgeExport of another owner's export: %v", err)
+	}
+	if _, err := get(admin, "x", "p-never", "d-a"); !client.IsCode(err, contract.CodeSessionExportNotFound) {
+		t.Errorf("an admin's getExport of an id nobody linked: %v", err)
+	}
+	if ack, err := client.Do(ctx, admin, contract.SessionAcknowledgeExport, contract.SessionExportIn{PrepareID: "p-never", RequestDigest: "d", OwnerToken: "x"}); err != nil || ack.Outcome != "unknown_export" {
+		t.Errorf("an admin's acknowledgeExport of an id nobody linked: %+v %v", ack, err)
+	}
+}
+
 func TestSessionCapsRefuseWithNewRequestID(t *testing.T) {
 	f := sessionDaemon(t, func(s *config.Sessions) { s.Limits.SessionCap = 1 })
 	a := f.dial("alice", "")
@@ -544,10 +627,11 @@ func TestSessionIdlePoolCapZeroDestroysInsteadOfReset(t *testing.T) {
 	}
 }
 
-// readCountingStore counts the receipt reads the broker makes.
+// readCountingStore counts the receipt reads the broker makes, and
+// apart the reads by session id (the one an unknown id's heartbeat makes).
 type readCountingStore struct {
 	sessions.Store
-	reads atomic.Int64
+	reads, bySession atomic.Int64
 }
 
 func (s *readCountingStore) SessionReceipt(ctx context.Context, id string) (sessions.Record, bool, error) {
@@ -562,13 +646,18 @@ func (s *readCountingStore) SessionReceiptByRequest(ctx context.Context, od, req
 
 func (s *readCountingStore) SessionReceiptBySession(ctx context.Context, sid string) (sessions.Record, bool, error) {
 	s.reads.Add(1)
+	s.bySession.Add(1)
 	return s.Store.SessionReceiptBySession(ctx, sid)
 }
 
 // A keeper's heartbeats on a live session are answered from the broker's
-// memory: they renew the lease (its expiry moves on), a foreign token is
-// still SESSION_OWNER_MISMATCH, and none of them reads a receipt from the
-// store. Once the session is released the receipt answers again:
+// memory: they renew the lease (its expiry moves on) and none of them
+// reads a receipt from the store (the hot path). A foreign token is still
+// SESSION_OWNER_MISMATCH, and its heartbeat reads exactly what an unknown
+// id's does, one receipt by session id: this pin used to be that a foreign
+// heartbeat reads none, which made it one indexed read faster than an
+// unknown id's, so averaged probes told live ids apart (ADR 0058, section
+// 3). Once the session is released the receipt answers again:
 // SESSION_ENDED.
 func TestSessionHeartbeatsOfALiveSessionReadNoReceipt(t *testing.T) {
 	f := sessionDaemon(t, nil)
@@ -588,11 +677,23 @@ func TestSessionHeartbeatsOfALiveSessionReadNoReceipt(t *testing.T) {
 		}
 		last = hb
 	}
-	if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "not-alice"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
-		t.Fatalf("a heartbeat under another token: %v", err)
-	}
 	if n := st.reads.Load(); n != 0 {
-		t.Fatalf("21 heartbeats of a live session read %d receipts from the store, want 0", n)
+		t.Fatalf("20 heartbeats of a live session by its owner read %d receipts from the store, want 0", n)
+	}
+	// What one heartbeat reads: every read, and those by session id.
+	cost := func(what, sid string) (int64, int64) {
+		t.Helper()
+		reads, bySession := st.reads.Load(), st.bySession.Load()
+		if _, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: sid, OwnerToken: "not-alice"}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return st.reads.Load() - reads, st.bySession.Load() - bySession
+	}
+	foreign, foreignBySession := cost("a heartbeat under another token", r.SessionID)
+	unknown, unknownBySession := cost("a heartbeat of an unknown id", uuid.NewString())
+	if foreign != unknown || foreignBySession != unknownBySession || unknown != 1 || unknownBySession != 1 {
+		t.Fatalf("a foreign heartbeat on a live session read %d receipts (%d by session id), an unknown id's %d (%d): want one by session id for both",
+			foreign, foreignBySession, unknown, unknownBySession)
 	}
 	after, held := f.d.engine.Lease(r.LeaseID)
 	if !held || after.ExpiresAt.Before(before.ExpiresAt) || last.ExpiresAtMs < before.LastRenewedAt.UnixMilli() {

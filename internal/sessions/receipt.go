@@ -130,7 +130,10 @@ type Store interface {
 	SessionReceiptBySession(ctx context.Context, sessionID string) (Record, bool, error)
 	OpenSessionReceipts(ctx context.Context) ([]Record, error)
 	RecentSessionReceipts(ctx context.Context, since time.Time, limit int) ([]Record, bool, error)
-	SessionExport(ctx context.Context, prepareID string) (Export, bool, error)
-	AcknowledgeSessionExport(ctx context.Context, prepareID string, at time.Time) error
+	// Export links are scoped by the owner digest (store migration 10):
+	// a prepare id names an export only within one owner's links.
+	SessionExport(ctx context.Context, ownerDigest, prepareID string) (Export, bool, error)
+	SessionExportLinked(ctx context.Context, prepareID string) (bool, error)
+	AcknowledgeSessionExport(ctx context.Context, ownerDigest, prepareID string, at time.Time) error
 	PruneSessionReceipts(ctx context.Context, now time.Time, retention, exportMaxAge time.Duration) (int, error)
 }

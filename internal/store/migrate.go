@@ -166,6 +166,33 @@ UPDATE session_receipts SET principal = (
 	SELECT NULLIF(l.owner_id, '') FROM leases l WHERE l.id = json_extract(session_receipts.record, '$.receipt.leaseId'))
 WHERE principal IS NULL;
 `,
+	// 10: export links scoped by their owner. Keyed by the prepare id
+	// alone, one owner's link answered another owner's prepare with a
+	// mismatch (an oracle for which ids are taken) and a failed prepare
+	// squatted an id its rightful owner could then never link. The key is
+	// now (owner digest, prepare id), the owner digest taken from the
+	// linked receipt; a link whose receipt is gone (only possible with
+	// foreign keys off) has no owner to scope it and is dropped.
+	`
+CREATE TABLE session_exports_v10 (
+	owner_digest    TEXT NOT NULL CHECK (length(owner_digest) = 64),
+	prepare_id      TEXT NOT NULL CHECK (prepare_id <> ''),
+	request_digest  TEXT NOT NULL CHECK (request_digest <> ''),
+	identity        TEXT NOT NULL UNIQUE REFERENCES session_receipts (identity) ON DELETE CASCADE,
+	created_at      INTEGER NOT NULL,
+	acknowledged_at INTEGER,                                 -- NULL until acknowledged
+	PRIMARY KEY (owner_digest, prepare_id)
+) STRICT;
+
+INSERT INTO session_exports_v10 (owner_digest, prepare_id, request_digest, identity, created_at, acknowledged_at)
+	SELECT r.owner_digest, e.prepare_id, e.request_digest, e.identity, e.created_at, e.acknowledged_at
+	FROM session_exports e JOIN session_receipts r ON r.identity = e.identity;
+
+DROP TABLE session_exports;
+ALTER TABLE session_exports_v10 RENAME TO session_exports;
+-- Only an admin's refusal asks whether anyone linked a prepare id.
+CREATE INDEX session_exports_prepare ON session_exports (prepare_id);
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock; the

@@ -66,12 +66,16 @@ func writeSession(ctx context.Context, q querier, r sessions.Record, insert bool
 	return nil
 }
 
-// linkExport links an export identity to a receipt in the caller's
-// transaction. A repeat of the same link is fine; anything else that
-// would change an existing link is a mismatch.
-func linkExport(ctx context.Context, q querier, identity string, e sessions.Export) error {
+// linkExport links an export identity to a receipt of ownerDigest in the
+// caller's transaction. A repeat of the same link is fine; anything else
+// that would change one of the owner's links is a mismatch. Another
+// owner's links are never read: a prepare id is the owner's own name, so
+// two owners may use the same one, and neither can learn of or block the
+// other's.
+func linkExport(ctx context.Context, q querier, ownerDigest, identity string, e sessions.Export) error {
 	var gotID, gotDigest string
-	err := q.QueryRowContext(ctx, `SELECT identity, request_digest FROM session_exports WHERE prepare_id = ?`, e.PrepareID).Scan(&gotID, &gotDigest)
+	err := q.QueryRowContext(ctx, `SELECT identity, request_digest FROM session_exports WHERE owner_digest = ? AND prepare_id = ?`,
+		ownerDigest, e.PrepareID).Scan(&gotID, &gotDigest)
 	switch {
 	case err == nil:
 		if gotID != identity || gotDigest != e.RequestDigest {
@@ -89,8 +93,8 @@ func linkExport(ctx context.Context, q querier, identity string, e sessions.Expo
 	if !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: session export: %w", err)
 	}
-	if _, err := q.ExecContext(ctx, `INSERT INTO session_exports (prepare_id, request_digest, identity, created_at) VALUES (?, ?, ?, ?)`,
-		e.PrepareID, e.RequestDigest, identity, e.CreatedAt.UnixMilli()); err != nil {
+	if _, err := q.ExecContext(ctx, `INSERT INTO session_exports (owner_digest, prepare_id, request_digest, identity, created_at) VALUES (?, ?, ?, ?, ?)`,
+		ownerDigest, e.PrepareID, e.RequestDigest, identity, e.CreatedAt.UnixMilli()); err != nil {
 		return fmt.Errorf("store: link session export: %w", err)
 	}
 	return nil
@@ -99,7 +103,8 @@ func linkExport(ctx context.Context, q querier, identity string, e sessions.Expo
 // CommitSessionReceipt stores r unless a receipt for its identity is
 // committed already, in which case that one is returned untouched
 // (created false): a concurrent or later caller never replaces it. An
-// export, when given, is linked in the same transaction.
+// export, when given, is linked in the same transaction, under the
+// stored receipt's owner.
 func (db *DB) CommitSessionReceipt(ctx context.Context, r sessions.Record, exp *sessions.Export) (sessions.Record, bool, error) {
 	out, created := r, false
 	err := db.immediate(ctx, func(q querier) error {
@@ -116,7 +121,7 @@ func (db *DB) CommitSessionReceipt(ctx context.Context, r sessions.Record, exp *
 			created = true
 		}
 		if exp != nil {
-			return linkExport(ctx, q, r.Identity, *exp)
+			return linkExport(ctx, q, out.OwnerDigest, r.Identity, *exp)
 		}
 		return nil
 	})
@@ -195,13 +200,13 @@ func (db *DB) RecentSessionReceipts(ctx context.Context, since time.Time, limit 
 	return out, false, nil
 }
 
-// SessionExport reads an export link by prepare id.
-func (db *DB) SessionExport(ctx context.Context, prepareID string) (sessions.Export, bool, error) {
+// SessionExport reads one owner's export link by prepare id.
+func (db *DB) SessionExport(ctx context.Context, ownerDigest, prepareID string) (sessions.Export, bool, error) {
 	var e sessions.Export
 	var created int64
 	var ack sql.NullInt64
-	err := db.sql.QueryRowContext(ctx, `SELECT prepare_id, request_digest, identity, created_at, acknowledged_at FROM session_exports WHERE prepare_id = ?`,
-		prepareID).Scan(&e.PrepareID, &e.RequestDigest, &e.Identity, &created, &ack)
+	err := db.sql.QueryRowContext(ctx, `SELECT prepare_id, request_digest, identity, created_at, acknowledged_at FROM session_exports WHERE owner_digest = ? AND prepare_id = ?`,
+		ownerDigest, prepareID).Scan(&e.PrepareID, &e.RequestDigest, &e.Identity, &created, &ack)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, false, nil
 	}
@@ -212,11 +217,25 @@ func (db *DB) SessionExport(ctx context.Context, prepareID string) (sessions.Exp
 	return e, true, nil
 }
 
-// AcknowledgeSessionExport records the first acknowledgement of an export;
-// a repeat keeps the first time.
-func (db *DB) AcknowledgeSessionExport(ctx context.Context, prepareID string, at time.Time) error {
-	if _, err := db.sql.ExecContext(ctx, `UPDATE session_exports SET acknowledged_at = ? WHERE prepare_id = ? AND acknowledged_at IS NULL`,
-		at.UnixMilli(), prepareID); err != nil {
+// SessionExportLinked tells whether any owner has linked prepareID. Only
+// an admin's refusal reads it, to tell another owner's export from none.
+func (db *DB) SessionExportLinked(ctx context.Context, prepareID string) (bool, error) {
+	var one int
+	err := db.sql.QueryRowContext(ctx, `SELECT 1 FROM session_exports WHERE prepare_id = ? LIMIT 1`, prepareID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: session export: %w", err)
+	}
+	return true, nil
+}
+
+// AcknowledgeSessionExport records the first acknowledgement of one
+// owner's export; a repeat keeps the first time.
+func (db *DB) AcknowledgeSessionExport(ctx context.Context, ownerDigest, prepareID string, at time.Time) error {
+	if _, err := db.sql.ExecContext(ctx, `UPDATE session_exports SET acknowledged_at = ? WHERE owner_digest = ? AND prepare_id = ? AND acknowledged_at IS NULL`,
+		at.UnixMilli(), ownerDigest, prepareID); err != nil {
 		return fmt.Errorf("store: acknowledge session export: %w", err)
 	}
 	return nil

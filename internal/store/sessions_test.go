@@ -99,18 +99,18 @@ func TestSessionExportLinksOnceAndPinsTheReceipt(t *testing.T) {
 	if _, ok, _ := db.SessionReceipt(ctx, r.Identity); !ok {
 		t.Fatal("the pinned receipt was pruned")
 	}
-	if err := db.AcknowledgeSessionExport(ctx, "p1", at.Add(41*day)); err != nil {
+	if err := db.AcknowledgeSessionExport(ctx, r.OwnerDigest, "p1", at.Add(41*day)); err != nil {
 		t.Fatal(err)
 	}
-	_ = db.AcknowledgeSessionExport(ctx, "p1", at.Add(50*day))
-	e, ok, _ := db.SessionExport(ctx, "p1")
+	_ = db.AcknowledgeSessionExport(ctx, r.OwnerDigest, "p1", at.Add(50*day))
+	e, ok, _ := db.SessionExport(ctx, r.OwnerDigest, "p1")
 	if !ok || !e.AcknowledgedAt.Equal(at.Add(41*day)) {
 		t.Fatalf("acknowledgement %+v, want the first time kept", e)
 	}
 	if n, _ := db.PruneSessionReceipts(ctx, at.Add(42*day), ret, max); n != 1 {
 		t.Fatalf("the acknowledged export's receipt was not pruned (%d)", n)
 	}
-	if _, ok, _ := db.SessionExport(ctx, "p1"); ok {
+	if _, ok, _ := db.SessionExport(ctx, r.OwnerDigest, "p1"); ok {
 		t.Fatal("the export link outlived its receipt")
 	}
 }
@@ -197,7 +197,7 @@ func TestPruneOfManyReceiptsIsOneReadAndBatchedDeletes(t *testing.T) {
 				return err
 			}
 			if exp != nil {
-				if err := linkExport(ctx, q, id, *exp); err != nil {
+				if err := linkExport(ctx, q, r.OwnerDigest, id, *exp); err != nil {
 					return err
 				}
 				if ack {
@@ -309,5 +309,120 @@ func TestPrincipalMigrationBackfillsFromHeldLeases(t *testing.T) {
 	}
 	if got, _, _ := db.SessionReceiptBySession(ctx, "s-new"); got.Principal != "bob" || got.Receipt.Status != contract.SessionReady {
 		t.Errorf("after an update: principal %q status %s, want bob (written once) and ready", got.Principal, got.Receipt.Status)
+	}
+}
+
+// ownedRec is sessionRec under another owner's digest.
+func ownedRec(id, owner, req, status string, at time.Time) sessions.Record {
+	r := sessionRec(id, req, status, at)
+	r.OwnerDigest = strings.Repeat(owner, 64)
+	return r
+}
+
+// A prepare id names an export only within its owner's links: two owners
+// link the same id to their own receipts, each reads and acknowledges
+// only her own, and the same owner is still refused a second digest or a
+// second receipt under one id.
+func TestSessionExportLinksAreScopedByOwner(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newTestDB(t)
+	at := time.UnixMilli(9_000_000)
+	alice, mallory := ownedRec("a", "1", "r", contract.SessionReleased, at), ownedRec("m", "2", "r", contract.SessionFailed, at)
+	mallory.Receipt.Failure = &contract.SessionFailure{Code: contract.CodeUnsupportedHardware}
+	if _, _, err := db.CommitSessionReceipt(ctx, mallory, &sessions.Export{PrepareID: "p", RequestDigest: "d-m", CreatedAt: at}); err != nil {
+		t.Fatalf("mallory's link: %v", err)
+	}
+	if _, _, err := db.CommitSessionReceipt(ctx, alice, &sessions.Export{PrepareID: "p", RequestDigest: "d-a", CreatedAt: at}); err != nil {
+		t.Fatalf("alice's link of the id mallory linked first: %v", err)
+	}
+	for _, r := range []sessions.Record{alice, mallory} {
+		e, ok, err := db.SessionExport(ctx, r.OwnerDigest, "p")
+		if err != nil || !ok || e.Identity != r.Identity {
+			t.Errorf("owner %s reads %+v %v %v, want her own receipt %s", r.OwnerDigest[:1], e, ok, err, r.Identity[:1])
+		}
+	}
+	if _, ok, _ := db.SessionExport(ctx, strings.Repeat("3", 64), "p"); ok {
+		t.Error("a third owner reads an export she never linked")
+	}
+	if err := db.AcknowledgeSessionExport(ctx, mallory.OwnerDigest, "p", at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if e, _, _ := db.SessionExport(ctx, alice.OwnerDigest, "p"); !e.AcknowledgedAt.IsZero() {
+		t.Errorf("mallory's acknowledgement reached alice's export: %+v", e)
+	}
+	if _, _, err := db.CommitSessionReceipt(ctx, alice, &sessions.Export{PrepareID: "p", RequestDigest: "d-other", CreatedAt: at}); !errors.Is(err, sessions.ErrExportMismatch) {
+		t.Errorf("alice's second digest under her id: %v", err)
+	}
+	other := ownedRec("b", "1", "r2", contract.SessionReleased, at)
+	if _, _, err := db.CommitSessionReceipt(ctx, other, &sessions.Export{PrepareID: "p", RequestDigest: "d-a", CreatedAt: at}); !errors.Is(err, sessions.ErrExportMismatch) {
+		t.Errorf("alice's second receipt under her id: %v", err)
+	}
+	if linked, err := db.SessionExportLinked(ctx, "p"); err != nil || !linked {
+		t.Errorf("SessionExportLinked(p) %v %v", linked, err)
+	}
+	if linked, err := db.SessionExportLinked(ctx, "q"); err != nil || linked {
+		t.Errorf("SessionExportLinked(q) %v %v", linked, err)
+	}
+}
+
+// Migration 10 rekeys export links by (owner digest, prepare id), taking
+// each link's owner from its receipt: a link made before it keeps its
+// digest and acknowledgement and is read by its owner (and no one else),
+// another owner may then link the same prepare id, a link still goes
+// with its receipt, and one receipt still has one link.
+func TestExportScopeMigrationBackfillsOwnersFromReceipts(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	old, err := open(ctx, path, migrations[:9])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(8_000_000)
+	alice, bob := ownedRec("a", "1", "r", contract.SessionReleased, at), ownedRec("b", "2", "r", contract.SessionReleased, at)
+	for _, r := range []sessions.Record{alice, bob} {
+		b, _ := r.Encode()
+		if _, err := old.sql.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, status, record, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, r.Receipt.RequestID, r.Receipt.Status, string(b), at.UnixMilli(), at.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.sql.ExecContext(ctx, `INSERT INTO session_exports (prepare_id, request_digest, identity, created_at, acknowledged_at)
+		VALUES ('p-a', 'd-a', ?, ?, NULL), ('p-b', 'd-b', ?, ?, ?)`,
+		alice.Identity, at.UnixMilli(), bob.Identity, at.UnixMilli(), at.Add(time.Minute).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	db := openAt(t, path)
+	if v := version(t, db); v != 10 {
+		t.Fatalf("schema version %d after the upgrade, want 10", v)
+	}
+	e, ok, err := db.SessionExport(ctx, alice.OwnerDigest, "p-a")
+	if err != nil || !ok || e.Identity != alice.Identity || e.RequestDigest != "d-a" || !e.AcknowledgedAt.IsZero() || !e.CreatedAt.Equal(at) {
+		t.Errorf("alice's export after migration 10: %+v %v %v", e, ok, err)
+	}
+	e, ok, err = db.SessionExport(ctx, bob.OwnerDigest, "p-b")
+	if err != nil || !ok || e.Identity != bob.Identity || !e.AcknowledgedAt.Equal(at.Add(time.Minute)) {
+		t.Errorf("bob's export after migration 10: %+v %v %v", e, ok, err)
+	}
+	if _, ok, _ := db.SessionExport(ctx, bob.OwnerDigest, "p-a"); ok {
+		t.Error("bob reads alice's migrated export")
+	}
+	// Bob may now use alice's prepare id for his own receipt.
+	bob2 := ownedRec("c", "2", "r2", contract.SessionReleased, at)
+	if _, _, err := db.CommitSessionReceipt(ctx, bob2, &sessions.Export{PrepareID: "p-a", RequestDigest: "d-x", CreatedAt: at}); err != nil {
+		t.Errorf("bob's link of alice's prepare id after migration 10: %v", err)
+	}
+	// One receipt, one link: identity stays UNIQUE.
+	if _, err := db.sql.ExecContext(ctx, `INSERT INTO session_exports (owner_digest, prepare_id, request_digest, identity, created_at) VALUES (?, 'p-z', 'd', ?, 0)`,
+		alice.OwnerDigest, alice.Identity); err == nil {
+		t.Error("a second link of alice's receipt was stored")
+	}
+	// A link still goes with its receipt.
+	if _, err := db.sql.ExecContext(ctx, `DELETE FROM session_receipts WHERE identity = ?`, alice.Identity); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := db.SessionExport(ctx, alice.OwnerDigest, "p-a"); ok {
+		t.Error("alice's link outlived her receipt after migration 10")
 	}
 }
