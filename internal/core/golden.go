@@ -161,14 +161,16 @@ func goldenPlanID(platform, handle string) string { return goldenIDPrefix + plat
 // isGoldenPlanID tells a golden's plan id from a registry device id.
 func isGoldenPlanID(id string) bool { return strings.HasPrefix(id, goldenIDPrefix) }
 
+// GoldenSpecKey is goldenSpecKey for the daemon: doctor's goldensNotBuilt
+// is keyed by it.
+func GoldenSpecKey(platform, model, runtime string) string {
+	return goldenSpecKey(platform, model, runtime)
+}
+
 // goldenSpecKey is the one spelling of a golden's spec,
 // "platform|deviceType|runtime": the key of its refusal (doctor's
 // goldensNotBuilt shows it) and, behind goldenIDPrefix so it can never
 // equal a leasable spec's Key, its SpecKey in a plan.
-// GoldenSpecKey is goldenSpecKey for the daemon: doctor's goldensNotBuilt
-// is keyed by it.
-func GoldenSpecKey(platform, model, runtime string) string { return goldenSpecKey(platform, model, runtime) }
-
 func goldenSpecKey(platform, model, runtime string) string {
 	return platform + "|" + model + "|" + runtime
 }
