@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // StateGolden is the state of a golden device (ADR 0041): a clean, shut-down
@@ -410,9 +411,16 @@ func (e *Engine) stuckGoldenLocked(id string, err error) {
 	if t, ok := e.timers[tk]; ok {
 		t.Stop()
 	}
-	// In e.timers, so Stop stops it with the lease timers.
-	e.timers[tk] = e.clock.AfterFunc(s.delay, func() {
+	// In e.timers, so Stop stops it with the lease timers. The callback
+	// drops only its own entry: a timer stopped too late to keep it from
+	// firing must not take a newer backoff's timer out of the map. (tm is
+	// set under the section the callback must take first.)
+	var tm ports.Timer
+	tm = e.clock.AfterFunc(s.delay, func() {
 		e.section(func() {
+			if e.timers[tk] != tm {
+				return // superseded or unstuck meanwhile
+			}
 			delete(e.timers, tk)
 			if !e.goldenExistsLocked(id) {
 				// Gone another way (a reset, a stale rebuild): nothing
@@ -425,17 +433,21 @@ func (e *Engine) stuckGoldenLocked(id string, err error) {
 		})
 		e.notifyPositions()
 	})
+	e.timers[tk] = tm
 }
 
 // forgetGoldensLocked starts clone provisioning over after a reset: the
-// reset removed every golden, so no refused build is owed a retry (the
-// next provision asks again, as on a fresh daemon) and no stuck golden is
-// left to back off from. Without it, the schedule that ends the reset
-// would rebuild a golden the moment the reset reported the host empty.
+// reset removed the goldens, so no refused build is owed a retry (the
+// next provision asks again, as on a fresh daemon). Without it, the
+// schedule that ends the reset would rebuild a golden the moment the reset
+// reported the host empty. A stuck golden the reset could not remove
+// either keeps its backoff.
 func (e *Engine) forgetGoldensLocked() {
 	e.goldens.refused, e.goldens.recheck = nil, false
 	for id := range e.goldens.stuck {
-		e.unstickGoldenLocked(id)
+		if !e.goldenExistsLocked(id) {
+			e.unstickGoldenLocked(id)
+		}
 	}
 }
 

@@ -253,11 +253,13 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 }
 
-// removeLocked takes w out of the queue. A caller whose removal is not
-// followed by a schedule of its own (a timeout, a cancel, an abandon)
-// schedules after it: the leaving request may have held capacity back (a
-// group with its bypass budget spent) or a golden build (ADR 0057), and
-// the requests behind it must not wait for an unrelated event.
+// removeLocked takes w out of the queue. A queue timeout, a cancel and an
+// abandon schedule right after it: the leaving request may have held
+// capacity back (a group with its bypass budget spent) or a golden build
+// (ADR 0057), and the requests behind it must not wait for an unrelated
+// event. The other callers schedule later on their own (a reset when it
+// ends, a grant in the planner) or need not (a noWait refusal: nothing
+// stands behind a request queued a moment ago).
 func (e *Engine) removeLocked(w *waiter) {
 	e.queue.Remove(w)
 	e.recheckGoldensLocked() // a refused golden build may wait for this request only

@@ -316,29 +316,47 @@ func TestSecondDaemonIsRefusedBeforeDeviceWork(t *testing.T) {
 // waits for that first: a golden that never shut down still fails it.
 func (w *world) goldensSettled(t *testing.T) {
 	t.Helper()
+	// Settled on two polls in a row: a retry marked a moment ago may not
+	// show as building yet on the first.
+	quiet := 0
 	eventually(t, "golden builds to settle", 60*time.Second, func() bool {
-		var st struct {
-			Goldens *struct {
-				Devices  []struct{ State string }
-				NotBuilt []struct{ Retrying bool }
-			}
+		if !w.goldensQuiet() {
+			quiet = 0
+			return false
 		}
-		w.json(&st, "status", "--json")
-		if st.Goldens == nil {
-			return true
-		}
-		for _, d := range st.Goldens.Devices {
-			if d.State == "building" || d.State == "reclaiming" {
-				return false
-			}
-		}
-		for _, n := range st.Goldens.NotBuilt {
-			if n.Retrying {
-				return false
-			}
+		quiet++
+		if quiet < 2 {
+			time.Sleep(200 * time.Millisecond)
+			return false
 		}
 		return true
 	})
+}
+
+// goldensQuiet reports whether status shows no golden being built,
+// reclaimed or asked for again.
+func (w *world) goldensQuiet() bool {
+	var st struct {
+		Goldens *struct {
+			Devices  []struct{ State string }
+			NotBuilt []struct{ Retrying bool }
+		}
+	}
+	w.json(&st, "status", "--json")
+	if st.Goldens == nil {
+		return true
+	}
+	for _, d := range st.Goldens.Devices {
+		if d.State == "building" || d.State == "reclaiming" {
+			return false
+		}
+	}
+	for _, n := range st.Goldens.NotBuilt {
+		if n.Retrying {
+			return false
+		}
+	}
+	return true
 }
 
 // rawConn speaks the socket protocol by hand, as a foreign client would.
