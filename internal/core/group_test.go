@@ -305,10 +305,18 @@ func TestGroupLosesItsLeaseWhenAnyMemberVanishes(t *testing.T) {
 	}
 }
 
-// Once its bypass budget is spent, a waiting group keeps what it could use:
-// the iPhone released while the group still waits for the emulator goes to
-// the group, not to the single iOS request queued behind it.
-func TestGroupBypassBudgetHoldsCapacityForTheGroup(t *testing.T) {
+// spentGroup is a waiting iOS+Android group whose bypass budget (1) is
+// spent: an Android single passed it and holds the emulator, the iPhone a
+// has been released, and a single iOS request ios waits behind the group.
+type spentGroup struct {
+	h        *harness
+	a        core.Grant
+	grp, ios <-chan result
+	droid    result
+}
+
+func spendGroupBudget(t *testing.T, ctx context.Context, groupTimeout time.Duration) spentGroup {
+	t.Helper()
 	h := newHarness(t, perPlatform(1))
 	h.cfg.GroupBypass = 1
 	h.engine.Stop(context.Background())
@@ -317,14 +325,13 @@ func TestGroupBypassBudgetHoldsCapacityForTheGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grp := h.async(groupReq("g", time.Hour))
+	grp := h.asyncCtx(ctx, groupReq("g", groupTimeout))
 	single := func(id, plat string) <-chan result {
 		return h.async(core.Request{Spec: core.SpecRequest{Platform: plat}, RequesterID: id, OwnerID: id, Timeout: time.Hour})
 	}
-	droid := single("c", "android") // passes the group: the one pass it allows
-	rc := recv(t, droid)
-	if rc.err != nil {
-		t.Fatal(rc.err)
+	droid := recv(t, single("c", "android")) // passes the group: the one pass it allows
+	if droid.err != nil {
+		t.Fatal(droid.err)
 	}
 	ios := single("b", "ios")
 	if err := h.engine.Release(a.Lease.ID); err != nil {
@@ -336,6 +343,15 @@ func TestGroupBypassBudgetHoldsCapacityForTheGroup(t *testing.T) {
 		t.Fatalf("the single iOS request passed the group after its budget was spent: %+v %v", r.g.Device.ID, r.err)
 	default:
 	}
+	return spentGroup{h: h, a: a, grp: grp, ios: ios, droid: droid}
+}
+
+// Once its bypass budget is spent, a waiting group keeps what it could use:
+// the iPhone released while the group still waits for the emulator goes to
+// the group, not to the single iOS request queued behind it.
+func TestGroupBypassBudgetHoldsCapacityForTheGroup(t *testing.T) {
+	sg := spendGroupBudget(t, context.Background(), time.Hour)
+	h, a, grp, ios, rc := sg.h, sg.a, sg.grp, sg.ios, sg.droid
 	if err := h.engine.Release(rc.g.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -375,34 +391,10 @@ func recv(t *testing.T, ch <-chan result) result {
 func TestGroupLeavingTheQueueFreesWhatItHeld(t *testing.T) {
 	for _, leave := range []string{"cancel", "timeout", "abandon"} {
 		t.Run(leave, func(t *testing.T) {
-			h := newHarness(t, perPlatform(1))
-			h.cfg.GroupBypass = 1
-			h.engine.Stop(context.Background())
-			h.start()
-			a, err := h.lease("a", "")
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancelGroup := context.WithCancel(context.Background())
 			defer cancelGroup()
-			grp := h.asyncCtx(ctx, groupReq("g", 30*time.Second)) // before c's 1 min TTL
-			single := func(id, plat string) <-chan result {
-				return h.async(core.Request{Spec: core.SpecRequest{Platform: plat}, RequesterID: id, OwnerID: id, Timeout: time.Hour})
-			}
-			droid := recv(t, single("c", "android")) // the one pass the budget allows
-			if droid.err != nil {
-				t.Fatal(droid.err)
-			}
-			ios := single("b", "ios")
-			if err := h.engine.Release(a.Lease.ID); err != nil {
-				t.Fatal(err)
-			}
-			h.engine.WaitIdle()
-			select {
-			case r := <-ios:
-				t.Fatalf("the single passed the group with its budget spent: %+v", r)
-			default:
-			}
+			sg := spendGroupBudget(t, ctx, 30*time.Second) // before c's 1 min TTL
+			h, a, grp, ios := sg.h, sg.a, sg.grp, sg.ios
 			switch leave {
 			case "cancel":
 				if err := h.engine.Cancel("g"); err != nil {
