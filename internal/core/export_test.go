@@ -21,3 +21,13 @@ func (e *Engine) ReceiptMemory() (receipts, settledLive int) {
 	}
 	return receipts, settledLive
 }
+
+// GoldenRefusals is GoldenStatus's refusals keyed by spec key, for the
+// tests' lookups.
+func (e *Engine) GoldenRefusals() map[string]string {
+	out := map[string]string{}
+	for _, r := range e.GoldenStatus().Refused {
+		out[goldenSpecKey(r.Platform, r.ModelID, r.RuntimeID)] = r.Reason
+	}
+	return out
+}

@@ -257,18 +257,6 @@ func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK
 	return GoldenRefused, "no running room beside the devices, and no idle provision to build it in"
 }
 
-// GoldenRefusals reports, by platform|deviceType|runtime, why the last
-// build of a golden was refused (doctor explains missing goldens with it).
-func (e *Engine) GoldenRefusals() map[string]string {
-	out := map[string]string{}
-	e.section(func() {
-		for k, r := range e.goldens.refused {
-			out[k] = r.why
-		}
-	})
-	return out
-}
-
 // refuseGoldenLocked records why a spec's golden was not built, logging
 // only a change of reason (a provision asks at each request).
 func (e *Engine) refuseGoldenLocked(platform, model, runtime, why string) {
@@ -523,10 +511,6 @@ type GoldenReport struct {
 	Devices []GoldenDevice
 	Refused []GoldenRefusal
 }
-
-// GoldenDevices lists every driver's goldens, for doctor: they are not in
-// the registry, so no other read shows them.
-func (e *Engine) GoldenDevices() []GoldenDevice { return e.GoldenStatus().Devices }
 
 // GoldenStatus reports the goldens and the refused builds in one section.
 // It runs no command: the drivers' Goldens answer from memory.
