@@ -215,6 +215,13 @@ func (e *Engine) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, star
 }
 
 func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
+	return e.goldenVerdictLocked(nil, platform, want, inlineOK)
+}
+
+// goldenVerdictLocked is goldenBuildVerdictLocked over a plan input the
+// caller built already (nil: build one), so the retry step, which judges
+// every refused spec in one schedule, builds it once, not once per spec.
+func (e *Engine) goldenVerdictLocked(in *PlanInput, platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
 	if e.stopping || e.maintenance {
 		return GoldenRefused, "the daemon is stopping or resetting"
 	}
@@ -225,7 +232,10 @@ func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK
 		}
 		queuedHere = queuedHere || w.spec.Platform == platform || len(w.group) > 0
 	}
-	in := e.planInputLocked(nil, false)
+	if in == nil {
+		pi := e.planInputLocked(nil, false)
+		in = &pi
+	}
 	replaces := false
 	key := goldenPlanSpecKey(platform, want.ModelID, want.RuntimeID)
 	for _, d := range in.Devices {
@@ -237,7 +247,7 @@ func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK
 		}
 		replaces = true
 	}
-	g := newLedger(in)
+	g := newLedger(*in)
 	if !replaces {
 		g.managed[platform]++
 		g.manAll++
@@ -291,6 +301,9 @@ func (e *Engine) retryGoldensLocked() {
 			return // the gate refuses while a request waits, whatever else freed
 		}
 	}
+	// One snapshot for every refused spec of this look: judging each
+	// rebuilt the whole plan input (every device, every driver's goldens).
+	in := e.planInputLocked(nil, false)
 	keys := make([]string, 0, len(e.goldens.refused))
 	for k := range e.goldens.refused {
 		keys = append(keys, k)
@@ -302,7 +315,7 @@ func (e *Engine) retryGoldensLocked() {
 		if !ok || e.goldens.retrying[key] {
 			continue
 		}
-		if v, why := e.goldenBuildVerdictLocked(r.platform, Golden{ModelID: r.model, RuntimeID: r.runtime}, false); v != GoldenBackground {
+		if v, why := e.goldenVerdictLocked(&in, r.platform, Golden{ModelID: r.model, RuntimeID: r.runtime}, false); v != GoldenBackground {
 			if why != "" && why != r.why {
 				e.refuseGoldenLocked(r.platform, r.model, r.runtime, why)
 			}
