@@ -290,8 +290,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// Both servers are built before either serves: daemon.stop, over
 	// either, closes the socket server and waits for the HTTP one.
 	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
-	// The HTTP listener starts with the socket, before convergence; its
-	// requests park on the same readiness gate.
+	// The HTTP server serves first, before convergence; its requests park
+	// on the same readiness gate as the socket's.
 	if hln != nil {
 		d.http = httpapi.New(httpapi.Options{Backend: httpAdapter{socketAdapter{d}},
 			Logger: ports.Module(o.Logger, "http"), Clock: o.Clock, Version: o.Version, Metrics: d.MetricsHandler()})

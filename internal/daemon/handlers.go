@@ -154,7 +154,8 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		gs := d.engine.GoldenStatus()
 		for _, g := range gs.Devices {
 			out.Goldens = append(out.Goldens, contract.DoctorGolden{Platform: g.Platform, Handle: g.Handle, ModelID: g.ModelID,
-				RuntimeID: g.RuntimeID, Building: g.Building, Reclaiming: g.Reclaiming, Stuck: g.State == core.GoldenStateStuck})
+				RuntimeID: g.RuntimeID, Building: g.State == core.GoldenStateBuilding, Reclaiming: g.State == core.GoldenStateReclaiming,
+				Stuck: g.State == core.GoldenStateStuck})
 		}
 		for _, r := range gs.Refused {
 			if out.GoldensNotBuilt == nil {
