@@ -609,7 +609,7 @@ func (db *DB) MarkAbandoned(ctx context.Context, now time.Time) ([]string, error
 		return nil, nil
 	}
 	var out []string
-	err := db.immediate(ctx, func(q querier) error {
+	err := db.slotTx(ctx, func(q querier) error {
 		out = nil
 		scopes, err := scopesWhere(ctx, q, `WHERE state = ? AND last_activity <= ?`, ScopeValid, cutoff)
 		if err != nil {
@@ -626,9 +626,6 @@ func (db *DB) MarkAbandoned(ctx context.Context, now time.Time) ([]string, error
 				}
 				out = append(out, s.Key)
 			}
-		}
-		if len(out) > 0 {
-			return bumpSlots(ctx, q)
 		}
 		return nil
 	})
