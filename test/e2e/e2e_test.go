@@ -138,6 +138,10 @@ type status struct {
 	Leases     []lease
 	QueueDepth int
 	Capacity   struct{ MaxRunning, Running int }
+	Goldens    *struct {
+		Devices  []struct{ State string }
+		NotBuilt []struct{ Retrying bool }
+	}
 }
 
 func (w *world) status() status {
@@ -314,44 +318,32 @@ func TestSecondDaemonIsRefusedBeforeDeviceWork(t *testing.T) {
 // request has left the queue; the build boots a device process for a
 // while and shuts it down. A test that asserts no device process is left
 // waits for that first: a golden that never shut down still fails it.
+// Quiet on two looks 200 ms apart: a retry marked a moment ago may not
+// show as building on the first.
 func (w *world) goldensSettled(t *testing.T) {
 	t.Helper()
-	// Settled on two polls in a row: a retry marked a moment ago may not
-	// show as building yet on the first.
-	quiet := 0
 	eventually(t, "golden builds to settle", 60*time.Second, func() bool {
 		if !w.goldensQuiet() {
-			quiet = 0
 			return false
 		}
-		quiet++
-		if quiet < 2 {
-			time.Sleep(200 * time.Millisecond)
-			return false
-		}
-		return true
+		time.Sleep(200 * time.Millisecond)
+		return w.goldensQuiet()
 	})
 }
 
 // goldensQuiet reports whether status shows no golden being built,
 // reclaimed or asked for again.
 func (w *world) goldensQuiet() bool {
-	var st struct {
-		Goldens *struct {
-			Devices  []struct{ State string }
-			NotBuilt []struct{ Retrying bool }
-		}
-	}
-	w.json(&st, "status", "--json")
-	if st.Goldens == nil {
+	g := w.status().Goldens
+	if g == nil {
 		return true
 	}
-	for _, d := range st.Goldens.Devices {
+	for _, d := range g.Devices {
 		if d.State == "building" || d.State == "reclaiming" {
 			return false
 		}
 	}
-	for _, n := range st.Goldens.NotBuilt {
+	for _, n := range g.NotBuilt {
 		if n.Retrying {
 			return false
 		}
