@@ -48,20 +48,14 @@ func TestStatusShowsABuildingAndAStuckGolden(t *testing.T) {
 		_, _ = waiter.LeaseRequest(wctx, contract.LeaseRequestIn{Platform: "ios", Model: "Watch"}, nil)
 	}()
 	var g *contract.Goldens
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	waitFor(t, "a stuck golden in status", func() bool {
 		st, err := client.Do(ctx, adm, contract.StatusGet, contract.StatusGetIn{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		g = st.Goldens
-		if g != nil && len(g.Devices) == 2 && g.Devices[0].State == "stuck" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no stuck golden in status: %+v (driver calls %v)", g, cl.Calls())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return g != nil && len(g.Devices) == 2 && g.Devices[0].State == "stuck"
+	})
 	stuck, building := g.Devices[0], g.Devices[1]
 	if stuck.Handle != "G1" || stuck.RetryAt == nil || stuck.Error == "" || stuck.ModelID != "Phone" || stuck.Platform != "ios" {
 		t.Fatalf("stuck golden %+v", stuck)

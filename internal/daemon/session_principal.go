@@ -48,7 +48,7 @@ func (b *broker) principalOf(rec sessions.Record) string {
 // principal without an owner token: an admin reads any; an agent only one
 // whose principal is its own and known.
 func mayRead(call *dispatch.Call, principal string) bool {
-	if call == nil || call.Session.Role == contract.RoleAdmin {
+	if isAdmin(call) {
 		return true
 	}
 	return principal != "" && principal == call.Session.Principal

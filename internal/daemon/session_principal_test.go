@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
@@ -113,23 +112,21 @@ func TestSessionEndedAfterACrashNamesTheRecordedPrincipal(t *testing.T) {
 	r := prepare(t, f.dial("alice", ""), "run", "o")
 	restartDaemon(t, f, true)
 	waitReceipt(t, f.dial("alice", ""), "run", "o", func(r contract.SessionReceipt) bool { return !r.CleanupPending })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var ended map[string]any
+	waitFor(t, "the session.ended of "+r.SessionID+" journaled after the crash", func() bool {
 		evs, err := f.d.db.EventsBetween(context.Background(), 0, 1<<62)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range evs {
 			if e.Type == evSessionEnded && e.Data["sessionId"] == r.SessionID {
-				if e.Data["ownerId"] != "alice" {
-					t.Fatalf("session.ended after the crash %+v, want ownerId alice", e)
-				}
-				return
+				ended = e.Data
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no session.ended of %s journaled after the crash", r.SessionID)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	if ended["ownerId"] != "alice" {
+		t.Fatalf("session.ended after the crash %+v, want ownerId alice", ended)
 	}
 }
