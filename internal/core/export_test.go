@@ -27,7 +27,7 @@ func (e *Engine) ReceiptMemory() (receipts, settledLive int) {
 func (e *Engine) GoldenRefusals() map[string]string {
 	out := map[string]string{}
 	for _, r := range e.GoldenStatus().Refused {
-		out[goldenSpecKey(r.Platform, r.ModelID, r.RuntimeID)] = r.Reason
+		out[r.Key] = r.Reason
 	}
 	return out
 }

@@ -162,12 +162,6 @@ func goldenPlanID(platform, handle string) string { return goldenIDPrefix + plat
 // isGoldenPlanID tells a golden's plan id from a registry device id.
 func isGoldenPlanID(id string) bool { return strings.HasPrefix(id, goldenIDPrefix) }
 
-// GoldenSpecKey is goldenSpecKey for the daemon: doctor's goldensNotBuilt
-// is keyed by it.
-func GoldenSpecKey(platform, model, runtime string) string {
-	return goldenSpecKey(platform, model, runtime)
-}
-
 // goldenSpecKey is the one spelling of a golden's spec,
 // "platform|deviceType|runtime": the key of its refusal (doctor's
 // goldensNotBuilt shows it) and, behind goldenIDPrefix so it can never
@@ -512,6 +506,9 @@ type GoldenDevice struct {
 
 // GoldenRefusal is a spec whose golden the gate last refused, and why.
 type GoldenRefusal struct {
+	// Key is the spec's "platform|deviceType|runtime" (doctor's
+	// goldensNotBuilt is keyed by it).
+	Key                          string
 	Platform, ModelID, RuntimeID string
 	Reason                       string
 	// Retrying: the engine has asked the driver to build it now.
@@ -554,7 +551,7 @@ func (e *Engine) GoldenStatus() GoldenReport {
 			}
 		}
 		for k, r := range e.goldens.refused {
-			out.Refused = append(out.Refused, GoldenRefusal{Platform: r.platform, ModelID: r.model, RuntimeID: r.runtime,
+			out.Refused = append(out.Refused, GoldenRefusal{Key: k, Platform: r.platform, ModelID: r.model, RuntimeID: r.runtime,
 				Reason: r.why, Retrying: e.goldens.retrying[k]})
 		}
 	})
@@ -565,8 +562,7 @@ func (e *Engine) GoldenStatus() GoldenReport {
 		return out.Devices[i].Handle < out.Devices[j].Handle
 	})
 	sort.Slice(out.Refused, func(i, j int) bool {
-		a, b := out.Refused[i], out.Refused[j]
-		return goldenSpecKey(a.Platform, a.ModelID, a.RuntimeID) < goldenSpecKey(b.Platform, b.ModelID, b.RuntimeID)
+		return out.Refused[i].Key < out.Refused[j].Key
 	})
 	return out
 }

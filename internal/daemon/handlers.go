@@ -161,7 +161,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 			if out.GoldensNotBuilt == nil {
 				out.GoldensNotBuilt = map[string]string{}
 			}
-			out.GoldensNotBuilt[core.GoldenSpecKey(r.Platform, r.ModelID, r.RuntimeID)] = r.Reason
+			out.GoldensNotBuilt[r.Key] = r.Reason
 		}
 		return out, nil
 	})
