@@ -265,10 +265,10 @@ func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name stri
 			return "", false
 		}
 		// Made inline, just now: clone from it.
-		d.clone.mu.Lock()
-		f, err = d.readGoldens()
-		d.clone.mu.Unlock()
-		if g, ok = f.Goldens[key]; err != nil || !ok || !g.fresh(want) {
+		if _, f, _, err = d.goldenState(spec); err != nil {
+			return "", false
+		}
+		if g, ok = f.Goldens[key]; !ok || !g.fresh(want) {
 			return "", false
 		}
 	}
@@ -294,7 +294,10 @@ func (d *Driver) provisionByClone(ctx context.Context, spec core.Spec, name stri
 		}
 	})
 	d.clone.mu.Unlock()
-	d.ensureGolden(spec, want)
+	// One background rebuild, unless one runs already or the engine's gate
+	// refuses it (ADR 0053); a refused one is asked for again at the next
+	// provision, or by the engine (EnsureGolden).
+	d.admitGolden(context.Background(), spec, want, false)
 	return "", false
 }
 
@@ -306,15 +309,6 @@ func (d *Driver) goldenSimctl(ctx context.Context, args ...string) ([]byte, erro
 		return res.Stdout, d.commandError(ctx, "simctl "+args[0], res, err)
 	}
 	return res.Stdout, nil
-}
-
-// ensureGolden starts one background rebuild of spec's golden, unless one
-// runs already or the engine's gate refuses it: the engine owns capacity,
-// and a golden must never take room a leasable device needs (ADR 0053).
-// A refused build is asked for again at the next provision of the spec,
-// or when the engine sees the reason may have cleared (EnsureGolden).
-func (d *Driver) ensureGolden(spec core.Spec, want golden) {
-	d.admitGolden(context.Background(), spec, want, false)
 }
 
 var _ core.GoldenEnsurer = (*Driver)(nil)
