@@ -90,7 +90,7 @@ func (e *Engine) retryQuarantine(id string) {
 			return
 		}
 		var o *deviceOp
-		if d.Health.QuarantineAttempts >= e.cfg.Quarantine.Retries {
+		if e.retriesUsed(*d) {
 			o = e.abandonOp(*d)
 		} else {
 			o = e.retryOp(*d)
@@ -233,6 +233,11 @@ func (e *Engine) DestroyExhausted(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d, ok := e.devices[id]
-	return ok && d.State == StateQuarantined && d.Health.QuarantineOp == OpKindDestroy &&
-		d.Health.QuarantineAttempts >= e.cfg.Quarantine.Retries
+	return ok && d.State == StateQuarantined && d.Health.QuarantineOp == OpKindDestroy && e.retriesUsed(*d)
+}
+
+// retriesUsed reports whether quarantined d has used up its quick
+// retries: only the slow abandoned retry is left for it.
+func (e *Engine) retriesUsed(d DeviceRecord) bool {
+	return d.Health.QuarantineAttempts >= e.cfg.Quarantine.Retries
 }
