@@ -47,6 +47,10 @@ const (
 func (c *Client) Hold(ctx context.Context, l contract.Lease) *Holder {
 	ctx, stop := context.WithCancel(ctx)
 	h := &Holder{id: l.LeaseID, stop: stop, stopped: make(chan struct{}), lost: make(chan struct{}), c: c, lease: l}
+	// Listening before Hold returns: a lease-lost push that arrives before
+	// the loop's goroutine first runs would otherwise be missed, and the
+	// loss heard only at the next renew, most of a TTL later.
+	h.watch(c)
 	go h.run(ctx)
 	return h
 }
@@ -210,7 +214,6 @@ func (h *Holder) every() time.Duration {
 
 func (h *Holder) run(ctx context.Context) {
 	defer close(h.stopped)
-	h.watch(h.c)
 	wait := h.every()
 	retry := holdRetryMin
 	var dead *Client // a connection whose loss was already acted on
