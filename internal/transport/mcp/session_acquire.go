@@ -321,9 +321,12 @@ func (a *acquired) heartbeat(ctx context.Context, s *session, o Options, done ch
 	defer close(done)
 	sid := a.receipt.SessionID
 	err := client.KeepSession(ctx, client.KeepSessionOptions{SessionID: sid, OwnerToken: a.token, Clock: o.Clock,
-		// The preparation has just renewed the session.
-		FirstAfter: time.Second,
-		Conn:       func(ctx context.Context) (*client.Client, error) { return s.conn(ctx, false) },
+		// The first heartbeat goes at once: the ready answer carries no
+		// deadline, and the broker's heartbeat clock started when the
+		// session went live, before that answer travelled here. A fixed
+		// delay overran a short TTL on a loaded machine; the first answer
+		// gives the real deadline and paces the rest.
+		Conn: func(ctx context.Context) (*client.Client, error) { return s.conn(ctx, false) },
 		OnRetry: func(_ context.Context, err error) {
 			o.Logger.Warn("session heartbeat failed; trying again", "session", sid, "err", err)
 		}})

@@ -81,9 +81,11 @@ func TestSessionConfigUnsatisfiableAnswersInitializeWithTheFailure(t *testing.T)
 }
 
 // A ready session is published, kept alive past its TTL by heartbeats, and
-// released when stdin closes.
+// released when stdin closes. The TTL is 3 s, not the harness's 1.5 s: a
+// keeper stalled for a second on a loaded CI machine lapsed the shorter
+// one between the check and the release.
 func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
-	h := sessionHarness(t)
+	h := sessionHarnessTTL(t, 3000)
 	o := h.options("agent-s", newLogs())
 	o.Session = &SessionOptions{Config: sessionCfg("r2", &contract.HardwareRequirement{Kind: contract.HardwareModel,
 		Model: &contract.ModelIdentity{Namespace: "simlock-model", Value: "Phone"}}), OwnerToken: "tok"}
@@ -117,7 +119,7 @@ func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
 	if _, err := own.ownLease("lease_other"); contract.AsError(err) == nil || contract.AsError(err).Code != contract.CodeForbidden {
 		t.Errorf("ownLease of another lease: %v, want FORBIDDEN", err)
 	}
-	time.Sleep(2500 * time.Millisecond) // past the 1.5 s heartbeat TTL
+	time.Sleep(4 * time.Second) // past the 3 s heartbeat TTL
 	st, err := client.Do(context.Background(), h.admin(), contract.SessionStatus, contract.SessionStatusIn{RequestID: "r2", OwnerToken: "tok"})
 	if err != nil || st.Status != contract.SessionReady {
 		t.Fatalf("the kept session after its TTL: %+v %v", st, err)
@@ -136,10 +138,12 @@ func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
 // (as `simlock session hold` always did) and every tool call is refused
 // with it, instead of heartbeating a session no daemon holds forever.
 func TestSessionKeeperStopsWhenTheDaemonServesNoSessions(t *testing.T) {
-	// A TTL no busy machine can outlast: with 1.5 s a keeper slowed by load
-	// could lapse first, and the old daemon's SESSION_ENDED would then be
-	// the stop code this test reads.
-	h := sessionHarnessTTL(t, 60_000)
+	// A TTL a busy machine does not outlast (with 1.5 s a keeper slowed by
+	// load could lapse first, and the old daemon's SESSION_ENDED would then
+	// be the stop code this test reads), yet short enough that the keeper's
+	// next heartbeat, at a third of it, reaches the new daemon within the
+	// wait below.
+	h := sessionHarnessTTL(t, 6000)
 	logs := newLogs()
 	o := h.options("agent-s", logs)
 	o.Session = &SessionOptions{Config: sessionCfg("r3", &contract.HardwareRequirement{Kind: contract.HardwareModel,
