@@ -196,6 +196,10 @@ func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract
 		}
 		leaseID = rec.Receipt.LeaseID
 	}
+	// The beat counts from its arrival, before the renew's durable commit:
+	// that commit waits for an fsync, and on a loaded disk one slower than
+	// the TTL let the lapse check end a session whose keeper was on time.
+	b.beat(in.SessionID)
 	// Always the session's width: a handed-off lease carries a longer one
 	// for the restart, and the first heartbeat ends that grace.
 	_, err := b.d.engine.Renew(leaseID, b.leaseTTL())
@@ -205,7 +209,6 @@ func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract
 	if err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
-	b.beat(in.SessionID)
 	// The keeper's deadline is the heartbeat TTL, not the lease's wider
 	// backstop.
 	return contract.SessionHeartbeatOut{SessionID: in.SessionID, ExpiresAtMs: b.now().Add(b.heartbeatTTL()).UnixMilli()}, nil
