@@ -50,8 +50,8 @@ func (e *Engine) expire(id string) {
 }
 
 // Renew extends a lease by ttl, or by its stored width when ttl is zero. The
-// new deadline is persisted before the timer is re-armed, so a restart
-// restores the renewed deadline.
+// caller is answered once the new deadline is persisted, so a restart
+// restores every deadline a holder was told of.
 func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 	if ttl < 0 {
 		return LeaseRecord{}, fmt.Errorf("%w: ttl must be positive", ErrBadRequest)
@@ -61,7 +61,11 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 	}
 	var out LeaseRecord
 	var err error
-	e.section(func() {
+	// Like a grant, a renew is decided in memory and committed through the
+	// writer: the decision mutex is not held across its fsync (every holder
+	// renews, so a synchronous commit here queued grants behind the disk),
+	// and the caller is answered only once the new deadline is durable.
+	durable := e.sectionDurable(func() {
 		cur, ok := e.leases[id]
 		if !ok {
 			err = ErrUnknownLease
@@ -74,7 +78,7 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 		now := e.now()
 		l.ExpiresAt = now.Add(l.TTL)
 		l.LastRenewedAt = now
-		if err = e.commitLocked(Changes{PutLeases: []LeaseRecord{l}}); err != nil {
+		if _, err = e.commitAsyncLocked(Changes{PutLeases: []LeaseRecord{l}}); err != nil {
 			return
 		}
 		e.armExpiryLocked(l)
@@ -87,6 +91,9 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 			Data: data})
 		out = l
 	})
+	if err == nil && durable != nil {
+		return LeaseRecord{}, durable
+	}
 	return out, err
 }
 

@@ -105,6 +105,68 @@ func TestGrantIsAnsweredOnlyOnceItsCommitIsDurable(t *testing.T) {
 	h.engine.WaitIdle()
 }
 
+// A renew is committed like a grant: while its commit is parked the
+// decision mutex is free (reads answer, another request is decided), the
+// new deadline is already the one memory times against, and the renew is
+// answered only once that deadline is durable. A renew whose commit fails
+// is refused and fences the engine.
+func TestRenewIsAnsweredOnlyOnceItsDeadlineIsDurable(t *testing.T) {
+	h := newWriterHarness(t, one(2), false)
+	g, err := h.lease("a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(10 * time.Second)
+	held, release := h.holdGrants() // every commit carrying a lease: renews too
+	out := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Renew(g.Lease.ID, 0)
+		out <- err
+	}()
+	<-held
+	want := g.Lease.ExpiresAt.Add(10 * time.Second)
+	if l, ok := h.engine.Lease(g.Lease.ID); !ok || !l.ExpiresAt.Equal(want) {
+		t.Fatalf("memory's deadline while the renew's commit is parked: %+v, want %s", l, want)
+	}
+	refused := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "android"}, RequesterID: "b", NoWait: true}, nil)
+		refused <- err
+	}()
+	waitFor(t, func() bool { return h.engine.CommitPending() >= 2 }) // b decided behind the renew
+	select {
+	case err := <-out:
+		t.Fatalf("renew answered before its commit was durable: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	var onDisk time.Time
+	h.store.with(func(m *memStore) { onDisk = m.leases[g.Lease.ID].ExpiresAt })
+	if onDisk.Equal(want) {
+		t.Fatal("the parked renew is on disk already")
+	}
+	release()
+	if err := <-out; err != nil {
+		t.Fatal(err)
+	}
+	h.store.with(func(m *memStore) { onDisk = m.leases[g.Lease.ID].ExpiresAt })
+	if !onDisk.Equal(want) {
+		t.Fatalf("answered a renew the store does not hold: disk %s, want %s", onDisk, want)
+	}
+	<-refused
+	h.engine.WaitIdle()
+
+	h.store.with(func(m *memStore) { m.hold, m.failIf = nil, grants })
+	if _, err := h.engine.Renew(g.Lease.ID, 0); !errors.Is(err, core.ErrStoreFailed) {
+		t.Fatalf("a renew whose commit failed: %v, want ErrStoreFailed", err)
+	}
+	select {
+	case <-h.engine.Failed():
+	default:
+		t.Fatal("engine not fenced after a renew's commit failed")
+	}
+	h.engine.WaitIdle()
+}
+
 // A grant whose commit fails answers no one with a lease: the caller gets
 // the failure, no subscriber sees lease.granted, memory is reloaded from the
 // disk (no lease), and the engine is fenced until a restart.
