@@ -173,7 +173,7 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeEvictionPending:          {KindDomain, 503, 5, true, "retry with a new request id after retryAfterMs"},
 	CodeSessionPreparationFailed: {KindDomain, 502, 12, false, "`simlock daemon logs` has the cause; retry with a new request id once it is fixed"},
 	CodeSessionOwnerExited:       {KindDomain, 410, 8, false, "start a new execution attempt with a new request id"},
-	CodeSessionOwnerMismatch:     {KindDomain, 403, 3, false, "use the owner token the session was prepared with"},
+	CodeSessionOwnerMismatch:     {KindDomain, 403, 3, false, "check the session id, then use the owner token (or, for session.info, the principal) it was prepared with"},
 	CodeSessionAbandoned:         {KindDomain, 409, 7, false, "start a new execution attempt with a new request id"},
 	CodeSessionEnded:             {KindDomain, 410, 8, false, "prepare a new session (new request id)"},
 	CodeSessionExportMismatch:    {KindDomain, 409, 9, false, "repeat the original export identity unchanged, or prepare without export"},

@@ -57,7 +57,7 @@ func TestSessionCallsTellANonOwnerNothingOfAnotherOwnersSession(t *testing.T) {
 		t.Fatalf("prepare %+v %v", r, err)
 	}
 	never := uuid.NewString()
-	mismatch := `{"code":"SESSION_OWNER_MISMATCH","message":"no such session under this owner","retryable":false,"nextAction":"use the owner token the session was prepared with"}`
+	mismatch := `{"code":"SESSION_OWNER_MISMATCH","message":"no such session under this owner","retryable":false,"nextAction":"check the session id, then use the owner token (or, for session.info, the principal) it was prepared with"}`
 	unknownRelease := `{"outcome":"unknown_session"}`
 	noExport := `{"code":"SESSION_EXPORT_NOT_FOUND","message":"no such session export under this owner token","retryable":false,"nextAction":"the export was never linked, or was acknowledged and pruned"}`
 
