@@ -22,8 +22,11 @@ import (
 // change another's session or slow the daemon down for the others.
 
 // promptly is how long a call of an unrelated client may take while a
-// hostile one is busy; far above a quiet answer, far below a stall.
-const promptly = 3 * time.Second
+// hostile one is busy. A call held behind the flood would wait without
+// bound, while a quiet answer takes milliseconds; under -race on a loaded
+// 2-core machine a 240-prepare flood slows honest calls to seconds, so
+// 10 s keeps a stall of the machine from reading as a block.
+const promptly = 10 * time.Second
 
 // Another agent naming alice's session id (or request id) with its own
 // token changes nothing: release answers unknown_session and heartbeat

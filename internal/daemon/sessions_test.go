@@ -563,17 +563,19 @@ func TestSessionIdleWindowEndsAnUntouchedSession(t *testing.T) {
 	f := sessionDaemon(t, nil)
 	a := f.dial("alice", "")
 	cfg := sessionConfig("idle")
-	// Wide enough that a loaded machine cannot end the window before the
-	// touch, or the touched window before the check (1.5 s of slack each).
-	cfg.IdleTimeoutMs = 3000
+	// A 6 s window with the touch and the check 3.25 s apart: a stall of
+	// up to 2.75 s of the test or the daemon neither ends the window before
+	// the touch nor the touched window before the check, while the check
+	// still falls 0.5 s past where the untouched window would have ended.
+	cfg.IdleTimeoutMs = 6000
 	r, err := client.Do(context.Background(), a, contract.SessionPrepare, contract.SessionPrepareIn{Config: cfg, OwnerToken: "o"})
-	if err != nil || r.Status != contract.SessionReady || r.IdleTimeoutMs != 3000 {
+	if err != nil || r.Status != contract.SessionReady || r.IdleTimeoutMs != 6000 {
 		t.Fatalf("prepare %+v %v", r, err)
 	}
 	// A device call restarts the window.
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(3250 * time.Millisecond)
 	f.d.sessions.touchLease(r.LeaseID)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(3250 * time.Millisecond)
 	if st, _ := client.Do(context.Background(), a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "idle", OwnerToken: "o"}); st.Status != contract.SessionReady || st.CleanupPending {
 		t.Fatalf("a touched session ended: %+v", st)
 	}

@@ -21,8 +21,11 @@ func TestAnIdleHostReadsNoSlotTables(t *testing.T) {
 	dir := isolateHost(t)
 	f := startDaemon(t, func(c *config.Config) { c.Capacity.Host.PollIntervalMs = 50 })
 	ctx := context.Background()
-	eventually(t, "the start-up read", func() bool { return f.d.slots.refreshes.Load() >= 1 })
-	time.Sleep(300 * time.Millisecond) // the watcher's first passes
+	// Two reads are due: the start-up one, then the host watcher's first
+	// pass (it starts knowing no slot counter). Waiting for both, rather
+	// than sleeping, keeps a slow first pass on a loaded machine from
+	// landing in the idle window below.
+	eventually(t, "the start-up read and the watcher's first pass", func() bool { return f.d.slots.refreshes.Load() >= 2 })
 	before := f.d.slots.refreshes.Load()
 	time.Sleep(2500 * time.Millisecond) // longer than the old 2 s slot poll
 	if n := f.d.slots.refreshes.Load(); n != before {

@@ -70,11 +70,15 @@ func TestEmulatorQueriesMatchCaptures(t *testing.T) {
 // getprop, console and shell, and gone once `adb emu kill` ended it.
 func TestEmulatorEndToEnd(t *testing.T) {
 	t.Parallel()
-	a := newAndroid(t, EnvSpeed, "0.05") // adbd at 0.5 s, booted at 1.5 s, restore 185 ms
+	// Booted at 3 s, restore 370 ms. -delay-adb keeps the device offline
+	// for the whole boot: the offline checks below must run inside that
+	// window, and 3 s leaves a loaded machine's stall room (at speed 0.05
+	// adbd answered after 0.5 s, which one stall of the test could miss).
+	a := newAndroid(t, EnvSpeed, "0.1")
 	a.createAVD("Pixel_9", hostImage(36, "google_apis"), "pixel_9")
 	a.ok("adb", "start-server")
 	const serial = "emulator-25700"
-	emu := a.startEmulator(emulatorArgs("Pixel_9", "25700", "-no-snapshot-load")...)
+	emu := a.startEmulator(emulatorArgs("Pixel_9", "25700", "-no-snapshot-load", "-delay-adb")...)
 
 	a.waitFor("the emulator to register", func() bool { return a.deviceState(serial) != "" })
 	if st := a.deviceState(serial); st != "offline" {
@@ -90,10 +94,6 @@ func TestEmulatorEndToEnd(t *testing.T) {
 	a.ok("adb", "-s", serial, "wait-for-device")
 	if st := a.deviceState(serial); st != "device" {
 		t.Errorf("state after wait-for-device %q", st)
-	}
-	// adbd answers before the boot completes.
-	if out := a.ok("adb", "-s", serial, "shell", "getprop", "sys.boot_completed"); out != "\n" {
-		t.Logf("boot already complete at first getprop (slow machine?): %q", out)
 	}
 	a.waitBooted(serial)
 	props := parseGetpropDump([]byte(a.ok("adb", "-s", serial, "shell", "getprop")))
@@ -124,8 +124,8 @@ func TestEmulatorEndToEnd(t *testing.T) {
 	if out := a.ok("adb", "-s", serial, "emu", "avd", "snapshot", "load", "simlock-baseline"); out != "OK\r\n" {
 		t.Errorf("snapshot load: %q", out)
 	}
-	if d := time.Since(start); d < 150*time.Millisecond {
-		t.Errorf("snapshot load took %v, want the scaled 3.7 s (185 ms)", d)
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("snapshot load took %v, want the scaled 3.7 s (370 ms)", d)
 	}
 	if out := a.ok("adb", "-s", serial, "shell", "cat", mark); out != "dev-1\n" {
 		t.Errorf("mark after load: %q", out)
@@ -338,12 +338,14 @@ func TestAndroidFaults(t *testing.T) {
 	emu.signal(unix.SIGTERM)
 	emu.wait(waitLimit)
 
-	// crash-after: the process dies on its own, MS after it started.
-	a.env[EnvFaults] = "crash-after=300@1"
+	// crash-after: the process dies on its own, MS after it started. 3 s
+	// leaves a loaded machine room to see the device online first (at
+	// 300 ms one stall could let the crash come before the check).
+	a.env[EnvFaults] = "crash-after=3000@1"
 	start := time.Now()
 	emu = a.startEmulator(emulatorArgs("faulty", "45720")...)
 	a.waitState(serial, "device")
-	if code := emu.wait(waitLimit); code != 134 || time.Since(start) < 300*time.Millisecond {
+	if code := emu.wait(waitLimit); code != 134 || time.Since(start) < 3000*time.Millisecond {
 		t.Errorf("crash-after: exit %d after %v", code, time.Since(start))
 	}
 	a.waitState(serial, "")

@@ -31,7 +31,9 @@ func run() error {
 		return err
 	}
 	defer c.Close()
-	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TTLMs: (3 * time.Second).Milliseconds()}, nil)
+	// 10s (test/e2e's clientmodTTL): long enough that a loaded machine's
+	// stall around a daemon restart does not let the lease lapse.
+	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TTLMs: (10 * time.Second).Milliseconds()}, nil)
 	if err != nil {
 		return err
 	}

@@ -11,10 +11,17 @@ import (
 )
 
 // A program in a module of its own (test/clientmod, which imports only the
-// public client and contract packages) leases a device with a 3s TTL and
-// holds it while the daemon is killed with -9 and started again; twice the
-// TTL after the restart the lease is still there, so the program's holder
-// reconnected and renewed it on the new daemon; then it releases it.
+// public client and contract packages) leases a device with a 10s TTL and
+// holds it while the daemon is killed with -9 and started again; the lease
+// then comes to expire later than any renew before the kill could have set
+// it, so the program's holder reconnected and renewed it on the new daemon;
+// then it releases it. The 10s TTL (renewed every ~3.3s) leaves a stall of
+// several seconds in the program or the daemon room before the lease would
+// lapse; the check polls for the renewed deadline instead of sleeping a
+// fixed multiple of the TTL, so it costs only as long as the reconnect.
+// clientmodTTL is the TTL test/clientmod asks for; the two must agree.
+const clientmodTTL = 10 * time.Second
+
 func TestAnotherModuleHoldsALeaseAcrossARestart(t *testing.T) {
 	prog := filepath.Join(t.TempDir(), "clientmod")
 	build := exec.Command("go", "build", "-o", prog, ".")
@@ -68,17 +75,19 @@ func TestAnotherModuleHoldsALeaseAcrossARestart(t *testing.T) {
 	}
 	id := held[1]
 
+	// Every renew before the kill set a deadline earlier than killed+TTL, and
+	// a restart keeps the persisted deadline, so a later one proves a renew
+	// on the new daemon. 30s bounds the reconnect, which takes about a second.
+	killed := time.Now()
 	w.kill9()
 	w.mustRun("daemon", "start")
-	restarted := time.Now()
-	time.Sleep(6 * time.Second) // twice the TTL: only renewing keeps it
-	st := w.status()
-	if len(st.Leases) != 1 || st.Leases[0].LeaseID != id {
-		t.Fatalf("two TTLs after the restart the daemon holds %+v, want lease %s", st.Leases, id)
-	}
-	if exp := st.Leases[0].ExpiresAt; !exp.After(restarted.Add(6 * time.Second)) {
-		t.Fatalf("lease expires at %s: not renewed since the restart at %s", exp, restarted)
-	}
+	eventually(t, "the lease renewed on the restarted daemon", 30*time.Second, func() bool {
+		last := w.status().Leases
+		if len(last) != 1 || last[0].LeaseID != id {
+			t.Fatalf("after the restart the daemon holds %+v, want lease %s", last, id)
+		}
+		return last[0].ExpiresAt.After(killed.Add(clientmodTTL))
+	})
 
 	if _, err := stdin.Write([]byte("release\n")); err != nil {
 		t.Fatal(err)

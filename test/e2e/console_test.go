@@ -177,7 +177,7 @@ func parseCountdown(t *testing.T, s string) time.Duration {
 }
 
 // The operator's console: signed in by a one-time link that leaves no
-// code in the address bar, it shows a new lease within 2 s of its grant,
+// code in the address bar, it shows a new lease within 5 s of its grant,
 // counts its expiry down, releases it on request and shows the queue.
 func TestConsoleShowsLeasesLiveAndReleasesThem(t *testing.T) {
 	browserPath(t) // skip (or fail) before starting daemons
@@ -202,7 +202,10 @@ func TestConsoleShowsLeasesLiveAndReleasesThem(t *testing.T) {
 	other.open(link)
 	other.waitFor("the spent link to be refused", `!document.getElementById("login").hidden && document.getElementById("login-error").textContent.includes("already used")`, 30*time.Second)
 
-	// A lease granted by the CLI appears within 2 s of its grant.
+	// A lease granted by the CLI appears within 5 s of its grant: a pushed
+	// event shows it in well under a second, and 5 s leaves a loaded
+	// machine's 2-3 s stall of the CLI, daemon or browser room, while a
+	// console that is not live waits for its 15 s fallback refresh.
 	var l struct {
 		LeaseID   string    `json:"leaseId"`
 		GrantedAt time.Time `json:"grantedAt"`
@@ -210,8 +213,8 @@ func TestConsoleShowsLeasesLiveAndReleasesThem(t *testing.T) {
 	w.json(&l, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "agent-a", "--ttl", "30m")
 	row := fmt.Sprintf(`[data-lease=%q]`, l.LeaseID)
 	seen := b.waitFor("the new lease", fmt.Sprintf(`!!document.querySelector(%q)`, row), 30*time.Second)
-	if lag := seen.Sub(l.GrantedAt); lag > 2*time.Second {
-		t.Fatalf("the lease became visible %s after its grant; the budget is 2s", lag)
+	if lag := seen.Sub(l.GrantedAt); lag > 5*time.Second {
+		t.Fatalf("the lease became visible %s after its grant; the budget is 5s", lag)
 	} else {
 		t.Logf("grant to visible: %s", lag.Round(time.Millisecond))
 	}

@@ -221,8 +221,8 @@ func TestSessionEraseReuseWipesTheFirstSessionsFile(t *testing.T) {
 }
 
 // `simlock mcp --session-config` with an unsatisfiable requirement answers
-// initialize within a second with the typed failure and no tools, and
-// creates nothing.
+// initialize promptly (well before a boot could finish) with the typed
+// failure and no tools, and creates nothing.
 func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 	w := newWorld(t, sessionsConfig("", ""))
 	logPath := w.simHome + "-cmds.log"
@@ -291,8 +291,11 @@ func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 		t.Fatalf("initialize %v", init)
 	}
 	t.Logf("initialize answered in %s", took)
-	if took > time.Second {
-		t.Fatalf("initialize took %s, want under a second", took)
+	// A boot or a prepare's wait would take tens of seconds; 5 s leaves a
+	// loaded machine's stall of 2-3 s room, and that no simulator was
+	// created is checked below regardless.
+	if took > 5*time.Second {
+		t.Fatalf("initialize took %s, want under 5s", took)
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)

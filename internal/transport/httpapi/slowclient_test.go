@@ -74,10 +74,10 @@ func TestAnNDJSONClientThatStopsReadingDelaysNoPush(t *testing.T) {
 	b := &floodBackend{worst: make(chan time.Duration, 1), paced: make(chan time.Duration, 1), ended: make(chan struct{})}
 	s := New(Options{Backend: b})
 	// A push that waited for the client would wait the whole write stall;
-	// one that did not waits for the machine only. A long stall keeps the
-	// two apart on a loaded machine (GC and scheduling pauses under -race
-	// reach 100 ms there).
-	s.writeStall = 2 * time.Second
+	// one that did not waits for the machine only. A 4 s stall with the
+	// bound at half of it keeps the two apart by 2 s either way, more than
+	// a loaded 2-core machine's GC and scheduling stalls under -race.
+	s.writeStall = 4 * time.Second
 	addr := serveReal(t, s)
 
 	c, err := net.Dial("tcp", addr)
@@ -114,7 +114,12 @@ func TestAnNDJSONClientThatStopsReadingDelaysNoPush(t *testing.T) {
 // authenticated one is not.
 func TestAnUnauthenticatedConnectionIsClosedAtTheAuthDeadline(t *testing.T) {
 	s := New(Options{Backend: &floodBackend{worst: make(chan time.Duration, 1), ended: make(chan struct{})}})
-	s.authDeadline = 200 * time.Millisecond
+	// The authenticated connection must send its request within the
+	// deadline, and the test must read the idle one's close before its own
+	// read deadline: 1 s, a 5 s bound on the idle close and 10 s read
+	// deadlines leave a loaded machine's 2-3 s stall room, while a missing
+	// auth deadline still never closes the idle connection.
+	s.authDeadline = time.Second
 	addr := serveReal(t, s)
 
 	idle, err := net.Dial("tcp", addr)
@@ -137,17 +142,17 @@ func TestAnUnauthenticatedConnectionIsClosedAtTheAuthDeadline(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 
-	idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
 	start := time.Now()
 	if _, err := idle.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("idle connection: %v, want EOF", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("idle connection closed after %s", d)
 	}
 	// The authenticated connection is still served.
 	fmt.Fprintf(authed, "GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	authed.SetReadDeadline(time.Now().Add(5 * time.Second))
+	authed.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if resp, err := http.ReadResponse(ar, nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("authenticated connection after the deadline: %v %v", resp, err)
 	}

@@ -55,7 +55,10 @@ func TestSessionConfigUnsatisfiableAnswersInitializeWithTheFailure(t *testing.T)
 	o.Session = &SessionOptions{Config: sessionCfg("r1", &contract.HardwareRequirement{Kind: contract.HardwareArchetype, Archetype: "foldable"}), OwnerToken: "tok"}
 	start := time.Now()
 	s := serve(t, o)
-	if took := time.Since(start); took > time.Second {
+	// "Fast" is against a boot or a prepare's wait, tens of seconds; 5 s
+	// leaves a loaded machine's stall of 2-3 s room. That nothing was
+	// created is checked below, whatever the time.
+	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("initialize took %s", took)
 	}
 	p := published(t, s)
