@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -287,11 +286,7 @@ func BenchmarkApplyLeaseCycle(b *testing.B) {
 // trips.
 func TestIntentMigrationUpgradesOldDatabase(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "simlock.db")
-	old, err := open(ctx, path, migrations[:2])
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, path := oldDB(t, 2)
 	if _, err := old.sql.ExecContext(ctx, `INSERT INTO devices (id, platform, handle, name, state, spec, simulated)
 		VALUES ('d1', 'ios', 'U1', 'n', 'ready', '{}', 0)`); err != nil {
 		t.Fatal(err)

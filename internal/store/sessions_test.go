@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -264,11 +263,7 @@ func TestPruneOfManyReceiptsIsOneReadAndBatchedDeletes(t *testing.T) {
 // keeps its principal, and an update never changes it.
 func TestPrincipalMigrationBackfillsFromHeldLeases(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "simlock.db")
-	old, err := open(ctx, path, migrations[:8])
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, path := oldDB(t, 8)
 	at := time.UnixMilli(7_000_000)
 	live := sessionRec("l", "r-live", contract.SessionReady, at)
 	live.Receipt.SessionID, live.Receipt.LeaseID = "s-live", "lease_1"
@@ -282,13 +277,7 @@ func TestPrincipalMigrationBackfillsFromHeldLeases(t *testing.T) {
 		VALUES ('lease_1', 'd1', 'alice/session/s-live', 'alice', 'ios', 15000)`); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []sessions.Record{live, ended} {
-		b, _ := r.Encode()
-		if _, err := old.sql.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, record, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, r.Receipt.RequestID, r.Receipt.SessionID, r.Receipt.Status, string(b), at.UnixMilli(), at.UnixMilli()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	oldReceipts(t, old, at, live, ended)
 	old.Close()
 	db := openAt(t, path)
 	if got, ok, err := db.SessionReceiptBySession(ctx, "s-live"); err != nil || !ok || got.Principal != "alice" {
@@ -309,6 +298,19 @@ func TestPrincipalMigrationBackfillsFromHeldLeases(t *testing.T) {
 	}
 	if got, _, _ := db.SessionReceiptBySession(ctx, "s-new"); got.Principal != "bob" || got.Receipt.Status != contract.SessionReady {
 		t.Errorf("after an update: principal %q status %s, want bob (written once) and ready", got.Principal, got.Receipt.Status)
+	}
+}
+
+// oldReceipts writes rs into a database of schema 8 or 9 by hand, in the
+// columns those versions have (no principal), as a daemon of then did.
+func oldReceipts(t *testing.T, old *DB, at time.Time, rs ...sessions.Record) {
+	t.Helper()
+	for _, r := range rs {
+		b, _ := r.Encode()
+		if _, err := old.sql.ExecContext(context.Background(), `INSERT INTO session_receipts (identity, owner_digest, request_id, session_id, status, record, created_at, updated_at)
+			VALUES (?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, r.Receipt.RequestID, r.Receipt.SessionID, r.Receipt.Status, string(b), at.UnixMilli(), at.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -372,20 +374,10 @@ func TestSessionExportLinksAreScopedByOwner(t *testing.T) {
 // with its receipt, and one receipt still has one link.
 func TestExportScopeMigrationBackfillsOwnersFromReceipts(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "simlock.db")
-	old, err := open(ctx, path, migrations[:9])
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, path := oldDB(t, 9)
 	at := time.UnixMilli(8_000_000)
 	alice, bob := ownedRec("a", "1", "r", contract.SessionReleased, at), ownedRec("b", "2", "r", contract.SessionReleased, at)
-	for _, r := range []sessions.Record{alice, bob} {
-		b, _ := r.Encode()
-		if _, err := old.sql.ExecContext(ctx, `INSERT INTO session_receipts (identity, owner_digest, request_id, status, record, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, r.Identity, r.OwnerDigest, r.Receipt.RequestID, r.Receipt.Status, string(b), at.UnixMilli(), at.UnixMilli()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	oldReceipts(t, old, at, alice, bob)
 	if _, err := old.sql.ExecContext(ctx, `INSERT INTO session_exports (prepare_id, request_digest, identity, created_at, acknowledged_at)
 		VALUES ('p-a', 'd-a', ?, ?, NULL), ('p-b', 'd-b', ?, ?, ?)`,
 		alice.Identity, at.UnixMilli(), bob.Identity, at.UnixMilli(), at.Add(time.Minute).UnixMilli()); err != nil {

@@ -17,6 +17,19 @@ import (
 	"github.com/simlock/simlock/internal/core"
 )
 
+// oldDB opens a fresh database at schema version n (its first n
+// migrations), for a migration test to fill before openAt upgrades it.
+// The test closes it before that upgrade.
+func oldDB(t *testing.T, n int) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	old, err := open(context.Background(), path, migrations[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return old, path
+}
+
 // newTestDB opens a fresh database in a temporary directory and closes it
 // when the test ends.
 func newTestDB(t testing.TB) (*DB, string) {
