@@ -196,7 +196,7 @@ func (e *Engine) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, star
 	verdict := GoldenRefused
 	e.section(func() {
 		key := goldenSpecKey(platform, g.ModelID, g.RuntimeID)
-		v, why := e.goldenBuildVerdictLocked(platform, g, inlineOK)
+		v, why := e.goldenVerdictLocked(nil, platform, g, inlineOK)
 		if v == GoldenRefused {
 			e.refuseGoldenLocked(platform, g.ModelID, g.RuntimeID, why)
 			return
@@ -208,13 +208,10 @@ func (e *Engine) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, star
 	return verdict
 }
 
-func (e *Engine) goldenBuildVerdictLocked(platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
-	return e.goldenVerdictLocked(nil, platform, want, inlineOK)
-}
-
-// goldenVerdictLocked is goldenBuildVerdictLocked over a plan input the
-// caller built already (nil: build one), so the retry step, which judges
-// every refused spec in one schedule, builds it once, not once per spec.
+// goldenVerdictLocked is the gate's verdict on a build of want, with the
+// reason of a refusal. in is a plan input the caller built already (nil:
+// build one), so the retry step, which judges every refused spec in one
+// schedule, builds it once, not once per spec.
 func (e *Engine) goldenVerdictLocked(in *PlanInput, platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
 	if e.stopping || e.maintenance {
 		return GoldenRefused, "the daemon is stopping or resetting"

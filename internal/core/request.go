@@ -233,10 +233,8 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			timedOut := false
 			e.section(func() {
 				if e.queue.Contains(w) && !w.working {
-					e.removeLocked(w)
 					timedOut = true
-					e.emitLocked(events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.refusalData(w.owner, ErrQueueTimeout)})
-					e.scheduleLocked()
+					e.withdrawLocked(w, events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.refusalData(w.owner, ErrQueueTimeout)})
 				}
 			})
 			if timedOut {
@@ -253,13 +251,22 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 }
 
-// removeLocked takes w out of the queue. A queue timeout, a cancel and an
-// abandon schedule right after it: the leaving request may have held
+// withdrawLocked ends a request that leaves the queue without a grant (a
+// queue timeout, a cancel, an abandon): it is removed, ev says why, and the
+// queue is planned again at once. The leaving request may have held
 // capacity back (a group with its bypass budget spent) or a golden build
 // (ADR 0057), and the requests behind it must not wait for an unrelated
-// event. The other callers schedule later on their own (a reset when it
-// ends, a grant in the planner) or need not (a noWait refusal: nothing
-// stands behind a request queued a moment ago).
+// event.
+func (e *Engine) withdrawLocked(w *waiter, ev events.Event) {
+	e.removeLocked(w)
+	e.emitLocked(ev)
+	e.scheduleLocked()
+}
+
+// removeLocked takes w out of the queue. Its callers other than
+// withdrawLocked schedule later on their own (a reset when it ends, a
+// grant in the planner) or need not (a noWait refusal: nothing stands
+// behind a request queued a moment ago).
 func (e *Engine) removeLocked(w *waiter) {
 	e.queue.Remove(w)
 	e.recheckGoldensLocked() // a refused golden build may wait for this request only
@@ -308,9 +315,7 @@ func (e *Engine) abandon(w *waiter) {
 			w.abandoned = true
 			return
 		}
-		e.removeLocked(w)
-		e.emitLocked(events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
-		e.scheduleLocked()
+		e.withdrawLocked(w, events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
 	})
 	e.notifyPositions()
 }
@@ -329,14 +334,13 @@ func (e *Engine) Cancel(requester string) error {
 		if !found {
 			return
 		}
+		ev := events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: e.refusalData(w.owner, ErrCancelled)}
 		if w.working {
+			// Its work in flight completes and leaves the device warm.
 			w.abandoned = true
+			e.emitLocked(ev)
 		} else {
-			e.removeLocked(w)
-		}
-		e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: e.refusalData(w.owner, ErrCancelled)})
-		if !w.working {
-			e.scheduleLocked()
+			e.withdrawLocked(w, ev)
 		}
 	})
 	if !found {
