@@ -38,8 +38,6 @@ type KeepSessionOptions struct {
 	// OnRetry, when set, hears about each failed heartbeat that will be
 	// tried again (a caller may log it, or dial a new client for Conn).
 	OnRetry func(ctx context.Context, err error)
-	// FirstAfter delays the first heartbeat; zero sends it at once.
-	FirstAfter time.Duration
 	// GiveUpAfter ends the keeper once heartbeats have failed for this
 	// long without a success; zero keeps trying until ctx ends.
 	GiveUpAfter time.Duration
@@ -74,7 +72,9 @@ func KeepSession(ctx context.Context, o KeepSessionOptions) error {
 	if clock == nil {
 		clock = systemClock{}
 	}
-	wait := o.FirstAfter
+	// The first heartbeat goes at once: the keeper cannot know how much of
+	// the deadline the answer that made the session ready already spent.
+	var wait time.Duration
 	var failingSince time.Time
 	for {
 		if wait > 0 {

@@ -127,7 +127,7 @@ func (r *keepRun) wait(t *testing.T) error {
 	}
 }
 
-// The keeper heartbeats at once (FirstAfter zero), then at a third of the
+// The keeper heartbeats at once, then at a third of the
 // deadline each answer gives, and half a second after a failure, which
 // OnRetry hears about; ending ctx returns nil with the session left live.
 func TestKeepSessionPacesHeartbeatsAndRetries(t *testing.T) {
@@ -197,19 +197,14 @@ func TestKeepSessionStopsWhenTheSessionIsGone(t *testing.T) {
 
 // With GiveUpAfter the keeper returns the last error once heartbeats
 // failed for longer than that; a failing Conn counts as a failed
-// heartbeat. FirstAfter delays the first one.
+// heartbeat.
 func TestKeepSessionGivesUpAfterFailingForLong(t *testing.T) {
 	clock := fake.NewClock(time.Unix(1_700_000_000, 0))
 	lost := contract.Errorf(contract.CodeDaemonNotRunning, "no daemon")
 	var calls atomic.Int32
 	r := keep(context.Background(), client.KeepSessionOptions{SessionID: "s", OwnerToken: "t", Clock: clock,
-		FirstAfter: time.Second, GiveUpAfter: 2 * time.Second,
-		Conn: func(context.Context) (*client.Client, error) { calls.Add(1); return nil, lost }})
-	waitFor(t, "the first wait", func() bool { return clock.Pending() == 1 })
-	if calls.Load() != 0 {
-		t.Fatal("the keeper heartbeat before FirstAfter")
-	}
-	clock.Advance(time.Second)
+		GiveUpAfter: 2 * time.Second,
+		Conn:        func(context.Context) (*client.Client, error) { calls.Add(1); return nil, lost }})
 	for {
 		waitFor(t, "the keeper to wait again or return", func() bool {
 			select {
@@ -224,7 +219,7 @@ func TestKeepSessionGivesUpAfterFailingForLong(t *testing.T) {
 			if !client.IsCode(r.err, contract.CodeDaemonNotRunning) {
 				t.Fatalf("the keeper gave up with %v, want the last failure", r.err)
 			}
-			// Failing from 1 s: attempts at 1, 1.5, 2, 2.5, 3 and 3.5 s;
+			// Failing from 0 s: attempts at 0, 0.5, 1, 1.5, 2 and 2.5 s;
 			// the last is the first more than 2 s after the first failure.
 			if n := calls.Load(); n != 6 {
 				t.Fatalf("%d attempts before giving up, want 6", n)
