@@ -31,8 +31,8 @@ func run() error {
 		return err
 	}
 	defer c.Close()
-	// 10s (test/e2e's clientmodTTL): long enough that a loaded machine's
-	// stall around a daemon restart does not let the lease lapse.
+	// 10s: long enough that a loaded machine's stall around a daemon
+	// restart does not let the lease lapse (test/e2e reads it back).
 	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TTLMs: (10 * time.Second).Milliseconds()}, nil)
 	if err != nil {
 		return err

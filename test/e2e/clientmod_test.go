@@ -19,9 +19,6 @@ import (
 // several seconds in the program or the daemon room before the lease would
 // lapse; the check polls for the renewed deadline instead of sleeping a
 // fixed multiple of the TTL, so it costs only as long as the reconnect.
-// clientmodTTL is the TTL test/clientmod asks for; the two must agree.
-const clientmodTTL = 10 * time.Second
-
 func TestAnotherModuleHoldsALeaseAcrossARestart(t *testing.T) {
 	prog := filepath.Join(t.TempDir(), "clientmod")
 	build := exec.Command("go", "build", "-o", prog, ".")
@@ -78,6 +75,14 @@ func TestAnotherModuleHoldsALeaseAcrossARestart(t *testing.T) {
 	// Every renew before the kill set a deadline earlier than killed+TTL, and
 	// a restart keeps the persisted deadline, so a later one proves a renew
 	// on the new daemon. 30s bounds the reconnect, which takes about a second.
+	// The TTL is the daemon's record of the lease, not a copy of what
+	// test/clientmod asks for: a copy that fell behind the program's could
+	// pass this check with no renew at all.
+	before := w.status().Leases
+	if len(before) != 1 || before[0].LeaseID != id || before[0].TTLMs <= 0 {
+		t.Fatalf("before the kill the daemon holds %+v, want lease %s", before, id)
+	}
+	ttl := time.Duration(before[0].TTLMs) * time.Millisecond
 	killed := time.Now()
 	w.kill9()
 	w.mustRun("daemon", "start")
@@ -86,7 +91,7 @@ func TestAnotherModuleHoldsALeaseAcrossARestart(t *testing.T) {
 		if len(last) != 1 || last[0].LeaseID != id {
 			t.Fatalf("after the restart the daemon holds %+v, want lease %s", last, id)
 		}
-		return last[0].ExpiresAt.After(killed.Add(clientmodTTL))
+		return last[0].ExpiresAt.After(killed.Add(ttl))
 	})
 
 	if _, err := stdin.Write([]byte("release\n")); err != nil {
