@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -178,4 +179,33 @@ func TestAReleaseWhileAnotherHomeWaitsIsNotKeptWarm(t *testing.T) {
 		return a.deviceStates()[a1.Device.ID] == "shutdown"
 	})
 	eventually(t, "b's waiter to leave the registry", 20*time.Second, func() bool { return len(a.fairHost().Waiters) == 0 })
+}
+
+// A waiter whose daemon was killed (-9) wrote nothing more: the other home
+// must stop counting it on the owner proof alone, drop it from its status,
+// and keep its releases warm again.
+func TestADeadHomesWaiterStopsCounting(t *testing.T) {
+	a := newWorld(t, fairConfig)
+	b := newWorld(t, fairConfig)
+	shareHost(a, b)
+	var a1, a2 lease
+	a.json(&a1, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "a1")
+	a.json(&a2, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "a2")
+	b.mustRun("daemon", "start")
+	eventually(t, "b to see a's two devices", 20*time.Second, func() bool { return b.fairHost().OtherHomes == 2 })
+	startWait(t, b, "b1")
+	eventually(t, "a's status to list b's waiter", 30*time.Second, func() bool { return len(a.fairHost().Waiters) == 1 })
+	pid := b.status().Daemon.PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b's daemon to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	eventually(t, "a to drop the dead home's waiter", 30*time.Second, func() bool { return len(a.fairHost().Waiters) == 0 })
+	a.mustRun("release", a1.LeaseID)
+	eventually(t, "a's released device to be kept warm with nobody waiting", 30*time.Second, func() bool {
+		return a.deviceStates()[a1.Device.ID] == "ready"
+	})
+	if h := a.fairHost(); h.Yielded != 0 {
+		t.Fatalf("a yielded %d devices to a dead home", h.Yielded)
+	}
 }
