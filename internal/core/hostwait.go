@@ -50,7 +50,8 @@ func (e *Engine) OnHostWaitChange(f func()) {
 func (e *Engine) hostWaitsLocked() []HostWait {
 	by := map[string]*HostWait{}
 	for _, w := range e.queue.Entries() {
-		if w.working || w.device != "" || len(w.group) > 0 || !isHostLimit(w.waitLimit) {
+		// Working or evicting: this engine is already making its room.
+		if w.working || w.evicting || w.device != "" || len(w.group) > 0 || !isHostLimit(w.waitLimit) {
 			continue
 		}
 		p := w.spec.Platform

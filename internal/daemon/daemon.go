@@ -267,7 +267,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	stats := o.Stats
 	d.claims = newClaims(d.host, d.self, o.Clock, d.deviceKey, d.kickHost, ports.Module(o.Logger, "claims"))
 	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
-		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims,
+		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: waitFirstHooks{OpHooks: d.claims, d: d},
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
 	d.setupHostWaiters() // before setupHostUsage: see hostwaiters.go
@@ -397,7 +397,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			}
 		}()
 		go d.watchHost(sctx)
-		d.waiters.started = true // read by shutdown after <-d.converged
+		d.waiters.started.Store(true)
 		go d.publishWaiters(sctx)
 		go d.probeExternal(sctx)
 		d.log.Info("daemon ready")
@@ -594,7 +594,7 @@ func (d *Daemon) shutdown() {
 	if d.claims != nil {
 		<-d.claims.done // the lease writer is done with the host registry
 	}
-	if d.waiters != nil && d.waiters.started {
+	if d.waiters != nil && d.waiters.started.Load() {
 		<-d.waiters.done // this home's waiters are cleared from the host registry
 	}
 	d.srv.CloseAll()

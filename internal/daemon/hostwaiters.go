@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simlock/simlock/contract"
@@ -22,9 +23,16 @@ import (
 type hostWaiters struct {
 	kick chan struct{} // the engine's account changed
 	done chan struct{} // closed when publish has cleared this home's rows
-	// started: publishWaiters runs (set before convergence's goroutine
-	// ends, so shutdown reads it after <-converged).
-	started bool
+	// started: publishWaiters runs (set by convergence's goroutine; read
+	// by device operations and by shutdown).
+	started atomic.Bool
+
+	// writeMu orders writes of this home's rows; last is what was last
+	// written (written: at all), closed: the rows were cleared at stop.
+	writeMu sync.Mutex
+	last    []core.HostWait
+	written bool
+	closed  bool
 
 	mu     sync.Mutex
 	live   []hostreg.WaiterStatus // every home's live waiters, last read
@@ -115,29 +123,23 @@ func (d *Daemon) publishWaiters(ctx context.Context) {
 	if every <= 0 {
 		every = time.Second
 	}
-	var last []core.HostWait
-	written := false
 	for {
-		now := d.engine.HostWaits()
-		if !written || !sameHostWaits(now, last) {
-			if err := d.host.SetWaiters(ctx, d.self, d.waiterRows(now)); err != nil {
-				if ctx.Err() == nil {
-					d.log.Warn("publish this home's waiters; retrying", "err", err)
-				}
-			} else {
-				last, written = now, true
-			}
-		}
 		recheck := d.clock.After(5 * every)
-		if !written {
+		if err := d.syncWaiters(ctx); err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("publish this home's waiters; retrying", "err", err)
+			}
 			recheck = d.clock.After(every)
 		}
 		select {
 		case <-ctx.Done():
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			hw.writeMu.Lock()
 			if err := d.host.SetWaiters(cctx, d.self, nil); err != nil {
 				d.log.Warn("clear this home's waiters at stop", "err", err)
 			}
+			hw.closed = true
+			hw.writeMu.Unlock()
 			cancel()
 			return
 		case <-hw.kick:
@@ -147,6 +149,47 @@ func (d *Daemon) publishWaiters(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// syncWaiters writes the engine's current account when it differs from
+// what this home last wrote. It is called by the publisher and before
+// every device operation (waitFirstHooks), so a waiter's row is gone
+// before the claim of the device that serves it is written.
+func (d *Daemon) syncWaiters(ctx context.Context) error {
+	hw := d.waiters
+	hw.writeMu.Lock()
+	defer hw.writeMu.Unlock()
+	if hw.closed {
+		return nil
+	}
+	now := d.engine.HostWaits()
+	if hw.written && sameHostWaits(now, hw.last) {
+		return nil
+	}
+	if err := d.host.SetWaiters(ctx, d.self, d.waiterRows(now)); err != nil {
+		return err
+	}
+	hw.last, hw.written = now, true
+	return nil
+}
+
+// waitFirstHooks runs syncWaiters before the claim hooks of each device
+// operation. A waiter being served and the claim of its device are two
+// writes; written in this order, another daemon's watcher, which reads the
+// claims before the waiters, can never count both (that would cost it one
+// more warm device for a waiter already served).
+type waitFirstHooks struct {
+	core.OpHooks
+	d *Daemon
+}
+
+func (h waitFirstHooks) BeforeOp(ctx context.Context, op core.OpInfo) error {
+	if hw := h.d.waiters; hw != nil && hw.started.Load() {
+		if err := h.d.syncWaiters(ctx); err != nil && ctx.Err() == nil {
+			h.d.log.Warn("publish this home's waiters before a device operation", "device", op.DeviceID, "err", err)
+		}
+	}
+	return h.OpHooks.BeforeOp(ctx, op)
 }
 
 func (d *Daemon) waiterRows(ws []core.HostWait) []hostreg.Waiter {
