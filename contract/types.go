@@ -358,6 +358,26 @@ type HostCapacity struct {
 	// ExternalDevices counts devices running outside simlock.
 	ExternalDevices int                             `json:"externalDevices"`
 	Platforms       map[string]HostPlatformCapacity `json:"platforms"`
+	// Waiters are the lease requests of every home on the host (this one
+	// included) held back only by a host limit, oldest first, as this
+	// daemon last read them from the host registry (ADR 0061).
+	Waiters []HostWaiter `json:"waiters"`
+	// Yielded counts the idle warm devices this daemon shut down, since it
+	// started, because another home waited for host room.
+	Yielded int `json:"yielded"`
+}
+
+// HostWaiter is one home's requests of one platform waiting for host room.
+type HostWaiter struct {
+	Home     string `json:"home"`
+	Self     bool   `json:"self"` // this daemon's home
+	Platform string `json:"platform"`
+	// Limit is the host limit that binds: host.maxRunning or
+	// host.platforms.<p>.maxRunning.
+	Limit string    `json:"limit"`
+	Count int       `json:"count"`
+	Since time.Time `json:"since"` // when the oldest of them was queued
+	AgeMs int64     `json:"ageMs"`
 }
 
 // HostPlatformCapacity is one platform's share of the host view.

@@ -37,6 +37,9 @@ func (a *app) statusCmd() *cobra.Command {
 			}
 			if cp.Host != nil {
 				a.printf("host     %s\n", hostLine(*cp.Host))
+				for _, l := range hostWaiterLines(*cp.Host) {
+					a.printf("%s\n", l)
+				}
 			}
 			a.printWarmPool(st.WarmPool)
 			a.printGoldens(st.Goldens)

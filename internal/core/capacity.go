@@ -215,10 +215,11 @@ func (e *Engine) footprintLocked(s Spec) uint64 {
 // keep-or-shutdown). An empty platform checks the global limits only.
 // A host limit other homes or external devices share counts as over once
 // it is reached: their waiters are invisible here, and a device kept warm
-// would hold the slot they wait for (ADR 0023).
+// would hold the slot they wait for (ADR 0023); and so does a host limit
+// another home's waiter is held back by (ADR 0061).
 func (e *Engine) runningOverLocked(platform string) bool {
 	g := newLedger(e.planInputLocked(nil, false))
-	return len(g.over(platform)) > 0 || g.atSharedHostLimit(platform)
+	return len(g.over(platform)) > 0 || g.atSharedHostLimit(platform) || g.heldForWaiters(platform, 0)
 }
 
 // CapacityReport is the accounting as status shows it.

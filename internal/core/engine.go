@@ -159,6 +159,12 @@ type Engine struct {
 	rs         resetBook                // session resets of released leases (reset.go)
 	goldens    goldenBook               // golden removals and refused builds (golden.go)
 	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
+	// hostWaitFn hears of changes to HostWaits; hostWaitLast is the account
+	// it last heard; yielded counts warm devices shut down for other homes'
+	// waiters (hostwait.go).
+	hostWaitFn   func()
+	hostWaitLast []HostWait
+	yielded      int
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -256,6 +262,7 @@ func (e *Engine) sectionDurable(f func()) error {
 	e.inSection = true
 	e.secTicket = 0
 	f()
+	e.noteHostWaitsLocked()
 	e.inSection = false
 	evs, pushes := e.pending, e.afterUnlock
 	e.pending, e.afterUnlock = nil, nil

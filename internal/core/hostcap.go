@@ -54,6 +54,10 @@ type HostUsage struct {
 	External map[string]int
 	// RetryAfter is the hint a refusal at the host limit carries (0: 5 s).
 	RetryAfter time.Duration
+	// Waiting counts other homes' live requests held back only by a host
+	// limit, by platform (ADR 0061): room this engine keeps warm is room
+	// they wait for, so they count as demand when warmth is weighed.
+	Waiting map[string]int
 }
 
 // ExternalCounter is the optional driver ability to count the devices of
@@ -89,32 +93,13 @@ func (e *HostCapacityError) Unwrap() error { return ErrHostCapacity }
 // host (a device booted outside simlock) holds back what is not yet
 // started.
 func (e *Engine) SetHostUsage(u HostUsage) {
-	u.Platforms, u.Others, u.External = maps.Clone(u.Platforms), maps.Clone(u.Others), maps.Clone(u.External)
+	u.Platforms, u.Others, u.External, u.Waiting = maps.Clone(u.Platforms), maps.Clone(u.Others), maps.Clone(u.External), maps.Clone(u.Waiting)
 	e.section(func() {
 		e.host = u
 		e.scheduleLocked()
 		e.shedOverHostLocked()
 	})
 	e.notifyPositions()
-}
-
-// shedOverHostLocked shuts down this engine's idle warm devices while the
-// host is over one of its limits (a simulator booted by hand, another home
-// that booted meanwhile): a warm device is spare capacity, and the host's
-// limit is the machine's. Leased devices are never touched.
-func (e *Engine) shedOverHostLocked() {
-	if e.stopping || e.maintenance {
-		return
-	}
-	for _, id := range HostVictims(e.planInputLocked(nil, false)) {
-		p := e.devices[id].Platform
-		o := e.shutdownOp(id, "host", "shutdown-failed", func(DeviceRecord) {
-			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: id, Platform: p, Reason: "host-limit"})
-		})
-		if err := e.startOpLocked(o); err != nil {
-			e.log.Warn("shut down a warm device over the host limit", "device", id, "err", err)
-		}
-	}
 }
 
 // HostVictims are the ready devices to shut down, least recently used
@@ -190,6 +175,11 @@ type HostReport struct {
 	OtherHomes int
 	External   int
 	Platforms  map[string]HostPlatformReport
+	// OthersWaiting counts other homes' requests held back by a host limit,
+	// by platform, as this engine last heard of them; Yielded counts the
+	// idle warm devices it shut down for such waiters (ADR 0061).
+	OthersWaiting map[string]int
+	Yielded       int
 }
 
 // HostPlatformReport is one platform's share of the host view.
@@ -204,7 +194,8 @@ type HostPlatformReport struct {
 func (e *Engine) hostReportLocked() HostReport {
 	in := e.planInputLocked(nil, false)
 	g := newLedger(in)
-	r := HostReport{MaxRunning: in.Host.MaxRunning, Ours: g.runAll, Platforms: map[string]HostPlatformReport{}}
+	r := HostReport{MaxRunning: in.Host.MaxRunning, Ours: g.runAll, Platforms: map[string]HostPlatformReport{},
+		OthersWaiting: maps.Clone(in.Host.Waiting), Yielded: e.yielded}
 	ps := map[string]bool{}
 	for p := range e.drivers {
 		ps[p] = true

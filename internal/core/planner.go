@@ -130,6 +130,11 @@ type ledger struct {
 	extAll  int
 	hostMax int
 	hostPl  map[string]int
+	// wait counts, by platform, other homes' requests held back by a host
+	// limit (hostwait.go); waitAll is their total. Never charged by a
+	// decision of this engine's own requests: only warmth yields to them.
+	wait    map[string]int
+	waitAll int
 }
 
 func newLedger(in PlanInput) *ledger {
@@ -143,6 +148,10 @@ func newLedger(in PlanInput) *ledger {
 		g.host[p] += n
 		g.hostAll += n
 		g.extAll += n
+	}
+	g.wait = in.Host.Waiting
+	for _, n := range in.Host.Waiting {
+		g.waitAll += n
 	}
 	for _, d := range in.Devices {
 		if d.State == StateDeleted {
@@ -631,13 +640,13 @@ func (p *planner) planWarm() []Decision {
 	var out []Decision
 	for i, t := range p.in.Warm {
 		for n := 0; n < t.Want; n++ {
-			if d, ok := p.pick(StateShutdown, t.SpecKey, false); ok && len(p.g.blocks(t.Platform, d.RAM, false)) == 0 {
+			if d, ok := p.pick(StateShutdown, t.SpecKey, false); ok && len(p.g.blocks(t.Platform, d.RAM, false)) == 0 && !p.g.heldForWaiters(t.Platform, 1) {
 				p.taken[d.ID] = true
 				p.g.start(t.Platform, d.RAM, false)
 				out = append(out, Decision{Kind: DecideBoot, Waiter: -1, Warm: i, DeviceID: d.ID})
 				continue
 			}
-			if len(p.g.blocks(t.Platform, t.RAM, true)) != 0 {
+			if len(p.g.blocks(t.Platform, t.RAM, true)) != 0 || p.g.heldForWaiters(t.Platform, 1) {
 				return out
 			}
 			p.g.start(t.Platform, t.RAM, true)
@@ -656,6 +665,12 @@ func SweepVictims(in PlanInput) []string { return sweep(in, overAll) }
 // sweep shuts down ready devices, least recently used first, while exceeded
 // names a limit one of them eases.
 func sweep(in PlanInput, exceeded func(*ledger) []string) []string {
+	return sweepPreferring(in, exceeded, nil)
+}
+
+// sweepPreferring is sweep with the devices prefer accepts (nil: none)
+// tried before all others (hostwait.go: a waited-for platform's).
+func sweepPreferring(in PlanInput, exceeded func(*ledger) []string, prefer func(PlanDevice) bool) []string {
 	g := newLedger(in)
 	var cands []PlanDevice
 	for _, d := range in.Devices {
@@ -664,6 +679,9 @@ func sweep(in PlanInput, exceeded func(*ledger) []string) []string {
 		}
 	}
 	sort.SliceStable(cands, func(a, b int) bool {
+		if prefer != nil && prefer(cands[a]) != prefer(cands[b]) {
+			return prefer(cands[a])
+		}
 		if !cands[a].LastUse.Equal(cands[b].LastUse) {
 			return cands[a].LastUse.Before(cands[b].LastUse)
 		}

@@ -81,6 +81,7 @@ type Daemon struct {
 	claims   *claims          // the op hooks: this home's claims in the host registry
 	slots    *slotManager     // managed slot executions (slots.go)
 	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
+	waiters  *hostWaiters     // host-limited waiters of every home (hostwaiters.go)
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
@@ -266,9 +267,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	stats := o.Stats
 	d.claims = newClaims(d.host, d.self, o.Clock, d.deviceKey, d.kickHost, ports.Module(o.Logger, "claims"))
 	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
-		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims,
+		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: waitFirstHooks{OpHooks: d.claims, d: d},
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
+	d.setupHostWaiters() // before setupHostUsage: see hostwaiters.go
 	d.setupHostUsage(drivers)
 	d.sessions = newBroker(d, o.Config.Sessions, d.db, ports.Module(o.Logger, "sessions"))
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
@@ -395,6 +397,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			}
 		}()
 		go d.watchHost(sctx)
+		d.waiters.started.Store(true)
+		go d.publishWaiters(sctx)
 		go d.probeExternal(sctx)
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.
@@ -589,6 +593,9 @@ func (d *Daemon) shutdown() {
 	d.cancel()
 	if d.claims != nil {
 		<-d.claims.done // the lease writer is done with the host registry
+	}
+	if d.waiters != nil && d.waiters.started.Load() {
+		<-d.waiters.done // this home's waiters are cleared from the host registry
 	}
 	d.srv.CloseAll()
 	if d.httpDone != nil {

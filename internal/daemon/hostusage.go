@@ -99,6 +99,7 @@ func (d *Daemon) pushHostUsage() {
 	u.mu.Lock()
 	hu.Others, hu.External = maps.Clone(u.others), maps.Clone(u.external)
 	u.mu.Unlock()
+	hu.Waiting = d.othersWaiting() // hostwaiters.go
 	d.engine.SetHostUsage(hu)
 }
 
@@ -159,6 +160,7 @@ func (d *Daemon) hostCapacityOut(r core.HostReport) *contract.HostCapacity {
 		known, errs = maps.Clone(u.extKnown), maps.Clone(u.extErr)
 		u.mu.Unlock()
 	}
+	out.Waiters, out.Yielded = d.hostWaitersOut(), r.Yielded // hostwaiters.go
 	for p, pr := range r.Platforms {
 		out.Platforms[p] = contract.HostPlatformCapacity{MaxRunning: pr.MaxRunning, Booted: pr.Booted, Ours: pr.Ours,
 			OtherHomes: pr.OtherHomes, ExternalDevices: pr.External, ExternalKnown: known[p], ExternalError: errs[p]}

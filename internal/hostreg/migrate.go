@@ -59,6 +59,8 @@ CREATE TABLE ports (
 	// 4: a slot counter beside the claim generation, and the execution's
 	// idle window on its owner record (slot.go).
 	slotMigration4,
+	// 5: waiters held back by the host's limit (waiters.go, ADR 0061).
+	waiterMigration,
 }
 
 // SchemaTooNewError refuses a registry written by a newer simlock: writing
