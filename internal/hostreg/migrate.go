@@ -59,6 +59,8 @@ CREATE TABLE ports (
 	// 4: a slot counter beside the claim generation, and the execution's
 	// idle window on its owner record (slot.go).
 	slotMigration4,
+	// 7: the reclaims history (reclaim_log.go).
+	reclaimMigration,
 }
 
 // SchemaTooNewError refuses a registry written by a newer simlock: writing
