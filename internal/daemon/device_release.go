@@ -154,6 +154,9 @@ func deviceReleaseError(err error) *contract.Error {
 // cannot be running from there.
 func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (notFound bool, err error) {
 	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+	if errors.Is(err, errRootGone) {
+		return true, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -172,6 +175,9 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 // cleared.
 func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (hostreg.DeviceRun, error) {
 	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+	if errors.Is(err, errRootGone) {
+		return hostreg.DeviceAbsent, nil
+	}
 	if err != nil {
 		return hostreg.DeviceUnknown, err
 	}
@@ -195,6 +201,9 @@ func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) st
 	}
 	return hostreg.DeviceAbsent, nil
 }
+
+// errRootGone: the owner's device root for the platform does not exist.
+var errRootGone = errors.New("the owner's device root no longer exists")
 
 // ownerDriver builds the platform driver of ownerHome for key, over the
 // owner's roots (see ReconcileDevice), and the device reference it names.
@@ -228,6 +237,12 @@ func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) stri
 		return nil, ref, nil, fmt.Errorf("no platform cleanup for %s", key)
 	}
 	ref.ID = string(key)
+	// A root that no longer exists holds nothing that runs, and is never
+	// handed to the platform tools: simctl creates a missing device set,
+	// which would bring a deleted home back (and with it, its liveness).
+	if _, err := os.Stat(roots[platform]); errors.Is(err, os.ErrNotExist) {
+		return nil, ref, nil, fmt.Errorf("%w: %s", errRootGone, roots[platform])
+	}
 	done := func() {}
 	// The owner's private adb server port is leased in the host registry:
 	// reach the owner's server there, and allocate nothing on its behalf.

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/hostreg"
@@ -216,7 +212,7 @@ func (d *Daemon) reclaim(ctx context.Context, r *reclaimer, st hostreg.Status, a
 	}
 	action := "cleared"
 	if act == hostreg.ReclaimShutDown {
-		notFound, err := reconcileOwnerDevice(ctx, st, r.getenv)
+		notFound, err := ReconcileDevice(ctx, st.Claim.Owner.Home, r.getenv, st.Key)
 		if err != nil {
 			d.log.Warn("reclaim an orphaned claim: the device could not be shut down, so the claim stays", "key", st.Key,
 				"ownerHome", st.Claim.Owner.Home, "err", err)
@@ -241,48 +237,11 @@ func (d *Daemon) reclaim(ctx context.Context, r *reclaimer, st hostreg.Status, a
 }
 
 // probeOrphan says whether an orphan's device runs, through its owner's
-// roots, without shutting anything down. A root that no longer exists
-// holds nothing that runs, and is never listed: the platform tools
-// create a missing device set, which would bring a deleted home back.
+// roots, without shutting anything down (any doubt is DeviceUnknown).
 func probeOrphan(ctx context.Context, st hostreg.Status, getenv func(string) string) hostreg.DeviceRun {
-	if !ownerRootExists(st, getenv) {
-		return hostreg.DeviceAbsent
-	}
 	run, err := ObserveDevice(ctx, st.Claim.Owner.Home, getenv, st.Key)
 	if err != nil {
 		return hostreg.DeviceUnknown
 	}
 	return run
-}
-
-// reconcileOwnerDevice is ReconcileDevice for the reclaimer, with the same
-// guard as probeOrphan: a root gone is a device that cannot run there.
-func reconcileOwnerDevice(ctx context.Context, st hostreg.Status, getenv func(string) string) (notFound bool, err error) {
-	if !ownerRootExists(st, getenv) {
-		return true, nil
-	}
-	return ReconcileDevice(ctx, st.Claim.Owner.Home, getenv, st.Key)
-}
-
-// ownerRootExists reports whether the owner's device root for the key's
-// platform is still there (its configuration read from its home, or the
-// defaults when that is gone too).
-func ownerRootExists(st hostreg.Status, getenv func(string) string) bool {
-	home := st.Claim.Owner.Home
-	if home == "" || !filepath.IsAbs(home) {
-		return false
-	}
-	cfg, err := config.Load(config.PathsFor(home).Config)
-	if err != nil {
-		return true // unknown: let the driver decide
-	}
-	root := cfg.DriverRoot(home, st.Key.Platform())
-	if st.Key.Platform() == "android" {
-		// An AVD key names its root: that is the one to look at.
-		if _, r, ok := strings.Cut(strings.TrimPrefix(string(st.Key), "android:avd:"), ":"); ok {
-			root = r
-		}
-	}
-	_, err = os.Stat(root)
-	return !errors.Is(err, os.ErrNotExist)
 }

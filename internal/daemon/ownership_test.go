@@ -199,3 +199,66 @@ func TestTheWatcherEndsALeaseWhoseClaimAnotherHomeTook(t *testing.T) {
 		t.Fatalf("the other home's claim was changed: %+v %v", cur, ok)
 	}
 }
+
+// The daemon's reclaimer clears another home's dead owner's claim whose
+// device cannot run (its root is gone), records and announces it, and
+// leaves a live owner's claim and this home's own dead daemon's alone.
+func TestTheReclaimerClearsOnlyOtherHomesProvenOrphans(t *testing.T) {
+	f := startDaemon(t, func(c *config.Config) { c.Capacity.Host.PollIntervalMs = 50 })
+	ctx := context.Background()
+	f.dial("alice", "")
+	if _, err := client.Do(ctx, f.dial("alice", ""), contract.LeaseList, contract.LeaseListIn{}); err != nil {
+		t.Fatal(err)
+	}
+	key := func(u string) hostreg.Key {
+		k, err := hostreg.IOSSimulatorKey(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	deadK, liveK, ownK := key("0000DEAD-0000-0000-0000-000000000001"), key("0000AAAA-0000-0000-0000-000000000002"), key("0000BBBB-0000-0000-0000-000000000003")
+	dead := hostreg.Owner{Home: t.TempDir(), PID: 1 << 30, Start: "gone"} // home there, device root never made
+	live := hostreg.Owner{Home: t.TempDir(), PID: os.Getpid(), Start: f.d.self.Start}
+	ownDead := hostreg.Owner{Home: f.d.self.Home, PID: 1<<30 + 1, Start: "gone"}
+	for k, o := range map[hostreg.Key]hostreg.Owner{deadK: dead, liveK: live, ownK: ownDead} {
+		if err := f.d.host.Claim(ctx, hostreg.Claim{Key: k, Kind: hostreg.KindLease, LeaseID: "lse_x", Owner: o, ClaimedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the dead owner's claim to be reclaimed", func() bool {
+		_, ok := claimOf(t, f.d, deadK)
+		return !ok
+	})
+	var ev *struct{ reason, action, device string }
+	evs, _ := f.d.bus.Since(0)
+	for _, e := range evs {
+		if e.Type == "claim.reclaimed" && e.Data["deviceKey"] == string(deadK) {
+			ev = &struct{ reason, action, device string }{e.Reason, e.Data["action"].(string), e.Data["device"].(string)}
+		}
+	}
+	if ev == nil || ev.reason != "dead" || ev.action != "cleared" || ev.device != "absent" {
+		t.Fatalf("claim.reclaimed %+v", ev)
+	}
+	rep, err := hostreg.InspectReport(ctx, os.Getenv("SIMLOCK_HOST_DIR"), hostreg.SystemProber{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range rep.Reclaimed {
+		if r.Key == deadK && r.Owner.Home == dead.Home && r.By.Home == f.d.self.Home && r.LeaseID == "lse_x" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("reclaim not recorded: %+v", rep.Reclaimed)
+	}
+	// Several more passes leave the others alone.
+	time.Sleep(300 * time.Millisecond)
+	if _, ok := claimOf(t, f.d, liveK); !ok {
+		t.Fatal("a live owner's claim was reclaimed")
+	}
+	if _, ok := claimOf(t, f.d, ownK); !ok {
+		t.Fatal("this home's own dead daemon's claim was reclaimed by the watcher")
+	}
+}
