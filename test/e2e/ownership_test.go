@@ -383,3 +383,58 @@ func TestARestartingHomeKeepsItsDeviceAndAStoppedOrphanIsCleared(t *testing.T) {
 		t.Fatalf("D's lease ended with %q", reason)
 	}
 }
+
+// Past the grace window a dead owner's running device is shut down with
+// the owner's own roots (its device set) and only then is its claim
+// cleared: no device is left running without a claim.
+func TestADeadOwnersRunningDeviceIsShutDownAfterTheGrace(t *testing.T) {
+	dcfg := fmt.Sprintf(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2},"host":{"maxRunning":4,"pollIntervalMs":%d}}}`, ownPoll.Milliseconds())
+	ccfg := fmt.Sprintf(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2},"host":{"maxRunning":4,"pollIntervalMs":%d,"orphanGraceMs":1000}}}`, ownPoll.Milliseconds())
+	d := newWorld(t, dcfg)
+	c := newWorld(t, ccfg)
+	shareHost(d, c)
+	c.mustRun("daemon", "start")
+	var ld lease
+	d.json(&ld, "lease", "--platform", "ios", "--detach", "--ttl", "10m", "--requester", "d")
+	key := "ios:udid:" + strings.ToUpper(ld.Device.UDID)
+	pid := d.status().Daemon.PID
+	killed := time.Now()
+	ownKill(t, pid)
+	eventually(t, "C to reclaim the dead owner's running device", 60*time.Second, func() bool {
+		return c.claimOwner(t, key) == ""
+	})
+	if took := time.Since(killed); took < time.Second {
+		t.Fatalf("reclaimed %s after the kill, inside the 1s grace window", took)
+	}
+	var rec *ownEvent
+	for _, e := range c.ownEvents(t) {
+		if e.Type == "claim.reclaimed" && e.Data["deviceKey"] == key {
+			e := e
+			rec = &e
+		}
+	}
+	if rec == nil || rec.Data["action"] != "shut-down" || rec.Data["device"] != "running" {
+		t.Fatalf("claim.reclaimed %+v", rec)
+	}
+	list := d.xcrun("simctl", "--set", ld.Device.DeviceSet, "list", "devices", "-j")
+	var l struct {
+		Devices map[string][]struct{ UDID, State string }
+	}
+	if err := json.Unmarshal([]byte(list), &l); err != nil {
+		t.Fatalf("simctl list: %v\n%s", err, list)
+	}
+	found := false
+	for _, ds := range l.Devices {
+		for _, dv := range ds {
+			if strings.EqualFold(dv.UDID, ld.Device.UDID) {
+				found = true
+				if dv.State != "Shutdown" {
+					t.Fatalf("the reclaimed device is %s, want Shutdown", dv.State)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the device is gone from its set; a reclaim shuts down, never deletes:\n%s", list)
+	}
+}
