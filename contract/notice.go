@@ -11,10 +11,22 @@ func NoticeFor(e Event) (string, bool) {
 		return NotifyDeviceUnhealthy, true
 	case e.Type == "device.recovered":
 		return NotifyDeviceRecovered, true
-	case e.Type == "lease.released" && (e.Reason == "device-lost" || e.Reason == "expired" || e.Reason == "reset"):
+	case e.Type == "lease.released" && lostReason(e.Reason):
 		return NotifyLeaseLost, true
 	}
 	return "", false
+}
+
+// lostReason reports whether a lease ended with reason without its owner
+// asking: its device was lost, it expired, a reset ended it, or the host
+// registry no longer names its home as the device's owner (ADR 0059).
+func lostReason(reason string) bool {
+	switch reason {
+	case "device-lost", "expired", "reset",
+		"claim-released-by-recovery", "claim-held-by-another-home", "claim-inconsistent":
+		return true
+	}
+	return false
 }
 
 // OwnerOf is the principal owning the lease an event is about, when the

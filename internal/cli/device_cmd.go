@@ -167,19 +167,26 @@ func (a *app) deviceStatusCmd() *cobra.Command {
 			if err := a.resolveSelectors(cmd, args, &sel); err != nil {
 				return err
 			}
-			sts, err := hostreg.Inspect(cmd.Context(), a.hostDir(), hostreg.SystemProber{})
+			rep, err := hostreg.InspectReport(cmd.Context(), a.hostDir(), hostreg.SystemProber{})
 			if err != nil {
 				return err
 			}
 			views := []claimView{}
-			for _, st := range sts {
+			for _, st := range rep.Claims {
 				if sel.match(st) {
 					views = append(views, viewOf(st))
 				}
 			}
-			if a.jsonOut {
-				return a.printJSON(map[string]any{"hostDir": a.hostDir(), "claims": views})
+			reclaimed := []reclaimView{}
+			for _, r := range rep.Reclaimed {
+				if sel.match(hostreg.Status{Key: r.Key, Claim: hostreg.Claim{Owner: r.Owner}}) {
+					reclaimed = append(reclaimed, reclaimViewOf(r))
+				}
 			}
+			if a.jsonOut {
+				return a.printJSON(map[string]any{"hostDir": a.hostDir(), "claims": views, "reclaimed": reclaimed})
+			}
+			defer a.printReclaimed(reclaimed)
 			if len(views) == 0 {
 				a.printf("no device is claimed on this host (registry %s)\n", a.hostDir())
 				return nil
@@ -204,6 +211,50 @@ func (a *app) deviceStatusCmd() *cobra.Command {
 	sel.add(cmd)
 	a.addJSON(cmd)
 	return cmd
+}
+
+// reclaimView is one automatic reclaim in `device status --json`: another
+// home's daemon found the owner proven gone and took the claim back (ADR
+// 0059).
+type reclaimView struct {
+	DeviceKey string `json:"deviceKey"`
+	OwnerHome string `json:"ownerHome"`
+	OwnerPID  int    `json:"ownerPid"`
+	LeaseID   string `json:"leaseId,omitempty"`
+	// Reason is the owner's liveness: dead, reused or home-gone.
+	Reason string `json:"reason"`
+	// Action: cleared (the device was proven not running) or shut-down.
+	Action  string    `json:"action"`
+	ByHome  string    `json:"byHome"`
+	ByPID   int       `json:"byPid"`
+	At      time.Time `json:"at"`
+	Summary string    `json:"summary"`
+}
+
+func reclaimViewOf(r hostreg.Reclaimed) reclaimView {
+	why := map[hostreg.Liveness]string{hostreg.LivenessDead: "its daemon was not running",
+		hostreg.LivenessReused: "its daemon's pid belonged to another process", hostreg.LivenessHomeGone: "its home no longer existed"}[r.Reason]
+	if why == "" {
+		why = string(r.Reason)
+	}
+	did := "the device was not running, so the claim was cleared"
+	if r.Action == "shut-down" {
+		did = "the device was shut down with the owner's roots, then the claim was cleared"
+	}
+	return reclaimView{DeviceKey: string(r.Key), OwnerHome: r.Owner.Home, OwnerPID: r.Owner.PID, LeaseID: r.LeaseID,
+		Reason: string(r.Reason), Action: r.Action, ByHome: r.By.Home, ByPID: r.By.PID, At: r.At,
+		Summary: fmt.Sprintf("reclaimed from %s (pid %d) because %s; %s", r.Owner.Home, r.Owner.PID, why, did)}
+}
+
+// printReclaimed lists the recent automatic reclaims after the claims.
+func (a *app) printReclaimed(rs []reclaimView) {
+	if len(rs) == 0 {
+		return
+	}
+	a.printf("recently reclaimed (automatic, by the host watchers):\n")
+	for _, r := range rs {
+		a.printf("%s  %s\n  %s\n  by: %s (pid %d)\n", r.DeviceKey, r.At.Format(time.RFC3339), r.Summary, r.ByHome, r.ByPID)
+	}
 }
 
 // releaseResult is one claim's outcome in `device release --json`.

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is the whole configuration file.
@@ -215,6 +216,22 @@ type HostCapacity struct {
 	// PollIntervalMs is how often the daemon checks the host registry for
 	// other daemons' changes (default 1000).
 	PollIntervalMs int64 `json:"pollIntervalMs,omitempty"`
+	// OrphanGraceMs is how long a dead owner whose home still exists keeps
+	// a running device before another home's watcher reclaims it: its
+	// home may be restarting (default 120000, ADR 0059). A deleted home's
+	// devices and a stopped device's claim are reclaimed without it.
+	OrphanGraceMs int64 `json:"orphanGraceMs,omitempty"`
+}
+
+// DefaultOrphanGrace is capacity.host.orphanGraceMs when unset.
+const DefaultOrphanGrace = 2 * time.Minute
+
+// OrphanGrace is the configured orphan grace window, or its default.
+func (h HostCapacity) OrphanGrace() time.Duration {
+	if h.OrphanGraceMs <= 0 {
+		return DefaultOrphanGrace
+	}
+	return time.Duration(h.OrphanGraceMs) * time.Millisecond
 }
 
 type HostPlatform struct {
@@ -433,8 +450,8 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("capacity.strategy: %q is not resource or fixed", c.Capacity.Strategy))
 	}
-	if h := c.Capacity.Host; h.MaxRunning < 0 || h.PollIntervalMs < 0 {
-		errs = append(errs, errors.New("capacity.host: maxRunning and pollIntervalMs must not be negative"))
+	if h := c.Capacity.Host; h.MaxRunning < 0 || h.PollIntervalMs < 0 || h.OrphanGraceMs < 0 {
+		errs = append(errs, errors.New("capacity.host: maxRunning, pollIntervalMs and orphanGraceMs must not be negative"))
 	}
 	for p, hp := range c.Capacity.Host.Platforms {
 		if hp.MaxRunning < 0 {

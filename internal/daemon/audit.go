@@ -28,6 +28,12 @@ func auditLine(log *slog.Logger, e events.Event) {
 		}
 		extra = append(extra, "ttlMs", e.Data["ttlMs"], "previousTtlMs", prev, "expiresAt", e.Data["expiresAt"])
 	case "lease.released", "lease.expired", "device.evicted":
+	case "claim.lost":
+		extra = append(extra, "deviceKey", e.Data["deviceKey"])
+	case "claim.reclaimed":
+		// Another home's dead owner's claim, reclaimed by this daemon.
+		extra = append(extra, "deviceKey", e.Data["deviceKey"], "ownerHome", e.Data["ownerHome"], "ownerPid", e.Data["ownerPid"],
+			"action", e.Data["action"])
 	case "device.destroyed":
 		if e.Reason != "evicted" {
 			return

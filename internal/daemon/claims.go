@@ -22,6 +22,9 @@ type claimStore interface {
 	Release(ctx context.Context, key hostreg.Key, owner hostreg.Owner) error
 	MarkReleasing(ctx context.Context, key hostreg.Key, owner hostreg.Owner) error
 	MarkReleaseFailed(ctx context.Context, key hostreg.Key, owner hostreg.Owner, steps []string) error
+	// Lookup is the fresh read the runtime ownership check confirms a
+	// lost claim with (ownership.go).
+	Lookup(ctx context.Context, key hostreg.Key) (hostreg.Status, bool, error)
 }
 
 // claimIdle is the command a device's transient claim names once the
@@ -306,7 +309,11 @@ func (c *claims) writeLease(ctx context.Context, device, lease string) {
 // home's previous daemon left (proven dead), clears those on devices this
 // home no longer runs, claims every device it runs that has none, and
 // puts the lease ids on them. statuses is the host registry as read now.
-func (c *claims) reconcile(ctx context.Context, devices []core.DeviceRecord, leases []core.LeaseRecord, statuses []hostreg.Status) {
+// It returns the restored leases' devices whose claims are not this
+// home's (hostreg.LeaseTrust, judged on statuses before anything is
+// adopted): the caller ends those leases before the readiness gate opens,
+// and none of those devices is claimed again here.
+func (c *claims) reconcile(ctx context.Context, devices []core.DeviceRecord, leases []core.LeaseRecord, statuses []hostreg.Status) []lostClaim {
 	byKey := map[hostreg.Key]core.DeviceRecord{}
 	for _, d := range devices {
 		if d.Handle == "" {
@@ -319,11 +326,15 @@ func (c *claims) reconcile(ctx context.Context, devices []core.DeviceRecord, lea
 	running := func(d core.DeviceRecord) bool { return d.State != core.StateShutdown }
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	lost, adopt := c.restoredTrust(byKey, leases, statuses)
 	claimed := map[hostreg.Key]bool{}
 	for _, st := range statuses {
 		claimed[st.Key] = true
 		if st.Claim.Owner.Home != c.self.Home || st.Claim.Owner == c.self || st.Class != hostreg.ClassOrphaned {
 			continue
+		}
+		if st.BeingReclaimed() {
+			continue // another daemon is shutting the device down: not ours to take back
 		}
 		cl := hostreg.Claim{Key: st.Key, Kind: hostreg.KindTransient, Command: "restart", Owner: c.self, ClaimedAt: c.now()}
 		prev, err := c.store.Adopt(ctx, cl)
@@ -344,8 +355,20 @@ func (c *claims) reconcile(ctx context.Context, devices []core.DeviceRecord, lea
 			c.held[st.Key] = &heldClaim{device: d.ID, state: hostreg.StateClaimed}
 		}
 	}
+	// A lease trusted on its previous daemon's claim needs the adoption
+	// to have happened; one that failed leaves the device someone else's.
+	for k, l := range adopt {
+		if _, ok := c.held[k]; !ok {
+			lost = append(lost, lostClaim{key: k, device: byKey[k].ID, lease: l,
+				trust: hostreg.Trust{Reason: hostreg.ReasonClaimHeldElsewhere, Detail: "the previous daemon's claim could not be taken back"}})
+		}
+	}
+	untrusted := map[hostreg.Key]bool{}
+	for _, lc := range lost {
+		untrusted[lc.key] = true
+	}
 	for k, d := range byKey {
-		if !running(d) || claimed[k] {
+		if !running(d) || claimed[k] || untrusted[k] {
 			continue
 		}
 		if _, ok := c.held[k]; ok {
@@ -379,6 +402,7 @@ func (c *claims) reconcile(ctx context.Context, devices []core.DeviceRecord, lea
 			c.leasesNoteLocked(id, l.ID)
 		}
 	}
+	return lost
 }
 
 // leasesNoteLocked is noteLease for a caller holding c.mu (the writer

@@ -341,6 +341,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.onHostChange(func(st []hostreg.Status) {
 		d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
 	})
+	// A claim another daemon took or cleared ends this home's lease on it.
+	d.onHostChange(d.watchOwnership(sctx))
 
 	// 5. Converge in the background behind the readiness gate.
 	cctx, cancelConverge := context.WithCancel(context.Background())
@@ -356,8 +358,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			if st, ierr := d.host.Inspect(sctx); ierr != nil {
 				d.log.Error("read the host registry after convergence; claims are taken on first use", "err", ierr)
 			} else {
-				d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
+				lost := d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
 				d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
+				// The invariant (ADR 0059): a restored lease whose claim is
+				// not this home's ends now, before anyone is let in.
+				d.endLost(lost)
 			}
 			// Slot devices leave the general pool before anyone is served.
 			d.slots.start(sctx)
@@ -399,6 +404,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		go d.watchHost(sctx)
 		d.waiters.started.Store(true)
 		go d.publishWaiters(sctx)
+		go d.reclaimOrphans(sctx, o.Getenv)
 		go d.probeExternal(sctx)
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.

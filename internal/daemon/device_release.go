@@ -153,20 +153,76 @@ func deviceReleaseError(err error) *contract.Error {
 // A device its root no longer holds is reported as gone (notFound): it
 // cannot be running from there.
 func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (notFound bool, err error) {
+	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+	if errors.Is(err, errRootGone) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	err = drv.Shutdown(ctx, ref)
+	if errors.Is(err, core.ErrDeviceNotFound) {
+		return true, nil
+	}
+	return false, err
+}
+
+// ObserveDevice lists the owner's root for the device key names, the way
+// ReconcileDevice reaches it, and says whether it runs there; it changes
+// nothing. The automatic reclaim (ownership.go) asks it before deciding
+// whether a dead owner's device must be shut down or only its claim
+// cleared.
+func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (hostreg.DeviceRun, error) {
+	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+	if errors.Is(err, errRootGone) {
+		return hostreg.DeviceAbsent, nil
+	}
+	if err != nil {
+		return hostreg.DeviceUnknown, err
+	}
+	defer done()
+	obs, err := drv.ListManaged(ctx)
+	if err != nil {
+		return hostreg.DeviceUnknown, err
+	}
+	for _, o := range obs {
+		if !strings.EqualFold(o.Handle, ref.Handle) {
+			continue
+		}
+		switch o.Run {
+		case core.RunRunning:
+			return hostreg.DeviceRunning, nil
+		case core.RunStopped:
+			return hostreg.DeviceStopped, nil
+		default:
+			return hostreg.DeviceUnknown, nil
+		}
+	}
+	return hostreg.DeviceAbsent, nil
+}
+
+// errRootGone: the owner's device root for the platform does not exist.
+var errRootGone = errors.New("the owner's device root no longer exists")
+
+// ownerDriver builds the platform driver of ownerHome for key, over the
+// owner's roots (see ReconcileDevice), and the device reference it names.
+// done releases what the driver needed (the host registry, for Android).
+func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (core.Driver, core.DeviceRef, func(), error) {
+	var ref core.DeviceRef
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	cfg, err := config.Load(config.PathsFor(ownerHome).Config)
 	if err != nil {
-		return false, fmt.Errorf("read the owner's configuration: %w", err)
+		return nil, ref, nil, fmt.Errorf("read the owner's configuration: %w", err)
 	}
 	o := Options{Home: ownerHome, Config: cfg, Getenv: getenv, Clock: ports.SystemClock{}, Runner: ports.ExecRunner{},
 		Stats: ports.HostStats{}, FS: ports.OSFilesystem{}, Logger: slog.New(slog.DiscardHandler)}
 	roots, err := deviceRoots(o)
 	if err != nil {
-		return false, err
+		return nil, ref, nil, err
 	}
-	var ref core.DeviceRef
 	platform := key.Platform()
 	switch {
 	case strings.HasPrefix(string(key), "ios:udid:"):
@@ -174,39 +230,43 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 	case strings.HasPrefix(string(key), "android:avd:"):
 		name, root, _ := strings.Cut(strings.TrimPrefix(string(key), "android:avd:"), ":")
 		if root != roots["android"] {
-			return false, fmt.Errorf("%s is not in the owner's Android root %s: not the owner's to clean up", key, roots["android"])
+			return nil, ref, nil, fmt.Errorf("%s is not in the owner's Android root %s: not the owner's to clean up", key, roots["android"])
 		}
 		ref.Handle = name
 	default:
-		return false, fmt.Errorf("no platform cleanup for %s", key)
+		return nil, ref, nil, fmt.Errorf("no platform cleanup for %s", key)
 	}
 	ref.ID = string(key)
+	// A root that no longer exists holds nothing that runs, and is never
+	// handed to the platform tools: simctl creates a missing device set,
+	// which would bring a deleted home back (and with it, its liveness).
+	if _, err := os.Stat(roots[platform]); errors.Is(err, os.ErrNotExist) {
+		return nil, ref, nil, fmt.Errorf("%w: %s", errRootGone, roots[platform])
+	}
+	done := func() {}
 	// The owner's private adb server port is leased in the host registry:
 	// reach the owner's server there, and allocate nothing on its behalf.
 	var ap android.PortAllocator
 	if platform == "android" {
 		host, err := hostreg.Open(ctx, config.HostDir(getenv))
 		if err != nil {
-			return false, fmt.Errorf("open the host registry: %w", err)
+			return nil, ref, nil, fmt.Errorf("open the host registry: %w", err)
 		}
-		defer host.Close()
+		done = func() { host.Close() }
 		ap = ownerPorts{HostPorts: &android.HostPorts{DB: host}, home: ownerHome}
 	}
 	drivers, err := buildDrivers(o, func(string) func(core.Diagnostic) { return func(core.Diagnostic) {} }, ap)
 	if err != nil {
-		return false, err
+		done()
+		return nil, ref, nil, err
 	}
 	for _, drv := range drivers {
-		if drv.Platform() != platform {
-			continue
+		if drv.Platform() == platform {
+			return drv, ref, done, nil
 		}
-		err := drv.Shutdown(ctx, ref)
-		if errors.Is(err, core.ErrDeviceNotFound) {
-			return true, nil
-		}
-		return false, err
 	}
-	return false, fmt.Errorf("the %s tools are not available here, so the device could not be shut down", platform)
+	done()
+	return nil, ref, nil, fmt.Errorf("the %s tools are not available here, so the device could not be shut down", platform)
 }
 
 // ownerPorts answers an Android driver built for recovery with the ports

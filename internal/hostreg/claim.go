@@ -375,7 +375,9 @@ func (db *DB) Adopt(ctx context.Context, c Claim) (Claim, error) {
 			return upsert(ctx, q, r)
 		}
 		st := classify(ctx, db.prober, cur)
-		if old.Owner.Home != c.Owner.Home || st.Class != ClassOrphaned {
+		// Another daemon's reclaim of the device is under way (ADR 0059):
+		// the device is being shut down under this home's dead owner.
+		if old.Owner.Home != c.Owner.Home || st.Class != ClassOrphaned || st.BeingReclaimed() {
 			return conflictFrom(ReasonHeld, st)
 		}
 		prev = old

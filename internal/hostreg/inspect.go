@@ -22,22 +22,36 @@ import (
 // that read (a writer came and went), the read is discarded and repeated
 // read-only against the writer's files (ADR 0021).
 func Inspect(ctx context.Context, dir string, p Prober) ([]Status, error) {
+	r, err := InspectReport(ctx, dir, p)
+	return r.Claims, err
+}
+
+// Report is the registry as `simlock device status` shows it: every claim,
+// classified, and the automatic reclaims recorded (newest first).
+type Report struct {
+	Claims    []Status
+	Reclaimed []Reclaimed
+}
+
+// InspectReport is Inspect with the reclaims history, read in the same
+// snapshot and under the same no-write rules.
+func InspectReport(ctx context.Context, dir string, p Prober) (Report, error) {
 	path, err := filepath.Abs(filepath.Join(dir, FileName))
 	if err != nil {
-		return nil, fmt.Errorf("hostreg: %w", err)
+		return Report{}, fmt.Errorf("hostreg: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
 		before, err := os.Stat(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
+			return Report{}, nil
 		} else if err != nil {
-			return nil, fmt.Errorf("hostreg: %w", err)
+			return Report{}, fmt.Errorf("hostreg: %w", err)
 		}
 		_, werr := os.Stat(path + "-wal")
 		immutable := errors.Is(werr, fs.ErrNotExist) && attempt < 3
-		rows, err := readRows(ctx, path, immutable)
+		rows, reclaimed, err := readRows(ctx, path, immutable)
 		if err != nil {
-			return nil, err
+			return Report{}, err
 		}
 		if immutable {
 			after, err := os.Stat(path)
@@ -56,7 +70,7 @@ func Inspect(ctx context.Context, dir string, p Prober) ([]Status, error) {
 			}
 			out = append(out, classify(ctx, p, r.row))
 		}
-		return out, nil
+		return Report{Claims: out, Reclaimed: reclaimed}, nil
 	}
 }
 
@@ -69,43 +83,43 @@ type readRow struct {
 	err error // the row's columns would not scan
 }
 
-func readRows(ctx context.Context, path string, immutable bool) ([]readRow, error) {
+func readRows(ctx context.Context, path string, immutable bool) ([]readRow, []Reclaimed, error) {
 	src := dsn(path, true)
 	if immutable {
 		src += "&immutable=1"
 	}
 	sqldb, err := sql.Open("sqlite", src)
 	if err != nil {
-		return nil, fmt.Errorf("hostreg: open %s read-only: %w", path, err)
+		return nil, nil, fmt.Errorf("hostreg: open %s read-only: %w", path, err)
 	}
 	defer sqldb.Close()
 	sqldb.SetMaxOpenConns(1)
 	conn, err := sqldb.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hostreg: %w", err)
+		return nil, nil, fmt.Errorf("hostreg: %w", err)
 	}
 	defer conn.Close()
 	// One snapshot for the guard and the rows; a read transaction takes
 	// no write lock.
 	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return nil, fmt.Errorf("hostreg: %w", err)
+		return nil, nil, fmt.Errorf("hostreg: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // read-only: nothing to undo
 	have, err := schemaVersion(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch {
 	case have > len(migrations):
-		return nil, &SchemaTooNewError{Label: "hostreg", Noun: "host registry", Have: have, Know: len(migrations)}
+		return nil, nil, &SchemaTooNewError{Label: "hostreg", Noun: "host registry", Have: have, Know: len(migrations)}
 	case have == 0:
-		return nil, nil // created but never migrated: nothing claimed yet
+		return nil, nil, nil // created but never migrated: nothing claimed yet
 	case have < len(migrations):
-		return nil, &SchemaTooOldError{Have: have, Know: len(migrations)}
+		return nil, nil, &SchemaTooOldError{Have: have, Know: len(migrations)}
 	}
 	rows, err := conn.QueryContext(ctx, `SELECT `+selectColumns+` FROM claims ORDER BY device_key`)
 	if err != nil {
-		return nil, fmt.Errorf("hostreg: list claims: %w", err)
+		return nil, nil, fmt.Errorf("hostreg: list claims: %w", err)
 	}
 	defer rows.Close()
 	var out []readRow
@@ -118,14 +132,19 @@ func readRows(ctx context.Context, path string, immutable bool) ([]readRow, erro
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("hostreg: list claims: %w", err)
+			return nil, nil, fmt.Errorf("hostreg: list claims: %w", err)
 		}
 		out = append(out, readRow{row: r})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("hostreg: list claims: %w", err)
+		return nil, nil, fmt.Errorf("hostreg: list claims: %w", err)
 	}
-	return out, nil
+	rows.Close()
+	reclaimed, err := readReclaims(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, reclaimed, nil
 }
 
 // Inspect lists the claims of db's own registry with db's prober, through

@@ -61,6 +61,8 @@ CREATE TABLE ports (
 	slotMigration4,
 	// 5: waiters held back by the host's limit (waiters.go, ADR 0061).
 	waiterMigration,
+	// 6: the reclaims history (reclaim_log.go).
+	reclaimMigration,
 }
 
 // SchemaTooNewError refuses a registry written by a newer simlock: writing
