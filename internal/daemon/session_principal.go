@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"crypto/subtle"
+
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/sessions"
@@ -58,4 +60,33 @@ func mayRead(call *dispatch.Call, principal string) bool {
 // precise reason a session call was refused.
 func isAdmin(call *dispatch.Call) bool {
 	return call == nil || call.Session.Role == contract.RoleAdmin
+}
+
+// ownerKey is the owner digest a caller's token is stored and looked up
+// under (ADR 0063). An agent's session is bound to its principal as well
+// as to its token, so another principal holding the token computes
+// another key: every session call, on the same path and through the same
+// store reads, answers it exactly as it answers a wrong token. An admin's
+// key is the token's alone: admins act for the operator across
+// processes (each CLI process is its own principal) and bypass ownership
+// elsewhere too.
+func ownerKey(call *dispatch.Call, token string) string {
+	if isAdmin(call) {
+		return sessions.OwnerDigest(token)
+	}
+	return sessions.PrincipalOwnerDigest(call.Session.Principal, token)
+}
+
+// holdsToken compares a stored owner digest with the caller's token in constant
+// time, so how long a mismatch takes says nothing about how much of the
+// digest matched. An agent must present its own key; an admin with the
+// token also owns an agent's session (principal, from principalOf).
+func holdsToken(call *dispatch.Call, digest, principal, token string) bool {
+	same := func(want string) bool { return subtle.ConstantTimeCompare([]byte(digest), []byte(want)) == 1 }
+	if !isAdmin(call) {
+		return same(ownerKey(call, token))
+	}
+	byToken := same(sessions.OwnerDigest(token))
+	byPrincipal := principal != "" && same(sessions.PrincipalOwnerDigest(principal, token))
+	return byToken || byPrincipal
 }
