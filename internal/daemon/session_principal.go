@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/subtle"
 
 	"github.com/simlock/simlock/contract"
@@ -75,6 +76,41 @@ func ownerKey(call *dispatch.Call, token string) string {
 		return sessions.OwnerDigest(token)
 	}
 	return sessions.PrincipalOwnerDigest(call.Session.Principal, token)
+}
+
+// receiptByRequest reads the caller's receipt of a request id under its
+// token, and the owner digest it is kept under. An agent reads only under
+// its own key. An admin reads its own key first and then, holding an
+// agent's token, the agent's receipt of that request id: admins act on
+// any session whose token they hold.
+func (b *broker) receiptByRequest(ctx context.Context, call *dispatch.Call, token, requestID string) (sessions.Record, bool, string, error) {
+	od := ownerKey(call, token)
+	rec, ok, err := b.st.SessionReceiptByRequest(ctx, od, requestID)
+	if err != nil || ok || !isAdmin(call) {
+		return rec, ok, od, err
+	}
+	recs, err := b.st.SessionReceiptsByRequestID(ctx, requestID)
+	if err != nil {
+		return sessions.Record{}, false, od, err
+	}
+	// Several principals may have used one token and request id; a
+	// session wins over another principal's tombstone of the id.
+	var tomb *sessions.Record
+	for i, r := range recs {
+		if r.Principal == "" || subtle.ConstantTimeCompare([]byte(r.OwnerDigest), []byte(sessions.PrincipalOwnerDigest(r.Principal, token))) != 1 {
+			continue
+		}
+		if !r.Abandoned {
+			return r, true, r.OwnerDigest, nil
+		}
+		if tomb == nil {
+			tomb = &recs[i]
+		}
+	}
+	if tomb != nil {
+		return *tomb, true, tomb.OwnerDigest, nil
+	}
+	return sessions.Record{}, false, od, nil
 }
 
 // holdsToken compares a stored owner digest with the caller's token in constant

@@ -43,7 +43,7 @@ func (b *broker) status(ctx context.Context, call *dispatch.Call, in contract.Se
 	if err := b.configured(); err != nil {
 		return contract.SessionReceipt{}, err
 	}
-	rec, ok, err := b.st.SessionReceiptByRequest(ctx, ownerKey(call, in.OwnerToken), in.RequestID)
+	rec, ok, _, err := b.receiptByRequest(ctx, call, in.OwnerToken, in.RequestID)
 	if err != nil {
 		return contract.SessionReceipt{}, err
 	}
@@ -71,8 +71,9 @@ func (b *broker) abandon(ctx context.Context, call *dispatch.Call, in contract.S
 	if in.RequestID == "" {
 		return contract.SessionReceipt{}, contract.Errorf(contract.CodeBadRequest, "requestId is required")
 	}
-	od := ownerKey(call, in.OwnerToken)
-	cur, had, err := b.st.SessionReceiptByRequest(ctx, od, in.RequestID)
+	// An admin abandoning an agent's request writes the tombstone under
+	// the agent's key, where the agent's next prepare of it looks.
+	cur, had, od, err := b.receiptByRequest(ctx, call, in.OwnerToken, in.RequestID)
 	if err != nil {
 		return contract.SessionReceipt{}, err
 	}

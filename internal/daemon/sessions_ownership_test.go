@@ -94,6 +94,9 @@ func TestSessionIsBoundToItsPrincipalAsWellAsItsToken(t *testing.T) {
 	if _, err := client.Do(ctx, admin, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "tok-a"}); err != nil {
 		t.Fatalf("the admin's heartbeat with the token: %v", err)
 	}
+	if st, err := client.Do(ctx, admin, contract.SessionStatus, contract.SessionStatusIn{RequestID: "run", OwnerToken: "tok-a"}); err != nil || st.SessionID != r.SessionID {
+		t.Fatalf("the admin's status with the token %+v %v", st, err)
+	}
 	if out, err := client.Do(ctx, admin, contract.SessionRelease, contract.SessionReleaseIn{SessionID: r.SessionID, OwnerToken: "tok-a"}); err != nil ||
 		out.Outcome != contract.ReleaseReleased {
 		t.Fatalf("the admin's release with the token %+v %v", out, err)
