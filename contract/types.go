@@ -90,6 +90,10 @@ type Device struct {
 	StateSince   time.Time         `json:"stateSinceAt"`
 	LastLeasedAt *time.Time        `json:"lastLeasedAt,omitempty"`
 	CreatedAt    time.Time         `json:"createdAt"`
+	// OwnerSystem names the system that owns the device beside the
+	// general pool ("session": the session broker's); a plain lease is
+	// never served such a device. Empty for the general pool.
+	OwnerSystem string `json:"ownerSystem,omitempty"`
 
 	// The canonical description (contract/describe.go): facts a driver
 	// could not state are null.

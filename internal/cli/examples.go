@@ -14,18 +14,20 @@ func commandExamples() map[string]string {
   simlock adb -s emulator-5554 install app.apk`,
 		"simlock capabilities": `  simlock capabilities
   simlock capabilities --json`,
-		"simlock session": `  simlock session prepare --config session.json --owner-token "$TOKEN" --json
-  simlock session release 6f1c... --owner-token "$TOKEN"`,
-		"simlock session prepare": `  simlock session prepare --config session.json --owner-token "$TOKEN" --json
+		"simlock session": `  export SIMLOCK_SESSION_OWNER_TOKEN=...   # the owner token: never on the command line
+  simlock session prepare --config session.json --json
+  simlock session release 6f1c...`,
+		"simlock session prepare": `  simlock session prepare --config session.json --json
   SIMLOCK_SESSION_OWNER_TOKEN=$TOKEN simlock session prepare --config '{"contractVersion":1,"requestId":"ci-1","device":{"schemaVersion":1,"platform":"ios"}}'`,
-		"simlock session status":  `  simlock session status ci-1 --owner-token "$TOKEN" --json`,
-		"simlock session abandon": `  simlock session abandon ci-1 --owner-token "$TOKEN" --json`,
-		"simlock session release": `  simlock session release 6f1c... --owner-token "$TOKEN"
-  simlock session release 6f1c... --owner-token "$TOKEN" --reply-budget-ms 0 --json`,
+		"simlock session status":  `  simlock session status ci-1 --json`,
+		"simlock session abandon": `  simlock session abandon ci-1 --json`,
+		"simlock session release": `  simlock session release 6f1c...
+  simlock session release 6f1c... --reply-budget-ms 0 --json`,
 		"simlock session stats": `  simlock session stats
   simlock session stats --window-ms 3600000 --json`,
 		"simlock session info": `  simlock session info 6f1c... --json`,
-		"simlock session hold": `  simlock session hold 6f1c... --owner-token "$TOKEN" &   # heartbeats until killed`,
+		"simlock session hold": `  simlock session hold 6f1c... &   # token from $SIMLOCK_SESSION_OWNER_TOKEN; heartbeats until killed
+  simlock session hold 6f1c... --owner-token-file ~/.simlock-session-token &   # a file of mode 0600`,
 		"simlock catalog": `  simlock catalog
   simlock catalog --platform android --json`,
 		"simlock cleanup": `  simlock cleanup --dry-run

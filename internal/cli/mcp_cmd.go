@@ -92,6 +92,7 @@ without a ready session no tools are listed and every call is refused with the t
 	cmd.Flags().BoolVar(&admin, "admin", false, "connect with the operator credential instead of as an agent")
 	cmd.Flags().BoolVar(&deviceTools, "device-tools", false, "also list device_exec, device_screenshot, device_install and device_open_url, confined to the session's lease")
 	cmd.Flags().StringVar(&sessionConfig, "session-config", "", "keep one broker session: its config as inline JSON or a file path, prepared before initialize (default $"+mcp.SessionConfigEnv+")")
+	cmd.Flags().String("session-owner-token-file", "", "read the session's owner token from this file (mode 0600; default $"+mcp.SessionOwnerTokenEnv+", else one random token per process)")
 	cmd.Flags().StringVar(&slotConfig, "slot-config", "", "run one execution of a managed slot: its launch configuration as inline JSON or a file path (default $"+mcp.SlotConfigEnv+")")
 	cmd.Flags().StringArrayVar(&enable, "enable-tool", nil, "serve an opt-in tool: set_device_resources or reconcile_device_resources (repeatable; both are on when the daemon config sets resources.enabled)")
 	return cmd
@@ -120,7 +121,18 @@ func (a *app) mcpSession(cmd *cobra.Command, flag string) (*mcp.SessionOptions, 
 		return nil, contract.Errorf(contract.CodeSessionConfigInvalid, "--session-config cannot be combined with --slot-config").
 			WithNext("give one of --session-config and --slot-config")
 	}
-	return &mcp.SessionOptions{Config: cfg, OwnerToken: a.env.Getenv(mcp.SessionOwnerTokenEnv)}, nil
+	token := a.env.Getenv(mcp.SessionOwnerTokenEnv)
+	if f := cmd.Flags().Lookup("session-owner-token-file"); f != nil && f.Value.String() != "" {
+		// Never stdin here: it carries the protocol.
+		if f.Value.String() == "-" {
+			return nil, contract.Errorf(contract.CodeBadRequest, "--session-owner-token-file - would read stdin, which carries MCP").
+				WithNext("pass the path of a file of mode 0600, or set " + mcp.SessionOwnerTokenEnv)
+		}
+		if token, err = readOwnerToken(f.Value.String(), nil); err != nil {
+			return nil, err
+		}
+	}
+	return &mcp.SessionOptions{Config: cfg, OwnerToken: token}, nil
 }
 
 // mcpSlot reads and validates a managed slot's launch configuration, if

@@ -195,6 +195,9 @@ func (a *app) printDevices(ds []contract.Device, ram map[string]uint64) {
 		if d.Simulated {
 			state += " (sim)"
 		}
+		if d.OwnerSystem != "" {
+			state += " [" + d.OwnerSystem + "]" // never a plain lease's
+		}
 		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", d.ID, d.Platform, d.Model, d.OSVersion, state, dash(d.LeaseID), h)
 		if ram != nil {
 			r := "-"

@@ -17,7 +17,8 @@ import (
 	"github.com/simlock/simlock/internal/sessions"
 )
 
-// ownerTokenEnv holds a session's owner token when --owner-token is not given.
+// ownerTokenEnv holds a session's owner token when --owner-token-file is
+// not given (owner_token.go: never from the argument list).
 const ownerTokenEnv = "SIMLOCK_SESSION_OWNER_TOKEN"
 
 // sessionCmd is `simlock session ...`. Every subcommand talks only to a
@@ -25,20 +26,26 @@ const ownerTokenEnv = "SIMLOCK_SESSION_OWNER_TOKEN"
 // command line just started would hand out a device no keeper holds.
 func (a *app) sessionCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "session", Short: "Sessions: devices by requirements, with durable receipts (session-broker/v1)"}
-	var token string
+	var token, tokenFile string
 	owner := func() (string, error) {
-		t := token
-		if t == "" {
-			t = a.env.Getenv(ownerTokenEnv)
+		if token != "" {
+			return "", ownerTokenFromArgs()
 		}
-		if t == "" {
-			return "", contract.Errorf(contract.CodeSessionConfigInvalid, "an owner token is required").
-				WithNext("pass --owner-token or set " + ownerTokenEnv)
+		if tokenFile != "" {
+			return readOwnerToken(tokenFile, a.env.Stdin)
 		}
-		return t, nil
+		if t := a.env.Getenv(ownerTokenEnv); t != "" {
+			return t, nil
+		}
+		return "", contract.Errorf(contract.CodeSessionConfigInvalid, "an owner token is required").
+			WithNext("set " + ownerTokenEnv + ", or pass --owner-token-file PATH (mode 0600) or --owner-token-file - (stdin)")
 	}
 	tokenFlag := func(c *cobra.Command) {
-		c.Flags().StringVar(&token, "owner-token", "", "the session's owner token (default $"+ownerTokenEnv+")")
+		c.Flags().StringVar(&tokenFile, "owner-token-file", "", "read the session's owner token from this file (mode 0600) or, with -, from stdin's first line (default $"+ownerTokenEnv+")")
+		// Kept only to refuse it with the way out: a token in the
+		// argument list is readable by every local user.
+		c.Flags().StringVar(&token, "owner-token", "", "refused: use $"+ownerTokenEnv+" or --owner-token-file")
+		_ = c.Flags().MarkHidden("owner-token")
 	}
 	printReceipt := func(r contract.SessionReceipt) error {
 		if a.jsonOut {

@@ -28,9 +28,14 @@ type PlanDevice struct {
 	Platform string
 	SpecKey  string
 	State    DeviceState
-	// Usable: the general pool may use it (generalPoolMayUseLocked). A device
-	// that is not usable still counts against capacity.
+	// Usable: idle inventory (idleInventoryLocked). A device that is not
+	// usable still counts against capacity.
 	Usable bool
+	// System is its owner-system mark: only a waiter of the same System
+	// is granted or booted it ("" is the general pool, so Usable with an
+	// empty System is generalPoolMayUseLocked). Evictions and sweeps,
+	// which serve nobody with the device, take any mark.
+	System string
 	// Reserved: device work in flight holds a running reservation for it
 	// (a provision or boot), so it counts as running while not yet in a
 	// running state.
@@ -59,6 +64,8 @@ type PlanWaiter struct {
 	// Blocking says the group's bypass budget is spent.
 	Group    []PlanWaiter
 	Blocking bool
+	// System is the owner-system mark of the devices it may be served.
+	System string
 }
 
 // PlanWarm is one warm-pool target still short of Want devices.
@@ -404,9 +411,10 @@ func plan(in PlanInput) ([]Decision, *planner) {
 	return out, p
 }
 
-// pick returns the usable, untaken device in exactly state st with key (any
-// key when empty): the most recently used, or with lru the least.
-func (p *planner) pick(st DeviceState, key string, lru bool) (PlanDevice, bool) {
+// pick returns the usable, untaken device of owner system sys in exactly
+// state st with key (any key when empty): the most recently used, or with
+// lru the least.
+func (p *planner) pick(st DeviceState, key, sys string, lru bool) (PlanDevice, bool) {
 	var best PlanDevice
 	found := false
 	idx := p.order
@@ -416,7 +424,7 @@ func (p *planner) pick(st DeviceState, key string, lru bool) (PlanDevice, bool) 
 	for _, i := range idx {
 		p.visits++
 		d := p.in.Devices[i]
-		if d.State != st || !d.Usable || d.Leaving || d.Reserved || p.taken[d.ID] {
+		if d.State != st || !d.Usable || d.System != sys || d.Leaving || d.Reserved || p.taken[d.ID] {
 			continue
 		}
 		if key != "" && d.SpecKey != key {
@@ -444,12 +452,12 @@ func (p *planner) planWaiter(w PlanWaiter) Decision {
 		return Decision{Kind: DecideInFlight}
 	}
 	// 1. A warm device: grant at once.
-	if d, ok := p.pick(StateReady, w.SpecKey, false); ok {
+	if d, ok := p.pick(StateReady, w.SpecKey, w.System, false); ok {
 		p.taken[d.ID] = true
 		return Decision{Kind: DecideGrant, DeviceID: d.ID}
 	}
 	// 2. A shut-down device of the same spec: boot it.
-	boot, haveBoot := p.pick(StateShutdown, w.SpecKey, false)
+	boot, haveBoot := p.pick(StateShutdown, w.SpecKey, w.System, false)
 	if haveBoot && len(p.g.blocks(w.Platform, boot.RAM, false)) == 0 {
 		p.taken[boot.ID] = true
 		p.g.start(w.Platform, boot.RAM, false)
@@ -640,7 +648,7 @@ func (p *planner) planWarm() []Decision {
 	var out []Decision
 	for i, t := range p.in.Warm {
 		for n := 0; n < t.Want; n++ {
-			if d, ok := p.pick(StateShutdown, t.SpecKey, false); ok && len(p.g.blocks(t.Platform, d.RAM, false)) == 0 && !p.g.heldForWaiters(t.Platform, 1) {
+			if d, ok := p.pick(StateShutdown, t.SpecKey, "", false); ok && len(p.g.blocks(t.Platform, d.RAM, false)) == 0 && !p.g.heldForWaiters(t.Platform, 1) {
 				p.taken[d.ID] = true
 				p.g.start(t.Platform, d.RAM, false)
 				out = append(out, Decision{Kind: DecideBoot, Waiter: -1, Warm: i, DeviceID: d.ID})

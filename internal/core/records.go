@@ -47,6 +47,13 @@ type DeviceRecord struct {
 	// device came through since it was created: 0 for a new device.
 	// Persisted with the device.
 	ReuseCount int
+	// OwnerSystem marks a device that belongs to one system beside the
+	// general pool (the session broker's devices): set from the request
+	// that made it, it keeps the device out of the general pool for its
+	// whole life (generalPoolMayUseLocked), and only requests carrying the
+	// same mark are served it. The core forwards it and knows no system
+	// by name (ADR 0063).
+	OwnerSystem string
 }
 
 // DeviceIntent records an operation that has begun on a device. The zero

@@ -39,6 +39,9 @@ type Request struct {
 	// Slot, with DeviceID, is the managed slot key whose execution this
 	// is: it may use the slot's assigned device (assigned.go).
 	Slot string
+	// OwnerSystem, when set, is the owner-system mark of the devices this
+	// request may use and of any device made for it (DeviceRecord.OwnerSystem).
+	OwnerSystem string
 
 	rq *requestEntry // the stored request this admission serves
 }
@@ -97,6 +100,7 @@ type waiter struct {
 	prep       map[string]bool  // devices whose work was started for the group, until it settles
 	prepared   bool             // work was started for the group at least once
 	release    ReleasePolicy    // what the lease's release does to its devices (reset.go)
+	system     string           // the owner-system mark it is served from (DeviceRecord.OwnerSystem)
 	baselined  bool             // its keep-booted baseline step ran (reset_modes.go)
 }
 
@@ -168,7 +172,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 
 	w := &waiter{requester: r.RequesterID, owner: r.OwnerID, spec: spec, ttl: ttl, noWait: r.NoWait,
 		progress: progress, done: make(chan result, 1), phase: "queued", rq: r.rq, device: r.DeviceID, slot: r.Slot, group: group,
-		release: r.Release}
+		release: r.Release, system: r.OwnerSystem}
 	if len(group) > 0 {
 		spec = group[0]
 		w.spec = spec
@@ -446,7 +450,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in.Host = e.hostLocked(in.Limits)
 	for _, d := range e.devices {
 		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
-			Usable: e.generalPoolMayUseLocked(d), Reserved: e.holdsReservationLocked(d),
+			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Reserved: e.holdsReservationLocked(d),
 			Leaving: e.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
@@ -460,7 +464,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 			// A targeted waiter is served by serveTargetedLocked alone: to
 			// the planner it is always in flight, so no other device is
 			// granted, booted or made for it.
-			NoWait: w.noWait, Working: w.working || w.device != "", Evicting: w.evicting})
+			NoWait: w.noWait, Working: w.working || w.device != "", Evicting: w.evicting, System: w.system})
 	}
 	if warm {
 		for _, ws := range e.warmSpecs {
@@ -478,7 +482,24 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 // assignment or a host-wide claim later) leaves all of them at once. Only
 // idle inventory qualifies; each path then selects the exact state it acts
 // on.
+//
+// A device with an owner-system mark is never the general pool's: it is
+// served only to requests of its own system (poolMayUseLocked), so a
+// session's device can never reach a plain lease on any of these paths.
 func (e *Engine) generalPoolMayUseLocked(d *DeviceRecord) bool {
+	return d.OwnerSystem == "" && e.idleInventoryLocked(d)
+}
+
+// poolMayUseLocked is generalPoolMayUseLocked for the pool of one owner
+// system ("" is the general pool): the same idle inventory, of that mark.
+func (e *Engine) poolMayUseLocked(d *DeviceRecord, system string) bool {
+	return d.OwnerSystem == system && e.idleInventoryLocked(d)
+}
+
+// idleInventoryLocked is idle inventory whatever its mark: no operation
+// in flight, no foreign claim, no slot assignment, ready or shut down.
+// The planner sees it as Usable and matches the mark per waiter.
+func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
 	if e.opLocks[d.ID] != "" {
 		return false
 	}
@@ -604,6 +625,11 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) string {
 	rec := DeviceRecord{ID: "dev_" + e.newID(), Platform: spec.Platform, Spec: spec,
 		State: StateProvisioning, StateSince: now, CreatedAt: now,
 		Intent: DeviceIntent{Op: OpKindProvision, Since: now}}
+	if w != nil {
+		// Marked in the record that creates it: the device is its
+		// system's before anything exists to be served.
+		rec.OwnerSystem = w.system
+	}
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
 		e.log.Error("record a new device", "err", err)
 		if w != nil {
@@ -783,6 +809,7 @@ func (e *Engine) finishWorkLocked(w *waiter, id string) {
 	w.working = false
 	if w.abandoned || !e.queue.Contains(w) {
 		e.removeLocked(w)
+		e.retireUnwantedLocked(id)
 		e.scheduleLocked()
 		return
 	}

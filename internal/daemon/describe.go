@@ -24,7 +24,8 @@ import (
 func describeDevice(r core.DeviceRecord, leaseID string, run *core.RunState) contract.Device {
 	out := contract.Device{ID: r.ID, Platform: r.Platform, Model: r.Spec.Model, OSVersion: r.Spec.OSVersion,
 		State: string(r.State), Name: r.Name, Simulated: r.Simulated, LeaseID: leaseID,
-		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC(), FormFactor: contract.FormFactorUnknown}
+		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC(), FormFactor: contract.FormFactorUnknown,
+		OwnerSystem: r.OwnerSystem}
 	if !r.LastLeasedAt.IsZero() {
 		t := r.LastLeasedAt.UTC()
 		out.LastLeasedAt = &t

@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"context"
+	"crypto/subtle"
+
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/sessions"
@@ -58,4 +61,68 @@ func mayRead(call *dispatch.Call, principal string) bool {
 // precise reason a session call was refused.
 func isAdmin(call *dispatch.Call) bool {
 	return call == nil || call.Session.Role == contract.RoleAdmin
+}
+
+// ownerKey is the owner digest a caller's token is stored and looked up
+// under (ADR 0063). An agent's session is bound to its principal as well
+// as to its token, so another principal holding the token computes
+// another key: every session call, on the same path and through the same
+// store reads, answers it exactly as it answers a wrong token. An admin's
+// key is the token's alone: admins act for the operator across
+// processes (each CLI process is its own principal) and bypass ownership
+// elsewhere too.
+func ownerKey(call *dispatch.Call, token string) string {
+	if isAdmin(call) {
+		return sessions.OwnerDigest(token)
+	}
+	return sessions.PrincipalOwnerDigest(call.Session.Principal, token)
+}
+
+// receiptByRequest reads the caller's receipt of a request id under its
+// token, and the owner digest it is kept under. An agent reads only under
+// its own key. An admin reads its own key first and then, holding an
+// agent's token, the agent's receipt of that request id: admins act on
+// any session whose token they hold.
+func (b *broker) receiptByRequest(ctx context.Context, call *dispatch.Call, token, requestID string) (sessions.Record, bool, string, error) {
+	od := ownerKey(call, token)
+	rec, ok, err := b.st.SessionReceiptByRequest(ctx, od, requestID)
+	if err != nil || ok || !isAdmin(call) {
+		return rec, ok, od, err
+	}
+	recs, err := b.st.SessionReceiptsByRequestID(ctx, requestID)
+	if err != nil {
+		return sessions.Record{}, false, od, err
+	}
+	// Several principals may have used one token and request id; a
+	// session wins over another principal's tombstone of the id.
+	var tomb *sessions.Record
+	for i, r := range recs {
+		if r.Principal == "" || subtle.ConstantTimeCompare([]byte(r.OwnerDigest), []byte(sessions.PrincipalOwnerDigest(r.Principal, token))) != 1 {
+			continue
+		}
+		if !r.Abandoned {
+			return r, true, r.OwnerDigest, nil
+		}
+		if tomb == nil {
+			tomb = &recs[i]
+		}
+	}
+	if tomb != nil {
+		return *tomb, true, tomb.OwnerDigest, nil
+	}
+	return sessions.Record{}, false, od, nil
+}
+
+// holdsToken compares a stored owner digest with the caller's token in constant
+// time, so how long a mismatch takes says nothing about how much of the
+// digest matched. An agent must present its own key; an admin with the
+// token also owns an agent's session (principal, from principalOf).
+func holdsToken(call *dispatch.Call, digest, principal, token string) bool {
+	same := func(want string) bool { return subtle.ConstantTimeCompare([]byte(digest), []byte(want)) == 1 }
+	if !isAdmin(call) {
+		return same(ownerKey(call, token))
+	}
+	byToken := same(sessions.OwnerDigest(token))
+	byPrincipal := principal != "" && same(sessions.PrincipalOwnerDigest(principal, token))
+	return byToken || byPrincipal
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,13 +157,6 @@ func failureOf(err error) contract.SessionFailure {
 		RetryRequires: retryNewRequest, NextAction: ce.NextAction}
 }
 
-// sameOwner compares a stored owner digest with a caller's token in
-// constant time, so how long a mismatch takes says nothing about how much
-// of the digest matched.
-func sameOwner(digest, token string) bool {
-	return subtle.ConstantTimeCompare([]byte(digest), []byte(sessions.OwnerDigest(token))) == 1
-}
-
 // destroyGaveUp reports whether an ended session's device could not be
 // destroyed even after the quarantine's retries: the teardown is not a
 // pending one that a retry after a second would outwait, so a prepare
@@ -215,7 +207,7 @@ func (b *broker) prepare(ctx context.Context, call *dispatch.Call, in contract.S
 		}
 		exp = &sessions.Export{PrepareID: e.PrepareID, RequestDigest: e.RequestDigest, CreatedAt: b.now()}
 	}
-	od := sessions.OwnerDigest(in.OwnerToken)
+	od := ownerKey(call, in.OwnerToken)
 	id, err := sessions.Identity(od, in.Config)
 	if err != nil {
 		return contract.SessionReceipt{}, err
@@ -323,7 +315,8 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 	rec.Receipt.Profile = &profile
 
 	b.admitMu.Lock()
-	switch b.decide() {
+	verdict, evicted := b.admit(ctx, profile)
+	switch verdict {
 	case sessions.SessionCapReached, sessions.DeviceCapReached:
 		b.admitMu.Unlock()
 		return refuse(failure(contract.CodeCapacityExhausted, "the session broker's caps are full", retryNewRequest))
@@ -341,7 +334,11 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 	rec.Receipt.SessionID = uuid.NewString()
 	rec.Receipt.Status = contract.SessionPending
 	admitMs := b.now().Sub(started).Milliseconds()
-	rec.Receipt.Timing = &contract.SessionTiming{Acquisition: &contract.SessionAcquisition{Admission: contract.AdmissionCreate,
+	admission := contract.AdmissionCreate
+	if evicted {
+		admission = contract.AdmissionEvictThenCreate
+	}
+	rec.Receipt.Timing = &contract.SessionTiming{Acquisition: &contract.SessionAcquisition{Admission: admission,
 		Outcome: contract.SessionPending, StartedAtMs: nowMs, AdmissionWaitMs: &admitMs}}
 	got, created, err := b.st.CommitSessionReceipt(ctx, rec, exp)
 	if err != nil || !created {
@@ -358,12 +355,12 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 	lr := sessionLeaseRequest(profile)
 	r := core.Request{Spec: core.SpecRequest{Platform: lr.Platform, Model: lr.Model, OSVersion: lr.OSVersion},
 		TTL: b.leaseTTL(), RequesterID: sessionRequester(call.Session, sid), OwnerID: owner,
-		IdempotencyKey: sessions.IdempotencyKey(id), Release: b.releasePolicy(profile.Platform)}
-	g, err := b.d.engine.Request(ctx, r, nil)
+		IdempotencyKey: sessions.IdempotencyKey(id), Release: b.releasePolicy(profile.Platform), OwnerSystem: sessionSystem}
+	g, err := b.d.engine.Request(ctx, r, func(p core.Progress) { b.preparing(sid, p) })
 	if err != nil {
 		return b.settleFailed(id, sid, err)
 	}
-	return b.settleReady(ctx, id, g, started)
+	return b.settleReady(ctx, id, g, started, evicted)
 }
 
 // sessionRequester is the requester id of a session's lease: in an
@@ -374,21 +371,6 @@ func sessionRequester(s contract.Session, sid string) string {
 		return "session/" + sid
 	}
 	return s.Principal + "/session/" + sid
-}
-
-// decide counts the broker's sessions and devices under admitMu.
-func (b *broker) decide() sessions.Refusal {
-	b.mu.Lock()
-	u := sessions.Usage{}
-	for _, s := range b.live {
-		if s.cleanup {
-			u.CleanupPending++
-		} else {
-			u.Live++
-		}
-	}
-	b.mu.Unlock()
-	return sessions.Decide(sessions.Limits{SessionCap: b.cfg.Limits.SessionCap, TotalDeviceCap: b.cfg.Limits.TotalDeviceCap}, u)
 }
 
 // settleFailed ends an admitted preparation whose lease request failed.
@@ -412,8 +394,26 @@ func (b *broker) settleFailed(id, sid string, cause error) (sessions.Record, err
 		f.Retryable = true
 	}
 	sessions.Fail(&rec.Receipt, f, b.now())
+	// A device the preparation was building is torn down by the core
+	// (never leased, nobody waits for it): until its destruction is
+	// confirmed the receipt says so and the device counts against the cap.
+	dev, left := b.leftBehind(sid)
+	if left {
+		cd := b.d.deviceOut(dev, "")
+		rec.Receipt.Device = &cd
+		rec.Receipt.CleanupPending = true
+		if rec.Receipt.Timing == nil {
+			rec.Receipt.Timing = &contract.SessionTiming{}
+		}
+		rec.Receipt.Timing.Reset = &contract.SessionReset{Mode: contract.ResetDestroy, Outcome: contract.ResetOutcomePending, StartedAtMs: b.now().UnixMilli()}
+	}
 	if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 		return rec, err
+	}
+	if left {
+		b.emit(evSessionReleased, rec, "preparation_failed", map[string]any{"resetMode": contract.ResetDestroy})
+		b.trackCleanupUntil(sid, id, dev.ID, "", nil, b.deviceGone(dev.ID))
+		return rec, nil
 	}
 	b.emit(evSessionEnded, rec, "preparation_failed", nil)
 	b.mu.Lock()
@@ -468,7 +468,7 @@ func acquisitionOf(a *contract.SessionAcquisition, t *core.Timing, started, now 
 
 // settleReady records the grant on the receipt and starts watching the
 // session's lease.
-func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, started time.Time) (sessions.Record, error) {
+func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, started time.Time, evicted bool) (sessions.Record, error) {
 	rec, ok, err := b.st.SessionReceipt(ctx, id)
 	if err != nil || !ok {
 		return rec, fmt.Errorf("session: read receipt: %w", err)
@@ -482,6 +482,10 @@ func (b *broker) settleReady(ctx context.Context, id string, g core.Grant, start
 	dev := b.d.deviceOut(g.Device, g.Lease.ID)
 	r.Device = &dev
 	acquisitionOf(r.Timing.Acquisition, g.Lease.Timing, started, now)
+	if evicted && r.Timing.Acquisition.Admission == contract.AdmissionCreate {
+		// The broker destroyed an idle session device for this create.
+		r.Timing.Acquisition.Admission = contract.AdmissionEvictThenCreate
+	}
 	r.Timing.Acquisition.ReuseCount = g.Device.ReuseCount
 	if err := b.st.UpdateSessionReceipt(context.WithoutCancel(ctx), rec); err != nil {
 		// Not claimed: a replay of the identity finds the core's request
@@ -591,7 +595,7 @@ func (b *broker) beatCheck(sid string) {
 // that is not releasing, when token is its owner's. ok is false when the
 // broker's memory cannot decide (not live here, preparing, releasing or
 // cleaning up); the durable receipt then answers.
-func (b *broker) liveLease(sid, token string) (leaseID string, mismatch, ok bool) {
+func (b *broker) liveLease(call *dispatch.Call, sid, token string) (leaseID string, mismatch, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, live := b.live[sid]
@@ -599,7 +603,7 @@ func (b *broker) liveLease(sid, token string) (leaseID string, mismatch, ok bool
 	if !live || s.cleanup || releasing || s.leaseID == "" || s.ownerDigest == "" {
 		return "", false, false
 	}
-	if !sameOwner(s.ownerDigest, token) {
+	if !holdsToken(call, s.ownerDigest, s.owner, token) {
 		return "", true, true
 	}
 	return s.leaseID, false, true

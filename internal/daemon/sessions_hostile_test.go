@@ -238,8 +238,10 @@ func TestSessionPrepareFromAClientThatStopsReadingBlocksNobody(t *testing.T) {
 	if r.Status != contract.SessionReady || l.LeaseID == "" || took > promptly {
 		t.Fatalf("next to a stalled reader: receipt %+v, lease %q, %v", r, l.LeaseID, took)
 	}
-	// The stalled client's own preparation ran to its end all the same.
-	st := waitReceipt(t, a, "slow-1", "owner-s", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionReady })
+	// The stalled client's own preparation ran to its end all the same,
+	// as its principal reads it from another connection (a session is
+	// bound to its principal as well as its token, ADR 0063).
+	st := waitReceipt(t, f.dial("sloth", ""), "slow-1", "owner-s", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionReady })
 	if st.LeaseID == "" || st.LeaseID == r.LeaseID {
 		t.Fatalf("the stalled client's receipt %+v", st)
 	}
@@ -268,7 +270,9 @@ func TestSessionKeeperGoneMidPrepareEndsTypedAndLeaksNothing(t *testing.T) {
 	keeper.Close() // the keeper dies mid-boot
 	<-done
 	close(f.drv.Gate)
-	a := f.dial("alice", "")
+	// Read back by the keeper's principal on a new connection: the
+	// session is bound to it as well as to its token (ADR 0063).
+	a := f.dial("keeper", "")
 	st := waitReceipt(t, a, "k", "owner-k", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionFailed && !r.CleanupPending })
 	if st.Failure == nil || st.Failure.Code != contract.CodeSessionOwnerExited || st.EndReason != ownerExited {
 		t.Fatalf("a keeper gone mid-prepare: %+v", st)

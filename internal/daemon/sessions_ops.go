@@ -39,11 +39,11 @@ func (d *Daemon) contracts() []string {
 	return append(out, d.extraContracts...)
 }
 
-func (b *broker) status(ctx context.Context, _ *dispatch.Call, in contract.SessionStatusIn) (contract.SessionReceipt, error) {
+func (b *broker) status(ctx context.Context, call *dispatch.Call, in contract.SessionStatusIn) (contract.SessionReceipt, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionReceipt{}, err
 	}
-	rec, ok, err := b.st.SessionReceiptByRequest(ctx, sessions.OwnerDigest(in.OwnerToken), in.RequestID)
+	rec, ok, _, err := b.receiptByRequest(ctx, call, in.OwnerToken, in.RequestID)
 	if err != nil {
 		return contract.SessionReceipt{}, err
 	}
@@ -71,8 +71,9 @@ func (b *broker) abandon(ctx context.Context, call *dispatch.Call, in contract.S
 	if in.RequestID == "" {
 		return contract.SessionReceipt{}, contract.Errorf(contract.CodeBadRequest, "requestId is required")
 	}
-	od := sessions.OwnerDigest(in.OwnerToken)
-	cur, had, err := b.st.SessionReceiptByRequest(ctx, od, in.RequestID)
+	// An admin abandoning an agent's request writes the tombstone under
+	// the agent's key, where the agent's next prepare of it looks.
+	cur, had, od, err := b.receiptByRequest(ctx, call, in.OwnerToken, in.RequestID)
 	if err != nil {
 		return contract.SessionReceipt{}, err
 	}
@@ -144,7 +145,7 @@ func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token 
 	if err != nil {
 		return rec, err
 	}
-	mine := ok && sameOwner(rec.OwnerDigest, token)
+	mine := ok && holdsToken(call, rec.OwnerDigest, b.principalOf(rec), token)
 	switch {
 	case mine:
 		return rec, nil
@@ -174,7 +175,7 @@ func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract
 	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
-	leaseID, mismatch, ok := b.liveLease(in.SessionID, in.OwnerToken)
+	leaseID, mismatch, ok := b.liveLease(call, in.SessionID, in.OwnerToken)
 	switch {
 	case mismatch && !isAdmin(call):
 		if _, err := b.sessionOf(ctx, call, in.SessionID, in.OwnerToken); err != nil {
@@ -276,7 +277,7 @@ func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.Se
 	if err := b.configured(); err != nil {
 		return sessions.Export{}, sessions.Record{}, err
 	}
-	od := sessions.OwnerDigest(in.OwnerToken)
+	od := ownerKey(call, in.OwnerToken)
 	e, found, err := b.st.SessionExport(ctx, od, in.PrepareID)
 	if err != nil {
 		return e, sessions.Record{}, err
@@ -287,7 +288,7 @@ func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.Se
 	}
 	notFound := contract.Errorf(contract.CodeSessionExportNotFound, "no such session export under this owner token")
 	switch {
-	case !found || !linked || !sameOwner(rec.OwnerDigest, in.OwnerToken):
+	case !found || !linked || !holdsToken(call, rec.OwnerDigest, b.principalOf(rec), in.OwnerToken):
 		if !isAdmin(call) {
 			return e, rec, notFound
 		}
@@ -322,7 +323,7 @@ func (b *broker) acknowledgeExport(ctx context.Context, call *dispatch.Call, in 
 	if err != nil {
 		return contract.SessionAcknowledgeOut{}, err
 	}
-	if err := b.st.AcknowledgeSessionExport(ctx, sessions.OwnerDigest(in.OwnerToken), in.PrepareID, b.now()); err != nil {
+	if err := b.st.AcknowledgeSessionExport(ctx, ownerKey(call, in.OwnerToken), in.PrepareID, b.now()); err != nil {
 		return contract.SessionAcknowledgeOut{}, err
 	}
 	return contract.SessionAcknowledgeOut{PrepareID: in.PrepareID, Outcome: "acknowledged"}, nil

@@ -61,7 +61,7 @@ func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.S
 	if err != nil {
 		return contract.SessionReleaseOut{}, err
 	}
-	if !ok || !sameOwner(rec.OwnerDigest, in.OwnerToken) {
+	if !ok || !holdsToken(call, rec.OwnerDigest, b.principalOf(rec), in.OwnerToken) {
 		if ok && isAdmin(call) {
 			return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeSessionOwnerMismatch, "session %s was prepared under another owner token", in.SessionID)
 		}
@@ -197,7 +197,7 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 func (b *broker) idlePoolFull(self string) bool {
 	n := 0
 	for _, d := range b.d.engine.Devices() {
-		if d.State == core.StateReady && d.ReuseCount > 0 {
+		if isSessionDevice(d) && d.State == core.StateReady && d.ReuseCount > 0 {
 			n++
 		}
 	}
@@ -222,6 +222,13 @@ func deviceOf(r *contract.SessionReceipt) string {
 // reset and clears cleanupPending. Until then the device counts against
 // totalDeviceCap, so capacity is offered again only once it is confirmed.
 func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracked) {
+	b.trackCleanupUntil(sid, identity, deviceID, leaseID, t, nil)
+}
+
+// trackCleanupUntil is trackCleanup with the teardown's end given: until
+// closes when it is confirmed (nil: the released lease's reset, or its
+// device's settling, as trackCleanup reads it).
+func (b *broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *tracked, until <-chan struct{}) {
 	b.mu.Lock()
 	if t == nil {
 		if _, ok := b.releases[sid]; ok {
@@ -242,8 +249,10 @@ func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracke
 	go func() {
 		defer b.wg.Done()
 		rep, hasRep := any(b.d.engine).(resetReporter)
-		var done <-chan struct{}
-		if hasRep {
+		done := until
+		if done != nil {
+			hasRep = false
+		} else if hasRep {
 			if _, d, ok := rep.ResetOf(leaseID); ok {
 				done = d
 			} else {

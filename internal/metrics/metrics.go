@@ -219,6 +219,9 @@ var (
 	uplinkDesc     = prometheus.NewDesc("simlock_worker_uplink", "1 for each worker's current uplink state (connected, disconnected, incompatible); gateway only.", []string{"worker", "state"}, nil)
 	drainedDesc    = prometheus.NewDesc("simlock_worker_drained", "1 when the worker is drained; gateway only.", []string{"worker"}, nil)
 	upDesc         = prometheus.NewDesc("simlock_snapshot_ok", "1 when the last scrape could read the daemon's state.", nil, nil)
+	// ownedDesc counts the devices an owner system (the session broker)
+	// holds beside the general pool, in every state.
+	ownedDesc = prometheus.NewDesc("simlock_owner_system_devices", "Devices owned by a system beside the general pool (session), by platform, system and state.", []string{"platform", "system", "state"}, nil)
 )
 
 // stateCollector reads a snapshot at scrape time: gauges that are state,
@@ -229,7 +232,7 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{devicesDesc, leasesDesc, queueDesc, runningDesc, maxRunDesc, managedDesc, maxManagedDesc, uplinkDesc, drainedDesc, upDesc} {
+	for _, d := range []*prometheus.Desc{devicesDesc, leasesDesc, queueDesc, runningDesc, maxRunDesc, managedDesc, maxManagedDesc, uplinkDesc, drainedDesc, upDesc, ownedDesc} {
 		ch <- d
 	}
 }
@@ -247,6 +250,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	devices := map[string]map[string]int{}
+	owned := map[[3]string]int{}
 	platforms := map[string]bool{}
 	for p := range st.Capacity.Platforms {
 		platforms[p] = true
@@ -257,6 +261,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			devices[d.Platform] = map[string]int{}
 		}
 		devices[d.Platform][d.State]++
+		if d.OwnerSystem != "" {
+			owned[[3]string{d.Platform, d.OwnerSystem, d.State}]++
+		}
+	}
+	for k, n := range owned {
+		gauge(ownedDesc, float64(n), k[0], k[1], k[2])
 	}
 	leases := map[string]int{}
 	for _, l := range st.Leases {

@@ -21,6 +21,15 @@ func OwnerDigest(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// PrincipalOwnerDigest is the owner digest of a token presented by an
+// agent principal: the session is bound to the principal as well as to
+// the token (ADR 0063), so the same token from another principal is, to
+// every lookup and comparison, a different token.
+func PrincipalOwnerDigest(principal, token string) string {
+	h := sha256.Sum256([]byte("simlock-session-owner-principal\x00" + principal + "\x00" + token))
+	return hex.EncodeToString(h[:])
+}
+
 // Canonical is the configuration's canonical JSON: the struct's own
 // encoding re-encoded through a generic value, so object keys are sorted
 // and two configs that mean the same bytes hash the same.

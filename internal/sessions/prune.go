@@ -50,6 +50,27 @@ type Usage struct {
 	// CleanupPending counts session devices whose teardown is not yet
 	// confirmed; they still hold device capacity.
 	CleanupPending int
+	// Devices counts the broker's devices in the registry (the session
+	// owner-system mark) in every state: preparing, leased, resetting,
+	// idle, quarantined (ADR 0063).
+	Devices int
+	// Preparing counts admitted sessions whose device is not in the
+	// registry yet: each will add one.
+	Preparing int
+	// Idle counts session devices no session holds and no operation
+	// touches, which admission may destroy to make room.
+	Idle int
+	// Fitting counts the idle session devices that fit the prepare's
+	// profile: while there are more of them than preparations that might
+	// take one first, the prepare takes one and creates nothing.
+	Fitting int
+}
+
+// DeviceCount is what totalDeviceCap is charged: every session device in
+// any state plus the devices admitted preparations are about to make, and
+// never less than the sessions that hold or tear one down.
+func (u Usage) DeviceCount() int {
+	return max(u.Live+u.CleanupPending, u.Devices+u.Preparing)
 }
 
 // Refusal names why admission said no.
@@ -64,18 +85,28 @@ const (
 	EvictionPending
 	// DeviceCapReached: the device cap is full with live sessions.
 	DeviceCapReached
+	// EvictIdle: the device cap is full, and an idle session device
+	// that does not fit the prepare can be destroyed to make room; the
+	// broker destroys it, waits for the destruction, and decides again.
+	EvictIdle
 )
 
 // Decide is the admission rule: a new session needs room under
-// sessionCap, and a device under totalDeviceCap counting devices whose
-// destruction is unconfirmed, so capacity is offered again only once a
-// device's absence is confirmed.
+// sessionCap, and a device under totalDeviceCap counting every session
+// device in any state (Usage.DeviceCount), so capacity is offered again
+// only once a device's absence is confirmed. An idle device that fits is
+// reused rather than counted twice; one that does not is evicted first.
 func Decide(l Limits, u Usage) Refusal {
 	if l.SessionCap > 0 && u.Live >= l.SessionCap {
 		return SessionCapReached
 	}
-	if l.TotalDeviceCap > 0 && u.Live+u.CleanupPending >= l.TotalDeviceCap {
-		if u.Live < l.TotalDeviceCap {
+	if l.TotalDeviceCap > 0 && u.DeviceCount() >= l.TotalDeviceCap {
+		switch {
+		case u.Fitting > u.Preparing:
+			return Admit
+		case u.Idle > 0:
+			return EvictIdle
+		case u.Live < l.TotalDeviceCap:
 			return EvictionPending
 		}
 		return DeviceCapReached

@@ -128,6 +128,9 @@ type Store interface {
 	SessionReceipt(ctx context.Context, identity string) (Record, bool, error)
 	SessionReceiptByRequest(ctx context.Context, ownerDigest, requestID string) (Record, bool, error)
 	SessionReceiptBySession(ctx context.Context, sessionID string) (Record, bool, error)
+	// SessionReceiptsByRequestID is for an admin's lookup of an agent's
+	// request by its token (ADR 0063); agents never call it.
+	SessionReceiptsByRequestID(ctx context.Context, requestID string) ([]Record, error)
 	OpenSessionReceipts(ctx context.Context) ([]Record, error)
 	RecentSessionReceipts(ctx context.Context, since time.Time, limit int) ([]Record, bool, error)
 	// Export links are scoped by the owner digest (store migration 10):

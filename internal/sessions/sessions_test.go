@@ -227,6 +227,34 @@ func TestDecideCountsUnconfirmedDestruction(t *testing.T) {
 	}
 }
 
+// totalDeviceCap is charged every session device in any state (ADR
+// 0063): an idle one counts, a fitting idle one is reused rather than
+// counted twice, and one that does not fit is evicted before a create.
+func TestDecideCountsEverySessionDevice(t *testing.T) {
+	one, two := Limits{TotalDeviceCap: 1}, Limits{TotalDeviceCap: 2}
+	for _, c := range []struct {
+		name string
+		l    Limits
+		u    Usage
+		want Refusal
+	}{
+		{"nothing held", one, Usage{}, Admit},
+		{"an idle phone, a tablet asked", one, Usage{Devices: 1, Idle: 1}, EvictIdle},
+		{"an idle phone, a phone asked", one, Usage{Devices: 1, Idle: 1, Fitting: 1}, Admit},
+		{"the fitting phone may go to an earlier preparation", two, Usage{Live: 1, Devices: 2, Idle: 1, Fitting: 1, Preparing: 1}, EvictIdle},
+		{"a device resetting", one, Usage{Devices: 1}, EvictionPending},
+		{"a preparation about to create", one, Usage{Live: 1, Preparing: 1}, DeviceCapReached},
+		{"a live session on its device", one, Usage{Live: 1, Devices: 1}, DeviceCapReached},
+	} {
+		if got := Decide(c.l, c.u); got != c.want {
+			t.Errorf("%s: %+v: %v, want %v", c.name, c.u, got, c.want)
+		}
+	}
+	if n := (Usage{Live: 2, Devices: 1}).DeviceCount(); n != 2 {
+		t.Errorf("two live sessions on one registered device count %d", n)
+	}
+}
+
 func TestRecordRoundTrip(t *testing.T) {
 	r := Record{Identity: strings.Repeat("a", 64), OwnerDigest: strings.Repeat("b", 64),
 		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: "r", Status: contract.SessionReady, SessionID: "s"}}

@@ -148,10 +148,10 @@ func deviceArgs(d core.DeviceRecord) ([]any, error) {
 		return nil, fmt.Errorf("encode attrs: %w", err)
 	}
 	var health any // NULL when there is nothing to remember
-	if d.Health != (core.DeviceHealth{}) || d.ReuseCount != 0 {
+	if d.Health != (core.DeviceHealth{}) || d.ReuseCount != 0 || d.OwnerSystem != "" {
 		// The reuse count rides in the health column's JSON: core
 		// bookkeeping of the device, with no migration of its own.
-		b, err := json.Marshal(healthColumn{DeviceHealth: d.Health, ReuseCount: d.ReuseCount})
+		b, err := json.Marshal(healthColumn{DeviceHealth: d.Health, ReuseCount: d.ReuseCount, OwnerSystem: d.OwnerSystem})
 		if err != nil {
 			return nil, fmt.Errorf("encode health: %w", err)
 		}
@@ -234,7 +234,7 @@ func loadDevices(ctx context.Context, q querier) ([]core.DeviceRecord, error) {
 			if err := json.Unmarshal([]byte(health.String), &hc); err != nil {
 				return nil, fmt.Errorf("store: device %s: decode health: %w", d.ID, err)
 			}
-			d.Health, d.ReuseCount = hc.DeviceHealth, hc.ReuseCount
+			d.Health, d.ReuseCount, d.OwnerSystem = hc.DeviceHealth, hc.ReuseCount, hc.OwnerSystem
 			d.Health.NextRetryAt = d.Health.NextRetryAt.UTC()
 			d.Health.RecoveringSince = d.Health.RecoveringSince.UTC()
 		}
@@ -302,4 +302,7 @@ func loadLeases(ctx context.Context, q querier) ([]core.LeaseRecord, error) {
 type healthColumn struct {
 	core.DeviceHealth
 	ReuseCount int `json:"reuseCount,omitempty"`
+	// OwnerSystem is the device's owner-system mark (core.DeviceRecord),
+	// kept here for the same reason: no migration.
+	OwnerSystem string `json:"ownerSystem,omitempty"`
 }

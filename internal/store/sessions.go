@@ -159,6 +159,13 @@ func (db *DB) SessionReceiptByRequest(ctx context.Context, ownerDigest, requestI
 	return oneSession(ctx, db.sql, `owner_digest = ? AND request_id = ? ORDER BY updated_at DESC, created_at DESC LIMIT 1`, ownerDigest, requestID)
 }
 
+// SessionReceiptsByRequestID reads the newest receipts of a request id
+// under any owner that recorded a principal: an admin holding an agent's
+// token finds the agent's receipt through them (ADR 0063). At most 64.
+func (db *DB) SessionReceiptsByRequestID(ctx context.Context, requestID string) ([]sessions.Record, error) {
+	return manySessions(ctx, db.sql, `request_id = ? AND principal IS NOT NULL ORDER BY updated_at DESC, created_at DESC LIMIT 64`, requestID)
+}
+
 // SessionReceiptBySession reads the receipt of a session id.
 func (db *DB) SessionReceiptBySession(ctx context.Context, sessionID string) (sessions.Record, bool, error) {
 	return oneSession(ctx, db.sql, `session_id = ?`, sessionID)

@@ -65,14 +65,14 @@ func sessionJSON(req string) string {
 func (w *world) prepare(req, token string) sessionReceipt {
 	w.t.Helper()
 	var r sessionReceipt
-	w.json(&r, "session", "prepare", "--config", sessionJSON(req), "--owner-token", token, "--json")
+	w.json(&r, "session", "prepare", "--config", sessionJSON(req), "--owner-token-file", w.tokenFile(token), "--json")
 	return r
 }
 
 func (w *world) sessionStatus(req, token string) sessionReceipt {
 	w.t.Helper()
 	var r sessionReceipt
-	w.json(&r, "session", "status", req, "--owner-token", token, "--json")
+	w.json(&r, "session", "status", req, "--owner-token-file", w.tokenFile(token), "--json")
 	return r
 }
 
@@ -145,7 +145,7 @@ func TestSessionZeroPoolingDeletesBeforeCapacityReturns(t *testing.T) {
 		Outcome string         `json:"outcome"`
 		Receipt sessionReceipt `json:"receipt"`
 	}
-	w.json(&rel, "session", "release", one.SessionID, "--owner-token", "o", "--json")
+	w.json(&rel, "session", "release", one.SessionID, "--owner-token-file", w.tokenFile("o"), "--json")
 	if rel.Outcome != "released" || rel.Receipt.Timing.Reset.Mode != "destroy" || rel.Receipt.Timing.Reset.Outcome != "destroyed" {
 		t.Fatalf("release %+v reset %+v", rel, rel.Receipt.Timing.Reset)
 	}
@@ -195,7 +195,7 @@ func TestSessionEraseReuseWipesTheFirstSessionsFile(t *testing.T) {
 		Outcome string         `json:"outcome"`
 		Receipt sessionReceipt `json:"receipt"`
 	}
-	w.json(&rel, "session", "release", one.SessionID, "--owner-token", "o", "--json")
+	w.json(&rel, "session", "release", one.SessionID, "--owner-token-file", w.tokenFile("o"), "--json")
 	if rel.Outcome != "released" || rel.Receipt.Timing.Reset.Mode != "erase" || rel.Receipt.Timing.Reset.Outcome != "clean" {
 		t.Fatalf("erase release %+v reset %+v", rel, rel.Receipt.Timing.Reset)
 	}
@@ -390,7 +390,7 @@ func TestSessionKill9MidResetDestroysTheUncertainDevice(t *testing.T) {
 		Outcome string         `json:"outcome"`
 		Receipt sessionReceipt `json:"receipt"`
 	}
-	w.json(&rel, "session", "release", one.SessionID, "--owner-token", "o", "--reply-budget-ms", "0", "--json")
+	w.json(&rel, "session", "release", one.SessionID, "--owner-token-file", w.tokenFile("o"), "--reply-budget-ms", "0", "--json")
 	if rel.Outcome != "cleanup_pending" || !rel.Receipt.CleanupPending {
 		t.Fatalf("release under a hanging shutdown %+v", rel)
 	}
@@ -426,7 +426,8 @@ func TestSessionHoldKeepsTheSessionAcrossAGracefulRestart(t *testing.T) {
 	if one.Status != "ready" {
 		t.Fatalf("prepare %+v", one)
 	}
-	hold := w.cmd("session", "hold", one.SessionID, "--owner-token", "o")
+	hold := w.cmd("session", "hold", one.SessionID)
+	hold.Env = append(append([]string{}, w.env...), "SIMLOCK_SESSION_OWNER_TOKEN=o") // never on the command line
 	stdin, err := hold.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -480,7 +481,7 @@ func androidKeepBootedSessions(t *testing.T, maxUses int) (*world, func(req stri
 	}
 	prepare := func(req string) androidReceipt {
 		var r androidReceipt
-		w.json(&r, "session", "prepare", "--config", cfg(req), "--owner-token", "o", "--json")
+		w.json(&r, "session", "prepare", "--config", cfg(req), "--owner-token-file", w.tokenFile("o"), "--json")
 		if r.Status != "ready" || r.Device == nil || r.Device.Serial == "" {
 			t.Fatalf("prepare %s: %+v", req, r)
 		}
@@ -491,7 +492,7 @@ func androidKeepBootedSessions(t *testing.T, maxUses int) (*world, func(req stri
 			Outcome string         `json:"outcome"`
 			Receipt sessionReceipt `json:"receipt"`
 		}
-		w.json(&rel, "session", "release", sid, "--owner-token", "o", "--json")
+		w.json(&rel, "session", "release", sid, "--owner-token-file", w.tokenFile("o"), "--json")
 		if rel.Outcome != "released" {
 			t.Fatalf("release %s: %+v", sid, rel)
 		}

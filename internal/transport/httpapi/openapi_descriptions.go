@@ -41,6 +41,7 @@ func goDocs() map[string]string {
 		"Device.FormFactor":                        "phone, tablet, foldable or unknown",
 		"Device.Image":                             "Image is the Android image provenance; null on iOS.",
 		"Device.ModelIdentifier":                   "The canonical description (contract/describe.go): facts a driver could not state are null.",
+		"Device.OwnerSystem":                       "OwnerSystem names the system that owns the device beside the general pool (\"session\": the session broker's); a plain lease is never served such a device. Empty for the general pool.",
 		"Device.RuntimeID":                         "simctl runtime id; the system image package",
 		"Device.Serial":                            "Serial is the Android emulator's adb serial.",
 		"Device.UDID":                              "UDID is the iOS simulator's identifier.",
