@@ -37,7 +37,7 @@ func Inspect(ctx context.Context, dir string, p Prober) ([]Status, error) {
 		immutable := errors.Is(werr, fs.ErrNotExist) && attempt < 3
 		rows, err := readRows(ctx, path, immutable)
 		if err != nil {
-			return nil, err
+			return nil, damaged(path, err)
 		}
 		if immutable {
 			after, err := os.Stat(path)
