@@ -45,6 +45,7 @@ func (d *Daemon) openHost(ctx context.Context, o Options) error {
 		return err
 	}
 	d.hostKick = make(chan struct{}, 1)
+	d.recordHome(dir)
 	return nil
 }
 
@@ -85,6 +86,7 @@ func (d *Daemon) watchHost(ctx context.Context) {
 	}
 	last := hostreg.Generations{Claims: -1, Slots: -1}
 	for {
+		d.followReplacedRegistry(ctx)
 		gen, err := d.host.Generations(ctx)
 		if err != nil {
 			// A busy or unreadable registry changes nothing: the last view
