@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/simlock/simlock/internal/sqlitedb"
 )
@@ -92,7 +93,8 @@ func FileIdentity(path string) (string, error) {
 // when it is new: `simlock host repair` moved a damaged file aside and
 // started a fresh one, and a daemon still writing to the old inode would
 // write to the damaged copy. Callers in flight finish on the old
-// connection; every call after Reopen uses the new file.
+// connection (closed a little later); every call after Reopen uses the
+// new file.
 func (db *DB) Reopen(ctx context.Context) error {
 	if err := sqlitedb.CreateOwnerOnly(db.file); err != nil {
 		return fmt.Errorf("hostreg: %w", err)
@@ -107,5 +109,12 @@ func (db *DB) Reopen(ctx context.Context) error {
 		return damaged(db.file, err)
 	}
 	old := db.sql.p.Swap(sqldb)
-	return old.Close()
+	// A call that took the old pool just before the swap finishes on it;
+	// closing it at once would fail that call for no reason.
+	time.AfterFunc(reopenGrace, func() { old.Close() })
+	return nil
 }
+
+// reopenGrace is how long Reopen leaves the old pool open for calls in
+// flight. Registry calls are short transactions bounded by busyTimeout.
+const reopenGrace = 4 * busyTimeout
