@@ -123,18 +123,33 @@ func LaunchAndDial(ctx context.Context, o Options, l LaunchOptions) (*Client, er
 	delay := 20 * time.Millisecond
 	for {
 		c, err := Dial(ctx, o)
-		if err == nil || !IsCode(err, contract.CodeDaemonNotRunning) {
-			return c, err
+		if err == nil {
+			return c, nil
+		}
+		if !IsCode(err, contract.CodeDaemonNotRunning) {
+			if !IsCode(err, contract.CodeConnectionLost) {
+				return nil, err
+			}
+			// The daemon listens before it opens its databases, so a
+			// start that fails there can accept the hello and then exit:
+			// its own reason, not the lost connection, is the answer.
+			select {
+			case <-p.exited:
+			case <-time.After(2 * time.Second):
+				return nil, err
+			}
 		}
 		select {
 		case <-p.exited:
 			lines := logTail(l.LogFile, offset, 5)
-			reason := "it exited without saying why"
-			if len(lines) > 0 {
-				reason = strings.TrimPrefix(lines[len(lines)-1], "simlock: ")
-			}
+			reason := exitReason(lines)
 			if strings.Contains(reason, string(contract.CodeDaemonAlreadyRunning)) {
 				return DialRetry(ctx, o, time.Until(deadline))
+			}
+			// A damaged host registry is its own answer: no restart of the
+			// daemon can succeed until `simlock host repair` ran.
+			if msg, ok := strings.CutPrefix(reason, string(contract.CodeHostRegistryDamaged)+": "); ok {
+				return nil, contract.Errorf(contract.CodeHostRegistryDamaged, "%s", msg).WithDetails("log", lines)
 			}
 			next := "fix the cause and retry"
 			if l.LogFile != "" {
@@ -157,6 +172,20 @@ func LaunchAndDial(ctx context.Context, o Options, l LaunchOptions) (*Client, er
 		}
 		delay = min(delay*2, 250*time.Millisecond)
 	}
+}
+
+// exitReason is the daemon's own last word: the last "simlock: ..." line
+// (a refusal's "next:" line may follow it), else the last line.
+func exitReason(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if r, ok := strings.CutPrefix(lines[i], "simlock: "); ok {
+			return r
+		}
+	}
+	if len(lines) > 0 {
+		return lines[len(lines)-1]
+	}
+	return "it exited without saying why"
 }
 
 // logTail returns the last n non-blank lines written to path after offset.

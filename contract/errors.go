@@ -46,6 +46,7 @@ const (
 	CodeUnknownDevice            Code = "UNKNOWN_DEVICE"
 	CodeUnknownToken             Code = "UNKNOWN_TOKEN"
 	CodeDaemonStartupFailed      Code = "DAEMON_STARTUP_FAILED"
+	CodeHostRegistryDamaged      Code = "HOST_REGISTRY_DAMAGED"
 	CodeDaemonStopping           Code = "DAEMON_STOPPING"
 	CodeDaemonNotRunning         Code = "DAEMON_NOT_RUNNING"
 	CodeDaemonAlreadyRunning     Code = "DAEMON_ALREADY_RUNNING"
@@ -146,6 +147,7 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeUnknownDevice:            {KindDomain, 404, 8, false, "list devices with `simlock list`"},
 	CodeUnknownToken:             {KindDomain, 404, 8, false, "list tokens with `simlock token list`"},
 	CodeDaemonStartupFailed:      {KindDomain, 503, 13, true, "see `simlock daemon logs`, fix the cause and start the daemon again"},
+	CodeHostRegistryDamaged:      {KindDomain, 503, 13, false, "run `simlock host repair` (details.path is the damaged file): it moves the file aside and rebuilds the registry from every home's records; no retry can succeed before that"},
 	CodeDaemonStopping:           {KindDomain, 503, 13, true, "retry once the daemon has restarted"},
 	CodeDaemonNotRunning:         {KindTransport, 503, 13, true, "start it with `simlock daemon start`"},
 	CodeDaemonAlreadyRunning:     {KindDomain, 409, 13, false, "use the running daemon, or stop it first with `simlock daemon stop`"},

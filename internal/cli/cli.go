@@ -145,7 +145,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.url, "url", "", "reach a remote daemon or gateway over HTTP instead of the local socket (default $SIMLOCK_URL)")
 	root.AddCommand(a.daemonCmd(), a.leaseCmd(), a.releaseCmd(), a.statusCmd(), a.listCmd(), a.catalogCmd(),
 		a.eventsCmd(), a.tokenCmd(), a.demoCmd(), a.simsdkCmd(), a.configCmd(),
-		a.cleanupCmd(), a.doctorCmd(), a.deviceCmd(), a.nukeCmd(), a.execCmd(), a.runCmd(), a.selftestCmd(), a.resourcesCmd(), a.mcpCmd(), a.workerCmd(), a.slotCmd(), a.sessionCmd(), a.capabilitiesCmd(), a.consoleCmd(), a.versionCmd(),
+		a.cleanupCmd(), a.doctorCmd(), a.deviceCmd(), a.nukeCmd(), a.execCmd(), a.runCmd(), a.selftestCmd(), a.resourcesCmd(), a.mcpCmd(), a.workerCmd(), a.slotCmd(), a.sessionCmd(), a.capabilitiesCmd(), a.consoleCmd(), a.versionCmd(), a.hostCmd(),
 		a.passthroughCmd("simctl", "Run xcrun simctl scoped to simlock's iOS device set"),
 		a.passthroughCmd("adb", "Run adb against simlock's private adb server"))
 	refineTree(root)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -212,8 +212,9 @@ func (a *app) daemonStopCmd() *cobra.Command {
 		Short: "Stop the daemon: gracefully, then SIGTERM, then SIGKILL, within a bounded time",
 		Long: "Asks the daemon to stop gracefully (in-flight purges settle first) and waits up to --timeout. " +
 			"A daemon that does not answer or does not stop in time gets SIGTERM, then after --grace SIGKILL; " +
-			"signals go only to the pid in daemon.pid, and only once it is verified to be the simlock daemon " +
-			"that holds this home's lock. --clean also releases every lease and shuts down every running device " +
+			"signals go only to the pid daemon.json names, and only once it is proven to be this home's daemon " +
+			"(its process start identity matches the record and it holds the home's lock; the executable's name does not matter); " +
+			"SIGCONT follows SIGTERM so a stopped (hung) daemon can still shut down gracefully. --clean also releases every lease and shuts down every running device " +
 			"of the home first; if the daemon had to be killed, each of its host claims is reconciled as " +
 			"`device release --stale` does. The result grades what was proven (cleanupConfidence) and lists the " +
 			"home's claims released and left orphaned.",
@@ -347,7 +348,11 @@ func (a *app) stopDaemonGraded(ctx context.Context, timeout, grace time.Duration
 	case res.Mode == "forced":
 		res.Pending = nil // what the killed daemon had in flight is unknowable
 		res.CleanupConfidence = "unknown"
-		warn("the daemon was killed before it could finalize its state: leases and in-flight device work are not known to be cleaned up")
+		if res.Signal == "SIGTERM" {
+			warn("the daemon ended on SIGTERM, not on request: it ran its own shutdown, but what that finalized is not proven")
+		} else {
+			warn("the daemon was killed before it could finalize its state: leases and in-flight device work are not known to be cleaned up")
+		}
 		if clean && len(res.ClaimsOrphaned) == 0 {
 			res.CleanupConfidence = "partial" // every claim is reconciled; the rest stays unknown
 		}
@@ -427,7 +432,7 @@ func (a *app) stopDaemon(ctx context.Context, timeout, grace time.Duration, clea
 		step("the daemon did not answer: %v", err)
 	}
 
-	pid, verr := verifiedDaemonPID(p.PID, lockPath)
+	target, verr := verifiedDaemon(p.Home, p.PID, lockPath)
 	if verr != nil {
 		if !homeLocked(lockPath) {
 			res.Mode = "graceful"
@@ -437,14 +442,29 @@ func (a *app) stopDaemon(ctx context.Context, timeout, grace time.Duration, clea
 		return res, fmt.Errorf("the daemon is still running and no signal was sent, because its pid could not be verified: %w; "+
 			"find the simlock daemon process for %s and stop it yourself", verr, p.Home)
 	}
+	pid := target.pid
 	res.PID, res.Mode = pid, "forced"
 	for _, sig := range []struct {
 		s    syscall.Signal
 		name string
 		wait time.Duration
 	}{{syscall.SIGTERM, "SIGTERM", grace}, {syscall.SIGKILL, "SIGKILL", 5 * time.Second}} {
+		// Proven again right before each signal: a daemon that exited
+		// meanwhile may have left its pid to another process.
+		if err := target.still(); err != nil {
+			if !homeLocked(lockPath) {
+				step("daemon stopped")
+				return res, nil
+			}
+			return res, fmt.Errorf("no %s sent: %w", sig.name, err)
+		}
 		if err := syscall.Kill(pid, sig.s); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return res, fmt.Errorf("send %s to daemon pid %d: %w", sig.name, pid, err)
+		}
+		if sig.s == syscall.SIGTERM {
+			// A stopped (SIGSTOP, hung in a debugger) daemon only queues
+			// SIGTERM; SIGCONT lets it run its graceful shutdown.
+			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
 		res.Signal = sig.name
 		step("sent %s to daemon pid %d", sig.name, pid)
@@ -491,12 +511,80 @@ func waitUnlocked(ctx context.Context, path string, d time.Duration) bool {
 	}
 }
 
-// verifiedDaemonPID reads daemon.pid and proves the pid is this home's
-// daemon before anything signals it: the home lock is held, the process
-// exists and its command line is a simlock daemon, and where the kernel
-// lists flock owners (/proc/locks) the lock's owner is that pid. A stale or
-// reused pid fails the proof.
-func verifiedDaemonPID(pidPath, lockPath string) (int, error) {
+// provenDaemon is a process proven to be this home's daemon: the pid and
+// the start identity it had when it was proven.
+type provenDaemon struct {
+	pid   int
+	start string
+}
+
+// still proves again that pid is the process that was proven, by its start
+// identity: a pid the kernel gave to another process fails.
+func (t provenDaemon) still() error {
+	start, alive, err := hostreg.SystemProber{}.ProcessStart(context.Background(), t.pid)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read the start identity of pid %d: %w", t.pid, err)
+	case !alive:
+		return fmt.Errorf("pid %d is not running", t.pid)
+	case start != t.start:
+		return fmt.Errorf("pid %d now belongs to another process (started %s, the daemon %s)", t.pid, start, t.start)
+	}
+	return nil
+}
+
+// verifiedDaemon proves which process is this home's daemon before
+// anything signals it, by what the daemon recorded and the kernel
+// confirms, never by the executable's name (a simlock built or installed
+// as `sl` is as much a daemon): daemon.json names the home, the pid and the
+// pid's start identity; the home lock is held; the pid runs with that
+// start identity now; and where the kernel lists flock owners (/proc/locks)
+// the lock's owner is that pid. A stale or reused pid fails the proof.
+//
+// A daemon from before daemon.json existed is proven only where the
+// kernel names the lock's holder: daemon.pid's pid must be it.
+func verifiedDaemon(home, pidPath, lockPath string) (provenDaemon, error) {
+	if !homeLocked(lockPath) {
+		return provenDaemon{}, fmt.Errorf("no process holds %s", lockPath)
+	}
+	owners, listed := flockOwners(lockPath)
+	recPath := filepath.Join(home, hostreg.DaemonRecordFile)
+	rec, err := hostreg.ReadHomeRecord(recPath)
+	if errors.Is(err, fs.ErrNotExist) && listed {
+		pid, perr := readPIDFile(pidPath)
+		if perr != nil {
+			return provenDaemon{}, perr
+		}
+		if !slices.Contains(owners, pid) {
+			return provenDaemon{}, fmt.Errorf("pid %d from %s does not hold %s (held by %v)", pid, pidPath, lockPath, owners)
+		}
+		start, alive, serr := hostreg.SystemProber{}.ProcessStart(context.Background(), pid)
+		if serr != nil || !alive {
+			return provenDaemon{}, fmt.Errorf("pid %d from %s is not running", pid, pidPath)
+		}
+		return provenDaemon{pid: pid, start: start}, nil
+	}
+	if err != nil {
+		return provenDaemon{}, fmt.Errorf("read %s: %w", recPath, err)
+	}
+	if abs, aerr := filepath.Abs(home); aerr != nil || filepath.Clean(abs) != rec.Home {
+		return provenDaemon{}, fmt.Errorf("%s names home %s, not %s", recPath, rec.Home, home)
+	}
+	if rec.PID == os.Getpid() {
+		return provenDaemon{}, fmt.Errorf("%s names this very process", recPath)
+	}
+	t := provenDaemon{pid: rec.PID, start: rec.Start}
+	if err := t.still(); err != nil {
+		return provenDaemon{}, fmt.Errorf("%s: %w", recPath, err)
+	}
+	if listed && !slices.Contains(owners, t.pid) {
+		return provenDaemon{}, fmt.Errorf("pid %d does not hold %s (held by %v)", t.pid, lockPath, owners)
+	}
+	return t, nil
+}
+
+// readPIDFile reads daemon.pid.
+func readPIDFile(pidPath string) (int, error) {
 	b, err := os.ReadFile(pidPath)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", pidPath, err)
@@ -505,36 +593,7 @@ func verifiedDaemonPID(pidPath, lockPath string) (int, error) {
 	if err != nil || pid <= 1 || pid == os.Getpid() {
 		return 0, fmt.Errorf("%s holds no usable pid (%q)", pidPath, strings.TrimSpace(string(b)))
 	}
-	if !homeLocked(lockPath) {
-		return 0, fmt.Errorf("no process holds %s", lockPath)
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return 0, fmt.Errorf("pid %d from %s is not running", pid, pidPath)
-	}
-	args, err := processArgs(pid)
-	if err != nil {
-		return 0, fmt.Errorf("read the command line of pid %d: %w", pid, err)
-	}
-	if len(args) < 2 || !strings.Contains(filepath.Base(args[0]), "simlock") || !slices.Contains(args[1:], "daemon") {
-		return 0, fmt.Errorf("pid %d is not a simlock daemon (%q)", pid, strings.Join(args, " "))
-	}
-	if owners, ok := flockOwners(lockPath); ok && !slices.Contains(owners, pid) {
-		return 0, fmt.Errorf("pid %d does not hold %s (held by %v)", pid, lockPath, owners)
-	}
 	return pid, nil
-}
-
-// processArgs is a process's argv: /proc where there is one, ps elsewhere
-// (macOS), where the arguments are split on spaces.
-func processArgs(pid int) ([]string, error) {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
-		return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
-	}
-	out, err := exec.Command("ps", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
-	if err != nil {
-		return nil, err
-	}
-	return strings.Fields(string(out)), nil
 }
 
 // flockOwners lists the pids /proc/locks names as holding a FLOCK on the

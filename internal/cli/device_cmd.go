@@ -169,7 +169,7 @@ func (a *app) deviceStatusCmd() *cobra.Command {
 			}
 			rep, err := hostreg.InspectReport(cmd.Context(), a.hostDir(), hostreg.SystemProber{})
 			if err != nil {
-				return err
+				return hostRegistryError(err)
 			}
 			views := []claimView{}
 			for _, st := range rep.Claims {
@@ -304,7 +304,7 @@ func (a *app) deviceReleaseCmd() *cobra.Command {
 			ctx := cmd.Context()
 			sts, err := hostreg.Inspect(ctx, a.hostDir(), hostreg.SystemProber{})
 			if err != nil {
-				return err
+				return hostRegistryError(err)
 			}
 			var picked []hostreg.Status
 			for _, st := range sts {
@@ -317,7 +317,7 @@ func (a *app) deviceReleaseCmd() *cobra.Command {
 			if len(picked) > 0 {
 				db, err := hostreg.Open(ctx, a.hostDir())
 				if err != nil {
-					return err
+					return hostRegistryError(err)
 				}
 				defer db.Close()
 				for _, st := range picked {

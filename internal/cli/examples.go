@@ -54,6 +54,9 @@ func commandExamples() map[string]string {
   simlock device release --force --avd simlock_pixel_8`,
 		"simlock device status": `  simlock device status
   simlock device status --platform android --json`,
+		"simlock host": `  simlock host repair                     # after HOST_REGISTRY_DAMAGED`,
+		"simlock host repair": `  simlock host repair
+  simlock host repair --include-home ~/ci/home-7 --json`,
 		"simlock doctor": `  simlock doctor
   simlock doctor --fix --json`,
 		"simlock events": `  simlock events --since 1h

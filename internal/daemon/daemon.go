@@ -78,6 +78,8 @@ type Daemon struct {
 	hostSubs []hostSub
 	slotSubs []func(context.Context) bool
 	hostKick chan struct{}
+	hostDir  string           // the host registry's directory (absolute)
+	hostFile string           // identity of the host.db file d.host has open (host_records.go)
 	claims   *claims          // the op hooks: this home's claims in the host registry
 	slots    *slotManager     // managed slot executions (slots.go)
 	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
@@ -190,6 +192,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 		_ = os.Remove(paths.Socket)
 		_ = os.Remove(paths.PID)
+		_ = os.Remove(filepath.Join(o.Home, hostreg.DaemonRecordFile))
 		_ = os.Remove(paths.AdminToken)
 		d.closeResources()
 		return nil, err
@@ -217,6 +220,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		d.httpAddr = hln.Addr().String()
 	}
 	_ = os.WriteFile(paths.PID, []byte(fmt.Sprint(d.pid)), 0o600)
+	// What `daemon stop` proves before it signals: pid and start identity.
+	if err := d.writeDaemonRecord(o.Home); err != nil {
+		return fail(err)
+	}
 
 	// 2. A fresh admin secret per start; only its hash stays in memory.
 	var secret [32]byte
@@ -610,6 +617,7 @@ func (d *Daemon) shutdown() {
 	_ = os.Remove(d.paths.AdminToken)
 	_ = os.Remove(d.paths.Socket)
 	_ = os.Remove(d.paths.PID)
+	_ = os.Remove(filepath.Join(d.paths.Home, hostreg.DaemonRecordFile))
 	d.closeResources()
 	d.log.Info("daemon stopped")
 	close(d.stopped)

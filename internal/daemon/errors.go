@@ -28,6 +28,10 @@ func toContractError(err error) *contract.Error {
 	if errors.Is(err, sessions.ErrTerminal) {
 		return contract.Errorf(contract.CodeSessionEnded, "%s", err.Error())
 	}
+	var dmg *hostreg.DamagedError
+	if errors.As(err, &dmg) {
+		return hostRegistryDamaged(dmg)
+	}
 	var held *hostreg.ConflictError
 	if errors.As(err, &held) {
 		return deviceInUse(held)
@@ -158,6 +162,15 @@ func deviceInUse(c *hostreg.ConflictError) *contract.Error {
 		ce.WithNext(c.Recovery)
 	}
 	return ce
+}
+
+// hostRegistryDamaged maps a host registry SQLite cannot read. It names
+// the file and the repair; it is not retryable, because the file stays
+// damaged until the repair replaces it (ADR 0064).
+func hostRegistryDamaged(e *hostreg.DamagedError) *contract.Error {
+	return contract.Errorf(contract.CodeHostRegistryDamaged, "the host registry %s is damaged: %v", e.Path, e.Err).
+		WithDetails("path", e.Path, "repair", map[string]any{"command": hostreg.RepairCommand}).
+		WithNext("run `" + hostreg.RepairCommand + "` (it moves " + e.Path + " aside and rebuilds the registry from every home's records), then start the daemon again")
 }
 
 // ContractError is toContractError for code that drives drivers outside a

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -27,6 +28,10 @@ func (d *Daemon) openHost(ctx context.Context, o Options) error {
 		prober = hostreg.SystemProber{}
 	}
 	if d.host, err = hostreg.OpenWithProber(ctx, dir, prober); err != nil {
+		var dmg *hostreg.DamagedError
+		if errors.As(err, &dmg) {
+			return toContractError(err) // HOST_REGISTRY_DAMAGED: no restart can succeed
+		}
 		return fmt.Errorf("open the host registry in %s (SIMLOCK_HOST_DIR): %w", dir, err)
 	}
 	home, err := filepath.Abs(o.Home)
@@ -40,6 +45,7 @@ func (d *Daemon) openHost(ctx context.Context, o Options) error {
 		return err
 	}
 	d.hostKick = make(chan struct{}, 1)
+	d.recordHome(dir)
 	return nil
 }
 
@@ -80,6 +86,7 @@ func (d *Daemon) watchHost(ctx context.Context) {
 	}
 	last := hostreg.Generations{Claims: -1, Slots: -1}
 	for {
+		d.followReplacedRegistry(ctx)
 		gen, err := d.host.Generations(ctx)
 		if err != nil {
 			// A busy or unreadable registry changes nothing: the last view
@@ -124,6 +131,12 @@ func (d *Daemon) watchHost(ctx context.Context) {
 // simulator by its UDID, an Android emulator by its AVD name and the AVD
 // root it lives in. A device without one cannot be claimed.
 func (d *Daemon) deviceKey(platform, handle string, attrs map[string]string) (hostreg.Key, error) {
+	return deviceKeyFor(d.roots, platform, handle, attrs)
+}
+
+// deviceKeyFor is deviceKey for a home whose device roots are roots; the
+// host repair derives a stopped home's keys with it.
+func deviceKeyFor(roots map[string]string, platform, handle string, attrs map[string]string) (hostreg.Key, error) {
 	switch platform {
 	case "ios":
 		udid := attrs[core.AttrUDID]
@@ -132,7 +145,7 @@ func (d *Daemon) deviceKey(platform, handle string, attrs map[string]string) (ho
 		}
 		return hostreg.IOSSimulatorKey(udid)
 	case "android":
-		root, ok := d.roots[platform]
+		root, ok := roots[platform]
 		if !ok {
 			return "", fmt.Errorf("no android device root is configured")
 		}

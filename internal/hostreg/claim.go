@@ -257,7 +257,7 @@ func bump(ctx context.Context, q querier) error {
 func (db *DB) Generation(ctx context.Context) (int64, error) {
 	var g int64
 	if err := db.sql.QueryRowContext(ctx, `SELECT value FROM generation WHERE id = 1`).Scan(&g); err != nil {
-		return 0, fmt.Errorf("hostreg: read generation: %w", err)
+		return 0, damaged(db.file, fmt.Errorf("hostreg: read generation: %w", err))
 	}
 	return g, nil
 }
@@ -274,7 +274,7 @@ type Generations struct {
 func (db *DB) Generations(ctx context.Context) (Generations, error) {
 	var g Generations
 	if err := db.sql.QueryRowContext(ctx, `SELECT value, slots FROM generation WHERE id = 1`).Scan(&g.Claims, &g.Slots); err != nil {
-		return Generations{}, fmt.Errorf("hostreg: read generations: %w", err)
+		return Generations{}, damaged(db.file, fmt.Errorf("hostreg: read generations: %w", err))
 	}
 	return g, nil
 }

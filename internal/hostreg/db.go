@@ -35,7 +35,9 @@ const busyTimeout = 5 * time.Second
 // DB is an open host registry. It is safe for concurrent use.
 type DB struct {
 	dir    string
-	sql    *sql.DB
+	file   string // dir's host.db, absolute
+	migs   []string
+	sql    *pool // swapped by Reopen
 	prober Prober
 }
 
@@ -73,10 +75,10 @@ func open(ctx context.Context, dir string, p Prober, migs []string) (*DB, error)
 	// One connection: our own transactions queue in database/sql (honouring
 	// ctx) and only other processes ever meet busy_timeout.
 	sqldb.SetMaxOpenConns(1)
-	db := &DB{dir: dir, sql: sqldb, prober: p}
+	db := &DB{dir: dir, file: abs, migs: migs, sql: newPool(sqldb), prober: p}
 	if err := db.init(ctx, migs); err != nil {
 		sqldb.Close()
-		return nil, err
+		return nil, damaged(abs, err)
 	}
 	return db, nil
 }
@@ -107,6 +109,7 @@ type querier = sqlitedb.Querier
 // SQLITE_BUSY_SNAPSHOT when another process committed in between.
 // fn must use only q (the pool's one connection).
 func (db *DB) immediate(ctx context.Context, fn func(q querier) error) (err error) {
+	defer func() { err = damaged(db.file, err) }()
 	conn, err := db.sql.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("hostreg: %w", err)

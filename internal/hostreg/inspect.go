@@ -51,7 +51,7 @@ func InspectReport(ctx context.Context, dir string, p Prober) (Report, error) {
 		immutable := errors.Is(werr, fs.ErrNotExist) && attempt < 3
 		rows, reclaimed, err := readRows(ctx, path, immutable)
 		if err != nil {
-			return Report{}, err
+			return Report{}, damaged(path, err)
 		}
 		if immutable {
 			after, err := os.Stat(path)

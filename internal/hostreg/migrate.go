@@ -89,7 +89,7 @@ func (e *SchemaTooOldError) Error() string {
 // then switches to WAL and migrates, each step in its own BEGIN IMMEDIATE
 // so concurrent openers (several daemons starting at once) migrate once.
 func (db *DB) init(ctx context.Context, migs []string) error {
-	return sqlitedb.Migrate(ctx, db.sql, schema(migs))
+	return sqlitedb.Migrate(ctx, db.sql.db(), schema(migs))
 }
 
 // schemaVersion reads the version without creating anything.

@@ -216,6 +216,14 @@ func IsBusy(err error) bool {
 	return errors.As(err, &c) && c.Code()&0xff == 5
 }
 
+// IsCorrupt reports SQLITE_CORRUPT ("database disk image is malformed")
+// or SQLITE_NOTADB ("file is not a database"), any extended form: the file
+// cannot be read as a database, and retrying will not change that.
+func IsCorrupt(err error) bool {
+	var c interface{ Code() int }
+	return errors.As(err, &c) && (c.Code()&0xff == 11 || c.Code()&0xff == 26)
+}
+
 // immediate runs fn in a BEGIN IMMEDIATE transaction on one connection.
 func immediate(ctx context.Context, db *sql.DB, label string, fn func(Querier) error) error {
 	conn, err := db.Conn(ctx)
