@@ -31,6 +31,10 @@ type PlanDevice struct {
 	// Usable: the general pool may use it (generalPoolMayUseLocked). A device
 	// that is not usable still counts against capacity.
 	Usable bool
+	// Yields: not usable, but an idle slot device (slotYieldsLocked) a
+	// running limit may shut down for anyone's start, as it would a warm
+	// device. It is never destroyed, so it eases running limits only.
+	Yields bool
 	// Reserved: device work in flight holds a running reservation for it
 	// (a provision or boot), so it counts as running while not yet in a
 	// running state.
@@ -524,7 +528,17 @@ func (p *planner) victims(w PlanWaiter, binding []string, ram uint64, newDevice 
 	for _, i := range p.order {
 		p.visits++
 		d := p.in.Devices[i]
-		if d.State != want || !d.Usable || d.Leaving || d.Reserved || p.taken[d.ID] || d.ID == boot || d.SpecKey == w.SpecKey {
+		if d.Leaving || d.Reserved || p.taken[d.ID] || d.ID == boot {
+			continue
+		}
+		// An idle slot device yields only its running room: a shutdown,
+		// never a destroy. Unlike a usable device it is a candidate even
+		// of the waiter's spec, since it could never be granted instead.
+		if d.Yields && !destroy && d.State == StateReady {
+			cands = append(cands, d)
+			continue
+		}
+		if d.State != want || !d.Usable || d.SpecKey == w.SpecKey {
 			continue
 		}
 		cands = append(cands, d)

@@ -57,13 +57,14 @@ func (e *Engine) serveTargetedLocked(queue []*waiter) {
 	}
 }
 
-// targetVictim picks the least recently used idle warm device whose
+// targetVictim picks the least recently used idle warm device (or idle
+// slot device, which yields its running room the same way) whose
 // shutdown lets target boot, or "" when none does: a targeted request
 // evicts like any other, but only for its own device.
 func targetVictim(in PlanInput, target *DeviceRecord, ram uint64) string {
 	var cands []int
 	for i, d := range in.Devices {
-		if d.ID != target.ID && d.Usable && d.State == StateReady {
+		if d.ID != target.ID && (d.Usable || d.Yields) && d.State == StateReady && !d.Leaving && !d.Reserved {
 			cands = append(cands, i)
 		}
 	}
