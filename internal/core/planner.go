@@ -673,7 +673,8 @@ func sweep(in PlanInput, exceeded func(*ledger) []string) []string {
 	g := newLedger(in)
 	var cands []PlanDevice
 	for _, d := range in.Devices {
-		if d.State == StateReady && d.Usable && !d.Leaving {
+		// An idle slot device is shed like a warm one: a shutdown only.
+		if d.State == StateReady && (d.Usable || d.Yields) && !d.Leaving {
 			cands = append(cands, d)
 		}
 	}
