@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 )
 
@@ -217,5 +221,53 @@ func TestAManagedExecutionOutlivesAKill9AndATwelveSecondOutage(t *testing.T) {
 	time.Sleep(12 * time.Second)
 	if text, isErr := p.call("device_exec", listapps, nil); isErr {
 		t.Fatalf("the re-bound execution %s later: %s", 12*time.Second, text)
+	}
+}
+
+// The same refusal when the slot's device was shut down by a restart's
+// capacity sweep rather than by a yield: two slot devices run at a limit
+// of two, the daemon comes back with a limit of one while B's execution
+// lives, the sweep stops A's idle device, and A's next execution is
+// refused CAPACITY_EXHAUSTED at once (it used to wait out its whole
+// preparationTimeoutMs and fail PREPARATION_TIMEOUT with no scope key).
+func TestASlotReuseAtTheLimitAfterARestartIsRefusedAtOnce(t *testing.T) {
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":2,"maxManaged":4}}}`)
+	w.mustRun("daemon", "start")
+	c := w.dial(t, "runner")
+	cfgA, cfgB := slotConfig("runner-A", "boot-1", "iPhone 15"), slotConfig("runner-B", "boot-1", "iPhone 15")
+	resA, tokA := acquireSlot(t, c, cfgA)
+	a := mustReady(t, resA, contract.SlotCreated)
+	releaseSlot(t, c, a, tokA)
+	resB, tokB := acquireSlot(t, c, cfgB)
+	b := mustReady(t, resB, contract.SlotCreated)
+	c.Close()
+
+	w.mustRun("daemon", "stop")
+	writeConfig(t, w, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":4}}}`)
+	w.mustRun("daemon", "start")
+	c = w.dial(t, "runner")
+	if _, err := client.Do(context.Background(), c, contract.SlotHeartbeat, contract.SlotHeartbeatIn{LeaseID: b.LeaseID, OwnerToken: tokB}); err != nil {
+		t.Fatalf("B's execution after the restart: %v", err)
+	}
+	eventually(t, "the startup sweep to stop A's idle device", 30*time.Second, func() bool { return w.deviceState(a.Device.StableID) == "shutdown" })
+
+	cfgA.PreparationTimeoutMs = 30_000
+	start := time.Now()
+	res, _ := acquireSlot(t, c, cfgA)
+	took := time.Since(start)
+	raw, _ := json.Marshal(res)
+	if failureCode(res) != contract.CodeCapacityExhausted || took > 15*time.Second {
+		t.Fatalf("A's reuse at the limit after %s: %s", took, raw)
+	}
+	if res.Scope.ScopeKey == nil || res.Failure.RetryAfterMs == nil || fmt.Sprint(res.Failure.Details["limit"]) != "1" || fmt.Sprint(res.Failure.Details["booted"]) != "1" {
+		t.Fatalf("A's refusal: %s", raw)
+	}
+	releaseSlot(t, c, b, tokB)
+}
+
+func writeConfig(t *testing.T, w *world, config string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(w.home, "config.json"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
