@@ -312,3 +312,54 @@ func (e *Engine) BootBlocked(id string) []string {
 	}
 	return binding
 }
+
+// MakeRoom is a slot's create or replacement asking for running room for
+// one new device of req: when a running limit binds now, the least
+// recently used idle device (warm, or another slot's with no live
+// execution) whose shutdown lets it start is shut down, and MakeRoom
+// returns once the driver confirmed it. It returns the binding limits when
+// nothing could make room, having changed nothing. freeing, when set, is
+// a device the caller is about to delete: it counts as stopped and is
+// never the one shut down.
+func (e *Engine) MakeRoom(ctx context.Context, req SpecRequest, freeing string) ([]string, error) {
+	drv, ok := e.drivers[req.Platform]
+	if !ok {
+		return nil, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", req.Platform), "platforms", e.Platforms())
+	}
+	spec, err := drv.ResolveSpec(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var o *deviceOp
+	var binding []string
+	e.section(func() {
+		in := e.planInputLocked(nil, false)
+		for i := range in.Devices {
+			if in.Devices[i].ID == freeing {
+				in.Devices[i].State, in.Devices[i].Usable, in.Devices[i].Yields = StateShutdown, false, false
+			}
+		}
+		ram := e.footprintLocked(spec)
+		if binding = newLedger(in).blocks(req.Platform, ram, false); len(binding) == 0 {
+			return
+		}
+		victim := roomVictim(in, req.Platform, ram, freeing)
+		if victim == "" {
+			return
+		}
+		binding = nil
+		p := e.devices[victim].Platform
+		o = e.shutdownOp(victim, "evict", "eviction-failed", func(DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: victim, Platform: p, Reason: "slot-boot"})
+		})
+	})
+	if o == nil {
+		return binding, nil
+	}
+	if begun, err := e.runOp(ctx, o); !begun || err != nil {
+		// Taken meanwhile, or the shutdown failed: the caller judges the
+		// limits again rather than trust room that was not made.
+		return []string{LimitRunning}, nil
+	}
+	return nil, nil
+}

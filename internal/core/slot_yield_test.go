@@ -260,3 +260,37 @@ func TestARestartKeepsASlotExecutionsLeaseForTheRebindWindow(t *testing.T) {
 		t.Fatal("without heartbeats the restored lease did not end")
 	}
 }
+
+// MakeRoom, a slot's create asking for running room: an idle slot device
+// is shut down for it (not destroyed); with only live executions running
+// it reports the binding limit and changes nothing; a device about to be
+// deleted counts as stopped and is left alone.
+func TestMakeRoomShutsDownAnIdleDeviceOrReportsTheLimit(t *testing.T) {
+	h := newHarness(t, one(1))
+	ctx := context.Background()
+	phone := core.SpecRequest{Platform: "ios", Model: "Phone"}
+	a := h.slotDevice("scopeA/0")
+	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0"})
+	if binding, err := h.engine.MakeRoom(ctx, phone, ""); err != nil || binding != nil {
+		t.Fatalf("room beside an idle slot device: %v %v", binding, err)
+	}
+	if h.state(a.ID) != core.StateShutdown {
+		t.Fatalf("the idle slot device is %s, want shut down", h.state(a.ID))
+	}
+	b := h.slotDevice("scopeB/0")
+	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
+	h.slotExec("scopeB/0", b.ID)
+	calls := len(h.drv.Calls())
+	if binding, err := h.engine.MakeRoom(ctx, phone, ""); err != nil || len(binding) == 0 || binding[0] != core.LimitRunning {
+		t.Fatalf("room beside a live execution: %v %v, want [maxRunning]", binding, err)
+	}
+	if binding, err := h.engine.MakeRoom(ctx, phone, b.ID); err != nil || binding != nil {
+		t.Fatalf("room when the live device is the one being replaced: %v %v", binding, err)
+	}
+	if got := h.drv.Calls()[calls:]; len(got) != 0 {
+		t.Fatalf("device work without a victim: %v", got)
+	}
+	if h.state(b.ID) != core.StateLeased {
+		t.Fatalf("the execution's device is %s", h.state(b.ID))
+	}
+}

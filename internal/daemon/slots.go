@@ -873,17 +873,28 @@ func (s slotDevices) Destroy(ctx context.Context, dev slots.Device) error {
 	return s.d.engine.DestroyAssigned(ctx, dev.ID)
 }
 
-// MayBoot refuses a new boot at the platform's (or the host's) running
-// limit, counting a device about to be deleted as already gone.
-func (s slotDevices) MayBoot(platform string, freeing *slots.Device) error {
+// MayBoot makes running room for a new slot device (a create or a
+// replacement) the way a waiting request gets it: an idle warm device, or
+// another slot's idle device, is shut down when a running limit binds. With
+// nothing to shut down it refuses at once, counting a device about to be
+// deleted as already gone.
+func (s slotDevices) MayBoot(ctx context.Context, platform string, spec contract.SlotSpec, freeing *slots.Device) error {
+	id := ""
+	if freeing != nil {
+		id = freeing.ID
+	}
+	binding, err := s.d.engine.MakeRoom(ctx, slotSpecRequest(platform, spec), id)
+	if err != nil {
+		return err
+	}
+	if len(binding) == 0 {
+		return nil
+	}
 	limit, booted, ext := s.running(platform)
 	if freeing != nil && freeing.Running {
 		booted--
 	}
-	if limit <= 0 || booted < limit {
-		return nil
-	}
-	return slotCapacityRefusal(platform, limit, booted, ext, "a slot device cannot boot now")
+	return slotCapacityRefusal(platform, limit, booted, ext, "a slot device cannot boot now").WithDetails("binding", binding[0])
 }
 
 // MayRestart refuses the boot of the slot's own shut-down device when a

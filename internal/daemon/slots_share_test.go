@@ -121,3 +121,40 @@ func TestThePerPrincipalBoundShutsDownOwnIdleSlotDevicesFirst(t *testing.T) {
 		t.Fatalf("b's device is %s, want shut down for a's", st)
 	}
 }
+
+// A new slot device at the running limit gets its room the way a waiting
+// request does: the least recently released idle slot device is shut down
+// (it keeps its assignment), instead of CAPACITY_EXHAUSTED while nothing
+// runs but idle devices.
+func TestASlotCreateAtTheLimitShutsDownAnIdleSlotDevice(t *testing.T) {
+	isolateHost(t)
+	f := startDaemon(t, func(c *config.Config) {
+		c.Capacity.Fixed = config.Fixed{MaxRunning: 2, MaxManaged: 6}
+		c.Slots.MaxDevicesPerPrincipal = 8 // the running limit binds, not the bound
+	})
+	c := f.dial("runner", "")
+	ctx := context.Background()
+	var ids []string
+	for i, ns := range []string{"a", "b"} {
+		res := acquireNS(t, c, ns, fmt.Sprintf("tok-%d", i))
+		if res.Outcome != contract.SlotOutcomeReady {
+			t.Fatalf("%s: %+v", ns, res.Failure)
+		}
+		if _, err := client.Do(ctx, c, contract.SlotRelease, contract.SlotReleaseIn{LeaseID: res.Slots[0].LeaseID, OwnerToken: fmt.Sprintf("tok-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitReady(res.Slots[0].Device.DeviceID)
+		ids = append(ids, res.Slots[0].Device.DeviceID)
+		time.Sleep(5 * time.Millisecond)
+	}
+	res := acquireNS(t, c, "c", "tok-c")
+	if res.Outcome != contract.SlotOutcomeReady || res.Slots[0].Disposition != contract.SlotCreated {
+		t.Fatalf("a new slot beside two idle slot devices at the limit: %+v", res.Failure)
+	}
+	if f.deviceState(ids[0]) != core.StateShutdown || f.deviceState(ids[1]) != core.StateReady {
+		t.Fatalf("after the create: a %s, b %s; want a shut down, b ready", f.deviceState(ids[0]), f.deviceState(ids[1]))
+	}
+	if c := f.d.engine.Capacity(); c.Global.Running > 2 {
+		t.Fatalf("%d devices run at a limit of 2", c.Global.Running)
+	}
+}

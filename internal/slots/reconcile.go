@@ -65,8 +65,10 @@ type Devices interface {
 	// It changes nothing, so it runs before anything is deleted.
 	CheckSpec(ctx context.Context, platform string, spec contract.SlotSpec) error
 	// MayBoot answers CAPACITY_EXHAUSTED (a *contract.Error) when a new
-	// device of platform could not boot now, counting freeing as gone.
-	MayBoot(platform string, freeing *Device) error
+	// device of platform and spec could not boot now, counting freeing as
+	// gone. Where an idle device (warm, or a slot's with no execution) can
+	// yield its running room, it shuts that device down and answers nil.
+	MayBoot(ctx context.Context, platform string, spec contract.SlotSpec, freeing *Device) error
 	// MayRestart answers CAPACITY_EXHAUSTED the same way when the slot's
 	// own shut-down device d could not boot now (nor once an idle device
 	// yields its room), so a reuse at the limit is refused at once rather
@@ -255,7 +257,7 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 		if found {
 			freeing = &d
 		}
-		if err := r.Devs.MayBoot(req.Platform, freeing); err != nil {
+		if err := r.Devs.MayBoot(ctx, req.Platform, req.RequestedSpec, freeing); err != nil {
 			x.note("capacity", "refused: %v", err)
 			return x.out, err
 		}
@@ -364,7 +366,7 @@ func (x *run) create(ctx context.Context, gen int64, cur hostreg.SlotRecord, dis
 		x.note("spec", "refused: %v", err)
 		return x.out, err
 	}
-	if err := x.r.Devs.MayBoot(x.req.Platform, nil); err != nil {
+	if err := x.r.Devs.MayBoot(ctx, x.req.Platform, x.req.RequestedSpec, nil); err != nil {
 		x.note("capacity", "refused: %v", err)
 		return x.out, err
 	}

@@ -126,7 +126,7 @@ func (f *devices) MayRestart(d Device) error {
 	return nil
 }
 
-func (f *devices) MayBoot(platform string, freeing *Device) error {
+func (f *devices) MayBoot(_ context.Context, platform string, _ contract.SlotSpec, freeing *Device) error {
 	if f.noCap && freeing == nil {
 		return contract.Errorf(contract.CodeCapacityExhausted, "at the limit").WithDetails("limit", 1, "booted", 1, "externalDevices", 0)
 	}
