@@ -271,3 +271,28 @@ func writeConfig(t *testing.T, w *world, config string) {
 		t.Fatal(err)
 	}
 }
+
+// The ordinary idle-shutdown policy stops an idle slot device too (here
+// after 2 s), rather than keeping it booted until its scope is abandoned;
+// the slot keeps the device, and its next execution boots it again.
+func TestTheIdleShutdownRuleStopsAnIdleSlotDevice(t *testing.T) {
+	w := newWorld(t, `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":2,"maxManaged":4}},"cleanup":{"intervalMs":500,"idleShutdownMs":2000,"idleDestroyMs":2000}}`)
+	w.mustRun("daemon", "start")
+	c := w.dial(t, "runner")
+	cfg := slotConfig("runner-A", "boot-1", "iPhone 15")
+	res, tok := acquireSlot(t, c, cfg)
+	s := mustReady(t, res, contract.SlotCreated)
+	releaseSlot(t, c, s, tok)
+	eventually(t, "idle-shutdown to stop the idle slot device", 60*time.Second, func() bool { return w.deviceState(s.Device.StableID) == "shutdown" })
+	// idle-destroy (here as short) never deletes it.
+	time.Sleep(3 * time.Second)
+	if d, _, ok := w.slotAssignment("runner-A", "boot-1", 0); !ok || d != s.Device.StableID || w.deviceState(s.Device.StableID) != "shutdown" {
+		t.Fatalf("after idle-destroy's window: assignment %q %v, state %q", d, ok, w.deviceState(s.Device.StableID))
+	}
+	res, tok = acquireSlot(t, c, cfg)
+	s2 := mustReady(t, res, contract.SlotReused)
+	if s2.Device.StableID != s.Device.StableID || w.deviceState(s.Device.StableID) != "leased" {
+		t.Fatalf("the next execution got %s (%s), want %s booted and leased", s2.Device.StableID, w.deviceState(s2.Device.StableID), s.Device.StableID)
+	}
+	releaseSlot(t, c, s2, tok)
+}
