@@ -753,6 +753,25 @@ func (m *slotManager) guardDevice(deviceID string) error {
 	return nil
 }
 
+// guardHandle refuses to take a device of a shared root into this daemon
+// when a managed slot of the host holds its handle. Such a device, shut
+// down while idle, holds no host claim, so the slot tables are the only
+// proof it is a slot's. An unreadable registry refuses too: unknown is
+// never free.
+func (m *slotManager) guardHandle(ctx context.Context, handle string) error {
+	labels, err := m.d.host.ManagedDevices(ctx)
+	if err != nil {
+		return contract.Errorf(contract.CodeDiscoveryIncomplete, "the host registry's slot assignments could not be read, so %s is not proven free of a managed slot: %v", handle, err)
+	}
+	for stable, slot := range labels {
+		// UDIDs are compared as the host keys compare them: without case.
+		if strings.EqualFold(stable, handle) {
+			return assignedRefusal(handle, slot)
+		}
+	}
+	return nil
+}
+
 // guardArgs refuses a passthrough whose arguments name a slot's device.
 func (m *slotManager) guardArgs(args []string) error {
 	for _, dev := range m.d.engine.Devices() {

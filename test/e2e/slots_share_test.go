@@ -296,3 +296,42 @@ func TestTheIdleShutdownRuleStopsAnIdleSlotDevice(t *testing.T) {
 	}
 	releaseSlot(t, c, s2, tok)
 }
+
+// Two homes on one device root: home A's idle slot device, shut down by
+// the idle-shutdown rule, holds no host claim any more, yet home B may not
+// take it in with `lease --device`: the host registry's slot tables say it
+// is a slot's (DEVICE_ASSIGNED_TO_MANAGED_SLOT), and B runs nothing on it.
+func TestAShutDownSlotDeviceOfASharedRootStaysTheSlots(t *testing.T) {
+	shared, err := os.MkdirTemp("", "slr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(shared)
+	cfg := sharedRootConfig(filepath.Join(shared, "ios"))
+	a := newWorld(t, cfg)
+	b := newWorld(t, cfg)
+	for _, kv := range a.env {
+		for _, k := range []string{"SIMLOCK_HOST_DIR=", "SIMLOCK_SIMSDK_HOME="} {
+			if strings.HasPrefix(kv, k) {
+				b.setEnv(strings.TrimSuffix(k, "="), strings.TrimPrefix(kv, k))
+			}
+		}
+	}
+	a.mustRun("daemon", "start")
+	b.mustRun("daemon", "start")
+	c := a.dial(t, "runner")
+	res, tok := acquireSlot(t, c, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s := mustReady(t, res, contract.SlotCreated)
+	releaseSlot(t, c, s, tok)
+	eventually(t, "A's idle slot device to be shut down", 30*time.Second, func() bool { return a.deviceState(s.Device.StableID) == "shutdown" })
+	r := b.run("lease", "--platform", "ios", "--device", s.Device.StableID, "--no-wait", "--detach", "--requester", "b", "--json")
+	if r.code == 0 || !strings.Contains(r.stderr, string(contract.CodeDeviceAssignedToSlot)) {
+		t.Fatalf("home B's lease of A's shut-down slot device: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	res, tok = acquireSlot(t, c, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s2 := mustReady(t, res, contract.SlotReused)
+	if s2.Device.StableID != s.Device.StableID {
+		t.Fatalf("A's slot got %s, want %s", s2.Device.StableID, s.Device.StableID)
+	}
+	releaseSlot(t, c, s2, tok)
+}
