@@ -42,6 +42,7 @@ type Config struct {
 	Upload       Upload       `json:"upload"`
 	Resources    Resources    `json:"resources"`
 	Inventory    Inventory    `json:"inventory"`
+	Slots        Slots        `json:"slots"`
 	// Sessions configures the session broker; nil: no session-broker/v1.
 	Sessions *Sessions `json:"sessions,omitempty"`
 
@@ -367,6 +368,7 @@ func Default() Config {
 		Events:       Events{Retention: EventsRetention{Count: 10_000, MaxAgeMs: 7 * 24 * 3_600_000}},
 		Upload:       Upload{MaxBytes: 2 << 30},
 		Inventory:    Inventory{ListBudgetMs: 2_000, BootedBudgetMs: 8_000, CatalogBudgetMs: 9_000, BackgroundCapMs: 30_000},
+		Slots:        defaultSlots(),
 	}
 }
 
@@ -521,6 +523,7 @@ func (c Config) Validate() error {
 	if c.Requests.RetentionMs < MinRequestRetentionMs || c.Requests.RetentionMs > MaxRequestRetentionMs {
 		errs = append(errs, fmt.Errorf("requests.retentionMs must be between %d (a minute) and %d (90 days)", MinRequestRetentionMs, MaxRequestRetentionMs))
 	}
+	errs = append(errs, c.Slots.validate()...)
 	if c.Cleanup.IntervalMs <= 0 || c.Cleanup.IdleShutdownMs <= 0 || c.Cleanup.IdleDestroyMs < c.Cleanup.IdleShutdownMs {
 		errs = append(errs, errors.New("cleanup: intervalMs and idleShutdownMs must be positive and idleDestroyMs at least idleShutdownMs"))
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+
+	"github.com/simlock/simlock/internal/core/events"
 )
 
 // Managed slots (ADR 0049) take devices out of the general pool for good:
@@ -210,4 +212,154 @@ func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[strin
 		out[o.Handle] = true
 	}
 	return out, true
+}
+
+// Idle slot devices yield capacity (issue 22, ADR 0062). A slot's device
+// with no live execution is nobody else's to use, but it must not hold a
+// running slot against the rest of the host: when a running limit binds
+// for someone else, the planner may shut it down like a warm device, and
+// the idle-shutdown rule may stop it. It is never destroyed by either (its
+// assignment and its data stay), and its slot's next execution boots it.
+
+// slotYieldsLocked reports whether d is a slot device that may be shut
+// down to make room: assigned (or in the free pool), ready, not leased, no
+// operation or foreign claim on it, and no acquisition of its slot in
+// flight (PinSlot), which is about to take it.
+func (e *Engine) slotYieldsLocked(d *DeviceRecord) bool {
+	slot, ok := e.assignedLocked(d.ID)
+	if !ok || d.State != StateReady || e.opLocks[d.ID] != "" || e.slotPins[slot] > 0 {
+		return false
+	}
+	if _, held := e.foreign[d.ID]; held {
+		return false
+	}
+	return !e.leasedLocked(d.ID)
+}
+
+// PinSlot keeps slot's device from yielding while an acquisition of that
+// slot decides about it and leases it: without it, the planner could shut
+// a device down between the reconciler choosing it and its grant. The
+// returned function unpins (once).
+func (e *Engine) PinSlot(slot string) func() {
+	e.section(func() { e.slotPins[slot]++ })
+	var once bool
+	return func() {
+		e.section(func() {
+			if once {
+				return
+			}
+			once = true
+			if e.slotPins[slot]--; e.slotPins[slot] <= 0 {
+				delete(e.slotPins, slot)
+			}
+			e.scheduleLocked()
+		})
+	}
+}
+
+// ShutdownAssigned shuts one idle slot device down (no lease, no operation
+// in flight) through the op executor and returns once the driver confirmed
+// it. The device stays recorded and assigned; its slot's next execution
+// boots it. It is how a principal's own idle slot devices make room for
+// its next one (slots.maxDevicesPerPrincipal).
+func (e *Engine) ShutdownAssigned(ctx context.Context, id string) error {
+	var o *deviceOp
+	var err error
+	e.section(func() {
+		if err = e.untouchedLocked(id); err != nil {
+			return
+		}
+		if _, ok := e.assignedLocked(id); !ok {
+			err = fmt.Errorf("%w: %s is not a slot device", ErrBadRequest, id)
+			return
+		}
+		if !e.slotYieldsLocked(e.devices[id]) {
+			err = fmt.Errorf("%w: %s is %s, or its slot's acquisition is in flight", ErrDeviceBusy, id, e.devices[id].State)
+			return
+		}
+		o = e.shutdownOp(id, "slot-yield", "slot-shutdown-failed", func(d DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: d.ID, Platform: d.Platform, Reason: "slot-bound"})
+		})
+	})
+	if err != nil {
+		return err
+	}
+	begun, err := e.runOp(ctx, o)
+	if !begun {
+		return fmt.Errorf("%w: %v", ErrDeviceBusy, err)
+	}
+	return err
+}
+
+// BootBlocked reports the running limits that would keep a targeted boot
+// of the shut-down device id waiting now: none when the boot fits, or fits
+// once an idle warm or slot device is shut down for it (what
+// serveTargetedLocked does), or when id is not shut down. A slot's
+// acquisition asks before it waits, so a boot at the limit is refused at
+// once (CAPACITY_EXHAUSTED) instead of outwaiting its deadline.
+func (e *Engine) BootBlocked(id string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.devices[id]
+	if !ok || d.State != StateShutdown {
+		return nil
+	}
+	in := e.planInputLocked(nil, false)
+	ram := e.footprintLocked(d.Spec)
+	binding := newLedger(in).blocks(d.Platform, ram, false)
+	if len(binding) == 0 || targetVictim(in, d, ram) != "" {
+		return nil
+	}
+	return binding
+}
+
+// MakeRoom is a slot's create or replacement asking for running room for
+// one new device of req: when a running limit binds now, the least
+// recently used idle device (warm, or another slot's with no live
+// execution) whose shutdown lets it start is shut down, and MakeRoom
+// returns once the driver confirmed it. It returns the binding limits when
+// nothing could make room, having changed nothing. freeing, when set, is
+// a device the caller is about to delete: it counts as stopped and is
+// never the one shut down.
+func (e *Engine) MakeRoom(ctx context.Context, req SpecRequest, freeing string) ([]string, error) {
+	drv, ok := e.drivers[req.Platform]
+	if !ok {
+		return nil, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", req.Platform), "platforms", e.Platforms())
+	}
+	spec, err := drv.ResolveSpec(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var o *deviceOp
+	var binding []string
+	e.section(func() {
+		in := e.planInputLocked(nil, false)
+		for i := range in.Devices {
+			if in.Devices[i].ID == freeing {
+				in.Devices[i].State, in.Devices[i].Usable, in.Devices[i].Yields = StateShutdown, false, false
+			}
+		}
+		ram := e.footprintLocked(spec)
+		if binding = newLedger(in).blocks(req.Platform, ram, false); len(binding) == 0 {
+			return
+		}
+		victim := roomVictim(in, req.Platform, ram, freeing)
+		if victim == "" {
+			return
+		}
+		binding = nil
+		p := e.devices[victim].Platform
+		o = e.shutdownOp(victim, "evict", "eviction-failed", func(DeviceRecord) {
+			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: victim, Platform: p, Reason: "slot-boot"})
+		})
+	})
+	if o == nil {
+		return binding, nil
+	}
+	if begun, err := e.runOp(ctx, o); !begun || err != nil {
+		// Taken meanwhile, or the shutdown failed: the caller judges the
+		// limits again rather than trust room that was not made.
+		return []string{LimitRunning}, nil
+	}
+	return nil, nil
 }

@@ -16,6 +16,9 @@ type CleanupView struct {
 	Leased  map[string]bool // device id -> has a lease
 	Claimed map[string]bool // device id -> the general pool may not use it (an operation holds it, ...)
 	Keep    map[string]bool // device id -> counted toward a warm-pool target
+	// ShutdownOnly marks idle slot devices: not the general pool's, yet the
+	// idle-shutdown rule may stop them; nothing destroys them (ADR 0062).
+	ShutdownOnly map[string]bool
 	// DiskFree is free space on the devices' volume; DiskKnown is false
 	// when it could not be read.
 	DiskFree  uint64
@@ -114,6 +117,9 @@ func reconcile(v CleanupView, rules []CleanupRule) []CleanupProposal {
 			if v.Leased[p.DeviceID] || v.Claimed[p.DeviceID] || v.Keep[p.DeviceID] {
 				continue
 			}
+			if v.ShutdownOnly[p.DeviceID] && p.Action != ActionShutdown {
+				continue
+			}
 			if cur, ok := by[p.DeviceID]; ok && cur.Action == ActionDestroy {
 				continue
 			}
@@ -138,11 +144,15 @@ type CleanupResult struct {
 
 func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{}, Keep: e.warmKeepLocked(),
-		DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
+		ShutdownOnly: map[string]bool{}, DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
 	for _, d := range e.devices {
 		v.Devices = append(v.Devices, *d)
-		// Cleanup acts only on idle inventory the general pool owns.
-		if !e.generalPoolMayUseLocked(d) {
+		// Cleanup acts only on idle inventory the general pool owns, and
+		// stops (only) idle slot devices.
+		switch {
+		case e.slotYieldsLocked(d):
+			v.ShutdownOnly[d.ID] = true
+		case !e.generalPoolMayUseLocked(d):
 			v.Claimed[d.ID] = true
 		}
 	}
@@ -232,6 +242,8 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 		case p.Action == ActionShutdown && cur.State != StateReady,
 			p.Action == ActionDestroy && cur.State != StateReady && cur.State != StateShutdown:
 			skipped = "now " + string(cur.State)
+		case p.Action == ActionShutdown && e.slotYieldsLocked(cur):
+			// An idle slot device: stopped, never destroyed (ADR 0062).
 		case !e.generalPoolMayUseLocked(cur):
 			skipped = "not the general pool's"
 		case e.drivers[cur.Platform] == nil:

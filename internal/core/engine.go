@@ -75,6 +75,12 @@ type Config struct {
 	// devices boot at once (0: no bound of their own; running capacity
 	// still applies). See reset_modes.go.
 	MaxConcurrentResetBoots int
+	// SlotRebindWindow keeps a managed slot execution's lease (release
+	// policy none, which only a slot's execution may hold) at least this
+	// long after a restart restores it, even when its deadline passed while
+	// the daemon was away, so the execution's proxy can re-bind (ADR 0062).
+	// 0 restores it with its persisted deadline, like any lease.
+	SlotRebindWindow time.Duration
 }
 
 // Deps are the engine's collaborators.
@@ -154,6 +160,7 @@ type Engine struct {
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
 	assigned   map[string]string        // device id -> managed slot key holding it (SetAssigned, assigned.go)
 	slotMade   map[string]string        // devices ProvisionAssigned made, by slot key, until forgotten
+	slotPins   map[string]int           // slot key -> acquisitions in flight (PinSlot): its device does not yield
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
 	rs         resetBook                // session resets of released leases (reset.go)
@@ -210,7 +217,7 @@ func New(cfg Config, d Deps) *Engine {
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
-		slotMade: map[string]string{},
+		slotMade: map[string]string{}, slotPins: map[string]int{},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/ports"
 )
@@ -276,7 +277,8 @@ func (e *Engine) purgeByErase(ctx context.Context, drv Driver, d DeviceRecord) (
 
 // Converge loads the persisted registry and restores the running state:
 // every lease's expiry timer from its persisted deadline (a restart proves
-// nothing about holders, so nothing is released for it), then every
+// nothing about holders, so nothing is released for it; a slot execution's
+// lease gets at least SlotRebindWindow), then every
 // operation a crash cut off, by the intent (or, for records written before
 // intents, the state) it left, then unleased ready devices above the
 // running limit shut down.
@@ -294,8 +296,14 @@ func (e *Engine) Converge(ctx context.Context) error {
 			d := d
 			e.devices[d.ID] = &d
 		}
+		rebindBy := e.clock.Now().Add(e.cfg.SlotRebindWindow)
 		for _, l := range snap.Leases {
 			l := l
+			if e.cfg.SlotRebindWindow > 0 && l.Release.Mode == contract.ResetNone && l.ExpiresAt.Before(rebindBy) {
+				// A slot execution's proxy re-binds after the restart; its
+				// heartbeats could not reach the daemon while it was away.
+				l.ExpiresAt = rebindBy
+			}
 			e.leases[l.ID] = &l
 			e.byRequester[l.RequesterID] = l.ID
 		}

@@ -36,6 +36,10 @@ type PlanDevice struct {
 	// empty System is generalPoolMayUseLocked). Evictions and sweeps,
 	// which serve nobody with the device, take any mark.
 	System string
+	// Yields: not usable, but an idle slot device (slotYieldsLocked) a
+	// running limit may shut down for anyone's start, as it would a warm
+	// device. It is never destroyed, so it eases running limits only.
+	Yields bool
 	// Reserved: device work in flight holds a running reservation for it
 	// (a provision or boot), so it counts as running while not yet in a
 	// running state.
@@ -541,7 +545,17 @@ func (p *planner) victims(w PlanWaiter, binding []string, ram uint64, newDevice 
 	for _, i := range p.order {
 		p.visits++
 		d := p.in.Devices[i]
-		if d.State != want || !d.Usable || d.Leaving || d.Reserved || p.taken[d.ID] || d.ID == boot || d.SpecKey == w.SpecKey {
+		if d.Leaving || d.Reserved || p.taken[d.ID] || d.ID == boot {
+			continue
+		}
+		// An idle slot device yields only its running room: a shutdown,
+		// never a destroy. Unlike a usable device it is a candidate even
+		// of the waiter's spec, since it could never be granted instead.
+		if d.Yields && !destroy && d.State == StateReady {
+			cands = append(cands, d)
+			continue
+		}
+		if d.State != want || !d.Usable || d.SpecKey == w.SpecKey {
 			continue
 		}
 		cands = append(cands, d)
@@ -682,7 +696,8 @@ func sweepPreferring(in PlanInput, exceeded func(*ledger) []string, prefer func(
 	g := newLedger(in)
 	var cands []PlanDevice
 	for _, d := range in.Devices {
-		if d.State == StateReady && d.Usable && !d.Leaving {
+		// An idle slot device is shed like a warm one: a shutdown only.
+		if d.State == StateReady && (d.Usable || d.Yields) && !d.Leaving {
 			cands = append(cands, d)
 		}
 	}

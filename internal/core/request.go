@@ -450,7 +450,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in.Host = e.hostLocked(in.Limits)
 	for _, d := range e.devices {
 		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
-			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Reserved: e.holdsReservationLocked(d),
+			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Yields: e.slotYieldsLocked(d), Reserved: e.holdsReservationLocked(d),
 			Leaving: e.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })

@@ -57,13 +57,21 @@ func (e *Engine) serveTargetedLocked(queue []*waiter) {
 	}
 }
 
-// targetVictim picks the least recently used idle warm device whose
+// targetVictim picks the least recently used idle warm device (or idle
+// slot device, which yields its running room the same way) whose
 // shutdown lets target boot, or "" when none does: a targeted request
 // evicts like any other, but only for its own device.
 func targetVictim(in PlanInput, target *DeviceRecord, ram uint64) string {
+	return roomVictim(in, target.Platform, ram, target.ID)
+}
+
+// roomVictim picks the least recently used idle warm or slot device, other
+// than exclude, whose shutdown leaves running room for one more device of
+// platform costing ram; "" when none does.
+func roomVictim(in PlanInput, platform string, ram uint64, exclude string) string {
 	var cands []int
 	for i, d := range in.Devices {
-		if d.ID != target.ID && d.Usable && d.State == StateReady {
+		if d.ID != exclude && (d.Usable || d.Yields) && d.State == StateReady && !d.Leaving && !d.Reserved {
 			cands = append(cands, i)
 		}
 	}
@@ -72,7 +80,7 @@ func targetVictim(in PlanInput, target *DeviceRecord, ram uint64) string {
 		trial := in
 		trial.Devices = append([]PlanDevice(nil), in.Devices...)
 		trial.Devices[i].State = StateShutdown
-		if len(newLedger(trial).blocks(target.Platform, ram, false)) == 0 {
+		if len(newLedger(trial).blocks(platform, ram, false)) == 0 {
 			return in.Devices[i].ID
 		}
 	}

@@ -667,6 +667,8 @@ func engineConfig(c config.Config) core.Config {
 			Sample: ms(c.WarmPool.Demand.SampleMs), Spare: c.WarmPool.Demand.Spare},
 		MaxGroupSize: c.Queue.MaxGroupSize,
 		GroupBypass:  c.Queue.GroupBypass,
+		// A slot execution's proxy re-binds after a restart (ADR 0062).
+		SlotRebindWindow: ms(c.Slots.RebindWindowMs),
 	}
 	if c.Sessions != nil {
 		out.MaxConcurrentResetBoots = c.Sessions.Limits.MaxConcurrentResetBoots // session resets (core/reset_modes.go)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -109,6 +110,10 @@ type slotManager struct {
 	// the map handed to the engine last is always from the latest read, so
 	// a slower stale read never undoes a newer assignment.
 	refreshing sync.Mutex
+	// principals names, by slot key, the principal of the slot's latest
+	// execution on this daemon: whose slot devices the per-principal
+	// bound (slots.maxDevicesPerPrincipal) counts. Guarded by mu.
+	principals map[string]string
 	// acquiring serialises this daemon's reconciliations (each one makes
 	// device decisions against the inventory it read). A channel, not a
 	// mutex, so a waiting acquisition gives up at its own deadline.
@@ -116,7 +121,7 @@ type slotManager struct {
 }
 
 func newSlotManager(d *Daemon, log *slog.Logger) *slotManager {
-	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}, ctx: context.Background(), acquiring: make(chan struct{}, 1)}
+	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}, principals: map[string]string{}, ctx: context.Background(), acquiring: make(chan struct{}, 1)}
 }
 
 func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
@@ -265,6 +270,7 @@ func (m *slotManager) track(x *slotExec) {
 	ctx := m.ctx
 	m.pruneLocked()
 	m.byLease[x.leaseID] = x
+	m.principals[hostreg.SlotKey(x.scope, x.slot)] = x.principal
 	m.mu.Unlock()
 	ended := m.d.engine.LeaseEnded(x.leaseID)
 	go func() {
@@ -336,6 +342,15 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 		return failed(contract.Errorf(contract.CodePreparationTimeout, "another acquisition on this daemon was still reconciling when this one's deadline passed").
 			WithNext("relaunch the execution; acquisitions of one daemon run one at a time"), nil)
 	}
+	slotKey := hostreg.SlotKey(key, req.SlotIndex)
+	// From the decision to the grant, the slot's device must not yield
+	// its room to someone else's start (ADR 0062).
+	unpin := m.d.engine.PinSlot(slotKey)
+	defer unpin()
+	if err := m.boundPrincipal(ctx, call.Session.Principal, slotKey, req.Platform); err != nil {
+		m.releaseClaim(key, req.SlotIndex, in.OwnerToken, err)
+		return failed(err, nil)
+	}
 	rc := &slots.Reconciler{Reg: m.d.host, Devs: slotDevices{m.d}, Clock: m.d.clock}
 	idle := time.Duration(cfg.EffectiveIdleTimeoutMs()) * time.Millisecond
 	owner := hostreg.SlotOwner{Owner: m.d.self, Token: in.OwnerToken, Idle: idle}
@@ -365,6 +380,7 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 	x := &slotExec{scope: key, slot: req.SlotIndex, gen: out.Record.Generation, token: in.OwnerToken, leaseID: g.Lease.ID, requester: requester,
 		principal: call.Session.Principal, deviceID: g.Device.ID, idle: idle, lastControl: m.d.clock.Now()}
 	m.track(x)
+	unpin() // leased now: the lease keeps it
 
 	resolved := out.Device.Resolved
 	sr.AssignmentGeneration, sr.LeaseID, sr.RequesterID = out.Record.Generation, g.Lease.ID, requester
@@ -372,6 +388,64 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 	sr.ResolvedSpec, sr.Disposition, sr.Readiness = &resolved, out.Disposition, "ready"
 	res.Outcome, res.Slots = contract.SlotOutcomeReady, []contract.SlotResult{sr}
 	return res, nil
+}
+
+// boundPrincipal keeps one principal's booted slot devices on this daemon
+// within slots.maxDevicesPerPrincipal, counting the device of slot (the
+// one being acquired) as the one that will run. Beyond it, the
+// principal's own idle slot devices are shut down, least recently used
+// first (never deleted: each keeps its assignment and boots again at its
+// slot's next execution); when every one has a live execution the
+// acquisition is refused CAPACITY_EXHAUSTED naming the bound.
+func (m *slotManager) boundPrincipal(ctx context.Context, principal, slot, platform string) error {
+	max := m.d.cfg.Slots.MaxDevicesPerPrincipal
+	if max <= 0 {
+		return nil
+	}
+	m.mu.Lock()
+	owners := maps.Clone(m.principals)
+	m.mu.Unlock()
+	var booted, idle []core.DeviceRecord
+	for _, dev := range m.d.engine.Devices() {
+		held, ok := m.d.engine.AssignedSlot(dev.ID)
+		if !ok || held == slot || owners[held] != principal || !slotBooted(dev.State) {
+			continue
+		}
+		booted = append(booted, dev)
+		if dev.State == core.StateReady {
+			idle = append(idle, dev)
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].LastReleasedAt.Before(idle[j].LastReleasedAt) })
+	n := len(booted)
+	for _, dev := range idle {
+		if n < max {
+			break
+		}
+		if err := m.d.engine.ShutdownAssigned(ctx, dev.ID); err != nil {
+			m.log.Info("an idle slot device of the principal could not be shut down for its next one", "device", dev.ID, "principal", principal, "err", err)
+			continue
+		}
+		m.log.Info("slot device shut down: its principal is at slots.maxDevicesPerPrincipal", "device", dev.ID, "principal", principal, "max", max)
+		n--
+	}
+	if n < max {
+		return nil
+	}
+	return contract.Errorf(contract.CodeCapacityExhausted, "principal %q already runs %d slot devices with live executions on this daemon (slots.maxDevicesPerPrincipal is %d)", principal, n, max).
+		WithRetryAfter(slotRetryAfterMs).
+		WithNext("end one of this principal's slot executions and retry, or raise slots.maxDevicesPerPrincipal in the daemon's config").
+		WithDetails("limit", max, "booted", n, "retryAfterMs", int64(slotRetryAfterMs), "externalDevices", 0, "platform", platform,
+			"binding", "slots.maxDevicesPerPrincipal", "principal", principal)
+}
+
+// slotBooted says a slot device in state st holds a running slot.
+func slotBooted(st core.DeviceState) bool {
+	switch st {
+	case core.StateShutdown, core.StateDeleted:
+		return false
+	}
+	return true
 }
 
 func (m *slotManager) releaseClaim(scope string, slot int, token string, cause error) {
@@ -679,6 +753,25 @@ func (m *slotManager) guardDevice(deviceID string) error {
 	return nil
 }
 
+// guardHandle refuses to take a device of a shared root into this daemon
+// when a managed slot of the host holds its handle. Such a device, shut
+// down while idle, holds no host claim, so the slot tables are the only
+// proof it is a slot's. An unreadable registry refuses too: unknown is
+// never free.
+func (m *slotManager) guardHandle(ctx context.Context, handle string) error {
+	labels, err := m.d.host.ManagedDevices(ctx)
+	if err != nil {
+		return contract.Errorf(contract.CodeDiscoveryIncomplete, "the host registry's slot assignments could not be read, so %s is not proven free of a managed slot: %v", handle, err)
+	}
+	for stable, slot := range labels {
+		// UDIDs are compared as the host keys compare them: without case.
+		if strings.EqualFold(stable, handle) {
+			return assignedRefusal(handle, slot)
+		}
+	}
+	return nil
+}
+
 // guardArgs refuses a passthrough whose arguments name a slot's device.
 func (m *slotManager) guardArgs(args []string) error {
 	for _, dev := range m.d.engine.Devices() {
@@ -799,27 +892,66 @@ func (s slotDevices) Destroy(ctx context.Context, dev slots.Device) error {
 	return s.d.engine.DestroyAssigned(ctx, dev.ID)
 }
 
-// MayBoot refuses a new boot at the platform's (or the host's) running
-// limit, counting a device about to be deleted as already gone.
-func (s slotDevices) MayBoot(platform string, freeing *slots.Device) error {
-	c := s.d.engine.Capacity()
-	limit := c.Limits.MaxRunning
-	if pl, ok := c.Limits.Platforms[platform]; ok && pl.MaxRunning > 0 {
-		limit = pl.MaxRunning
+// MayBoot makes running room for a new slot device (a create or a
+// replacement) the way a waiting request gets it: an idle warm device, or
+// another slot's idle device, is shut down when a running limit binds. With
+// nothing to shut down it refuses at once, counting a device about to be
+// deleted as already gone.
+func (s slotDevices) MayBoot(ctx context.Context, platform string, spec contract.SlotSpec, freeing *slots.Device) error {
+	id := ""
+	if freeing != nil {
+		id = freeing.ID
 	}
-	booted := c.Platforms[platform].Running
-	if limit == 0 {
-		limit, booted = c.Limits.MaxRunning, c.Global.Running
+	binding, err := s.d.engine.MakeRoom(ctx, slotSpecRequest(platform, spec), id)
+	if err != nil {
+		return err
 	}
+	if len(binding) == 0 {
+		return nil
+	}
+	limit, booted, ext := s.running(platform)
 	if freeing != nil && freeing.Running {
 		booted--
 	}
-	if limit <= 0 || booted < limit {
+	return slotCapacityRefusal(platform, limit, booted, ext, "a slot device cannot boot now").WithDetails("binding", binding[0])
+}
+
+// MayRestart refuses the boot of the slot's own shut-down device when a
+// running limit binds and no idle device (warm, or another slot's with no
+// live execution) could yield its room: the targeted boot would only wait,
+// and the acquisition would end at its deadline instead of at once.
+func (s slotDevices) MayRestart(d slots.Device) error {
+	binding := s.d.engine.BootBlocked(d.ID)
+	if len(binding) == 0 {
 		return nil
 	}
-	const retry = 5000
-	return contract.Errorf(contract.CodeCapacityExhausted, "%s already runs %d of %d devices; a slot device cannot boot now", platform, booted, limit).
-		WithRetryAfter(retry).WithDetails("limit", limit, "booted", booted, "retryAfterMs", int64(retry), "externalDevices", c.Host.External, "platform", platform)
+	limit, booted, ext := s.running(d.Platform)
+	return slotCapacityRefusal(d.Platform, limit, booted, ext, "the slot's shut-down device cannot boot again now").WithDetails("binding", binding[0])
+}
+
+// running is the limit that binds platform's boots, what it counts now and
+// how many of those devices simlock did not start.
+func (s slotDevices) running(platform string) (limit, booted, external int) {
+	c := s.d.engine.Capacity()
+	limit = c.Limits.MaxRunning
+	if pl, ok := c.Limits.Platforms[platform]; ok && pl.MaxRunning > 0 {
+		limit = pl.MaxRunning
+	}
+	booted = c.Platforms[platform].Running
+	if limit == 0 {
+		limit, booted = c.Limits.MaxRunning, c.Global.Running
+	}
+	return limit, booted, c.Host.External
+}
+
+// slotRetryAfterMs is the retry hint of a slot boot refused at a limit:
+// about one device shutdown, the soonest room can free.
+const slotRetryAfterMs = 5000
+
+func slotCapacityRefusal(platform string, limit, booted, external int, what string) *contract.Error {
+	return contract.Errorf(contract.CodeCapacityExhausted, "%s already runs %d of %d devices; %s", platform, booted, limit, what).
+		WithRetryAfter(slotRetryAfterMs).WithNext("retry after retryAfterMs, or end another execution or lease of "+platform).
+		WithDetails("limit", limit, "booted", booted, "retryAfterMs", int64(slotRetryAfterMs), "externalDevices", external, "platform", platform)
 }
 
 // slotSpecRequest maps a slot spec to a core spec request: deviceType is

@@ -40,6 +40,11 @@ func (d *Daemon) resolveTarget(ctx context.Context, platform, sel string) (id, p
 	if found != nil {
 		return found.ID, plat, nil
 	}
+	// A shut-down slot device of a shared root holds no claim (ADR 0062):
+	// the host registry's slot tables say whose it is.
+	if err := d.slots.guardHandle(ctx, handle); err != nil {
+		return "", "", err
+	}
 	if err := d.claims.claimAdopted(ctx, key); err != nil {
 		return "", "", err
 	}

@@ -65,8 +65,15 @@ type Devices interface {
 	// It changes nothing, so it runs before anything is deleted.
 	CheckSpec(ctx context.Context, platform string, spec contract.SlotSpec) error
 	// MayBoot answers CAPACITY_EXHAUSTED (a *contract.Error) when a new
-	// device of platform could not boot now, counting freeing as gone.
-	MayBoot(platform string, freeing *Device) error
+	// device of platform and spec could not boot now, counting freeing as
+	// gone. Where an idle device (warm, or a slot's with no execution) can
+	// yield its running room, it shuts that device down and answers nil.
+	MayBoot(ctx context.Context, platform string, spec contract.SlotSpec, freeing *Device) error
+	// MayRestart answers CAPACITY_EXHAUSTED the same way when the slot's
+	// own shut-down device d could not boot now (nor once an idle device
+	// yields its room), so a reuse at the limit is refused at once rather
+	// than left to wait out the acquisition's deadline.
+	MayRestart(d Device) error
 }
 
 // Clock is the reconciler's time source.
@@ -228,6 +235,9 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 		switch {
 		case matches && found:
 			x.note("reuse", "assigned device %s matches the spec", d.StableID)
+			if err := x.restartable(d); err != nil {
+				return x.out, err
+			}
 			return x.lease(cur, d, contract.SlotReused)
 		case !complete:
 			return x.out, x.fail(contract.CodeDiscoveryIncomplete, nil, "the %s inventory is partial, so the assigned device's absence cannot be proven", cur.Device.Platform)
@@ -247,7 +257,7 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 		if found {
 			freeing = &d
 		}
-		if err := r.Devs.MayBoot(req.Platform, freeing); err != nil {
+		if err := r.Devs.MayBoot(ctx, req.Platform, req.RequestedSpec, freeing); err != nil {
 			x.note("capacity", "refused: %v", err)
 			return x.out, err
 		}
@@ -279,9 +289,25 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 			continue
 		}
 		x.note("adopt", "free-pool device %s of a retired scope matches", f.StableID)
+		if err := x.restartable(d); err != nil {
+			return x.out, err
+		}
 		return x.bind(ctx, gen, d, nil, contract.SlotAdopted, true)
 	}
 	return x.create(ctx, gen, cur, contract.SlotCreated, hostreg.StepCreate)
+}
+
+// restartable refuses, before anything is committed, a device that is shut
+// down and could not boot now.
+func (x *run) restartable(d Device) error {
+	if d.Running {
+		return nil
+	}
+	if err := x.r.Devs.MayRestart(d); err != nil {
+		x.note("capacity", "refused: %v", err)
+		return err
+	}
+	return nil
 }
 
 // journalDevice resolves an intent's new-device reference.
@@ -340,7 +366,7 @@ func (x *run) create(ctx context.Context, gen int64, cur hostreg.SlotRecord, dis
 		x.note("spec", "refused: %v", err)
 		return x.out, err
 	}
-	if err := x.r.Devs.MayBoot(x.req.Platform, nil); err != nil {
+	if err := x.r.Devs.MayBoot(ctx, x.req.Platform, x.req.RequestedSpec, nil); err != nil {
 		x.note("capacity", "refused: %v", err)
 		return x.out, err
 	}

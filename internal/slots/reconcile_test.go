@@ -33,7 +33,9 @@ type devices struct {
 	failDel   bool
 	ghostDel  bool // Destroy drops the record but the device stays listed
 	noCap     bool
-	crashMade bool // Create records the device, then "crashes" before returning
+	noRestart bool     // MayRestart refuses: the platform is at its limit
+	restarts  []string // devices MayRestart was asked about
+	crashMade bool     // Create records the device, then "crashes" before returning
 	names     []string
 	installed map[string]bool // device types the host has; nil: every one
 	lists     int             // inventory reads
@@ -116,7 +118,15 @@ func (f *devices) CheckSpec(_ context.Context, _ string, spec contract.SlotSpec)
 	}
 	return nil
 }
-func (f *devices) MayBoot(platform string, freeing *Device) error {
+func (f *devices) MayRestart(d Device) error {
+	f.restarts = append(f.restarts, d.StableID)
+	if f.noRestart {
+		return contract.Errorf(contract.CodeCapacityExhausted, "at the limit").WithDetails("limit", 1, "booted", 1, "externalDevices", 0)
+	}
+	return nil
+}
+
+func (f *devices) MayBoot(_ context.Context, platform string, _ contract.SlotSpec, freeing *Device) error {
 	if f.noCap && freeing == nil {
 		return contract.Errorf(contract.CodeCapacityExhausted, "at the limit").WithDetails("limit", 1, "booted", 1, "externalDevices", 0)
 	}
@@ -416,5 +426,36 @@ func TestAProofOfAbsenceIsAFreshListing(t *testing.T) {
 	}
 	if rec, _, _ := f.db.Slot(context.Background(), scope, 0); rec.State != hostreg.SlotCleanupPending || rec.Device.StableID != o1.Device.StableID {
 		t.Fatalf("slot %+v", rec)
+	}
+}
+
+// Reusing the slot's own shut-down device at the platform's limit is
+// refused at once with CAPACITY_EXHAUSTED, before anything is committed:
+// the slot keeps its device. A running device is reused without asking.
+func TestReuseOfAShutDownDeviceAtTheLimitIsRefusedAtOnce(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	o1, err := f.acquire(scope, req("pixel_6"), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := o1.Device
+	running.Running = true
+	f.devs.byID[running.ID] = running
+	f.devs.noRestart = true
+	if _, err := f.acquire(scope, req("pixel_6"), "p2"); err != nil || len(f.devs.restarts) != 0 {
+		t.Fatalf("reuse of a running device: %v (asked about %q)", err, f.devs.restarts)
+	}
+	f.devs.byID[running.ID] = o1.Device // shut down
+	f.devs.log = nil
+	_, err = f.acquire(scope, req("pixel_6"), "p3")
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeCapacityExhausted {
+		t.Fatalf("want CAPACITY_EXHAUSTED, got %v", err)
+	}
+	if len(f.devs.restarts) != 1 || f.devs.restarts[0] != o1.Device.StableID {
+		t.Fatalf("MayRestart asked about %q, want [%s]", f.devs.restarts, o1.Device.StableID)
+	}
+	if w := f.devs.work(); len(w) != 0 {
+		t.Fatalf("device work for a refused reuse: %q", w)
 	}
 }
