@@ -28,6 +28,12 @@ func hostWithClaims(t *testing.T) (hostDir, liveHome, deadHome string) {
 	t.Helper()
 	ctx := context.Background()
 	hostDir, liveHome, deadHome = t.TempDir(), t.TempDir(), t.TempDir()
+	// The dead owner's device set is still there: a device root that is
+	// gone proves its devices gone too (ADR 0059), which would let --stale
+	// clear the orphan without the shutdown this fixture cannot run.
+	if err := os.MkdirAll(filepath.Join(deadHome, "devices", "ios"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	db, err := hostreg.Open(ctx, hostDir)
 	if err != nil {
 		t.Fatal(err)
