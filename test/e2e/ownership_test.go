@@ -234,6 +234,19 @@ func TestDeletedHomesClaimIsReclaimedByTheWatcher(t *testing.T) {
 	d.json(&ld, "lease", "--platform", "ios", "--detach", "--ttl", "10m", "--requester", "d")
 	key := "ios:udid:" + strings.ToUpper(ld.Device.UDID)
 	// While D lives, the host is full for C.
+	// C learns of D's claim from its host watcher, a poll away; asking
+	// before that would test the poll, not the limit.
+	eventually(t, "C to see D's device on the host", 30*time.Second, func() bool {
+		var st struct {
+			Capacity struct {
+				Host *struct {
+					OtherHomes int `json:"otherHomes"`
+				} `json:"host"`
+			} `json:"capacity"`
+		}
+		c.json(&st, "status", "--json")
+		return st.Capacity.Host != nil && st.Capacity.Host.OtherHomes >= 1
+	})
 	if r := c.run("lease", "--platform", "ios", "--no-wait", "--detach", "--requester", "c", "--json"); r.code == 0 ||
 		!strings.Contains(r.stderr, "CAPACITY_EXHAUSTED") {
 		t.Fatalf("C's lease while D holds the host's one device: exit %d %s %s", r.code, r.stdout, r.stderr)
