@@ -27,6 +27,20 @@ const (
 
 func hostPlatformLimit(p string) string { return limitHostPlatform + p + "." + LimitRunning }
 
+// HostPlatformLimit names platform p's host running limit, as refusals
+// spell it (host.platforms.<p>.maxRunning).
+func HostPlatformLimit(p string) string { return hostPlatformLimit(p) }
+
+// HostLimits are the host's running limits in force: the whole host's (its
+// default resolved to this engine's own running limit; 0: none) and each
+// platform's.
+func (e *Engine) HostLimits() (int, map[string]int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := e.planInputLocked(nil, false)
+	return in.Host.MaxRunning, maps.Clone(in.Host.Platforms)
+}
+
 // isHostLimit reports whether limit is one of the host-wide limits.
 func isHostLimit(limit string) bool {
 	return limit == LimitHost || (len(limit) > len(limitHostPlatform) && limit[:len(limitHostPlatform)] == limitHostPlatform)
@@ -58,6 +72,48 @@ type HostUsage struct {
 	// limit, by platform (ADR 0061): room this engine keeps warm is room
 	// they wait for, so they count as demand when warmth is weighed.
 	Waiting map[string]int
+	// Held holds back every start a host limit covers because the host
+	// registry refused one (HostFullError): "" for the host's limit, or a
+	// platform for its own. The daemon's next view of the host replaces it.
+	Held map[string]bool
+}
+
+// HostFullError is a hook's refusal of a start the host registry had no
+// room for, counted inside one transaction against every home's claims and
+// starts (the watcher's view this engine planned with may be a poll old).
+// Others is the registry's count of the other homes, by platform; Capacity
+// carries the figures a refused caller needs.
+type HostFullError struct {
+	Others   map[string]int
+	Capacity *HostCapacityError
+}
+
+func (e *HostFullError) Error() string { return e.Capacity.Error() }
+func (e *HostFullError) Unwrap() error { return e.Capacity }
+
+// hostRefusedLocked takes a start the host registry refused: the other
+// homes are counted as the registry counted them, and starts under the
+// refused limit wait until the daemon's next view of the host, so the
+// planner neither repeats the start at once nor sheds anything for it.
+func (e *Engine) hostRefusedLocked(err error) bool {
+	var hf *HostFullError
+	if !errors.As(err, &hf) {
+		return false
+	}
+	e.host.Others = maps.Clone(hf.Others)
+	held := maps.Clone(e.host.Held)
+	if held == nil {
+		held = map[string]bool{}
+	}
+	if hf.Capacity.Limit == LimitHost {
+		held[""] = true
+	} else {
+		held[hf.Capacity.Platform] = true
+	}
+	e.host.Held = held
+	e.log.Info("the host registry refused a start: the host is full", "platform", hf.Capacity.Platform, "limit", hf.Capacity.Limit,
+		"booted", hf.Capacity.Booted, "max", hf.Capacity.Max)
+	return true
 }
 
 // ExternalCounter is the optional driver ability to count the devices of
@@ -93,7 +149,7 @@ func (e *HostCapacityError) Unwrap() error { return ErrHostCapacity }
 // host (a device booted outside simlock) holds back what is not yet
 // started.
 func (e *Engine) SetHostUsage(u HostUsage) {
-	u.Platforms, u.Others, u.External, u.Waiting = maps.Clone(u.Platforms), maps.Clone(u.Others), maps.Clone(u.External), maps.Clone(u.Waiting)
+	u.Platforms, u.Others, u.External, u.Waiting, u.Held = maps.Clone(u.Platforms), maps.Clone(u.Others), maps.Clone(u.External), maps.Clone(u.Waiting), maps.Clone(u.Held)
 	e.section(func() {
 		e.host = u
 		e.scheduleLocked()

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"sort"
 	"time"
 )
@@ -141,6 +142,8 @@ type ledger struct {
 	extAll  int
 	hostMax int
 	hostPl  map[string]int
+	// held: host limits a refused start holds back (HostUsage.Held).
+	held map[string]bool
 	// wait counts, by platform, other homes' requests held back by a host
 	// limit (hostwait.go); waitAll is their total. Never charged by a
 	// decision of this engine's own requests: only warmth yields to them.
@@ -150,7 +153,7 @@ type ledger struct {
 
 func newLedger(in PlanInput) *ledger {
 	g := &ledger{lim: in.Limits, running: map[string]int{}, managed: map[string]int{}, host: map[string]int{}}
-	g.hostMax, g.hostPl = in.Host.MaxRunning, in.Host.Platforms
+	g.hostMax, g.hostPl, g.held = in.Host.MaxRunning, in.Host.Platforms, in.Host.Held
 	for p, n := range in.Host.Others {
 		g.host[p] += n
 		g.hostAll += n
@@ -204,6 +207,12 @@ func (g *ledger) blocks(platform string, ram uint64, newDevice bool) []string {
 		out = append(out, LimitHost)
 	}
 	if h := g.hostPl[platform]; h > 0 && g.running[platform]+g.host[platform]+1 > h {
+		out = append(out, hostPlatformLimit(platform))
+	}
+	if g.held[""] && !slices.Contains(out, LimitHost) {
+		out = append(out, LimitHost)
+	}
+	if g.held[platform] && platform != "" && !slices.Contains(out, hostPlatformLimit(platform)) {
 		out = append(out, hostPlatformLimit(platform))
 	}
 	if newDevice {

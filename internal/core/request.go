@@ -657,6 +657,18 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) string {
 				}
 				return nil
 			}
+			if err != nil && e.hostRefusedLocked(err) {
+				// Refused before the driver created anything: forget the
+				// record, and the waiter waits for room.
+				e.dropLocked(id)
+				if w == nil {
+					e.scheduleLocked()
+				} else {
+					w.made = ""
+					e.replanLocked(w)
+				}
+				return nil
+			}
 			return e.settleBootLocked(w, id, err, "device.ready")
 		},
 	}
@@ -747,6 +759,16 @@ func (e *Engine) workLock(w *waiter, op string) string {
 // waiter, or into the warm pool. An error means the store refused the first
 // commit and nothing changed.
 func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) error {
+	if err != nil && e.hostRefusedLocked(err) {
+		// Refused before any platform command: the device is as it was, and
+		// its waiter waits for room like any other.
+		if w == nil {
+			e.scheduleLocked()
+		} else {
+			e.replanLocked(w)
+		}
+		return nil
+	}
 	if err != nil {
 		fresh := false
 		if d, ok := e.devices[id]; ok {

@@ -58,6 +58,13 @@ type claims struct {
 
 	mu   sync.Mutex
 	held map[hostreg.Key]*heldClaim
+	// admit, when set, admits a start against the whole host before any
+	// platform command (hostadmit.go); starting lists the devices whose
+	// start row is recorded, so it is ended once.
+	admit    func(ctx context.Context, op core.OpInfo) error
+	endStart func(deviceID string)
+	smu      sync.Mutex
+	starting map[string]bool
 
 	// The lease writer: lease ids noted from the bus, by device, written
 	// to the claim records in the background (writeLeases).
@@ -88,6 +95,9 @@ func releasing(k core.OpKind) bool { return k == core.OpKindShutdown || k == cor
 // marks a teardown as under way. A device another owner holds refuses
 // the operation before any platform command.
 func (c *claims) BeforeOp(ctx context.Context, op core.OpInfo) error {
+	if err := c.admitStart(ctx, op); err != nil {
+		return err
+	}
 	if op.Handle == "" {
 		return nil // not created yet (Created claims it) or never reached the platform
 	}
@@ -129,6 +139,7 @@ func (c *claims) Created(ctx context.Context, op core.OpInfo) error {
 // as a teardown that succeeded. Anything else keeps it, a failed boot
 // included, until a later shutdown or destroy settles the device.
 func (c *claims) AfterOp(op core.OpInfo, opErr error) {
+	c.finishStart(op.DeviceID)
 	if op.Handle == "" {
 		return
 	}
@@ -197,6 +208,9 @@ func (c *claims) takeLocked(ctx context.Context, key hostreg.Key, device, comman
 	}
 	h := &heldClaim{device: device, state: hostreg.StateClaimed}
 	c.held[key] = h
+	// The claim counts the device from here on; its start row would count
+	// it twice.
+	c.finishStart(device)
 	c.kick()
 	return h, nil
 }

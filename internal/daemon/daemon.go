@@ -279,6 +279,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Requests: d.db, Classify: classifyRefusal})
 	d.setupHostWaiters() // before setupHostUsage: see hostwaiters.go
 	d.setupHostUsage(drivers)
+	d.setupHostAdmission() // hostadmit.go
 	d.sessions = newBroker(d, o.Config.Sessions, d.db, ports.Module(o.Logger, "sessions"))
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 

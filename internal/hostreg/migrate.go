@@ -63,6 +63,8 @@ CREATE TABLE ports (
 	waiterMigration,
 	// 6: the reclaims history (reclaim_log.go).
 	reclaimMigration,
+	// 7: starts in flight, for host admission (admit.go).
+	startsMigration,
 }
 
 // SchemaTooNewError refuses a registry written by a newer simlock: writing
