@@ -149,7 +149,9 @@ func WriteHomeRecord(path string, r HomeRecord) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // a no-op once renamed
-	if _, err := f.Write(b); err == nil {
+	// The write and sync errors must reach the rename check: a record
+	// renamed into place after a failed write would be torn.
+	if _, err = f.Write(b); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
