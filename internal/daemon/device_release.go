@@ -150,12 +150,14 @@ func deviceReleaseError(err error) *contract.Error {
 // shutdown (iOS: simctl on the owner's device set; Android: the emulator's
 // recorded console port through the owner root's private adb server). The
 // cleanup is owner-scoped: a key outside the owner's roots is refused.
-// A device its root no longer holds is reported as gone (notFound): it
-// cannot be running from there.
+// A device its root no longer holds is reported as gone (notFound); when
+// the root itself is gone, its device may still run, and is found and
+// ended by its process (orphanproc.go).
 func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (notFound bool, err error) {
 	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
-	if errors.Is(err, errRootGone) {
-		return true, nil
+	if gone := (rootGoneError{}); errors.As(err, &gone) {
+		found, err := endGoneRoot(ctx, ports.ExecRunner{}, gone.root, key)
+		return !found && err == nil, err
 	}
 	if err != nil {
 		return false, err
@@ -175,8 +177,8 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 // cleared.
 func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (hostreg.DeviceRun, error) {
 	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
-	if errors.Is(err, errRootGone) {
-		return hostreg.DeviceAbsent, nil
+	if gone := (rootGoneError{}); errors.As(err, &gone) {
+		return observeGoneRoot(ctx, ports.ExecRunner{}, gone.root, key)
 	}
 	if err != nil {
 		return hostreg.DeviceUnknown, err
@@ -237,11 +239,12 @@ func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) stri
 		return nil, ref, nil, fmt.Errorf("no platform cleanup for %s", key)
 	}
 	ref.ID = string(key)
-	// A root that no longer exists holds nothing that runs, and is never
-	// handed to the platform tools: simctl creates a missing device set,
-	// which would bring a deleted home back (and with it, its liveness).
+	// A root that no longer exists is never handed to the platform tools:
+	// simctl creates a missing device set, which would bring a deleted home
+	// back (and with it, its liveness). Its devices may still run; the
+	// callers look for them by process (orphanproc.go).
 	if _, err := os.Stat(roots[platform]); errors.Is(err, os.ErrNotExist) {
-		return nil, ref, nil, fmt.Errorf("%w: %s", errRootGone, roots[platform])
+		return nil, ref, nil, rootGoneError{root: roots[platform]}
 	}
 	done := func() {}
 	// The owner's private adb server port is leased in the host registry:
