@@ -444,6 +444,12 @@ func loadInstanceID(path string) (string, error) {
 	return inst.InstanceID, nil
 }
 
+// awaitReady parks a request until startup has finished. Once it has,
+// the handler answers even while a stop runs: each one knows what a stop
+// means for it (the session broker refuses with SESSION_BROKER_STOPPING,
+// the engine with DAEMON_STOPPING), where a select over both closed
+// channels picked one at random. Only a request parked before readiness
+// is refused here.
 func (d *Daemon) awaitReady(ctx context.Context) error {
 	select {
 	case <-d.readyCh:
@@ -451,10 +457,28 @@ func (d *Daemon) awaitReady(ctx context.Context) error {
 			return contract.Errorf(contract.CodeDaemonStartupFailed, "startup convergence failed: %v", d.readyErr)
 		}
 		return nil
+	default:
+	}
+	select {
+	case <-d.readyCh:
+		if d.readyErr != nil {
+			return contract.Errorf(contract.CodeDaemonStartupFailed, "startup convergence failed: %v", d.readyErr)
+		}
+		return nil
 	case <-d.stopping:
-		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping").WithRetryAfter(stoppingRetryMs)
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// stopBegun reports whether the daemon's graceful stop has begun.
+func (d *Daemon) stopBegun() bool {
+	select {
+	case <-d.stopping:
+		return true
+	default:
+		return false
 	}
 }
 
