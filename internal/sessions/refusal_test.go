@@ -28,3 +28,14 @@ func TestStoredRefusalsAgreeWithTheirRetryRequirement(t *testing.T) {
 		t.Errorf("stopped: %+v", f)
 	}
 }
+
+// A config file with an unknown key (the CLI's --config, the MCP server's
+// --session-config) is refused as the socket refuses it: one code,
+// SESSION_CONFIG_INVALID, and the key's path within the config.
+func TestDecodeConfigNamesTheUnknownKeysPath(t *testing.T) {
+	_, err := DecodeConfig([]byte(`{"contractVersion":1,"requestId":"r","device":{"schemaVersion":1,"platform":"ios","os":{"kind":"omitted","hue":1}}}`))
+	ce := contract.AsError(err)
+	if ce == nil || ce.Code != contract.CodeSessionConfigInvalid || ce.Details["field"] != "device.os.hue" || !strings.Contains(ce.Message, "device.os.hue") {
+		t.Fatalf("%+v", ce)
+	}
+}
