@@ -88,8 +88,11 @@ func TestSessionPrepareOnceTheDaemonStopBeganIsBrokerStopping(t *testing.T) {
 	f := sessionDaemon(t, nil)
 	a := f.dial("alice", "")
 	ctx := context.Background()
-	// The stop has begun (what requestStop does first) but its shutdown
-	// has not reached the broker yet.
+	// Startup has finished (a request parked before it is refused by the
+	// park, DAEMON_STOPPING: no broker served yet)...
+	prepare(t, a, "warm", "o")
+	// ...and the stop has begun (what requestStop does first), but its
+	// shutdown has not reached the broker yet.
 	f.d.stopOnce.Do(func() { close(f.d.stopping) })
 	defer func() { go f.d.shutdown() }()
 	for i := range 8 { // the readiness park used to pick at random between ready and stopping
