@@ -88,37 +88,48 @@ func TestSessionPrepareOnceTheDaemonStopBeganIsBrokerStopping(t *testing.T) {
 	f := sessionDaemon(t, nil)
 	a := f.dial("alice", "")
 	ctx := context.Background()
-	// Startup has finished (a request parked before it is refused by the
-	// park, DAEMON_STOPPING: no broker served yet)...
 	prepare(t, a, "warm", "o")
-	// ...and the stop has begun (what requestStop does first), but its
-	// shutdown has not reached the broker yet.
+	// The stop has begun (what requestStop does first), but its shutdown
+	// has not reached the broker yet.
 	f.d.stopOnce.Do(func() { close(f.d.stopping) })
 	defer func() { go f.d.shutdown() }()
-	for i := range 8 { // the readiness park used to pick at random between ready and stopping
+	for i := range 8 { // the readiness park used to pick at random between serving and refusing
 		_, err := client.Do(ctx, a, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("r"), OwnerToken: "o"})
 		ce := contract.AsError(err)
 		if ce == nil || ce.Code != contract.CodeSessionBrokerStopping || !ce.Retryable || ce.RetryAfterMs == nil || *ce.RetryAfterMs != 5000 {
 			t.Fatalf("prepare %d once the stop began: %v", i, err)
 		}
 	}
-	if _, err := client.Do(ctx, a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "r", OwnerToken: "o"}); !client.IsCode(err, contract.CodeUnknownRequest) {
-		t.Fatalf("a stopping refusal was stored: %v", err)
+	if recs, err := f.d.sessions.st.SessionReceiptsByRequestID(ctx, "r"); err != nil || len(recs) != 0 {
+		t.Fatalf("a stopping refusal was stored: %d receipts, %v", len(recs), err)
 	}
 }
 
-// A request parked before readiness when the stop begins is refused
-// DAEMON_STOPPING with the retry pacing every stopping refusal carries.
+// Once a stop has begun the readiness park refuses every request, ready
+// or not, and always the same way (it used to pick at random between
+// serving and refusing): DAEMON_STOPPING with the retry pacing of every
+// stopping refusal, and for the broker's prepare and abandon the broker's
+// own SESSION_BROKER_STOPPING.
 func TestParkedRequestRefusedByAStopCarriesRetryAfter(t *testing.T) {
-	d := &Daemon{readyCh: make(chan struct{}), stopping: make(chan struct{})}
+	d := &Daemon{readyCh: make(chan struct{}), stopping: make(chan struct{}), sessions: &broker{cfg: &config.Sessions{}}}
 	close(d.stopping)
-	ce := contract.AsError(d.awaitReady(context.Background()))
-	if ce == nil || ce.Code != contract.CodeDaemonStopping || ce.RetryAfterMs == nil || *ce.RetryAfterMs != stoppingRetryMs {
-		t.Fatalf("parked request during a stop: %+v", ce)
-	}
-	close(d.readyCh)
-	if err := d.awaitReady(context.Background()); err != nil {
-		t.Fatalf("a ready daemon's request is refused by the park while stopping: %v (the handler answers)", err)
+	for _, ready := range []bool{false, true} {
+		if ready {
+			close(d.readyCh)
+		}
+		for range 8 {
+			ce := contract.AsError(d.awaitReady(context.Background()))
+			if ce == nil || ce.Code != contract.CodeDaemonStopping || ce.RetryAfterMs == nil || *ce.RetryAfterMs != stoppingRetryMs {
+				t.Fatalf("parked request during a stop (ready %v): %+v", ready, ce)
+			}
+			if own := d.parkRefusal(contract.SessionPrepare.Name, ce); own == nil || own.Code != contract.CodeSessionBrokerStopping ||
+				own.RetryAfterMs == nil || *own.RetryAfterMs != stoppingRetryMs {
+				t.Fatalf("a parked prepare during a stop: %+v", own)
+			}
+			if own := d.parkRefusal(contract.LeaseRequest.Name, ce); own != nil {
+				t.Fatalf("a parked lease request is the broker's: %+v", own)
+			}
+		}
 	}
 }
 

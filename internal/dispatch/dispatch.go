@@ -87,6 +87,10 @@ type Options struct {
 	Log *slog.Logger
 	// Ready parks a request until startup has finished (or failed).
 	Ready func(ctx context.Context) error
+	// ParkRefusal, when set, may answer an operation's refusal by the
+	// readiness park in the operation's own terms (the session broker's
+	// calls during a stop: SESSION_BROKER_STOPPING); nil keeps err.
+	ParkRefusal func(method string, err *contract.Error) *contract.Error
 	// LeaseOwner answers AuthOwnsLease checks.
 	LeaseOwner func(ctx context.Context, leaseID string) (owner string, ok bool, err error)
 	// MapError turns a handler's error into a contract error; the one place
@@ -152,7 +156,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 	}
 	if !op.Unparked {
 		if err := d.o.Ready(ctx); err != nil {
-			return nil, d.o.MapError(err)
+			ce := d.o.MapError(err)
+			if d.o.ParkRefusal != nil {
+				if own := d.o.ParkRefusal(method, ce); own != nil {
+					ce = own
+				}
+			}
+			return nil, ce
 		}
 	}
 	out, herr := d.call(ctx, call, method, in)
