@@ -19,7 +19,9 @@ func TestParkRefusalHookAnswersForItsOperations(t *testing.T) {
 			}
 			return nil
 		}})
-	Handle(d, contract.LeaseRenew, func(context.Context, *Call, contract.LeaseRenewIn) (contract.Lease, error) { return contract.Lease{}, nil })
+	Handle(d, contract.LeaseRenew, func(context.Context, *Call, contract.LeaseRenewIn) (contract.Lease, error) {
+		return contract.Lease{}, nil
+	})
 	Handle(d, contract.LeaseRelease, func(context.Context, *Call, contract.LeaseReleaseIn) (contract.LeaseReleaseOut, error) {
 		return contract.LeaseReleaseOut{}, nil
 	})
