@@ -186,7 +186,12 @@ func Decode(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return Errorf(CodeBadRequest, "invalid input: %v", err)
+		msg, field := decodeFailure(raw, v, err)
+		e := Errorf(CodeBadRequest, "invalid input: %s", msg)
+		if field != "" {
+			e = e.WithDetails("field", field)
+		}
+		return e
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Errorf(CodeBadRequest, "invalid input: trailing data after the JSON object")
@@ -194,11 +199,22 @@ func Decode(raw []byte, v any) error {
 	return nil
 }
 
+// decodeRefiner is an input whose decode refusals have a more precise
+// code for some of its fields.
+type decodeRefiner interface {
+	refineDecodeError(*Error) *Error
+}
+
 // DecodeInput decodes raw into a fresh value of op's input type and
 // validates every identifier in it (ValidateInput).
 func (op Op) DecodeInput(raw []byte) (any, error) {
 	p := reflect.New(op.In)
 	if err := Decode(raw, p.Interface()); err != nil {
+		if r, ok := p.Interface().(decodeRefiner); ok {
+			if e := r.refineDecodeError(AsError(err)); e != nil {
+				return nil, e
+			}
+		}
 		return nil, err
 	}
 	if err := ValidateInput(p.Elem().Interface()); err != nil {

@@ -135,6 +135,13 @@ type SessionPrepareIn struct {
 	WaitMs int64 `json:"waitMs,omitempty"`
 }
 
+// refineDecodeError answers a refused field inside config as the CLI and
+// the MCP server answer it in a config file: SESSION_CONFIG_INVALID, with
+// the path within the configuration.
+func (*SessionPrepareIn) refineDecodeError(e *Error) *Error {
+	return SessionConfigDecodeError(e, "config")
+}
+
 // Session receipt states.
 const (
 	SessionPending  = "pending"

@@ -283,7 +283,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.sessions = newBroker(d, o.Config.Sessions, d.db, ports.Module(o.Logger, "sessions"))
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 
-	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, MapError: toContractError,
+	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, ParkRefusal: d.parkRefusal, MapError: toContractError,
 		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
 			l, ok := d.engine.Lease(id)
 			return l.OwnerID, ok, nil
@@ -444,7 +444,15 @@ func loadInstanceID(path string) (string, error) {
 	return inst.InstanceID, nil
 }
 
+// awaitReady parks a request until startup has finished. Once a stop has
+// begun every parked request is refused, ready or not (a select over both
+// closed channels used to pick one at random), with the retry pacing of
+// every stopping refusal; parkRefusal says it in the session broker's
+// terms for its calls.
 func (d *Daemon) awaitReady(ctx context.Context) error {
+	if d.stopBegun() {
+		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping").WithRetryAfter(stoppingRetryMs)
+	}
 	select {
 	case <-d.readyCh:
 		if d.readyErr != nil {
@@ -452,9 +460,32 @@ func (d *Daemon) awaitReady(ctx context.Context) error {
 		}
 		return nil
 	case <-d.stopping:
-		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping").WithRetryAfter(stoppingRetryMs)
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// parkRefusal answers the session broker's prepare and abandon refused
+// by a stop in the broker's terms: SESSION_BROKER_STOPPING, nothing
+// stored, retry the same request after retryAfterMs.
+func (d *Daemon) parkRefusal(method string, err *contract.Error) *contract.Error {
+	if err.Code != contract.CodeDaemonStopping || d.sessions == nil || d.sessions.cfg == nil {
+		return nil
+	}
+	if method != contract.SessionPrepare.Name && method != contract.SessionAbandon.Name {
+		return nil
+	}
+	return contract.AsError(stoppingErr())
+}
+
+// stopBegun reports whether the daemon's graceful stop has begun.
+func (d *Daemon) stopBegun() bool {
+	select {
+	case <-d.stopping:
+		return true
+	default:
+		return false
 	}
 }
 

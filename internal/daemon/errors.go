@@ -115,7 +115,7 @@ func toContractError(err error) *contract.Error {
 	for _, s := range simple {
 		if errors.Is(err, s.sentinel) {
 			ce := contract.Errorf(s.code, "%s", err.Error())
-			if s.code == contract.CodeNoCapacity {
+			if s.code == contract.CodeNoCapacity || s.code == contract.CodeDaemonStopping {
 				ce.WithRetryAfter(5000)
 			}
 			if len(details) > 0 {

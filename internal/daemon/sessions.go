@@ -24,7 +24,11 @@ import (
 
 // Broker timing that is not operator configuration.
 const (
-	stoppingRetryMs  = 5000
+	stoppingRetryMs = 5000
+	// capRetryMs paces a retry after a cap refusal: the broker's
+	// recovery interval, as for the other configured-but-unavailable
+	// refusals.
+	capRetryMs       = 5000
 	evictionRetryMs  = 1000
 	maxReplyBudgetMs = 30000
 	// handoffGrace is how long a handed-off session outlives the stop
@@ -35,7 +39,7 @@ const (
 	metaHandoff = "sessions.handoff"
 	// ownerExited is the release reason a keeper sends for a dead owner.
 	ownerExited     = "session_owner_exited"
-	retryNewRequest = "new_request_id"
+	retryNewRequest = sessions.RetryNewRequest
 )
 
 // broker serves the session operations of one worker daemon.
@@ -120,7 +124,15 @@ func stoppingErr() error {
 func (b *broker) isStopping() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.stopping
+	return b.stoppingLocked()
+}
+
+// stoppingLocked reports whether new prepares and abandons are refused:
+// from the moment the daemon's stop begins, before the broker's own stop
+// runs (it waits for convergence), so a prepare arriving in between is
+// not admitted only to be interrupted.
+func (b *broker) stoppingLocked() bool {
+	return b.stopping || b.d.stopBegun()
 }
 
 func msDur(ms int64, def time.Duration) time.Duration {
@@ -244,7 +256,7 @@ func (b *broker) prepare(ctx context.Context, call *dispatch.Call, in contract.S
 // first and gets its answer.
 func (b *broker) join(id string, f func(*preparation, context.Context) (sessions.Record, error)) (*preparation, error) {
 	b.mu.Lock()
-	if b.stopping {
+	if b.stoppingLocked() {
 		b.mu.Unlock()
 		return nil, stoppingErr()
 	}
@@ -273,12 +285,10 @@ func (b *broker) join(id string, f func(*preparation, context.Context) (sessions
 // run is one preparation: replay, resolve, admit, lease, settle.
 func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cfg contract.SessionConfig, exp *sessions.Export) (sessions.Record, error) {
 	started := b.now()
-	// An abandoned request id answers every configuration of it.
-	if tomb, ok, err := b.st.SessionReceipt(ctx, sessions.AbandonIdentity(od, cfg.RequestID)); err != nil {
-		return sessions.Record{}, err
-	} else if ok {
-		return tomb, nil
-	}
+	// The identity's own receipt answers first, also once its request id
+	// was abandoned: abandoning a session ends it on that receipt (with
+	// its session id and device), which session.status and the abandon
+	// answer read too.
 	if cur, ok, err := b.st.SessionReceipt(ctx, id); err != nil {
 		return sessions.Record{}, err
 	} else if ok {
@@ -288,6 +298,12 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 			}
 		}
 		return cur, nil
+	}
+	// An abandoned request id answers every other configuration of it.
+	if tomb, ok, err := b.st.SessionReceipt(ctx, sessions.AbandonIdentity(od, cfg.RequestID)); err != nil {
+		return sessions.Record{}, err
+	} else if ok {
+		return tomb, nil
 	}
 	nowMs := started.UnixMilli()
 	rec := sessions.Record{Identity: id, OwnerDigest: od, Instance: b.d.instanceID, Principal: call.Session.Principal,
@@ -319,7 +335,8 @@ func (b *broker) run(ctx context.Context, call *dispatch.Call, od, id string, cf
 	switch verdict {
 	case sessions.SessionCapReached, sessions.DeviceCapReached:
 		b.admitMu.Unlock()
-		return refuse(failure(contract.CodeCapacityExhausted, "the session broker's caps are full", retryNewRequest))
+		limits := sessions.Limits{SessionCap: b.cfg.Limits.SessionCap, TotalDeviceCap: b.cfg.Limits.TotalDeviceCap}
+		return refuse(sessions.CapRefusal(verdict, limits, capRetryMs))
 	case sessions.EvictionPending:
 		b.admitMu.Unlock()
 		if b.destroyGaveUp() {
@@ -388,10 +405,7 @@ func (b *broker) settleFailed(id, sid string, cause error) (sessions.Record, err
 	case b.abandoned(id):
 		f = failure(contract.CodeSessionAbandoned, "the request was abandoned", retryNewRequest)
 	case stopping || errors.Is(cause, core.ErrStopping):
-		f = failure(contract.CodeSessionBrokerStopping, "the daemon stopped during the preparation", retryNewRequest)
-		ra := int64(stoppingRetryMs)
-		f.RetryAfterMs = &ra
-		f.Retryable = true
+		f = sessions.StoppedFailure(stoppingRetryMs)
 	}
 	sessions.Fail(&rec.Receipt, f, b.now())
 	// A device the preparation was building is torn down by the core

@@ -365,9 +365,7 @@ func (b *broker) recover(ctx context.Context) {
 			// request may have been granted since; that lease goes.
 			f := exited
 			if handedOff {
-				f = failure(contract.CodeSessionBrokerStopping, "the daemon stopped during the preparation", retryNewRequest)
-				ra := int64(stoppingRetryMs)
-				f.RetryAfterMs, f.Retryable = &ra, true
+				f = sessions.StoppedFailure(stoppingRetryMs)
 			}
 			sessions.Fail(r, f, now)
 			for _, l := range b.d.engine.Leases() {

@@ -76,7 +76,13 @@ func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.S
 		return contract.SessionReleaseOut{}, err
 	}
 	outcome := contract.ReleaseReleased
-	if t != nil {
+	switch {
+	case t != nil && in.Reason == ownerExited:
+		// The keeper's owner is gone and nobody waits for the teardown:
+		// the terminal receipt is committed, so the answer acknowledges
+		// the release and the destruction finishes as tracked work.
+		outcome = contract.ReleaseCleanupPending
+	case t != nil:
 		select {
 		case <-t.done:
 		case <-b.d.clock.After(budget):

@@ -87,6 +87,10 @@ type Options struct {
 	Log *slog.Logger
 	// Ready parks a request until startup has finished (or failed).
 	Ready func(ctx context.Context) error
+	// ParkRefusal, when set, may answer an operation's refusal by the
+	// readiness park in the operation's own terms (the session broker's
+	// calls during a stop: SESSION_BROKER_STOPPING); nil keeps err.
+	ParkRefusal func(method string, err *contract.Error) *contract.Error
 	// LeaseOwner answers AuthOwnsLease checks.
 	LeaseOwner func(ctx context.Context, leaseID string) (owner string, ok bool, err error)
 	// MapError turns a handler's error into a contract error; the one place
@@ -151,8 +155,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, call *Call, method string, pa
 		return nil, err
 	}
 	if !op.Unparked {
-		if err := d.o.Ready(ctx); err != nil {
-			return nil, d.o.MapError(err)
+		if err := d.park(ctx, method); err != nil {
+			return nil, err
 		}
 	}
 	out, herr := d.call(ctx, call, method, in)
@@ -185,6 +189,22 @@ func (d *Dispatcher) call(ctx context.Context, call *Call, method string, in any
 	return d.handlers[method](ctx, call, in)
 }
 
+// park waits for startup readiness; a refusal is the operation's own when
+// ParkRefusal has one.
+func (d *Dispatcher) park(ctx context.Context, method string) *contract.Error {
+	err := d.o.Ready(ctx)
+	if err == nil {
+		return nil
+	}
+	ce := d.o.MapError(err)
+	if d.o.ParkRefusal != nil {
+		if own := d.o.ParkRefusal(method, ce); own != nil {
+			ce = own
+		}
+	}
+	return ce
+}
+
 // authorize implements the contract's declared extra checks.
 func (d *Dispatcher) authorize(ctx context.Context, op contract.Op, call *Call, in any) *contract.Error {
 	switch op.Auth {
@@ -193,8 +213,8 @@ func (d *Dispatcher) authorize(ctx context.Context, op contract.Op, call *Call, 
 	case contract.AuthOwnsLease:
 		// Ownership is a fact about the restored registry: until startup
 		// convergence has loaded it, every lease would look unknown.
-		if err := d.o.Ready(ctx); err != nil {
-			return d.o.MapError(err)
+		if err := d.park(ctx, op.Name); err != nil {
+			return err
 		}
 		id := leaseIDOf(in)
 		owner, ok, err := d.o.LeaseOwner(ctx, id)

@@ -71,7 +71,7 @@ func IdempotencyKey(identity string) string { return "session:" + identity }
 func DecodeConfig(raw []byte) (contract.SessionConfig, error) {
 	var cfg contract.SessionConfig
 	if err := contract.Decode(raw, &cfg); err != nil {
-		return cfg, contract.Errorf(contract.CodeSessionConfigInvalid, "session config: %s", err.(*contract.Error).Message)
+		return cfg, contract.SessionConfigDecodeError(contract.AsError(err), "")
 	}
 	return cfg, CheckConfig(cfg)
 }

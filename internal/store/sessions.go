@@ -154,9 +154,13 @@ func (db *DB) SessionReceipt(ctx context.Context, identity string) (sessions.Rec
 	return oneSession(ctx, db.sql, `identity = ?`, identity)
 }
 
-// SessionReceiptByRequest reads the newest receipt of an owner's request id.
+// SessionReceiptByRequest reads the newest receipt of an owner's request
+// id, a prepare's own receipt before an abandon's tombstone of the id: the
+// abandon ends that receipt and answers with it, and so does a replay of
+// the prepare, so status reads the same one.
 func (db *DB) SessionReceiptByRequest(ctx context.Context, ownerDigest, requestID string) (sessions.Record, bool, error) {
-	return oneSession(ctx, db.sql, `owner_digest = ? AND request_id = ? ORDER BY updated_at DESC, created_at DESC LIMIT 1`, ownerDigest, requestID)
+	return oneSession(ctx, db.sql, `owner_digest = ? AND request_id = ?
+		ORDER BY COALESCE(json_extract(record, '$.abandoned'), 0) ASC, updated_at DESC, created_at DESC LIMIT 1`, ownerDigest, requestID)
 }
 
 // SessionReceiptsByRequestID reads the newest receipts of a request id

@@ -22,7 +22,8 @@ import (
 // one broker session. It prepares the session before answering
 // initialize, publishes the flat receipt under the experimental
 // capability, heartbeats while it runs and releases the session when
-// stdin closes or its parent exits.
+// stdin closes or its parent exits; cut off while the session is still
+// being prepared, it abandons the request instead.
 
 const (
 	// SessionConfigEnv holds the session config when --session-config is
@@ -266,7 +267,14 @@ func runSessionAcquire(ctx context.Context, o Options, stdin io.Reader, stdout i
 	}()
 
 	a.prepare(prep, s, o)
+	cancelled := prep.Err() != nil
 	stopPrep()
+	if cancelled && a.interrupted() {
+		// EOF, a signal or the owner's exit cut the preparation short: the
+		// daemon would go on and hand a device to nobody, so the keeper
+		// abandons the request, which cancels the preparation there.
+		a.abandon(s, o)
+	}
 	hbDone := make(chan struct{})
 	if a.ready() {
 		go a.heartbeat(life, s, o, hbDone)
@@ -311,6 +319,37 @@ func (a *acquired) prepare(ctx context.Context, s *session, o Options) {
 	a.failure = ce
 	a.mu.Unlock()
 	o.Logger.Warn("session preparation failed", "requestId", o.Session.Config.RequestID, "code", ce.Code, "err", ce.Message)
+}
+
+// interrupted reports whether the preparation ended without the
+// daemon's answer (the call was cut short), as opposed to a receipt.
+func (a *acquired) interrupted() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.failure != nil
+}
+
+// abandon cancels the keeper's request on the daemon (session.abandon):
+// a preparation still running there is cancelled and its device torn
+// down, and the request ends SESSION_ABANDONED. It never starts a daemon.
+func (a *acquired) abandon(s *session, o Options) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := o.Session.Config.RequestID
+	c, err := s.conn(ctx, false)
+	if err == nil {
+		var r contract.SessionReceipt
+		r, err = client.Do(ctx, c, contract.SessionAbandon, contract.SessionAbandonIn{RequestID: req, OwnerToken: a.token})
+		if err == nil {
+			a.mu.Lock()
+			a.receipt, a.failure = r, nil
+			a.mu.Unlock()
+			o.Logger.Info("the preparation was interrupted; abandoned its request", "requestId", req, "status", r.Status,
+				"cleanupPending", r.CleanupPending)
+			return
+		}
+	}
+	o.Logger.Warn("could not abandon the interrupted preparation; the daemon ends it when no keeper heartbeats", "requestId", req, "err", err)
 }
 
 // heartbeat keeps the session (client.KeepSession) until ctx ends, over
