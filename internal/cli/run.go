@@ -40,8 +40,9 @@ its environment: SIMLOCK_LEASE_ID, SIMLOCK_DEVICE_ID, SIMLOCK_UDID and SIMLOCK_D
 ANDROID_SERIAL and ANDROID_ADB_SERVER_PORT (Android), and everything in the device's env.
 {udid}, {serial}, {deviceSet} and {leaseId} in CMD's arguments are replaced by the lease's values.
 The lease is renewed while CMD runs and released when it exits; SIGINT and SIGTERM are passed
-on to CMD, and the lease is released once it has exited. simlock run exits with CMD's exit code
-(128+N when CMD died of signal N). Progress goes to stderr; CMD owns stdin and stdout.`,
+on to CMD, and the lease is released once it has exited; while the request still waits, they
+withdraw it (exit 128+N for signal N). simlock run exits with CMD's exit code (128+N when CMD
+died of signal N). Progress goes to stderr; CMD owns stdin and stdout.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return contract.Errorf(contract.CodeBadRequest, "give the command after --: simlock run [lease flags] -- CMD [ARGS...]")
@@ -83,7 +84,7 @@ func (a *app) runWithLease(parent context.Context, lf *leaseFlags, args []string
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	actx, stopAcquire := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	actx, stopAcquire := signalContext(parent)
 	c, l, pl, err := a.acquire(actx, lf)
 	stopAcquire()
 	if err != nil {

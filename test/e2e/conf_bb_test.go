@@ -141,7 +141,8 @@ func TestConfBBOSOutOfRangeNamesTheModelsRange(t *testing.T) {
 			Details    map[string]any
 		}
 	}
-	if err := json.Unmarshal([]byte(r.stderr), &out); err != nil || out.Error.Code != "OS_VERSION_OUT_OF_RANGE" {
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil || out.Error.Code != "OS_VERSION_OUT_OF_RANGE" {
 		t.Fatalf("exit %d stderr %s", r.code, r.stderr)
 	}
 	e := out.Error
