@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,15 +18,6 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports"
 )
-
-// The placeholders `simlock run` replaces in the command's arguments, and
-// the platform whose device has a value for each.
-var runPlaceholders = map[string]string{
-	"{udid}":      "ios",
-	"{deviceSet}": "ios",
-	"{serial}":    "android",
-	"{leaseId}":   "",
-}
 
 func (a *app) runCmd() *cobra.Command {
 	var lf leaseFlags
@@ -64,15 +54,7 @@ died of signal N). Progress goes to stderr; CMD owns stdin and stdout.`,
 // checkPlaceholders refuses, before any device is leased, a placeholder
 // the requested platform's device has no value for.
 func checkPlaceholders(platform string, args []string) error {
-	for _, arg := range args {
-		for ph, p := range runPlaceholders {
-			if p != "" && p != platform && strings.Contains(arg, ph) {
-				return contract.Errorf(contract.CodeBadRequest, "%s has no value on a %s device (it is a %s placeholder)", ph, platform, p).
-					WithNext("use {udid} and {deviceSet} with --platform ios, {serial} with --platform android")
-			}
-		}
-	}
-	return nil
+	return contract.CheckPlaceholders(platform, args)
 }
 
 // runWithLease is the body of `simlock run`: lease, start, hold, wait,
@@ -112,7 +94,12 @@ func (a *app) runWithLease(parent context.Context, lf *leaseFlags, args []string
 		fmt.Fprintf(a.env.Stderr, "simlock: released %s\n", l.LeaseID)
 	}
 
-	child := exec.Command(args[0], substitute(args[1:], l)...)
+	cargs, err := contract.ExpandPlaceholders(args[1:], contract.LeaseValues(l))
+	if err != nil {
+		release()
+		return err
+	}
+	child := exec.Command(args[0], cargs...)
 	child.Env = a.runEnv(l, c.Hello().Principal)
 	child.Stdin, child.Stdout, child.Stderr = a.env.Stdin, a.env.Stdout, a.env.Stderr
 	if err := child.Start(); err != nil {
@@ -178,20 +165,6 @@ func childExit(err error) error {
 		return exitError{128 + int(ws.Signal())}
 	}
 	return exitError{ee.ExitCode()}
-}
-
-// substitute replaces the lease placeholders in args.
-func substitute(args []string, l contract.Lease) []string {
-	var udid, serial, set string
-	if d := l.Device; d != nil {
-		udid, serial, set = d.UDID, d.Serial, d.DeviceSet
-	}
-	r := strings.NewReplacer("{udid}", udid, "{serial}", serial, "{deviceSet}", set, "{leaseId}", l.LeaseID)
-	out := make([]string, len(args))
-	for i, arg := range args {
-		out[i] = r.Replace(arg)
-	}
-	return out
 }
 
 // runEnv is the child's environment: this process's, then the lease's

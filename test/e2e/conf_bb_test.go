@@ -410,3 +410,20 @@ func keys(m map[string]any) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Gateway, device.exec "works everywhere": through a gateway the
+// placeholders mean the same, {leaseId} being the fleet lease id the
+// client holds.
+func TestConfBBPlaceholdersThroughAGateway(t *testing.T) {
+	gw, _, _ := fleet(t, 1)
+	var l lease
+	gw.json(&l, "lease", "--platform", "android", "--model", "pixel_6", "--detach", "--requester", "agent-a")
+	var got struct {
+		Device struct{ Serial string } `json:"device"`
+	}
+	gw.json(&got, "lease", "get", l.LeaseID, "--json")
+	out := gw.mustRun("exec", l.LeaseID, "--requester", "agent-a", "--", "adb", "shell", "echo", "{leaseId}", "{serial}")
+	if want := l.LeaseID + " " + got.Device.Serial; strings.TrimSpace(out) != want || got.Device.Serial == "" {
+		t.Fatalf("exec through the gateway printed %q, want %q", out, want)
+	}
+}
