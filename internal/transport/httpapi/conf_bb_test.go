@@ -1,6 +1,12 @@
 package httpapi_test
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"testing"
 
 	"github.com/simlock/simlock/contract"
@@ -47,5 +53,56 @@ func TestDeletingAHandleCancelsItsRequest(t *testing.T) {
 	}
 	if cancelled != 1 || abandoned != 0 {
 		t.Fatalf("request.cancelled %d, request.abandoned %d", cancelled, abandoned)
+	}
+}
+
+// simlock-architecture, HTTP frontend: errors have one shape everywhere. A
+// request net/http cannot read (junk bytes in Last-Event-ID) is refused with
+// the typed BAD_REQUEST body, not net/http's plain text; a well-formed
+// request on the same server is untouched.
+func TestAnUnreadableRequestGetsTheTypedError(t *testing.T) {
+	f := newFixture(t, 1)
+	s := httpapi.New(httpapi.Options{Backend: f.st.Backend(), Version: "x"})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	defer func() { cancel(); <-served }()
+	addr := ln.Addr().String()
+	for _, head := range []string{
+		"GET /v1/events HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer " + f.operator + "\r\nLast-Event-ID: \x01junk\r\n\r\n",
+		"GET /v1/events HTTP/1.1\r\nHost: h\r\nLast-Event-ID: 7\x7f\r\n\r\n",
+		"GET /v1/status HTTP/1.1\r\nHost: a b\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, head)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", head, err)
+		}
+		var body httpapi.ErrorBody
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		c.Close()
+		if resp.StatusCode != 400 || resp.Header.Get("Content-Type") != "application/json" || derr != nil ||
+			body.Error == nil || body.Error.Code != contract.CodeBadRequest || body.Error.NextAction == "" {
+			t.Fatalf("%q: %d %q %+v %v", head, resp.StatusCode, resp.Header.Get("Content-Type"), body.Error, derr)
+		}
+	}
+	r, _ := http.NewRequest("GET", "http://"+addr+"/v1/healthz", nil)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h httpapi.Health
+	if json.NewDecoder(resp.Body).Decode(&h) != nil || resp.StatusCode != 200 || h.Status != "ok" {
+		t.Fatalf("healthz through the same listener: %d %+v", resp.StatusCode, h)
 	}
 }
