@@ -112,8 +112,10 @@ type Lease struct {
 	RequesterID string `json:"requesterId"`
 	OwnerID     string `json:"ownerId"`
 	DeviceID    string `json:"deviceId"`
-	// Worker names the machine holding the device (through a gateway).
+	// Worker names the machine holding the device (through a gateway);
+	// WorkerID is its id, as on every device and event a gateway reports.
 	Worker        *WorkerRef `json:"worker,omitempty"`
+	WorkerID      string     `json:"workerId,omitempty"`
 	Platform      string     `json:"platform"`
 	GrantedAt     time.Time  `json:"grantedAt"`
 	ExpiresAt     time.Time  `json:"expiresAt"`
@@ -449,6 +451,9 @@ type CatalogModel struct {
 	Identifier string `json:"identifier"`
 	MinOS      string `json:"minOsVersion,omitempty"`
 	MaxOS      string `json:"maxOsVersion,omitempty"`
+	// Workers is set by a gateway: the ids of the connected workers whose
+	// catalog has the model.
+	Workers []string `json:"workers,omitempty"`
 }
 
 type CatalogRuntime struct {
@@ -459,6 +464,9 @@ type CatalogRuntime struct {
 	Available  bool   `json:"available"`
 	// SupportedModels lists model identifiers the runtime can run, when known.
 	SupportedModels []string `json:"supportedModels,omitempty"`
+	// Workers is set by a gateway: the ids of the connected workers whose
+	// catalog has the runtime.
+	Workers []string `json:"workers,omitempty"`
 }
 
 type PlatformCatalog struct {

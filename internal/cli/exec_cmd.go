@@ -22,7 +22,9 @@ func (a *app) execCmd() *cobra.Command {
 		Long: `Run simctl (iOS) or adb (Android) against the device of a lease, on the machine
 that owns it, and exit with the command's exit code. Works against a remote
 daemon too. There is no terminal: a bare "adb shell" is refused; pass the
-command to run ("adb shell getprop"). --stdin sends a file (or - for standard
+command to run ("adb shell getprop"). {udid}, {deviceSet}, {serial} and {leaseId}
+in the arguments become the lease's values, as in simlock run ("simlock exec L --
+simctl getenv {udid} HOME"). --stdin sends a file (or - for standard
 input) to the command in one piece. --upload FILE (repeatable) first streams a
 local file to the lease's scratch directory on that machine; an argument
 {upload:NAME} (NAME the file's base name) becomes its path there, so

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -108,12 +107,27 @@ func (a *app) acquire(ctx context.Context, lf *leaseFlags) (*client.Client, cont
 			// Interrupted while queued: withdraw the request.
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_, _ = client.Do(cctx, c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: in.RequesterID})
+			_, cerr := client.Do(cctx, c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: in.RequesterID})
+			if sig, ok := stopSignal(ctx); ok {
+				err = a.gaveUp(sig, cerr)
+			}
 		}
 		c.Close()
 		return nil, contract.Lease{}, nil, err
 	}
 	return c, l, pl, nil
+}
+
+// gaveUp reports a request a stop signal withdrew while it waited and
+// returns the exit a shell gives for that signal (128+N). cancelErr is the
+// withdrawal's own failure, if any.
+func (a *app) gaveUp(sig syscall.Signal, cancelErr error) error {
+	what := "the request was withdrawn and gave up its place in the queue"
+	if cancelErr != nil && !client.IsCode(cancelErr, contract.CodeNoPendingRequest) {
+		what = fmt.Sprintf("it gave up its place, but withdrawing the request failed (%v); the daemon withdraws it once it sees this client gone", cancelErr)
+	}
+	a.report(contract.Errorf(contract.CodeRequestCancelled, "%s while waiting for a device: %s", signalName(sig), what))
+	return exitError{128 + int(sig)}
 }
 
 func (a *app) leaseCmd() *cobra.Command {
@@ -128,7 +142,7 @@ its parent process dies. With --detach it prints the lease and exits, leaving th
 lease to expire unless something renews it (simlock lease renew ID).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signalContext(cmd.Context())
 			defer stop()
 			c, l, pl, err := a.acquire(ctx, &lf)
 			if err != nil {

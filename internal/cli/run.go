@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,15 +18,6 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports"
 )
-
-// The placeholders `simlock run` replaces in the command's arguments, and
-// the platform whose device has a value for each.
-var runPlaceholders = map[string]string{
-	"{udid}":      "ios",
-	"{deviceSet}": "ios",
-	"{serial}":    "android",
-	"{leaseId}":   "",
-}
 
 func (a *app) runCmd() *cobra.Command {
 	var lf leaseFlags
@@ -40,8 +30,9 @@ its environment: SIMLOCK_LEASE_ID, SIMLOCK_DEVICE_ID, SIMLOCK_UDID and SIMLOCK_D
 ANDROID_SERIAL and ANDROID_ADB_SERVER_PORT (Android), and everything in the device's env.
 {udid}, {serial}, {deviceSet} and {leaseId} in CMD's arguments are replaced by the lease's values.
 The lease is renewed while CMD runs and released when it exits; SIGINT and SIGTERM are passed
-on to CMD, and the lease is released once it has exited. simlock run exits with CMD's exit code
-(128+N when CMD died of signal N). Progress goes to stderr; CMD owns stdin and stdout.`,
+on to CMD, and the lease is released once it has exited; while the request still waits, they
+withdraw it (exit 128+N for signal N). simlock run exits with CMD's exit code (128+N when CMD
+died of signal N). Progress goes to stderr; CMD owns stdin and stdout.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return contract.Errorf(contract.CodeBadRequest, "give the command after --: simlock run [lease flags] -- CMD [ARGS...]")
@@ -63,15 +54,7 @@ on to CMD, and the lease is released once it has exited. simlock run exits with 
 // checkPlaceholders refuses, before any device is leased, a placeholder
 // the requested platform's device has no value for.
 func checkPlaceholders(platform string, args []string) error {
-	for _, arg := range args {
-		for ph, p := range runPlaceholders {
-			if p != "" && p != platform && strings.Contains(arg, ph) {
-				return contract.Errorf(contract.CodeBadRequest, "%s has no value on a %s device (it is a %s placeholder)", ph, platform, p).
-					WithNext("use {udid} and {deviceSet} with --platform ios, {serial} with --platform android")
-			}
-		}
-	}
-	return nil
+	return contract.CheckPlaceholders(platform, args)
 }
 
 // runWithLease is the body of `simlock run`: lease, start, hold, wait,
@@ -83,7 +66,7 @@ func (a *app) runWithLease(parent context.Context, lf *leaseFlags, args []string
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	actx, stopAcquire := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	actx, stopAcquire := signalContext(parent)
 	c, l, pl, err := a.acquire(actx, lf)
 	stopAcquire()
 	if err != nil {
@@ -111,7 +94,12 @@ func (a *app) runWithLease(parent context.Context, lf *leaseFlags, args []string
 		fmt.Fprintf(a.env.Stderr, "simlock: released %s\n", l.LeaseID)
 	}
 
-	child := exec.Command(args[0], substitute(args[1:], l)...)
+	cargs, err := contract.ExpandPlaceholders(args[1:], contract.LeaseValues(l))
+	if err != nil {
+		release()
+		return err
+	}
+	child := exec.Command(args[0], cargs...)
 	child.Env = a.runEnv(l, c.Hello().Principal)
 	child.Stdin, child.Stdout, child.Stderr = a.env.Stdin, a.env.Stdout, a.env.Stderr
 	if err := child.Start(); err != nil {
@@ -177,20 +165,6 @@ func childExit(err error) error {
 		return exitError{128 + int(ws.Signal())}
 	}
 	return exitError{ee.ExitCode()}
-}
-
-// substitute replaces the lease placeholders in args.
-func substitute(args []string, l contract.Lease) []string {
-	var udid, serial, set string
-	if d := l.Device; d != nil {
-		udid, serial, set = d.UDID, d.Serial, d.DeviceSet
-	}
-	r := strings.NewReplacer("{udid}", udid, "{serial}", serial, "{deviceSet}", set, "{leaseId}", l.LeaseID)
-	out := make([]string, len(args))
-	for i, arg := range args {
-		out[i] = r.Replace(arg)
-	}
-	return out
 }
 
 // runEnv is the child's environment: this process's, then the lease's

@@ -15,10 +15,14 @@ func iosLease() contract.Lease {
 }
 
 func TestRunSubstitutesThePlaceholders(t *testing.T) {
-	got := substitute([]string{"id={udid}", "{deviceSet}/x", "{leaseId}", "{serial}", "{other}", "{udid}{udid}"}, iosLease())
-	want := []string{"id=U-1", "/set/x", "lse_1", "", "{other}", "U-1U-1"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %q, want %q", got, want)
+	got, err := contract.ExpandPlaceholders([]string{"id={udid}", "{deviceSet}/x", "{leaseId}", "{other}", "{udid}{udid}"}, contract.LeaseValues(iosLease()))
+	want := []string{"id=U-1", "/set/x", "lse_1", "{other}", "U-1U-1"}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %q (%v), want %q", got, err, want)
+	}
+	// The shared expansion refuses what run's early check refuses.
+	if _, err := contract.ExpandPlaceholders([]string{"{serial}"}, contract.LeaseValues(iosLease())); contract.AsError(err).Code != contract.CodeBadRequest {
+		t.Fatalf("{serial} on iOS: %v", err)
 	}
 }
 

@@ -240,12 +240,12 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 				return nil
 			}
 			if err != nil {
-				if qerr := e.quarantineLocked(id, "purge-failed", OpKindReclaim); qerr != nil {
+				e.log.Warn("purge failed", "device", id, "err", err)
+				failed := events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error(),
+					Data: map[string]any{"durationMs": o.elapsed(e.now())}}
+				if qerr := e.quarantineLocked(id, "purge-failed", OpKindReclaim, failed); qerr != nil {
 					return qerr
 				}
-				e.log.Warn("purge failed", "device", id, "err", err)
-				e.emitLocked(events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error(),
-					Data: map[string]any{"durationMs": o.elapsed(e.now())}})
 				e.scheduleLocked()
 				return nil
 			}

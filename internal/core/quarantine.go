@@ -41,8 +41,10 @@ func (e *Engine) updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord,
 // and keeps counting against running capacity, but no grant path selects it
 // (they select by exact state). It remembers op, the operation that failed,
 // and arms a retry of exactly that operation on the clock. An error means
-// the store refused and nothing changed.
-func (e *Engine) quarantineLocked(id, reason string, op OpKind) error {
+// the store refused and nothing changed. causes are the facts that led to
+// the quarantine (a purge that failed): they are published first, so an
+// observer reads the cause before its consequence.
+func (e *Engine) quarantineLocked(id, reason string, op OpKind, causes ...events.Event) error {
 	d, err := e.updateLocked(id, func(d *DeviceRecord) {
 		d.State = StateQuarantined
 		d.Health.QuarantineReason = reason
@@ -53,6 +55,9 @@ func (e *Engine) quarantineLocked(id, reason string, op OpKind) error {
 	if err != nil {
 		e.log.Error("quarantine commit failed", "device", id, "err", err)
 		return err
+	}
+	for _, c := range causes {
+		e.emitLocked(c)
 	}
 	e.emitLocked(events.Event{Type: "device.quarantined", DeviceID: id, Platform: d.Platform, Reason: reason,
 		Data: map[string]any{"nextRetryAt": d.Health.NextRetryAt, "op": string(op)}})

@@ -61,10 +61,16 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 		return contract.DeviceExecOut{}, leaseEnded(l.ID)
 	}
 	ref := dev.Ref()
+	// {udid}, {serial}, {deviceSet} and {leaseId} mean what they mean to
+	// simlock run (one expansion, in contract); a placeholder of the other
+	// platform is refused before anything runs.
+	args, err := contract.ExpandPlaceholders(in.Args, contract.LeaseValues(d.leaseOut(l)))
+	if err != nil {
+		return contract.DeviceExecOut{}, err
+	}
 	// {upload:NAME} becomes the lease's own file here, on the machine that
 	// holds it, and an unknown name stops the command before it starts.
-	args, err := d.uploads.substitute(l.ID, in.Args)
-	if err != nil {
+	if args, err = d.uploads.substitute(l.ID, args); err != nil {
 		return contract.DeviceExecOut{}, err
 	}
 	// Pipes, not a terminal: the driver refuses what needs one. The pin

@@ -413,6 +413,9 @@ func (g *Gateway) deviceExec(ctx context.Context, call *dispatch.Call, in contra
 	fwd := in
 	fwd.LeaseID = lid
 	fwd.RequesterID = g.ns(req)
+	// {leaseId} is the id the client knows, the fleet's; the worker
+	// expands the device's placeholders.
+	fwd.Args, _ = contract.ExpandPlaceholders(in.Args, contract.PlaceholderValues{LeaseID: in.LeaseID})
 	var out contract.DeviceExecOut
 	err = lk.conn.Call(ectx, contract.DeviceExec.Name, fwd, &out, func(method string, raw json.RawMessage) {
 		if method != contract.NotifyOutput {

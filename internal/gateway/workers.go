@@ -569,6 +569,7 @@ func (g *Gateway) leaseOut(workerID, label string, l contract.Lease) contract.Le
 	l.RequesterID = g.principalOut(workerID, l.RequesterID)
 	l.OwnerID = g.principalOut(workerID, l.OwnerID)
 	l.Worker = &contract.WorkerRef{ID: workerID, Label: label}
+	l.WorkerID = workerID
 	if l.Device != nil {
 		d := g.deviceOut(&worker{id: workerID}, *l.Device)
 		l.Device = &d
@@ -657,7 +658,7 @@ func (g *Gateway) Status(s contract.Session, base contract.DaemonInfo) contract.
 }
 
 // catalogGet is the union of the connected workers' catalogs, models and
-// runtimes deduplicated by identifier.
+// runtimes deduplicated by identifier, each naming the workers that have it.
 func (g *Gateway) catalogGet(_ context.Context, _ *dispatch.Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {
 	g.mu.Lock()
 	type acc struct {
@@ -695,10 +696,14 @@ func (g *Gateway) catalogGet(_ context.Context, _ *dispatch.Call, in contract.Ca
 				if key == "" {
 					key = m.Name
 				}
-				if _, seen := a.models[key]; !seen {
-					a.models[key] = len(a.pc.Models)
+				i, seen := a.models[key]
+				if !seen {
+					m.Workers = nil
+					i = len(a.pc.Models)
+					a.models[key] = i
 					a.pc.Models = append(a.pc.Models, m)
 				}
+				a.pc.Models[i].Workers = addWorker(a.pc.Models[i].Workers, w.id)
 			}
 			for _, r := range pc.Runtimes {
 				key := r.Identifier
@@ -708,11 +713,13 @@ func (g *Gateway) catalogGet(_ context.Context, _ *dispatch.Call, in contract.Ca
 				i, seen := a.runtimes[key]
 				if !seen {
 					r.SupportedModels = append([]string(nil), r.SupportedModels...)
+					r.Workers = []string{w.id}
 					a.runtimes[key] = len(a.pc.Runtimes)
 					a.pc.Runtimes = append(a.pc.Runtimes, r)
 					continue
 				}
 				have := &a.pc.Runtimes[i]
+				have.Workers = addWorker(have.Workers, w.id)
 				have.Available = have.Available || r.Available
 				for _, m := range r.SupportedModels {
 					if !containsStr(have.SupportedModels, m) {
@@ -746,4 +753,12 @@ func containsStr(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// addWorker appends id to ids once.
+func addWorker(ids []string, id string) []string {
+	if containsStr(ids, id) {
+		return ids
+	}
+	return append(ids, id)
 }

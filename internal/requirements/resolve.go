@@ -3,6 +3,7 @@ package requirements
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/simlock/simlock/contract"
@@ -306,9 +307,11 @@ func (p Plan) bindIOS(cat IOSCatalog) (contract.SessionProfile, error) {
 	if len(cands) == 0 {
 		switch {
 		case len(unsupported) > 0:
+			lo, hi := typeRange(cat.Runtimes, dt)
 			return contract.SessionProfile{}, refuse(contract.CodeOSOutOfRange,
-				"ask for an OS version the device type runs, or have the operator map another model",
-				"iOS %s does not run on %s (installed: %s)", p.osText, dt.Name, strings.Join(unsupported, ", "))
+				"ask for an OS version in "+hi+", or have the operator map another model",
+				"iOS %s does not run on %s (installed: %s); it runs %s", p.osText, dt.Name, strings.Join(unsupported, ", "), hi).
+				WithDetails("model", dt.Name, "min", lo, "max", typeMax(cat.Runtimes, dt), "osVersion", p.osText)
 		case len(unavailable) > 0:
 			return contract.SessionProfile{}, refuse(contract.CodeRuntimeMissing,
 				"reinstall the runtime (`xcodebuild -downloadPlatform iOS`); simctl lists it as unavailable",
@@ -356,6 +359,66 @@ func runs(rt IOSRuntime, dt IOSDeviceType, v version) bool {
 		return false
 	}
 	return true
+}
+
+// typeRange is the range a device type runs on this host, as a person
+// reads it ("iOS 12.0 to 18.0"): from its declared minimum (else its oldest
+// installed runtime) to the newest installed runtime that runs it (else its
+// declared maximum). lo is the minimum alone.
+func typeRange(rts []IOSRuntime, dt IOSDeviceType) (lo, text string) {
+	var oldest, newest version
+	for _, rt := range rts {
+		if v, ok := osversion.Parse(rt.Version); ok && runs(rt, dt, v) {
+			if oldest == (version{}) || v.Compare(oldest) < 0 {
+				oldest = v
+			}
+			if v.Compare(newest) > 0 {
+				newest = v
+			}
+		}
+	}
+	if v, ok := osversion.Parse(dt.MinOS); ok {
+		lo = versionText(v)
+	} else if oldest != (version{}) {
+		lo = versionText(oldest)
+	}
+	hi := typeMax(rts, dt)
+	switch {
+	case lo == "" && hi == "":
+		return "", "no declared iOS range"
+	case hi == "":
+		return lo, "iOS " + lo + " and later"
+	case lo == "":
+		return "", "iOS up to " + hi
+	}
+	return lo, "iOS " + lo + " to " + hi
+}
+
+// typeMax is the newest installed runtime that runs dt, else its declared
+// maximum ("" when unbounded).
+func typeMax(rts []IOSRuntime, dt IOSDeviceType) string {
+	var newest version
+	for _, rt := range rts {
+		if v, ok := osversion.Parse(rt.Version); ok && runs(rt, dt, v) && v.Compare(newest) > 0 {
+			newest = v
+		}
+	}
+	if newest != (version{}) {
+		return versionText(newest)
+	}
+	if v, ok := osversion.Parse(dt.MaxOS); ok && v.Major() < 65535 {
+		return versionText(v)
+	}
+	return ""
+}
+
+// versionText writes v with at least a minor part: "12.0", "17.0.1".
+func versionText(v version) string {
+	s := strconv.Itoa(v[0]) + "." + strconv.Itoa(v[1])
+	if v[2] != 0 {
+		s += "." + strconv.Itoa(v[2])
+	}
+	return s
 }
 
 func iosVersions(rts []IOSRuntime) []string {

@@ -67,9 +67,11 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 	api := 0
 	if req.OSVersion != "" {
 		if api, err = parseOSRequest(req.OSVersion); err != nil {
-			return core.Spec{}, core.NewSpecError(core.ErrOSOutOfRange, err.Error(),
-				"model", prof.ID, "osVersion", req.OSVersion,
-				"min", releaseAPI[0].release, "max", releaseAPI[len(releaseAPI)-1].release)
+			lo, hi := releaseAPI[0].release, releaseAPI[len(releaseAPI)-1].release
+			se := core.NewSpecError(core.ErrOSOutOfRange, err.Error(),
+				"model", prof.ID, "osVersion", req.OSVersion, "min", lo, "max", hi)
+			se.Next = fmt.Sprintf("ask for an Android release from %s to %s, or an API level (\"API 35\")", lo, hi)
+			return core.Spec{}, se
 		}
 	}
 	list, cached, err := d.installed.Get(ctx)

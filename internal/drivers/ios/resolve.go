@@ -259,7 +259,7 @@ func resolveFor(l *List, t DeviceType, want *versionPrefix) (resolution, error) 
 	rangeText := func() string {
 		switch {
 		case t.HasMax():
-			return fmt.Sprintf("iOS %s to %s", t.MinRuntime, t.MaxRuntime)
+			return fmt.Sprintf("iOS %s to %s", t.MinRuntime, shownMax(t.MaxRuntime))
 		case t.MinRuntime.IsZero():
 			return "no declared iOS range"
 		default:
@@ -276,9 +276,11 @@ func resolveFor(l *List, t DeviceType, want *versionPrefix) (resolution, error) 
 	if want != nil {
 		outside := want.high().Compare(t.MinRuntime) < 0 || (t.HasMax() && want.low().Compare(t.MaxRuntime) > 0)
 		if outside {
-			return resolution{}, core.NewSpecError(core.ErrOSOutOfRange,
+			se := core.NewSpecError(core.ErrOSOutOfRange,
 				fmt.Sprintf("%s runs %s; iOS %s is outside that range", t.Name, rangeText(), want),
 				append(rangeKV(), "osVersion", want.String())...)
+			se.Next = "ask for an OS version in " + rangeText() + " (`simlock catalog` lists the installed runtimes)"
+			return resolution{}, se
 		}
 	}
 	var best *Runtime
@@ -313,9 +315,7 @@ func resolveFor(l *List, t DeviceType, want *versionPrefix) (resolution, error) 
 	if want != nil && len(unpaired) > 0 {
 		// The requested runtime is installed and simply does not run this
 		// model (as iOS 26 dropped iPhone XS): downloading cannot help.
-		return resolution{}, core.NewSpecError(core.ErrOSOutOfRange,
-			fmt.Sprintf("the installed %s runtime does not support %s", strings.Join(unpaired, ", "), t.Name),
-			append(rangeKV(), "osVersion", want.String())...)
+		return resolution{}, droppedError(l, t, *want, unpaired)
 	}
 	if want != nil && beyondKnown(*want, l.Runtimes) {
 		// No download could serve it: name what exists rather than
@@ -329,6 +329,53 @@ func resolveFor(l *List, t DeviceType, want *versionPrefix) (resolution, error) 
 	return resolution{model: t, missing: true}, core.NewSpecError(core.ErrRuntimeMissing,
 		fmt.Sprintf("no installed runtime runs %s on %s (%s); installing one needs download permission", t.Name, osText, rangeText()),
 		append(rangeKV(), "osVersion", osDetail)...)
+}
+
+// droppedError refuses a requested runtime that is installed, lies in the
+// model's declared range, and still does not list the model (a runtime that
+// dropped it). The range named is the one the model really has here: from
+// its device type's minimum to the newest installed runtime that runs it.
+func droppedError(l *List, t DeviceType, want versionPrefix, unpaired []string) *core.SpecError {
+	var newest Version
+	for _, r := range l.Runtimes {
+		v, ok := runtimeVersion(r)
+		if !ok || !isIOSRuntime(r) || !r.Available || !t.Admits(v) || !r.Supports(t.Identifier) {
+			continue
+		}
+		if v.Compare(newest) > 0 {
+			newest = v
+		}
+	}
+	dropped := strings.Join(unpaired, ", ")
+	min := t.MinRuntime.String()
+	if newest.IsZero() {
+		// No installed runtime runs it: only the device type's floor and
+		// the runtime that dropped it bound the range.
+		se := core.NewSpecError(core.ErrOSOutOfRange,
+			fmt.Sprintf("%s runs iOS %s and later by its device type, but the installed %s runtime dropped it and no installed runtime runs it; iOS %s is outside its range",
+				t.Name, min, dropped, want),
+			"model", t.Name, "min", min, "max", "", "osVersion", want.String(), "droppedBy", unpaired)
+		se.Next = fmt.Sprintf("ask for an OS version from iOS %s up to one older than %s, with --allow-download to install it", min, dropped)
+		return se
+	}
+	se := core.NewSpecError(core.ErrOSOutOfRange,
+		fmt.Sprintf("%s runs iOS %s to %s here: the installed %s runtime dropped it; iOS %s is outside that range",
+			t.Name, min, newest, dropped, want),
+		"model", t.Name, "min", min, "max", newest.String(), "osVersion", want.String(), "droppedBy", unpaired)
+	se.Next = fmt.Sprintf("ask for an OS version in iOS %s to %s (the newest installed: --os %s)", min, newest, newest)
+	return se
+}
+
+// shownMax is a device type's maximum runtime for a person: simctl writes
+// "any 15" as 15.255.255.
+func shownMax(v Version) string {
+	switch {
+	case v.Minor == 255:
+		return fmt.Sprintf("%d.x", v.Major)
+	case v.Patch == 255:
+		return fmt.Sprintf("%d.%d.x", v.Major, v.Minor)
+	}
+	return v.String()
 }
 
 // requestedVersion reads an OS request: "18", "18.0", "iOS 18.0", or a

@@ -44,10 +44,11 @@ type DropReply struct {
 }
 
 type pending struct {
-	id     string
-	sess   contract.Session
-	done   chan struct{} // closed when the dispatch has returned
-	stored chan struct{} // closed once the daemon has stored the request (its first push) or answered
+	id        string
+	sess      contract.Session
+	requester string        // the request's requesterId ("" is the principal's own)
+	done      chan struct{} // closed when the dispatch has returned
+	stored    chan struct{} // closed once the daemon has stored the request (its first push) or answered
 
 	daemonID string // the daemon's lease request id, from its pushes (guarded by requestTable.mu)
 
@@ -85,6 +86,10 @@ func newRequestID() string {
 func (t *requestTable) start(sess contract.Session, params json.RawMessage) *pending {
 	ctx, cancel := context.WithCancel(t.s.ctx)
 	p := &pending{sess: sess, done: make(chan struct{}), stored: make(chan struct{}), cancel: cancel}
+	var in contract.LeaseRequestIn
+	if contract.Decode(params, &in) == nil {
+		p.requester = in.RequesterID
+	}
 	var once sync.Once
 	markStored := func() { once.Do(func() { close(p.stored) }) }
 	t.s.wg.Add(1)
@@ -373,7 +378,12 @@ func (s *Server) serveReceipt(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// serveDrop: DELETE /v1/requests/{id} gives a handle up.
+// serveDrop: DELETE /v1/requests/{id} gives a handle up. It is the
+// caller's own cancel, not a caller that went away: the request is
+// withdrawn through lease.cancel, so it ends as REQUEST_CANCELLED with a
+// request.cancelled fact, the same as a cancel over the socket. Only when
+// the daemon has nothing queued to withdraw is the dispatch cancelled,
+// which the daemon reads as an abandoned request.
 func (s *Server) serveDrop(w http.ResponseWriter, r *http.Request) {
 	p, err := s.requests.lookup(r.PathValue("id"), sessionOf(r))
 	if err != nil {
@@ -382,13 +392,36 @@ func (s *Server) serveDrop(w http.ResponseWriter, r *http.Request) {
 	}
 	t := s.requests
 	t.mu.Lock()
-	if p.finished {
+	finished := p.finished
+	t.mu.Unlock()
+	if finished {
+		writeJSON(w, http.StatusOK, DropReply{RequestID: p.id, Cancelled: false})
+		return
+	}
+	params, _ := json.Marshal(contract.LeaseCancelIn{RequesterID: p.requester})
+	_, after, cerr := s.b.Dispatch(r.Context(), p.sess, contract.LeaseCancel.Name, params, nil)
+	runAfter(after)
+	if cerr == nil {
+		// The outcome is settled as cancelled; wait for the dispatch to
+		// record it, so a poll that follows reads it.
+		select {
+		case <-p.done:
+		case <-r.Context().Done():
+		}
+	}
+	t.mu.Lock()
+	if p.finished && (cerr != nil || p.err == nil || p.err.Code != contract.CodeRequestCancelled) {
+		// It ended on its own first (a grant, a refusal): that outcome
+		// stays collectable.
 		t.mu.Unlock()
 		writeJSON(w, http.StatusOK, DropReply{RequestID: p.id, Cancelled: false})
 		return
 	}
-	t.dropLocked(p)
+	orphan := t.dropLocked(p)
 	t.mu.Unlock()
+	if orphan != "" {
+		t.release(p.sess, orphan)
+	}
 	writeJSON(w, http.StatusOK, DropReply{RequestID: p.id, Cancelled: true})
 }
 

@@ -548,6 +548,23 @@ func errorStatuses(op string) []int {
 		s = append(s, 409, 502)
 	case contract.Passthrough.Name:
 		s = append(s, 422)
+	case contract.CatalogGet.Name:
+		// A platform no driver serves (?platform=junk).
+		s = append(s, 422)
+	case contract.SessionPrepare.Name, contract.SlotAcquire.Name:
+		// Requirements or a spec this host cannot serve, an unserved
+		// contract version; a replay under a consumed identity; a failed
+		// or timed-out preparation.
+		s = append(s, 409, 410, 422, 502, 504)
+	case contract.SessionStatus.Name, contract.SessionAbandon.Name, contract.SessionRelease.Name,
+		contract.SessionHeartbeat.Name, contract.SessionInfo.Name, contract.SessionGetExport.Name,
+		contract.SessionAcknowledgeExport.Name, contract.SlotHeartbeat.Name, contract.SlotRelease.Name,
+		contract.SlotResetScope.Name:
+		s = append(s, 409, 410)
+	case contract.ResourcesGet.Name, contract.ResourcesSet.Name, contract.ResourcesReconcile.Name:
+		s = append(s, 409, 410, 422, 502)
+	case contract.DeviceUpload.Name:
+		s = append(s, 410, 413)
 	}
 	if slices.Contains(contract.WorkerOnly(), op) {
 		s = append(s, 501)

@@ -91,7 +91,7 @@ func routeTable() []route {
 		{method: "GET", path: "/v1/requests/{id}", op: opRef(contract.LeaseRequest), kind: kindRequestPoll, id: "lease.request.poll",
 			summary: "Long-poll a lease request answered 202: waits up to ?wait= seconds (default 20, cap 60)."},
 		{method: "DELETE", path: "/v1/requests/{id}", op: opRef(contract.LeaseRequest), kind: kindRequestDrop, id: "lease.request.drop",
-			summary: "Give up a lease request answered 202; a lease granted meanwhile is released."},
+			summary: "Cancel a lease request answered 202 (it ends as REQUEST_CANCELLED) and give up its handle; a lease granted meanwhile is released."},
 		{method: "POST", path: "/v1/leases/{id}/exec", op: opRef(contract.DeviceExec), fields: leaseID,
 			summary: "Run simctl or adb against the leased device; with Accept: application/x-ndjson its output streams as lines."},
 		{method: "PUT", path: "/v1/leases/{id}/uploads/{name}", op: opRef(contract.DeviceUpload), kind: kindUpload,

@@ -175,7 +175,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if n == 0 {
 		n = connlimit.Default()
 	}
-	ln = connlimit.Listen(ln, n)
+	ln = typedListener{connlimit.Listen(ln, n)}
 	var pending sync.Map // net.Conn -> *connAuth, until authenticated, hijacked or closed
 	hs := &http.Server{
 		Handler:           s.handler,

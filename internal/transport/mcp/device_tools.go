@@ -79,13 +79,15 @@ LEASE_ENDED (the lease ended while the command ran), PASSTHROUGH_REFUSED (the co
 			Title: "Run simctl or adb on the leased device",
 			Description: `Run simctl (iOS lease) or adb (Android lease) against the leased device on the daemon's machine and return
 {exitCode, stdout, stderr} (each stream cut at 256 KiB, then truncated=true). The command is pinned to the leased device: simctl must
-name it by its udid, adb needs no -s. There is no terminal: pass the full command ("adb shell getprop ro.build.version.sdk").
+name it by its udid, adb needs no -s. {udid}, {deviceSet}, {serial} and {leaseId} in args become the lease's values (as in simlock run),
+e.g. ["getenv", "{udid}", "HOME"]; one of the other platform is BAD_REQUEST. There is no terminal: pass the full command
+("adb shell getprop ro.build.version.sdk").
 ` + confined + "\n" + errs,
 			Annotations: &mcpsdk.ToolAnnotations{Title: "Run simctl or adb on the leased device", DestructiveHint: new(true), OpenWorldHint: new(false)},
 			InputSchema: schemaFor[deviceExecIn](map[string]any{
 				"leaseId": leaseProp,
 				"tool":    map[string]any{"enum": []string{"simctl", "adb"}, "description": "simctl for an iOS lease, adb for an Android lease."},
-				"args":    map[string]any{"description": `The tool's arguments, e.g. ["listapps", "<udid>"] or ["shell", "pm", "list", "packages"].`},
+				"args":    map[string]any{"description": `The tool's arguments, e.g. ["listapps", "{udid}"] or ["shell", "pm", "list", "packages"].`},
 				"stdin":   map[string]any{"description": "Sent to the command's standard input in one piece."},
 			}),
 			OutputSchema: schemaFor[deviceExecOut](nil),
