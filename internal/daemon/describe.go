@@ -212,6 +212,11 @@ type gaps struct {
 
 func (g *gaps) add(stage string, o outcome) {
 	switch {
+	case o.pending && o.superseded:
+		// The read a caller was told to come back for was overtaken by a
+		// change; a fresh one runs.
+		g.pending = append(g.pending, stage)
+		g.note(contract.EnrichmentSuperseded, stage+" changed while it was read; a fresh shared read continues")
 	case o.pending:
 		g.pending = append(g.pending, stage)
 		g.note(contract.EnrichmentTimeout, stage+" did not finish within the budget; a shared read continues")

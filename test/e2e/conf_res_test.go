@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Conformance with the device-resources reference (issue 23, "Device
@@ -57,5 +59,91 @@ func TestConfResReconcileOnAndroidIsRejectedBeforeAnyCommand(t *testing.T) {
 	// resources.get still reaches the emulator.
 	if got, r := w.resources("get", l.LeaseID); r.code != 0 || got.Resources["animations"].State == "" {
 		t.Fatalf("resources get after the refusal: exit %d %+v %s", r.code, got.Resources, r.stderr)
+	}
+}
+
+// resSlowProbeConfig keeps the daemon's periodic work quiet and gives the
+// list a budget long enough to wait through a lease.
+const resSlowProbeConfig = `{"health":{"intervalMs":600000},"capacity":{"host":{"pollIntervalMs":600000}},
+ "cleanup":{"intervalMs":600000,"idleShutdownMs":600000,"idleDestroyMs":6000000},
+ "inventory":{"listBudgetMs":12000,"bootedBudgetMs":500}}`
+
+// resProbeMs is the slow device probe: longer than either budget.
+const resProbeMs = 15000
+
+func (w *world) slowProbes(logPath string) int {
+	n := 0
+	for _, c := range w.commandLog(logPath) {
+		if strings.Contains(c, "simctl") && strings.Contains(c, " list devices") {
+			n++
+		}
+	}
+	return n
+}
+
+func checkSuperseded(t *testing.T, what string, out listOut) {
+	t.Helper()
+	e := out.Enrichment
+	if e == nil || e.Complete || e.Code != "superseded" || !e.Retryable || e.RetryAfterMs != 1000 {
+		t.Fatalf("%s: enrichment %+v, want superseded with a 1000 ms retry hint", what, e)
+	}
+}
+
+// Device resources, inventory invalidation: a provision invalidates the
+// listing, and an obsolete read reports "superseded" with retry hints
+// "rather than a timeout". A `simlock list` waiting on a slow device probe
+// is overtaken by a device made meanwhile (a lease provisions one): it
+// answers before its budget, superseded, never timeout.
+func TestConfResListOvertakenWhileWaitingIsSuperseded(t *testing.T) {
+	w := newWorld(t, resSlowProbeConfig)
+	logPath := w.simHome + "-cmds.log"
+	w.env = append(w.env, "SIMLOCK_SIMSDK_FAULTS=slow-probe="+strconv.Itoa(resProbeMs), "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath)
+	w.mustRun("daemon", "start")
+
+	before := w.slowProbes(logPath)
+	var stdout strings.Builder
+	list := w.cmd("list", "--json")
+	list.Stdout = &stdout
+	start := time.Now()
+	if err := list.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The list's shared probe is under way before the device changes.
+	eventually(t, "the list's device probe", 10*time.Second, func() bool { return w.slowProbes(logPath) > before })
+	w.leaseFor("changer", "--platform", "ios")
+	if err := list.Wait(); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	took := time.Since(start)
+	var out listOut
+	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil {
+		t.Fatalf("list printed %q: %v", stdout.String(), err)
+	}
+	t.Logf("list answered in %s: %+v", took, out.Enrichment)
+	checkSuperseded(t, "the overtaken list", out)
+}
+
+// Device resources, inventory invalidation, as above, for the caller told
+// to come back: a listing answered "timeout" with its stage pending, whose
+// shared read a device change then made obsolete, is retried as the hint
+// says; the retry is told the read was superseded (and a fresh one runs),
+// not handed another plain timeout.
+func TestConfResRetryOfAnOvertakenListingIsSuperseded(t *testing.T) {
+	w := newWorld(t, resSlowProbeConfig)
+	logPath := w.simHome + "-cmds.log"
+	w.env = append(w.env, "SIMLOCK_SIMSDK_FAULTS=slow-probe="+strconv.Itoa(resProbeMs), "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath)
+	w.mustRun("daemon", "start")
+
+	var first listOut
+	w.json(&first, "list", "--booted", "--json")
+	if e := first.Enrichment; e == nil || e.Code != "timeout" || !contains(e.Pending, "ios.devices") {
+		t.Fatalf("first list: %+v, want a timeout with ios.devices pending", e)
+	}
+	w.leaseFor("changer", "--platform", "ios")
+	var retry listOut
+	w.json(&retry, "list", "--booted", "--json")
+	checkSuperseded(t, "the retry after the change", retry)
+	if !contains(retry.Enrichment.Pending, "ios.devices") {
+		t.Fatalf("retry: %+v, want ios.devices pending (a fresh read runs)", retry.Enrichment)
 	}
 }
