@@ -33,7 +33,7 @@ type Shared[T any] struct {
 	// the read that replaces it starts: callers told to come back for the
 	// aborted read must learn it was superseded, not meet a plain timeout.
 	overtaken bool
-	reads  int // reads started (tests count them)
+	reads     int // reads started (tests count them)
 }
 
 // SharedOptions configures a Shared.
