@@ -23,7 +23,7 @@ import (
 // the driver listing's observation when one is known (nil: not known).
 func describeDevice(r core.DeviceRecord, leaseID string, run *core.RunState) contract.Device {
 	out := contract.Device{ID: r.ID, Platform: r.Platform, Model: r.Spec.Model, OSVersion: r.Spec.OSVersion,
-		State: string(r.State), Name: r.Name, Simulated: r.Simulated, LeaseID: leaseID,
+		Name: r.Name, Simulated: r.Simulated,
 		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC(), FormFactor: contract.FormFactorUnknown,
 		OwnerSystem: r.OwnerSystem}
 	if !r.LastLeasedAt.IsZero() {

@@ -147,3 +147,52 @@ func TestConfResRetryOfAnOvertakenListingIsSuperseded(t *testing.T) {
 		t.Fatalf("retry: %+v, want ios.devices pending (a fresh read runs)", retry.Enrichment)
 	}
 }
+
+// Device resources: live state "is grouped under runtime", and the legacy
+// aliases were removed. On every surface that carries a device (the grant,
+// status, list), a leased device has runtime.lifecycle and runtime.lease
+// and no top-level state or leaseId; an idle one has lease null.
+func TestConfResDeviceLiveStateOnlyUnderRuntime(t *testing.T) {
+	w := newWorld(t, "")
+	var grant struct {
+		LeaseID string         `json:"leaseId"`
+		Device  map[string]any `json:"device"`
+	}
+	w.json(&grant, "lease", "--platform", "ios", "--detach", "--requester", "aliases")
+	check := func(where string, d map[string]any, lifecycle string, lease any) {
+		t.Helper()
+		for _, alias := range []string{"state", "leaseId"} {
+			if v, ok := d[alias]; ok {
+				t.Errorf("%s: top-level %s = %v duplicates the runtime", where, alias, v)
+			}
+		}
+		rt, _ := d["runtime"].(map[string]any)
+		if rt == nil || rt["lifecycle"] != lifecycle || rt["lease"] != lease {
+			t.Errorf("%s: runtime %v, want lifecycle %s and lease %v", where, rt, lifecycle, lease)
+		}
+		if _, ok := rt["lease"]; !ok {
+			t.Errorf("%s: runtime.lease is missing", where)
+		}
+	}
+	check("the grant", grant.Device, "leased", grant.LeaseID)
+	var views struct {
+		Devices []map[string]any `json:"devices"`
+	}
+	w.json(&views, "status", "--json")
+	if len(views.Devices) != 1 {
+		t.Fatalf("status devices %v", views.Devices)
+	}
+	check("status", views.Devices[0], "leased", grant.LeaseID)
+	views.Devices = nil
+	w.json(&views, "list", "--json")
+	check("list", views.Devices[0], "leased", grant.LeaseID)
+
+	w.mustRun("release", grant.LeaseID)
+	eventually(t, "the released device to be ready", 30*time.Second, func() bool {
+		views.Devices = nil
+		w.json(&views, "list", "--json")
+		rt, _ := views.Devices[0]["runtime"].(map[string]any)
+		return rt["lifecycle"] == "ready"
+	})
+	check("list after the release", views.Devices[0], "ready", nil)
+}
