@@ -61,7 +61,7 @@ func waitReady(b *testing.B, c *client.Client, id string) {
 			b.Fatal(err)
 		}
 		for _, d := range st.Devices {
-			if d.ID == id && d.State == contract.StateReady {
+			if d.ID == id && d.Runtime.Lifecycle == contract.StateReady {
 				return
 			}
 		}

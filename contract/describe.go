@@ -57,6 +57,14 @@ type DeviceRuntime struct {
 	ServiceStatus map[string]string `json:"serviceStatus,omitempty"`
 }
 
+// LeaseID is the id of the lease holding the device, "" when idle.
+func (r DeviceRuntime) LeaseID() string {
+	if r.Lease == nil {
+		return ""
+	}
+	return *r.Lease
+}
+
 // Enrichment reports what an inventory read could not finish within its
 // budget. Complete is true when nothing is missing; otherwise Pending names
 // the stages a shared background fetch is still running (retry after

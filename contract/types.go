@@ -73,7 +73,6 @@ type Device struct {
 	Platform  string `json:"platform"`
 	Model     string `json:"model"`
 	OSVersion string `json:"osVersion"`
-	State     string `json:"state"`
 	Name      string `json:"name"`
 	// UDID is the iOS simulator's identifier.
 	UDID string `json:"udid,omitempty"`
@@ -85,7 +84,6 @@ type Device struct {
 	// device (for example ANDROID_ADB_SERVER_PORT).
 	Env          map[string]string `json:"env,omitempty"`
 	Simulated    bool              `json:"simulated,omitempty"`
-	LeaseID      string            `json:"leaseId,omitempty"`
 	WorkerID     string            `json:"workerId,omitempty"`
 	StateSince   time.Time         `json:"stateSinceAt"`
 	LastLeasedAt *time.Time        `json:"lastLeasedAt,omitempty"`

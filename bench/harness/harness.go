@@ -441,7 +441,7 @@ func WaitPlatformReady(tb TB, c *client.Client, platform string, n int) {
 		}
 		ready := 0
 		for _, d := range l.Devices {
-			if d.Platform == platform && d.State == contract.StateReady {
+			if d.Platform == platform && d.Runtime.Lifecycle == contract.StateReady {
 				ready++
 			}
 		}

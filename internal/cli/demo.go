@@ -215,8 +215,8 @@ func (a *app) runDemo(ctx context.Context, speed string, keep bool) (err error) 
 	// Wait for the purge to settle so the final status is calm.
 	for time.Now().Before(deadline) {
 		st, err := client.Do(ctx, admin, contract.StatusGet, contract.StatusGetIn{})
-		if err == nil && len(st.Devices) > 0 && st.Devices[0].State == contract.StateReady {
-			n.say("the device is %s again and warm for the next agent (%d lease(s), %d queued)", st.Devices[0].State, len(st.Leases), st.QueueDepth)
+		if err == nil && len(st.Devices) > 0 && st.Devices[0].Runtime.Lifecycle == contract.StateReady {
+			n.say("the device is %s again and warm for the next agent (%d lease(s), %d queued)", st.Devices[0].Runtime.Lifecycle, len(st.Leases), st.QueueDepth)
 			break
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -191,14 +191,14 @@ func (a *app) printDevices(ds []contract.Device, ram map[string]uint64) {
 		if h == "" {
 			h = d.Serial
 		}
-		state := d.State
+		state := d.Runtime.Lifecycle
 		if d.Simulated {
 			state += " (sim)"
 		}
 		if d.OwnerSystem != "" {
 			state += " [" + d.OwnerSystem + "]" // never a plain lease's
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", d.ID, d.Platform, d.Model, d.OSVersion, state, dash(d.LeaseID), h)
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", d.ID, d.Platform, d.Model, d.OSVersion, state, dash(d.Runtime.LeaseID()), h)
 		if ram != nil {
 			r := "-"
 			if b, ok := ram[d.ID]; ok {

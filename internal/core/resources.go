@@ -22,11 +22,21 @@ type ResourceController interface {
 	// ApplyResources writes the requested groups (or restores a receipt),
 	// then re-reads them; Success only on a full match.
 	ApplyResources(ctx context.Context, dev DeviceRef, change ResourceChange) (contract.ResourceResult, error)
-	// ReconcileResources compares the requested map with an independent
-	// observation and the overrides simlock recorded for this device
-	// incarnation, and repairs when asked.
+}
+
+// ResourceReconciler is the optional driver ability behind
+// resources.reconcile: it compares a requested map with an independent
+// observation and the overrides simlock recorded for this device
+// incarnation, and repairs when asked. A driver that keeps no record of its
+// own overrides per incarnation does not implement it, and a reconcile of
+// its devices is refused before any command (ErrReconcileUnsupported).
+type ResourceReconciler interface {
 	ReconcileResources(ctx context.Context, dev DeviceRef, rec ResourceReconcile) (contract.ResourceResult, error)
 }
+
+// ErrReconcileUnsupported refuses resources.reconcile on a device whose
+// driver is no ResourceReconciler: nothing has run on the device.
+var ErrReconcileUnsupported = errors.New("resources.reconcile is not served for this device")
 
 // ResourceChange is one resources.set (or a lease's resources step).
 type ResourceChange struct {

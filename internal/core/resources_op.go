@@ -67,6 +67,12 @@ func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call Resour
 				err = ErrUnknownLease
 				return
 			}
+			if call.Op == "reconcile" {
+				// Refused before the op lock or any driver command.
+				if err = e.reconcilableLocked(l.DeviceID); err != nil {
+					return
+				}
+			}
 			o = e.resourceOp(l.DeviceID, "resources", func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error) {
 				return runResourceCall(ctx, o.drv, o.rec, call)
 			}, &out)
@@ -98,6 +104,20 @@ func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call Resour
 	}
 }
 
+// reconcilableLocked says whether device id's driver serves
+// resources.reconcile (a ResourceReconciler).
+func (e *Engine) reconcilableLocked(id string) error {
+	rec, ok := e.devices[id]
+	if !ok {
+		return ErrUnknownLease
+	}
+	drv, ok := e.drivers[rec.Platform]
+	if _, can := drv.(ResourceReconciler); !ok || !can {
+		return fmt.Errorf("%w: %s devices keep no record of simlock's overrides to compare with", ErrReconcileUnsupported, rec.Platform)
+	}
+	return nil
+}
+
 // signalOpFreedLocked wakes every resource call waiting for an op lock.
 func (e *Engine) signalOpFreedLocked() {
 	close(e.opFreed)
@@ -122,16 +142,17 @@ func (e *Engine) resourceOp(id, lock string, call func(ctx context.Context, o *d
 // too (every group unsupported), not an error.
 func runResourceCall(ctx context.Context, drv Driver, rec DeviceRecord, call ResourceCall) (contract.ResourceResult, error) {
 	ref := rec.Ref()
+	if call.Op == "reconcile" {
+		rr, ok := drv.(ResourceReconciler)
+		if !ok {
+			return contract.ResourceResult{}, fmt.Errorf("%w: %s devices", ErrReconcileUnsupported, rec.Platform)
+		}
+		return rr.ReconcileResources(ctx, ref, call.Reconcile)
+	}
 	rc, ok := drv.(ResourceController)
 	if !ok {
-		switch call.Op {
-		case "set":
+		if call.Op == "set" {
 			return UnsupportedResult(rec, call.Change.Resources), nil
-		case "reconcile":
-			res := UnsupportedResult(rec, call.Reconcile.Resources)
-			d := DriftOf(res)
-			res.Drift, res.FinalDrift = &d, &d
-			return res, nil
 		}
 		return UnsupportedResult(rec, nil), nil
 	}
@@ -140,8 +161,6 @@ func runResourceCall(ctx context.Context, drv Driver, rec DeviceRecord, call Res
 		return rc.ObserveResources(ctx, ref)
 	case "set":
 		return rc.ApplyResources(ctx, ref, call.Change)
-	case "reconcile":
-		return rc.ReconcileResources(ctx, ref, call.Reconcile)
 	}
 	return contract.ResourceResult{}, fmt.Errorf("%w: unknown resource call %q", ErrBadRequest, call.Op)
 }

@@ -23,7 +23,7 @@ import (
 // the driver listing's observation when one is known (nil: not known).
 func describeDevice(r core.DeviceRecord, leaseID string, run *core.RunState) contract.Device {
 	out := contract.Device{ID: r.ID, Platform: r.Platform, Model: r.Spec.Model, OSVersion: r.Spec.OSVersion,
-		State: string(r.State), Name: r.Name, Simulated: r.Simulated, LeaseID: leaseID,
+		Name: r.Name, Simulated: r.Simulated,
 		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC(), FormFactor: contract.FormFactorUnknown,
 		OwnerSystem: r.OwnerSystem}
 	if !r.LastLeasedAt.IsZero() {
@@ -212,6 +212,11 @@ type gaps struct {
 
 func (g *gaps) add(stage string, o outcome) {
 	switch {
+	case o.pending && o.superseded:
+		// The read a caller was told to come back for was overtaken by a
+		// change; a fresh one runs.
+		g.pending = append(g.pending, stage)
+		g.note(contract.EnrichmentSuperseded, stage+" changed while it was read; a fresh shared read continues")
 	case o.pending:
 		g.pending = append(g.pending, stage)
 		g.note(contract.EnrichmentTimeout, stage+" did not finish within the budget; a shared read continues")

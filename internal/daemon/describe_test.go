@@ -76,8 +76,16 @@ func TestDescribeIOSDeviceStatesEveryKey(t *testing.T) {
 	if rt["lifecycle"] != "ready" {
 		t.Errorf("runtime.lifecycle = %v", rt["lifecycle"])
 	}
-	if m["udid"] != r.Handle || m["state"] != "ready" {
+	if m["udid"] != r.Handle {
 		t.Errorf("the existing fields changed: %v", m)
+	}
+	// Device resources: live state is grouped under runtime, and the
+	// legacy aliases are gone. No top-level state or leaseId duplicates
+	// runtime.lifecycle and runtime.lease.
+	for _, alias := range []string{"state", "leaseId"} {
+		if _, ok := m[alias]; ok {
+			t.Errorf("top-level %q duplicates the runtime: %v", alias, m)
+		}
 	}
 
 	// Observed and leased: the live state says so.
@@ -86,6 +94,9 @@ func TestDescribeIOSDeviceStatesEveryKey(t *testing.T) {
 	rt = m["runtime"].(map[string]any)
 	if rt["readiness"] != "running" || rt["lease"] != "lease_1" {
 		t.Errorf("runtime: %v", rt)
+	}
+	if _, ok := m["leaseId"]; ok {
+		t.Errorf("a leased device carries a top-level leaseId: %v", m)
 	}
 
 	// A device whose driver stated nothing: null facts, unknown form factor.

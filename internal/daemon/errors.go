@@ -71,6 +71,10 @@ func toContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeResourceUnproven, "%s", ru.Error()).
 			WithDetails("resourceDrift", ru.Drift, "resources", ru.Result.Resources)
 	}
+	if errors.Is(err, core.ErrReconcileUnsupported) {
+		return contract.Errorf(contract.CodeUnsupportedPlatform, "%s", err.Error()).WithDetails("operation", contract.ResourcesReconcile.Name).
+			WithNext("reconcile is served for iOS Simulators only; on this device read the groups with `simlock resources get` and change them with `simlock resources set`")
+	}
 	var rl *core.RequesterLeasedError
 	if errors.As(err, &rl) {
 		return requesterLeased(rl, true)

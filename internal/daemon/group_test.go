@@ -27,7 +27,7 @@ func TestGroupLeaseOverTheSocket(t *testing.T) {
 		t.Fatalf("group lease %+v", l)
 	}
 	got, err := client.Do(ctx, c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: l.LeaseID})
-	if err != nil || len(got.Devices) != 2 || got.Devices[1].ID != l.Devices[1].ID || got.Devices[1].State != contract.StateLeased {
+	if err != nil || len(got.Devices) != 2 || got.Devices[1].ID != l.Devices[1].ID || got.Devices[1].Runtime.Lifecycle != contract.StateLeased {
 		t.Fatalf("lease.get %+v %v", got, err)
 	}
 	if _, err := client.Do(ctx, c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID}); err != nil {

@@ -151,3 +151,27 @@ func TestInventoryReportsFailuresAndSupersededReads(t *testing.T) {
 		t.Fatalf("listings = %d, want 3 (failed, superseded, fresh)", n)
 	}
 }
+
+// Device resources reference, inventory invalidation: a listing a caller
+// was told to come back for, then overtaken by a device fact, answers the
+// retry with code superseded (the fresh read's stage pending), not timeout.
+func TestInventoryRetryOfAnOvertakenListingIsSuperseded(t *testing.T) {
+	inv, drv, clock := newTestInventory(t)
+	gate := drv.hold()
+	ch := observeAsync(inv, time.Second)
+	spin(t, "caller waiting", func() bool { return clock.Pending() == 2 })
+	clock.Advance(time.Second)
+	if o := <-ch; o.e.Code != contract.EnrichmentTimeout || !reflect.DeepEqual(o.e.Pending, []string{"ios.devices"}) {
+		t.Fatalf("first listing: %+v", o.e)
+	}
+	inv.invalidate(events.Event{Type: "device.provisioned", Platform: "ios"})
+	spin(t, "the aborted listing ended", func() bool { return clock.Pending() == 0 })
+	ch = observeAsync(inv, time.Second)
+	spin(t, "retry waiting", func() bool { return clock.Pending() == 2 })
+	clock.Advance(time.Second)
+	o := <-ch
+	if o.e.Complete || o.e.Code != contract.EnrichmentSuperseded || !reflect.DeepEqual(o.e.Pending, []string{"ios.devices"}) || !o.e.Retryable || o.e.RetryAfterMs != 1000 {
+		t.Fatalf("retry after the change: %+v", o.e)
+	}
+	close(gate)
+}

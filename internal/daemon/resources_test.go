@@ -173,3 +173,44 @@ func TestAndroidLeaseCarriesItsReceiptAndRestores(t *testing.T) {
 		t.Fatalf("another serial's receipt: %v", err)
 	}
 }
+
+// Device resources, "Reconciling workload profiles": Android targets are
+// rejected before any command runs. A driver that is no ResourceReconciler
+// (the Android driver; here the fake's Observing) gets no call, and the
+// refusal is UNSUPPORTED_PLATFORM, not retryable, naming the operation.
+func TestReconcileOnADriverWithoutReconcilerIsRefusedBeforeAnyCall(t *testing.T) {
+	home, _ := os.MkdirTemp("", "slr-")
+	cfg := config.Default()
+	cfg.Capacity.Strategy, cfg.Capacity.Fixed = "fixed", config.Fixed{MaxRunning: 2, MaxManaged: 4}
+	cfg.Capacity.Host.MaxRunning = 8
+	cfg.Resources.Enabled = true
+	droid := fakedrv.New("android")
+	d, err := Start(context.Background(), Options{Home: home, Config: cfg, Version: "test",
+		Drivers: []core.Driver{fakedrv.Observing{Driver: droid}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(); os.RemoveAll(home) })
+	f := &fixture{t: t, d: d, home: home, drv: droid}
+	ctx := context.Background()
+	a := f.dial("alice", "")
+	l, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "android"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(droid.Calls())
+	_, err = a.ResourcesReconcile(ctx, contract.ResourcesReconcileIn{LeaseID: l.LeaseID,
+		Resources: map[string]contract.ResourceState{"animations": contract.ResourceDisabled}, Repair: true})
+	ce := contract.AsError(err)
+	if ce == nil || ce.Code != contract.CodeUnsupportedPlatform || ce.Retryable || ce.Details["operation"] != "resources.reconcile" {
+		t.Fatalf("reconcile on android: %v (%+v)", err, ce)
+	}
+	if calls := droid.Calls()[before:]; len(calls) != 0 {
+		t.Fatalf("the refused reconcile reached the driver: %v", calls)
+	}
+	// The same lease still reads and sets through the driver.
+	if res, err := a.ResourcesSet(ctx, contract.ResourcesSetIn{LeaseID: l.LeaseID,
+		Resources: map[string]contract.ResourceState{"animations": contract.ResourceDisabled}}); err != nil || !res.Success {
+		t.Fatalf("set after the refusal: %+v %v", res, err)
+	}
+}

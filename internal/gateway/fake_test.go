@@ -65,7 +65,7 @@ func (w *fakeWorker) addDevice(platform, model, os string) *contract.Device {
 	defer w.mu.Unlock()
 	w.nextDev++
 	d := &contract.Device{ID: fmt.Sprintf("%s-dev%d", w.id, w.nextDev), Platform: platform, Model: model, OSVersion: os,
-		State: contract.StateReady, Name: model, UDID: "UDID-" + w.id, DeviceSet: "/private/set", Env: map[string]string{"X": "1"},
+		Runtime: contract.DeviceRuntime{Lifecycle: contract.StateReady}, Name: model, UDID: "UDID-" + w.id, DeviceSet: "/private/set", Env: map[string]string{"X": "1"},
 		CreatedAt: w.clock.Now()}
 	w.devices = append(w.devices, d)
 	return d
@@ -94,7 +94,7 @@ func (w *fakeWorker) called(prefix string) []string {
 func (w *fakeWorker) runningLocked(platform string) int {
 	n := 0
 	for _, d := range w.devices {
-		if d.Platform == platform && (d.State == contract.StateReady || d.State == contract.StateLeased) {
+		if d.Platform == platform && (d.Runtime.Lifecycle == contract.StateReady || d.Runtime.Lifecycle == contract.StateLeased) {
 			n++
 		}
 	}
@@ -155,7 +155,8 @@ func (w *fakeWorker) grantLocked(d *contract.Device, in contract.LeaseRequestIn)
 	l := &contract.Lease{LeaseID: fmt.Sprintf("lse_%d", w.nextLease), RequesterID: req, OwnerID: owner,
 		DeviceID: d.ID, Platform: d.Platform, GrantedAt: now, ExpiresAt: now.Add(ttl), LastRenewedAt: now, TTLMs: ttl.Milliseconds()}
 	w.leases[l.LeaseID] = l
-	d.State, d.LeaseID = contract.StateLeased, l.LeaseID
+	lid := l.LeaseID
+	d.Runtime.Lifecycle, d.Runtime.Lease = contract.StateLeased, &lid
 	out := *l
 	dev := *d
 	out.Device = &dev
@@ -168,14 +169,14 @@ func (w *fakeWorker) localLease(requester, platform string, quiet bool) contract
 	w.mu.Lock()
 	var dev *contract.Device
 	for _, d := range w.devices {
-		if d.Platform == platform && d.State == contract.StateReady && d.LeaseID == "" {
+		if d.Platform == platform && d.Runtime.Lifecycle == contract.StateReady && d.Runtime.Lease == nil {
 			dev = d
 			break
 		}
 	}
 	if dev == nil {
 		w.nextDev++
-		dev = &contract.Device{ID: fmt.Sprintf("%s-dev%d", w.id, w.nextDev), Platform: platform, Model: "iPhone 16", OSVersion: "18.2", State: contract.StateReady}
+		dev = &contract.Device{ID: fmt.Sprintf("%s-dev%d", w.id, w.nextDev), Platform: platform, Model: "iPhone 16", OSVersion: "18.2", Runtime: contract.DeviceRuntime{Lifecycle: contract.StateReady}}
 		w.devices = append(w.devices, dev)
 	}
 	l := w.grantLocked(dev, contract.LeaseRequestIn{Platform: platform, RequesterID: requester, OwnerID: requester})
@@ -196,7 +197,7 @@ func (w *fakeWorker) release(leaseID, reason string) {
 	delete(w.leases, leaseID)
 	for _, d := range w.devices {
 		if d.ID == l.DeviceID {
-			d.State, d.LeaseID = contract.StateReady, ""
+			d.Runtime.Lifecycle, d.Runtime.Lease = contract.StateReady, nil
 		}
 	}
 	w.mu.Unlock()
@@ -444,7 +445,7 @@ func (w *fakeWorker) request(ctx context.Context, c *fakeConn, in contract.Lease
 		return nil, contract.Errorf(contract.CodeNoCapacity, "no capacity")
 	}
 	for _, d := range w.devices {
-		if d.Platform == in.Platform && d.State == contract.StateReady && d.LeaseID == "" &&
+		if d.Platform == in.Platform && d.Runtime.Lifecycle == contract.StateReady && d.Runtime.Lease == nil &&
 			(in.Model == "" || d.Model == in.Model) && (in.OSVersion == "" || strings.HasPrefix(d.OSVersion, in.OSVersion)) {
 			l := w.grantLocked(d, in)
 			w.mu.Unlock()
@@ -488,7 +489,7 @@ func (w *fakeWorker) request(ctx context.Context, c *fakeConn, in contract.Lease
 	if model == "" {
 		model = "iPhone 16"
 	}
-	d := &contract.Device{ID: devID, Platform: in.Platform, Model: model, OSVersion: "18.2", State: contract.StateReady, CreatedAt: w.clock.Now()}
+	d := &contract.Device{ID: devID, Platform: in.Platform, Model: model, OSVersion: "18.2", Runtime: contract.DeviceRuntime{Lifecycle: contract.StateReady}, CreatedAt: w.clock.Now()}
 	w.devices = append(w.devices, d)
 	l := w.grantLocked(d, in)
 	w.mu.Unlock()

@@ -249,7 +249,7 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 			// The fleet's booted view from the workers' own views: a device
 			// a worker holds ready or leased is running there.
 			devs = slices.DeleteFunc(devs, func(d contract.Device) bool {
-				return d.State != contract.StateReady && d.State != contract.StateLeased
+				return d.Runtime.Lifecycle != contract.StateReady && d.Runtime.Lifecycle != contract.StateLeased
 			})
 		}
 		return contract.ListGetOut{Devices: devs}, nil

@@ -653,7 +653,7 @@ func TestStatusCatalogAndListAggregate(t *testing.T) {
 	if st.Capacity.MaxRunning != 6 || st.Capacity.Platforms["ios"].MaxRunning != 5 || st.Capacity.Platforms["android"].MaxRunning != 1 {
 		t.Fatalf("capacity %+v", st.Capacity)
 	}
-	if len(st.Workers) != 2 || len(st.Devices) != 1 || st.Devices[0].WorkerID != "wa" || st.Devices[0].LeaseID != l.LeaseID {
+	if len(st.Workers) != 2 || len(st.Devices) != 1 || st.Devices[0].WorkerID != "wa" || st.Devices[0].Runtime.LeaseID() != l.LeaseID {
 		t.Fatalf("%+v", st)
 	}
 	if st.Leases[0].Worker == nil || st.Leases[0].Worker.ID != "wa" || st.Leases[0].OwnerID != "alice" {
@@ -929,7 +929,7 @@ func TestListBootedKeepsOnlyRunningDevices(t *testing.T) {
 	a := newFakeWorker("wa", h.clock)
 	a.addDevice("ios", "iPhone 16", "18.2")
 	off := a.addDevice("ios", "iPhone 16", "18.2")
-	off.State = contract.StateShutdown
+	off.Runtime.Lifecycle = contract.StateShutdown
 	h.attach(a)
 	eventually(t, "wa's two devices in the view", func() bool { v, _ := h.view("wa"); return v.Devices == 2 })
 	var all, booted contract.ListGetOut
@@ -939,7 +939,7 @@ func TestListBootedKeepsOnlyRunningDevices(t *testing.T) {
 	if err := h.do(context.Background(), admin, contract.ListGet.Name, contract.ListGetIn{Booted: true}, &booted, nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(booted.Devices) != 1 || booted.Devices[0].State != contract.StateReady {
+	if len(booted.Devices) != 1 || booted.Devices[0].Runtime.Lifecycle != contract.StateReady {
 		t.Fatalf("booted view %+v", booted.Devices)
 	}
 }

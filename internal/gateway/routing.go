@@ -264,7 +264,7 @@ func hasWarm(v *viewSnapshot, req routeRequest) bool {
 }
 
 func warmMatch(v *viewSnapshot, d *contract.Device, req routeRequest) bool {
-	if d.Platform != req.Platform || d.State != contract.StateReady || d.LeaseID != "" {
+	if d.Platform != req.Platform || d.Runtime.Lifecycle != contract.StateReady || d.Runtime.Lease != nil {
 		return false
 	}
 	if req.Model != "" && !sameName(d.Model, req.Model) {
@@ -380,7 +380,7 @@ func freeRunning(v *viewSnapshot, platform string) int {
 	idlePlat, idleAll := 0, 0
 	for i := range v.Devices {
 		d := &v.Devices[i]
-		if d.State == contract.StateReady && d.LeaseID == "" {
+		if d.Runtime.Lifecycle == contract.StateReady && d.Runtime.Lease == nil {
 			idleAll++
 			if d.Platform == platform {
 				idlePlat++
@@ -420,6 +420,12 @@ func (v *viewSnapshot) privatize() {
 // is about to take.
 const claimMark = "(dispatching)"
 
+// claimed is a fresh pointer to claimMark for one device's runtime.lease.
+func claimed() *string {
+	m := claimMark
+	return &m
+}
+
 // claim books req against a snapshot, so that later decisions in the same
 // pass (and requests still in flight) see the capacity as taken: a warm
 // device first, then free running capacity, then an idle device the worker
@@ -428,7 +434,7 @@ func claim(v *viewSnapshot, req routeRequest) {
 	v.privatize()
 	for i := range v.Devices {
 		if warmMatch(v, &v.Devices[i], req) {
-			v.Devices[i].LeaseID = claimMark
+			v.Devices[i].Runtime.Lease = claimed()
 			return
 		}
 	}
@@ -443,7 +449,7 @@ func claim(v *viewSnapshot, req routeRequest) {
 	pick := -1
 	for i := range v.Devices {
 		d := &v.Devices[i]
-		if d.State != contract.StateReady || d.LeaseID != "" {
+		if d.Runtime.Lifecycle != contract.StateReady || d.Runtime.Lease != nil {
 			continue
 		}
 		if d.Platform == req.Platform {
@@ -455,6 +461,6 @@ func claim(v *viewSnapshot, req routeRequest) {
 		}
 	}
 	if pick >= 0 {
-		v.Devices[pick].LeaseID = claimMark
+		v.Devices[pick].Runtime.Lease = claimed()
 	}
 }

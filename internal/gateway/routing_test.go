@@ -38,12 +38,12 @@ func view(id, platform string, maxRun, running int, devs ...contract.Device) vie
 }
 
 func ready(platform, model, os string) contract.Device {
-	return contract.Device{ID: "d", Platform: platform, Model: model, OSVersion: os, State: contract.StateReady}
+	return contract.Device{ID: "d", Platform: platform, Model: model, OSVersion: os, Runtime: contract.DeviceRuntime{Lifecycle: contract.StateReady}}
 }
 
 func leased(d contract.Device) contract.Device {
-	d.LeaseID = "lse_x"
-	d.State = contract.StateLeased
+	lid := "lse_x"
+	d.Runtime.Lease, d.Runtime.Lifecycle = &lid, contract.StateLeased
 	return d
 }
 
@@ -153,7 +153,7 @@ func TestClaimBooksCapacityWithinAPass(t *testing.T) {
 	if fmt.Sprint(got) != "[a b - -]" {
 		t.Fatalf("decisions %v", got)
 	}
-	if shared[0].LeaseID != "" {
+	if shared[0].Runtime.Lease != nil {
 		t.Fatal("claim mutated the view's own device list")
 	}
 }

@@ -323,7 +323,7 @@ func (g *Gateway) mergeLeasesLocked(id string, old, fresh []contract.Lease, devi
 	}
 	for i := range devices {
 		if lid, ok := held[devices[i].ID]; ok {
-			devices[i].State, devices[i].LeaseID = contract.StateLeased, lid
+			devices[i].Runtime.Lifecycle, devices[i].Runtime.Lease = contract.StateLeased, &lid
 		}
 	}
 	return out, devices
@@ -400,13 +400,15 @@ func (w *worker) applyGrant(l contract.Lease) {
 	found := false
 	for _, d := range w.devices {
 		if d.ID == l.DeviceID {
-			d.State, d.LeaseID, found = contract.StateLeased, l.LeaseID, true
+			lid := l.LeaseID
+			d.Runtime.Lifecycle, d.Runtime.Lease, found = contract.StateLeased, &lid, true
 		}
 		devs = append(devs, d)
 	}
 	if !found && l.Device != nil {
 		d := *l.Device
-		d.State, d.LeaseID = contract.StateLeased, l.LeaseID
+		lid := l.LeaseID
+		d.Runtime.Lifecycle, d.Runtime.Lease = contract.StateLeased, &lid
 		devs = append(devs, d)
 	}
 	w.devices = devs
@@ -556,7 +558,11 @@ func (g *Gateway) Views() []contract.WorkerView {
 
 func (g *Gateway) deviceOut(w *worker, d contract.Device) contract.Device {
 	d.WorkerID = w.id
-	d.LeaseID = joinLeaseID(w.id, d.LeaseID)
+	if d.Runtime.Lease != nil {
+		// The fleet's lease id, as lease.* answers name it.
+		lid := joinLeaseID(w.id, *d.Runtime.Lease)
+		d.Runtime.Lease = &lid
+	}
 	// Where a device lives on its worker's machine means nothing to a
 	// fleet client; it reaches the device through the gateway.
 	d.DeviceSet = ""

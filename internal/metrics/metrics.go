@@ -260,9 +260,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if devices[d.Platform] == nil {
 			devices[d.Platform] = map[string]int{}
 		}
-		devices[d.Platform][d.State]++
+		devices[d.Platform][d.Runtime.Lifecycle]++
 		if d.OwnerSystem != "" {
-			owned[[3]string{d.Platform, d.OwnerSystem, d.State}]++
+			owned[[3]string{d.Platform, d.OwnerSystem, d.Runtime.Lifecycle}]++
 		}
 	}
 	for k, n := range owned {

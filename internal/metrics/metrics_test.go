@@ -145,8 +145,8 @@ func TestEventsMapOntoTheirMetrics(t *testing.T) {
 
 func TestGaugesAreReadFromTheSnapshotAtScrapeTime(t *testing.T) {
 	st := contract.StatusGetOut{
-		Devices: []contract.Device{{Platform: "ios", State: "ready"}, {Platform: "ios", State: "leased"}, {Platform: "ios", State: "leased"},
-			{Platform: "android", State: "quarantined"}},
+		Devices: []contract.Device{{Platform: "ios", Runtime: contract.DeviceRuntime{Lifecycle: "ready"}}, {Platform: "ios", Runtime: contract.DeviceRuntime{Lifecycle: "leased"}}, {Platform: "ios", Runtime: contract.DeviceRuntime{Lifecycle: "leased"}},
+			{Platform: "android", Runtime: contract.DeviceRuntime{Lifecycle: "quarantined"}}},
 		Leases:     []contract.Lease{{Platform: "ios"}, {Platform: "ios"}},
 		QueueDepth: 3,
 		Capacity:   contract.Capacity{Running: 3, MaxRunning: 4, Managed: 4, MaxManaged: 6},

@@ -307,13 +307,13 @@ func (ch *chaos) checkSnapshot(st contract.StatusGetOut, sent time.Time) {
 	}
 	up := map[string]int{}
 	for _, d := range st.Devices {
-		if !legalStates[d.State] {
-			ch.violate("device %s in illegal state %q", d.ID, d.State)
+		if !legalStates[d.Runtime.Lifecycle] {
+			ch.violate("device %s in illegal state %q", d.ID, d.Runtime.Lifecycle)
 		}
-		if (d.State == "leased") != (leased[d.ID] != "") {
-			ch.violate("device %s is %s but its lease is %q (snapshot at %s)", d.ID, d.State, leased[d.ID], sent.Format(time.StampMilli))
+		if (d.Runtime.Lifecycle == "leased") != (leased[d.ID] != "") {
+			ch.violate("device %s is %s but its lease is %q (snapshot at %s)", d.ID, d.Runtime.Lifecycle, leased[d.ID], sent.Format(time.StampMilli))
 		}
-		if d.State == "ready" || d.State == "leased" {
+		if d.Runtime.Lifecycle == "ready" || d.Runtime.Lifecycle == "leased" {
 			up[d.Platform]++
 			up[""]++
 		}

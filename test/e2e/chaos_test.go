@@ -354,8 +354,8 @@ func (ch *chaos) settle(ctx context.Context) {
 		}
 		var busy []string
 		for _, d := range st.Devices {
-			if d.State == "provisioning" || d.State == "reclaiming" || d.State == "quarantined" {
-				busy = append(busy, d.ID+"="+d.State)
+			if d.Runtime.Lifecycle == "provisioning" || d.Runtime.Lifecycle == "reclaiming" || d.Runtime.Lifecycle == "quarantined" {
+				busy = append(busy, d.ID+"="+d.Runtime.Lifecycle)
 			}
 		}
 		if len(busy) == 0 && st.QueueDepth == 0 {

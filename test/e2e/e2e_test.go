@@ -116,8 +116,24 @@ func (w *world) json(v any, args ...string) {
 }
 
 type device struct {
-	ID, State, UDID, DeviceSet, Model, OSVersion string
-	Simulated                                    bool
+	ID, UDID, DeviceSet, Model, OSVersion string
+	Simulated                             bool
+	// State is the device's runtime.lifecycle: the description keeps live
+	// state under runtime, with no top-level copy.
+	State   string `json:"-"`
+	Runtime struct {
+		Lifecycle string
+		Lease     *string
+	}
+}
+
+func (d *device) UnmarshalJSON(b []byte) error {
+	type plain device
+	if err := json.Unmarshal(b, (*plain)(d)); err != nil {
+		return err
+	}
+	d.State = d.Runtime.Lifecycle
+	return nil
 }
 
 type lease struct {

@@ -209,11 +209,14 @@ func TestGatewayWarmHitQueueStatusDrainAndRestart(t *testing.T) {
 	gw.mustRun("release", first.LeaseID)
 	eventually(t, "the released device to be warm", 20*time.Second, func() bool {
 		var st struct {
-			Devices []struct{ State, WorkerID string }
+			Devices []struct {
+				WorkerID string
+				Runtime  struct{ Lifecycle string }
+			}
 		}
 		gw.json(&st, "status", "--json")
 		for _, d := range st.Devices {
-			if d.WorkerID == warm && d.State == "ready" {
+			if d.WorkerID == warm && d.Runtime.Lifecycle == "ready" {
 				return true
 			}
 		}

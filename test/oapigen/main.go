@@ -70,7 +70,7 @@ func run(base, token string) error {
 	lease := got.JSON201
 	rep.LeaseID, rep.DeviceID, rep.Platform = lease.LeaseId, lease.DeviceId, string(lease.Platform)
 	if lease.Device != nil {
-		rep.State = string(lease.Device.State)
+		rep.State = string(lease.Device.Runtime.Lifecycle)
 	}
 
 	read, err := c.LeaseGetWithResponse(ctx, lease.LeaseId)

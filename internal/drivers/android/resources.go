@@ -693,68 +693,10 @@ func (d *Driver) restore(ctx context.Context, dev core.DeviceRef, rc contract.Re
 	return res, nil
 }
 
-// ReconcileResources implements core.ResourceController. Android records no
-// overrides beyond receipts, so there is never an ownedExtra.
-func (d *Driver) ReconcileResources(ctx context.Context, dev core.DeviceRef, rec core.ResourceReconcile) (contract.ResourceResult, error) {
-	if err := contract.ValidateResourceRequest(Platform, rec.Resources); err != nil {
-		return contract.ResourceResult{}, err
-	}
-	rd, err := d.resDeviceFor(ctx, dev)
-	if err != nil {
-		return contract.ResourceResult{}, err
-	}
-	observed, ev := d.observeAll(ctx, rd)
-	drift := driftOf(rec.Resources, observed)
-	res := contract.ResourceResult{DeviceID: dev.ID, Platform: Platform, Requested: rec.Resources,
-		Fingerprint: contract.ResourceFingerprint(rec.Resources), Observed: observed, Drift: &drift,
-		Changed: []string{}, Verification: contract.ResourceVerificationCurrentBoot}
-	if rec.Repair {
-		fix := map[string]contract.ResourceState{}
-		for _, g := range append(append([]string{}, drift.MissingRequested...), drift.CommandFailure...) {
-			fix[g] = rec.Resources[g]
-		}
-		if len(fix) > 0 {
-			applied, err := d.apply(ctx, dev, rd, fix)
-			if err != nil {
-				return contract.ResourceResult{}, err
-			}
-			res.Changed, res.Restore = applied.Changed, applied.Restore
-			observed, ev = d.observeAll(ctx, rd)
-			res.Observed = observed
-		}
-		final := driftOf(rec.Resources, observed)
-		res.FinalDrift = &final
-		drift = final
-	}
-	res.Resources = map[string]contract.ResourceObservation{}
-	for g := range rec.Resources {
-		res.Resources[g] = observed[g]
-	}
-	for _, e := range ev {
-		if _, ok := rec.Resources[e.Group]; ok {
-			res.Services = append(res.Services, e)
-		}
-	}
-	res.Services = nonNil(res.Services)
-	res.Success = drift.Empty()
-	return res, nil
-}
-
-func driftOf(req map[string]contract.ResourceState, observed map[string]contract.ResourceObservation) contract.ResourceDrift {
-	dr := contract.ResourceDrift{MissingRequested: []string{}, OwnedExtra: []string{}, Unsupported: []string{}, CommandFailure: []string{}}
-	for _, g := range sortedGroupNames(req) {
-		switch o := observed[g]; {
-		case o.State == req[g]:
-		case o.State == contract.ResourceUnsupported:
-			dr.Unsupported = append(dr.Unsupported, g)
-		case opposite(o.State, req[g]):
-			dr.MissingRequested = append(dr.MissingRequested, g)
-		default:
-			dr.CommandFailure = append(dr.CommandFailure, g)
-		}
-	}
-	return dr
-}
+// The Android driver is no core.ResourceReconciler: it records no
+// overrides per device incarnation (its restore receipts are the caller's
+// record), so resources.reconcile on an emulator is refused before any
+// command runs, as the device-resources reference asks.
 
 // serviceGroups maps every catalogued native service to its group.
 func serviceGroups() map[string]string {

@@ -19,6 +19,24 @@ type Resourced struct{ *Driver }
 
 var _ core.ResourceController = Resourced{}
 
+// Observing is Resourced without the reconcile ability (no
+// core.ResourceReconciler), as the Android driver: it observes and
+// applies, and a reconcile of its devices must be refused before it is
+// called.
+type Observing struct{ *Driver }
+
+var _ core.ResourceController = Observing{}
+
+// ObserveResources is Resourced's.
+func (o Observing) ObserveResources(ctx context.Context, r core.DeviceRef) (contract.ResourceResult, error) {
+	return Resourced(o).ObserveResources(ctx, r)
+}
+
+// ApplyResources is Resourced's.
+func (o Observing) ApplyResources(ctx context.Context, r core.DeviceRef, c core.ResourceChange) (contract.ResourceResult, error) {
+	return Resourced(o).ApplyResources(ctx, r, c)
+}
+
 // resState is the fake's per-driver resource script and per-device state.
 type resState struct {
 	groups      map[string]map[string]contract.ResourceState // handle -> group -> state

@@ -29,7 +29,11 @@ type Shared[T any] struct {
 	at     time.Time
 	gen    uint64 // bumped by Invalidate
 	flight *sharedFlight[T]
-	reads  int // reads started (tests count them)
+	// overtaken is set when Invalidate aborted a read under way, until
+	// the read that replaces it starts: callers told to come back for the
+	// aborted read must learn it was superseded, not meet a plain timeout.
+	overtaken bool
+	reads     int // reads started (tests count them)
 }
 
 // SharedOptions configures a Shared.
@@ -57,6 +61,8 @@ type sharedFlight[T any] struct {
 	// superseded is set when Invalidate ran while the read was under way:
 	// what it read may describe devices or images that have changed.
 	superseded bool
+	// replaces is set when this read replaces one Invalidate aborted.
+	replaces bool
 }
 
 // Outcome is what one caller gets from Within.
@@ -70,7 +76,9 @@ type Outcome[T any] struct {
 	// finished; the read goes on and a later call may get its result.
 	Pending bool
 	// Superseded is true when the read this call waited for was overtaken
-	// by an invalidation.
+	// by an invalidation (or by the end of the Shared's lifetime). With
+	// Pending it means the read a caller was told to come back for was
+	// overtaken, and the fresh read that replaces it is still running.
 	Superseded bool
 	// Err is the shared read's failure, or the caller's own cancellation.
 	Err error
@@ -109,7 +117,7 @@ func (s *Shared[T]) Within(ctx context.Context, budget time.Duration) Outcome[T]
 	select {
 	case <-f.done:
 	case <-expired:
-		return Outcome[T]{Pending: true}
+		return Outcome[T]{Pending: true, Superseded: f.replaces}
 	case <-ctx.Done():
 		return Outcome[T]{Err: ctx.Err()}
 	}
@@ -124,8 +132,8 @@ func (s *Shared[T]) Within(ctx context.Context, budget time.Duration) Outcome[T]
 
 func (s *Shared[T]) startLocked() *sharedFlight[T] {
 	ctx, cancel := context.WithCancel(s.base)
-	f := &sharedFlight[T]{gen: s.gen, done: make(chan struct{}), cancel: cancel}
-	s.flight = f
+	f := &sharedFlight[T]{gen: s.gen, done: make(chan struct{}), cancel: cancel, replaces: s.overtaken}
+	s.flight, s.overtaken = f, false
 	s.reads++
 	capT := s.opts.Clock.AfterFunc(s.opts.Cap, cancel)
 	go func() {
@@ -135,7 +143,9 @@ func (s *Shared[T]) startLocked() *sharedFlight[T] {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		f.val, f.err = v, err
-		f.superseded = f.gen != s.gen
+		// A read cut short by the end of the base lifetime (daemon
+		// shutdown) is as obsolete as one an invalidation aborted.
+		f.superseded = f.gen != s.gen || (err != nil && s.base.Err() != nil)
 		if err == nil && !f.superseded && (s.opts.Keep == nil || s.opts.Keep(v)) {
 			s.val, s.have, s.at = v, true, s.opts.Clock.Now()
 		}
@@ -159,7 +169,7 @@ func (s *Shared[T]) Invalidate() {
 	s.gen++
 	if f := s.flight; f != nil {
 		f.cancel()
-		s.flight = nil
+		s.flight, s.overtaken = nil, true
 	}
 }
 

@@ -149,3 +149,66 @@ func TestSharedCapsTheBackgroundRead(t *testing.T) {
 		t.Fatal("a read cut off by the cap was kept")
 	}
 }
+
+// Device resources reference, inventory invalidation: obsolete reads report
+// superseded "rather than a timeout". A caller told pending comes back
+// after an invalidation aborted that read: while the replacing read runs
+// past its budget it is told pending and superseded; once a read finishes,
+// callers get it, and a later slow read times out plainly again.
+func TestSharedRetryAfterAnOvertakenReadIsSuperseded(t *testing.T) {
+	clock := fake.NewClock(time.Unix(0, 0))
+	s := &source{value: "new"}
+	gate := s.block()
+	sh := newShared(t, s, clock)
+	ch := within(sh, time.Second)
+	until(t, "timers armed", func() bool { return clock.Pending() == 2 })
+	clock.Advance(time.Second)
+	if o := <-ch; !o.Pending || o.Superseded {
+		t.Fatalf("first caller: %+v, want a plain pending", o)
+	}
+	sh.Invalidate()
+	until(t, "the aborted read ended", func() bool { return clock.Pending() == 0 })
+
+	ch = within(sh, time.Second)
+	until(t, "replacement timers armed", func() bool { return clock.Pending() == 2 })
+	clock.Advance(time.Second)
+	if o := <-ch; !o.Pending || !o.Superseded || o.Err != nil {
+		t.Fatalf("retry: %+v, want pending and superseded", o)
+	}
+	close(gate)
+	until(t, "replacement finished", func() bool {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		return sh.have
+	})
+	if o := sh.Within(context.Background(), time.Second); !o.Done || o.Val != "new" || o.Superseded {
+		t.Fatalf("after the replacement: %+v, want its value", o)
+	}
+	// A later slow read, with no invalidation behind it, is a timeout.
+	clock.Advance(3 * time.Second)
+	s.block()
+	ch = within(sh, time.Second)
+	until(t, "timers armed again", func() bool { return clock.Pending() == 2 })
+	clock.Advance(time.Second)
+	if o := <-ch; !o.Pending || o.Superseded {
+		t.Fatalf("unrelated slow read: %+v, want a plain pending", o)
+	}
+}
+
+// Device resources reference: daemon shutdown is a full invalidation too.
+// A caller waiting when the Shared's lifetime ends is told superseded, not
+// handed the read's cancellation as a failure.
+func TestSharedLifetimeEndSupersedesTheReadInFlight(t *testing.T) {
+	clock := fake.NewClock(time.Unix(0, 0))
+	s := &source{value: "old"}
+	s.block()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sh := NewShared(ctx, SharedOptions[string]{TTL: time.Second, Cap: 30 * time.Second, Clock: clock, Read: s.read})
+	ch := within(sh, time.Minute)
+	until(t, "caller waiting", func() bool { return clock.Pending() == 2 })
+	cancel()
+	if o := <-ch; !o.Superseded || !errors.Is(o.Err, ErrSuperseded) {
+		t.Fatalf("after the lifetime ended: %+v, want superseded", o)
+	}
+}

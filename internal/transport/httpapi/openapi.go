@@ -118,7 +118,7 @@ func enumSchemas() map[string]map[string]any {
 }
 
 var enumFields = map[string]string{
-	"Device.State":                 "DeviceState",
+	"DeviceRuntime.Lifecycle":      "DeviceState",
 	"TokenCreateIn.Role":           "TokenRole",
 	"TokenCreateOut.Role":          "TokenRole",
 	"TokenInfo.Role":               "TokenRole",

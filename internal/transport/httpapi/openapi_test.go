@@ -246,7 +246,7 @@ func TestOpenAPIErrorCodeEnumIsTheErrorTable(t *testing.T) {
 func TestOpenAPIClosedSetsAreEnums(t *testing.T) {
 	schemas := generatedDoc(t, false)["components"].(map[string]any)["schemas"].(map[string]any)
 	for _, c := range []struct{ schema, field, enum string }{
-		{"Device", "platform", "Platform"}, {"Device", "state", "DeviceState"}, {"Lease", "platform", "Platform"},
+		{"Device", "platform", "Platform"}, {"DeviceRuntime", "lifecycle", "DeviceState"}, {"Lease", "platform", "Platform"},
 		{"LeaseRequestIn", "platform", "Platform"}, {"HelloOut", "role", "Role"}, {"TokenCreateIn", "role", "TokenRole"},
 		{"LeaseRequestReceipt", "state", "RequestState"}, {"LeaseTiming", "path", "AdmissionPath"},
 	} {

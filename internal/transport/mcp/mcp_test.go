@@ -395,7 +395,7 @@ func TestLeaseStatusRelease(t *testing.T) {
 		t.Fatalf("lease_status %v, want [%s]", ids(got), l.LeaseID)
 	}
 	s.ok(ToolListDevices, nil, &devs)
-	if len(devs.Devices) != 1 || devs.Devices[0].State != contract.StateLeased {
+	if len(devs.Devices) != 1 || devs.Devices[0].Runtime.Lifecycle != contract.StateLeased {
 		t.Fatalf("devices %+v", devs.Devices)
 	}
 

@@ -329,24 +329,28 @@ function renderQueue(queue) {
   fill($("queue").tBodies[0], rows, "nobody is waiting", 5);
 }
 
+// A device's live state is under runtime: lifecycle is the registry state,
+// lease the id of the lease holding it (null when idle).
+const lifecycle = (d) => (d.runtime && d.runtime.lifecycle) || "";
+
 function renderDevices(devices) {
-  const states = [...new Set(devices.map((d) => d.state))].sort();
+  const states = [...new Set(devices.map(lifecycle))].sort();
   const platforms = [...new Set(devices.map((d) => d.platform))].sort();
-  const count = (p, s) => devices.filter((d) => d.platform === p && d.state === s).length;
+  const count = (p, s) => devices.filter((d) => d.platform === p && lifecycle(d) === s).length;
   const summary = el("table", { class: "summary" },
     el("thead", {}, el("tr", {}, el("th", {}, "platform"), ...states.map((s) => el("th", {}, s)))),
     el("tbody", {}, ...platforms.map((p) =>
       el("tr", {}, el("td", {}, p), ...states.map((s) => el("td", { class: count(p, s) ? "" : "muted" }, count(p, s)))))));
   $("device-summary").replaceChildren(devices.length ? summary : el("p", { class: "muted" }, "no devices yet: they are created on demand"));
   const rows = devices.map((d) =>
-    el("tr", { "data-device": d.id, "data-state": d.state },
+    el("tr", { "data-device": d.id, "data-state": lifecycle(d) },
       el("td", { class: "mono" }, d.id, d.workerId ? el("span", { class: "muted" }, ` @${d.workerId}`) : null),
       el("td", {}, d.platform),
       el("td", {}, d.model),
       el("td", {}, d.osVersion),
-      el("td", {}, el("span", { class: "pill state-" + d.state }, d.state)),
+      el("td", {}, el("span", { class: "pill state-" + lifecycle(d) }, lifecycle(d))),
       el("td", { class: "since", "data-at": d.stateSinceAt }),
-      el("td", { class: "mono" }, d.leaseId || "")));
+      el("td", { class: "mono" }, (d.runtime && d.runtime.lease) || "")));
   fill($("devices").tBodies[0], rows, "no devices", 7);
 }
 
