@@ -212,7 +212,7 @@ func (k *hostChecker) lastDevices(h *home) []contract.Device {
 	}
 	var out []contract.Device
 	for _, dv := range st.Devices {
-		if dv.LeaseID == "" && (dv.State == "ready" || dv.State == "shutdown") {
+		if dv.Runtime.LeaseID() == "" && (dv.Runtime.Lifecycle == "ready" || dv.Runtime.Lifecycle == "shutdown") {
 			out = append(out, dv)
 		}
 	}
@@ -506,7 +506,7 @@ func (k *hostChecker) checkFairness(now time.Time, first map[*home]contract.Stat
 	for h, st := range first {
 		live[filepath.Clean(h.w.home)] = true
 		for _, dv := range st.Devices {
-			if dv.State == "ready" && dv.LeaseID == "" && dv.OwnerSystem != "session" {
+			if dv.Runtime.Lifecycle == "ready" && dv.Runtime.LeaseID() == "" && dv.OwnerSystem != "session" {
 				free++
 			}
 		}
