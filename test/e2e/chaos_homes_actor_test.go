@@ -58,9 +58,9 @@ func (a *homeActor) run(ctx context.Context) {
 		case r < 65:
 			a.lease(ctx, "group", contract.LeaseRequestIn{TTLMs: 60000, TimeoutMs: int64(1000 + a.rng.IntN(3000)),
 				Devices: []contract.DeviceSpec{{Platform: "ios"}, {Platform: "android"}}})
-		case r < 82 && !a.h.ephemeral:
+		case r < 82 && !a.h.leaseOnly:
 			a.session(ctx)
-		case !a.h.ephemeral:
+		case !a.h.leaseOnly:
 			a.slot(ctx)
 		default:
 			a.lease(ctx, "plain", a.plainSpec(false))

@@ -90,6 +90,10 @@ type home struct {
 	sock      string
 	shared    bool // shares the iOS device root with its sibling
 	ephemeral bool // killed and deleted, then replaced by a fresh home
+	// leaseOnly: its agents only lease through their own connections, so
+	// nothing but the drill starts its daemon (the CLI's session commands
+	// and the slot proxy start one when none runs).
+	leaseOnly bool
 
 	mu      sync.Mutex
 	alive   bool // the drill's view: a daemon it started is up
@@ -277,7 +281,8 @@ func (d *homesDrill) newHome(name, iosRoot string, ephemeral bool) *home {
 	if all := d.homes(); len(all) > 0 {
 		shareHost(all[0].w, w)
 	}
-	h := &home{d: d, name: name, w: w, sock: filepath.Join(w.home, "simlock.sock"), shared: iosRoot != "", ephemeral: ephemeral}
+	h := &home{d: d, name: name, w: w, sock: filepath.Join(w.home, "simlock.sock"), shared: iosRoot != "", ephemeral: ephemeral,
+		leaseOnly: ephemeral}
 	d.mu.Lock()
 	d.all = append(d.all, h)
 	d.mu.Unlock()
@@ -302,6 +307,7 @@ func TestChaosHomesDrill(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(shared) })
 	iosRoot := filepath.Join(shared, "ios")
 	a := d.newHome("A", iosRoot, false)
+	a.leaseOnly = true
 	b := d.newHome("B", iosRoot, false)
 	c := d.newHome("C", "", false)
 	gen := 1
@@ -370,7 +376,15 @@ func TestChaosHomesDrill(t *testing.T) {
 				e.startActors(actx)
 				continue
 			}
+			// A's agents never start a daemon (no MCP server, no session
+			// CLI), so a killed A stays dead until the drill restarts it:
+			// the window a recovery needs. Kill it while recoveries are
+			// short; B and C otherwise (their agents' slot proxies and
+			// session keepers may start the daemon again themselves).
 			h := permanent[rng.IntN(len(permanent))]
+			if d.done("stale")+d.done("force") < m.recoveries {
+				h = a
+			}
 			if h.isAlive() && h.kill(t) {
 				d.did("kill")
 				// Recover one of its devices at once, before its agents'
