@@ -126,17 +126,9 @@ type claimView struct {
 	RecoveryCommand string   `json:"recoveryCommand"`
 }
 
-// classification names the ownership class as the error contract does: a
-// claim whose owner runs is live-owner.
-func classification(st hostreg.Status) string {
-	switch st.Class {
-	case hostreg.ClassClaimed:
-		return "live-owner"
-	case hostreg.ClassReleasing:
-		return "releasing"
-	}
-	return string(st.Class)
-}
+// classification names the ownership class as the error contract does
+// (hostreg.Class.Public): a claim whose owner runs is live-owner.
+func classification(st hostreg.Status) string { return st.Class.Public() }
 
 func viewOf(st hostreg.Status) claimView {
 	c := st.Claim
