@@ -324,6 +324,11 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 		res.Outcome, res.Failure, res.Slots = contract.SlotOutcomeFailed, f, []contract.SlotResult{sr}
 		return res, nil
 	}
+	// A malformed spec is answered before the scope is admitted: nothing
+	// is read, written or run for it (and the scope never resolved).
+	if err := slots.CheckSpecForm(req.Platform, req.RequestedSpec); err != nil {
+		return failed(err, []contract.SlotDecision{{Step: "spec", Detail: "refused: " + err.Error()}})
+	}
 	now := m.d.clock.Now()
 	adm, err := m.d.host.AdmitScope(ctx, key, cfg.ManagedHostScope, cfg.RunnerNamespace, cfg.RunnerIncarnation, now)
 	if err != nil {
@@ -963,21 +968,6 @@ func slotSpecRequest(platform string, spec contract.SlotSpec) core.SpecRequest {
 }
 
 func slotOS(platform, runtime string) string {
-	switch platform {
-	case contract.SlotPlatformAndroid:
-		if parts := strings.Split(runtime, ";"); len(parts) > 1 {
-			return parts[1]
-		}
-	case contract.SlotPlatformIOS:
-		r := runtime
-		if i := strings.LastIndex(r, "."); strings.HasPrefix(r, "com.apple.") && i >= 0 {
-			r = r[i+1:]
-		}
-		for _, p := range []string{"iOS-", "iOS ", "iOS"} {
-			if rest, ok := strings.CutPrefix(r, p); ok {
-				return strings.ReplaceAll(rest, "-", ".")
-			}
-		}
-	}
-	return runtime
+	os, _ := slots.RuntimeOS(platform, runtime)
+	return os
 }

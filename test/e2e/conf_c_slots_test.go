@@ -77,3 +77,40 @@ func TestConfSlotsAnInterruptedReplaceListsReplacing(t *testing.T) {
 		t.Fatalf("after the retry: %+v", list)
 	}
 }
+
+// Reference, "End-to-end example": the malformed runtime "android-36"
+// served MCP "in under a second with outcome failed, spec_unsupported,
+// zero tools" and no AVD created. The daemon judges the spec's form
+// before it admits the scope, so nothing runs or is written for it.
+func TestConfSlotsAMalformedAndroidRuntimeIsSpecUnsupportedAtOnce(t *testing.T) {
+	w := newWorld(t, slotsConfig)
+	logPath := w.simHome + "-cmds.log"
+	w.env = append(w.env, "SIMLOCK_SIMSDK_COMMAND_LOG="+logPath)
+	w.mustRun("daemon", "start")
+	cfg := `{"contractVersion":1,"managedHostScope":"host-1","runnerNamespace":"runner-A","runnerIncarnation":"boot-1",` +
+		`"localSlotCapacity":1,"preparationTimeoutMs":60000,"requests":[{"slotIndex":0,"role":"main","platform":"android",` +
+		`"requestedSpec":{"runtime":"android-36","deviceType":"pixel_6"}}]}`
+	p := w.slotProxy(t, cfg)
+	t.Logf("android-36: initialize answered in %s with %s", p.initTook, p.res.failureCode())
+	if p.initTook >= time.Second {
+		t.Fatalf("initialize took %s, want under 1 s", p.initTook)
+	}
+	if p.res.Outcome != "failed" || p.res.failureCode() != "SPEC_UNSUPPORTED" {
+		t.Fatalf("result %+v (%s)", p.res, p.res.failureCode())
+	}
+	tools, err := p.cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 0 {
+		t.Fatalf("tools %v %v, want none", tools, err)
+	}
+	if code, _ := p.refusal("list_devices", map[string]any{}); code != "MANAGED_SLOT_ACQUISITION_FAILED" {
+		t.Fatalf("call: %s", code)
+	}
+	for _, l := range w.commandLog(logPath) {
+		if strings.HasPrefix(l, "avdmanager") && strings.Contains(l, " create ") {
+			t.Fatalf("an AVD was created: %s", l)
+		}
+	}
+	if _, _, ok := w.slotAssignment("runner-A", "boot-1", 0); ok {
+		t.Fatal("a malformed spec left an assignment")
+	}
+}
