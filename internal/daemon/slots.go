@@ -335,6 +335,7 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 		return failed(err, nil)
 	}
 	res.Scope.ScopeKey, res.Scope.Revived = &key, adm.Revived
+	call.Push(contract.NotifyProgress, contract.Progress{Phase: contract.SlotPhaseScopeResolved, ScopeKey: key})
 	if len(adm.Retired) > 0 {
 		m.refresh(ctx)
 	}

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,5 +113,59 @@ func TestConfSlotsAMalformedAndroidRuntimeIsSpecUnsupportedAtOnce(t *testing.T) 
 	}
 	if _, _, ok := w.slotAssignment("runner-A", "boot-1", 0); ok {
 		t.Fatal("a malformed spec left an assignment")
+	}
+}
+
+// Reference, "Results and failure": scopeKey is "null if it failed before
+// the scope resolved", so a failure after the daemon admitted the scope
+// names it. Here the slot's device never finishes booting (the simulated
+// SDK's boot-hang): first the acquisition's deadline passes
+// (PREPARATION_TIMEOUT), then the daemon is killed mid-acquisition
+// (CONNECTION_LOST); both results carry the scope's key.
+func TestConfSlotsAFailureAfterTheScopeResolvedNamesItsKey(t *testing.T) {
+	w := newWorld(t, slotsConfig)
+	w.setEnv("SIMLOCK_SIMSDK_FAULTS", "boot-hang")
+	w.mustRun("daemon", "start")
+	want := contract.ScopeKey("host-1", "runner-A", "boot-1")
+	short := strings.Replace(slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 15"), `"preparationTimeoutMs":60000`, `"preparationTimeoutMs":3000`, 1)
+
+	p := w.slotProxy(t, short)
+	if p.res.Outcome != "failed" || p.res.failureCode() != "PREPARATION_TIMEOUT" {
+		t.Fatalf("a hanging boot: %+v (%s)", p.res, p.res.failureCode())
+	}
+	if p.res.Scope.ScopeKey == nil || *p.res.Scope.ScopeKey != want {
+		t.Fatalf("PREPARATION_TIMEOUT after the scope resolved has scopeKey %v, want %s", p.res.Scope.ScopeKey, want)
+	}
+	p.end()
+
+	pid := w.status().Daemon.PID
+	want = contract.ScopeKey("host-1", "runner-B", "boot-1")
+	long := slotLaunchJSON("runner-B", "boot-1", 0, "iPhone 15")
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		// The acquisition has claimed its slot (so its scope is
+		// admitted) before the daemon dies.
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			var l slotList
+			if r := w.run("slot", "list", "--json"); r.code == 0 && json.Unmarshal([]byte(r.stdout), &l) == nil {
+				for _, a := range l.Assignments {
+					if a.RunnerNamespace == "runner-B" {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+						return
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	q := w.slotProxy(t, long)
+	if q.res.Outcome != "failed" || q.res.failureCode() != "CONNECTION_LOST" {
+		t.Fatalf("a daemon killed mid-acquisition: %+v (%s)", q.res, q.res.failureCode())
+	}
+	<-killed
+	if q.res.Scope.ScopeKey == nil || *q.res.Scope.ScopeKey != want {
+		t.Fatalf("CONNECTION_LOST after the scope resolved has scopeKey %v, want %s", q.res.Scope.ScopeKey, want)
 	}
 }
