@@ -64,6 +64,20 @@ type slotExec struct {
 	lastControl time.Time
 	ended       *contract.SlotExecutionEnded
 	endedAt     time.Time
+	// why is the engine's reason the execution's lease ended (set by track).
+	why func() string
+}
+
+// leaseEndReason is the execution's end reason when its lease left the
+// engine on its own: the engine's release reason (expired, device-lost,
+// released), so the proxy reports what the daemon decided.
+func (x *slotExec) leaseEndReason() string {
+	if x.why != nil {
+		if r := x.why(); r != "" {
+			return r
+		}
+	}
+	return "lease_ended"
 }
 
 // slotEndedKeep is how long an ended execution still answers
@@ -266,21 +280,23 @@ func (m *slotManager) rehydrate(ctx context.Context) error {
 // track registers x and ends it when its lease ends (an expired heartbeat
 // TTL, an idle release, a restart that lost it).
 func (m *slotManager) track(x *slotExec) {
+	ended, why := m.d.engine.LeaseEndedWhy(x.leaseID)
+	x.why = why // before x is shared
 	m.mu.Lock()
 	ctx := m.ctx
 	m.pruneLocked()
 	m.byLease[x.leaseID] = x
 	m.principals[hostreg.SlotKey(x.scope, x.slot)] = x.principal
 	m.mu.Unlock()
-	ended := m.d.engine.LeaseEnded(x.leaseID)
 	go func() {
 		select {
 		case <-ended:
 		case <-ctx.Done():
 			return
 		}
+		reason := x.leaseEndReason()
 		m.mu.Lock()
-		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: reason, NextAction: nextRelaunch})
 		m.mu.Unlock()
 		if first {
 			if err := m.d.host.ReleaseSlot(context.WithoutCancel(ctx), x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
@@ -538,8 +554,9 @@ func (m *slotManager) heartbeat(_ context.Context, _ *dispatch.Call, in contract
 	l, err := m.d.engine.Renew(x.leaseID, slotHeartbeatTTL)
 	if errors.Is(err, core.ErrUnknownLease) {
 		// Expired just now: its watcher is about to say so; answer the same.
+		reason := x.leaseEndReason()
 		m.mu.Lock()
-		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: reason, NextAction: nextRelaunch})
 		m.mu.Unlock()
 		if first {
 			m.releaseClaim(x.scope, x.slot, x.token, err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 )
@@ -167,5 +169,55 @@ func TestConfSlotsAFailureAfterTheScopeResolvedNamesItsKey(t *testing.T) {
 	<-killed
 	if q.res.Scope.ScopeKey == nil || *q.res.Scope.ScopeKey != want {
 		t.Fatalf("CONNECTION_LOST after the scope resolved has scopeKey %v, want %s", q.res.Scope.ScopeKey, want)
+	}
+}
+
+// Reference, "Lifecycle", item 3: once the execution ends, every managed
+// answer and the resource report "the daemon's release reason, or
+// session-not-found when none was named". A proxy frozen (SIGSTOP) past
+// the heartbeat TTL has its lease ended by the daemon for expiry; once it
+// runs again, the resource and a tool call say expired.
+func TestConfSlotsTheProxyReportsTheDaemonsEndReason(t *testing.T) {
+	w := newWorld(t, slotsConfig)
+	w.mustRun("daemon", "start")
+	p := w.slotProxy(t, slotLaunchJSON("runner-A", "boot-1", 0, "iPhone 15"))
+	if p.res.Outcome != "ready" {
+		t.Fatalf("acquisition %+v (%s)", p.res, p.res.failureCode())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the daemon to end the frozen execution's lease", 30*time.Second, func() bool {
+		_, l, ok := w.slotAssignment("runner-A", "boot-1", 0)
+		return ok && l == ""
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var reason any
+	eventually(t, "the proxy to learn its execution ended", 20*time.Second, func() bool {
+		r, err := p.cs.ReadResource(context.Background(), &mcpsdk.ReadResourceParams{URI: "simlock://managed-slots"})
+		if err != nil || len(r.Contents) == 0 {
+			return false
+		}
+		var res struct {
+			Slots []struct {
+				ExecutionEnded *struct {
+					Reason string `json:"reason"`
+				} `json:"executionEnded"`
+			} `json:"slots"`
+		}
+		if json.Unmarshal([]byte(r.Contents[0].Text), &res) != nil || len(res.Slots) == 0 || res.Slots[0].ExecutionEnded == nil {
+			return false
+		}
+		reason = res.Slots[0].ExecutionEnded.Reason
+		return true
+	})
+	if reason != "expired" {
+		t.Fatalf("the resource says the execution ended for %v; the daemon ended its lease for expired", reason)
+	}
+	text, isErr := p.call("lease_status", map[string]any{}, nil)
+	if !isErr || !strings.Contains(text, "MANAGED_EXECUTION_ENDED") || !strings.Contains(text, `"reason":"expired"`) {
+		t.Fatalf("a call after the expiry: %s", text)
 	}
 }
