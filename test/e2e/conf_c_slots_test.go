@@ -221,3 +221,42 @@ func TestConfSlotsTheProxyReportsTheDaemonsEndReason(t *testing.T) {
 		t.Fatalf("a call after the expiry: %s", text)
 	}
 }
+
+// Reference, "Error codes": every slot failure "carries retryable and a
+// nextAction", and they must agree with its message. Home A made the
+// slot's device in its own root; acquired through home B's daemon (same
+// host registry, another device root) the slot is refused for good with
+// DEVICE_OUTSIDE_MANAGED_SLOTS, whose message and next step both send the
+// runner to A's daemon (ADR 0069), and a retry through A reuses the device.
+func TestConfSlotsADeviceInAnotherHomeSendsTheRunnerThere(t *testing.T) {
+	a := newWorld(t, slotWorldConfig)
+	b := newWorld(t, slotWorldConfig)
+	for _, kv := range a.env {
+		for _, k := range []string{"SIMLOCK_HOST_DIR=", "SIMLOCK_SIMSDK_HOME="} {
+			if strings.HasPrefix(kv, k) {
+				b.setEnv(strings.TrimSuffix(k, "="), strings.TrimPrefix(kv, k))
+			}
+		}
+	}
+	a.mustRun("daemon", "start")
+	b.mustRun("daemon", "start")
+	ca, cb := a.dial(t, "runner"), b.dial(t, "runner")
+	res, tok := acquireSlot(t, ca, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s1 := mustReady(t, res, contract.SlotCreated)
+	releaseSlot(t, ca, s1, tok)
+
+	other, _ := acquireSlot(t, cb, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	f := other.Failure
+	if f == nil || f.Code != contract.CodeDeviceOutsideSlots || f.Retryable {
+		t.Fatalf("the slot through another home's daemon: %+v", f)
+	}
+	if !strings.Contains(f.Message, a.home) || !strings.Contains(f.NextAction, a.home) || strings.Contains(f.NextAction, "inventory") {
+		t.Fatalf("message %q and next step %q disagree (want both to name %s)", f.Message, f.NextAction, a.home)
+	}
+	res, tok = acquireSlot(t, ca, slotConfig("runner-A", "boot-1", "iPhone 15"))
+	s2 := mustReady(t, res, contract.SlotReused)
+	if s2.Device.StableID != s1.Device.StableID {
+		t.Fatalf("through home A again: %+v", s2)
+	}
+	releaseSlot(t, ca, s2, tok)
+}
