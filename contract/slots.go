@@ -76,6 +76,12 @@ const (
 	SlotOutcomeFailed = "failed"
 )
 
+// SlotPhaseScopeResolved is the progress phase slot.acquire pushes, with
+// the scope key, once the daemon admitted the scope. From then on every
+// failure of the acquisition names the key, including one its caller
+// decides itself (its deadline passed, or the connection was lost).
+const SlotPhaseScopeResolved = "scope-resolved"
+
 // SlotScope identifies the runner scope an execution belongs to.
 type SlotScope struct {
 	ManagedHostScope  string `json:"managedHostScope"`

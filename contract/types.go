@@ -298,6 +298,9 @@ type Progress struct {
 	DeviceID       string `json:"deviceId,omitempty"`
 	EtaMs          int64  `json:"etaMs,omitempty"`
 	Message        string `json:"message,omitempty"`
+	// ScopeKey is the admitted scope's key (phase scope-resolved of
+	// slot.acquire).
+	ScopeKey string `json:"scopeKey,omitempty"`
 }
 
 type StatusGetIn struct{}

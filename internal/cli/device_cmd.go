@@ -126,17 +126,9 @@ type claimView struct {
 	RecoveryCommand string   `json:"recoveryCommand"`
 }
 
-// classification names the ownership class as the error contract does: a
-// claim whose owner runs is live-owner.
-func classification(st hostreg.Status) string {
-	switch st.Class {
-	case hostreg.ClassClaimed:
-		return "live-owner"
-	case hostreg.ClassReleasing:
-		return "releasing"
-	}
-	return string(st.Class)
-}
+// classification names the ownership class as the error contract does
+// (hostreg.Class.Public): a claim whose owner runs is live-owner.
+func classification(st hostreg.Status) string { return st.Class.Public() }
 
 func viewOf(st hostreg.Status) claimView {
 	c := st.Claim
@@ -499,12 +491,17 @@ func (a *app) releaseViaOwner(ctx context.Context, db *hostreg.DB, st hostreg.St
 		return r, inUse(st, "owner-unreachable", fmt.Sprintf("the owning daemon of %s (home %s) does not answer: %v; `%s` interrupts it", st.Key, home, err, hostreg.RecoveryCommand(forced)))
 	}
 	defer c.Close()
-	out, err := client.Do(ctx, c, contract.DeviceRelease, contract.DeviceReleaseIn{DeviceKey: string(st.Key)})
-	if err != nil {
+	// --wait bounds the whole release: the owner's answer (its settle wait
+	// can be long when a teardown hangs) and the claim's clearing after it.
+	deadline := time.Now().Add(wait)
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	out, err := client.Do(wctx, c, contract.DeviceRelease, contract.DeviceReleaseIn{DeviceKey: string(st.Key)})
+	answered := err == nil
+	if err != nil && wctx.Err() == nil {
 		return r, err
 	}
 	r.Action = out.Action
-	deadline := time.Now().Add(wait)
 	for {
 		cur, held := a.current(ctx, st.Key)
 		if !held {
@@ -515,8 +512,30 @@ func (a *app) releaseViaOwner(ctx context.Context, db *hostreg.DB, st hostreg.St
 			return r, inUse(cur, hostreg.ReasonHeld, fmt.Sprintf("%s was released and is now held by home %s", st.Key, cur.Claim.Owner.Home))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return r, fmt.Errorf("the owning daemon answered %q, but its claim on %s is still %s after %s", out.Action, st.Key, cur.Class, wait)
+			what := fmt.Sprintf("the owning daemon answered %q", out.Action)
+			if !answered {
+				what = "the owning daemon has not finished the release"
+			}
+			return r, notReleased(cur, fmt.Sprintf("%s, but its claim on %s is still %s after --wait %s", what, st.Key, cur.Class.Public(), wait))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// releaseRetryAfterMs is the retry hint of a release whose teardown is
+// still under way when --wait ends.
+const releaseRetryAfterMs = 5000
+
+// notReleased is the answer of a release whose wait ended with the claim
+// still held by its owner: DEVICE_IN_USE classified as the claim is now. A
+// teardown under way (releasing) is retryable after a bounded delay, as the
+// reference has it; any other class is a live owner's, and is not.
+func notReleased(cur hostreg.Status, msg string) *contract.Error {
+	e := inUse(cur, "release-pending", msg)
+	if cur.Class == hostreg.ClassReleasing {
+		e.Retryable = true
+		e.WithRetryAfter(releaseRetryAfterMs).WithNext("the owner's teardown is under way: retry after retryAfterMs, " +
+			"or `simlock device status " + string(cur.Key) + "` to follow it")
+	}
+	return e
 }

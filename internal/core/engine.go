@@ -162,6 +162,7 @@ type Engine struct {
 	slotMade   map[string]string        // devices ProvisionAssigned made, by slot key, until forgotten
 	slotPins   map[string]int           // slot key -> acquisitions in flight (PinSlot): its device does not yield
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
+	whyWatch   map[string][]*string     // lease id -> where its end reason goes (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
 	rs         resetBook                // session resets of released leases (reset.go)
 	goldens    goldenBook               // golden removals and refused builds (golden.go)

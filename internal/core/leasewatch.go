@@ -33,3 +33,34 @@ func (e *Engine) leaseGoneLocked(leaseID string) {
 		delete(e.leaseWatch, leaseID)
 	}
 }
+
+// LeaseEndedWhy is LeaseEnded plus the reason the lease ended, readable
+// once the channel is closed: a lease.released reason (released, expired,
+// device-lost), or "" for a lease that was already gone when asked.
+func (e *Engine) LeaseEndedWhy(leaseID string) (<-chan struct{}, func() string) {
+	ch := e.LeaseEnded(leaseID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	why := new(string)
+	if _, ok := e.leases[leaseID]; ok {
+		if e.whyWatch == nil {
+			e.whyWatch = map[string][]*string{}
+		}
+		e.whyWatch[leaseID] = append(e.whyWatch[leaseID], why)
+	}
+	return ch, func() string {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return *why
+	}
+}
+
+// leaseWhyLocked hands the reason a lease ended to its LeaseEndedWhy
+// watchers; releaseLocked calls it once the release is durable, in the
+// same section that closed the watch channel.
+func (e *Engine) leaseWhyLocked(leaseID, reason string) {
+	for _, why := range e.whyWatch[leaseID] {
+		*why = reason
+	}
+	delete(e.whyWatch, leaseID)
+}

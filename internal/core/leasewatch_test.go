@@ -91,3 +91,39 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 		}
 	})
 }
+
+// Reference (managed slots, "Lifecycle" item 3): an ended execution
+// reports "the daemon's release reason". LeaseEndedWhy tells a watcher why
+// the lease ended: expired for a deadline, released for a release; a
+// release that did not land names nothing, and an unknown lease no reason.
+func TestLeaseEndedWhyNamesTheReleaseReason(t *testing.T) {
+	h := newHarness(t, one(1))
+	g, _ := h.lease("a", "")
+	ended, why := h.engine.LeaseEndedWhy(g.Lease.ID)
+	h.clock.Advance(time.Minute)
+	h.engine.WaitIdle()
+	if !closed(ended) || why() != "expired" {
+		t.Fatalf("after the deadline: closed %v, why %q", closed(ended), why())
+	}
+
+	g, _ = h.lease("b", "")
+	ended, why = h.engine.LeaseEndedWhy(g.Lease.ID)
+	h.store.failing = true
+	if err := h.engine.Release(g.Lease.ID); err == nil {
+		t.Fatal("release with a failing store succeeded")
+	}
+	if closed(ended) || why() != "" {
+		t.Fatalf("a release that did not land: closed %v, why %q", closed(ended), why())
+	}
+	h.store.failing = false
+	if err := h.engine.Release(g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ended) || why() != "released" {
+		t.Fatalf("after a release: closed %v, why %q", closed(ended), why())
+	}
+	h.engine.WaitIdle()
+	if ch, why := h.engine.LeaseEndedWhy("nope"); !closed(ch) || why() != "" {
+		t.Fatal("an unknown lease must read as ended, with no reason")
+	}
+}

@@ -79,6 +79,9 @@ type heldClaim struct {
 	device string // the engine's device id ("" for an unrecorded device)
 	lease  string
 	state  hostreg.State
+	// explicit: an explicit release (device.release) marked the claim
+	// releasing before any teardown op began (beginRelease).
+	explicit bool
 }
 
 var _ core.OpHooks = (*claims)(nil)
@@ -297,7 +300,14 @@ func (c *claims) writeLease(ctx context.Context, device, lease string) {
 			break
 		}
 	}
-	if h == nil || h.state != hostreg.StateClaimed || h.lease == lease {
+	if h == nil || (h.state == hostreg.StateClaimed && h.lease == lease) {
+		return
+	}
+	// A device granted again after an explicit release that never reached
+	// its teardown (its reclaim failed, then a retry brought it back) is
+	// claimed again, with the new lease.
+	regrant := h.explicit && h.state == hostreg.StateReleasing && lease != ""
+	if h.state != hostreg.StateClaimed && !regrant {
 		return
 	}
 	cl := hostreg.Claim{Key: key, Kind: hostreg.KindLease, LeaseID: lease, Owner: c.self, ClaimedAt: c.now()}
@@ -313,7 +323,52 @@ func (c *claims) writeLease(ctx context.Context, device, lease string) {
 		c.log.Warn("write the lease on a device's claim", "key", key, "lease", lease, "err", err)
 		return
 	}
-	h.lease = lease
+	h.lease, h.state, h.explicit = lease, hostreg.StateClaimed, false
+	c.kick()
+}
+
+// beginRelease marks key's claim releasing as an explicit release
+// (device.release) starts: from the release of its lease on, the device's
+// teardown is under way, and `device status` reads releasing even while a
+// reclaim hangs, long before the shutdown that clears the claim. A device
+// this daemon holds no claim on, or whose teardown began, is left alone.
+func (c *claims) beginRelease(ctx context.Context, key hostreg.Key) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.held[key]
+	if !ok || h.state != hostreg.StateClaimed {
+		return nil
+	}
+	if err := c.store.MarkReleasing(ctx, key, c.self); err != nil {
+		return fmt.Errorf("mark %s releasing: %w", key, err)
+	}
+	h.state, h.explicit = hostreg.StateReleasing, true
+	c.kick()
+	return nil
+}
+
+// endRelease undoes beginRelease when the release ended with the device
+// still in this home's hands and no teardown under way (refused, or the
+// device taken again): the claim reads claimed again, with lease ("" for
+// an idle device).
+func (c *claims) endRelease(ctx context.Context, key hostreg.Key, lease string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.held[key]
+	if !ok || !h.explicit || h.state != hostreg.StateReleasing {
+		return
+	}
+	cl := hostreg.Claim{Key: key, Kind: hostreg.KindLease, LeaseID: lease, Owner: c.self, ClaimedAt: c.now()}
+	if lease == "" {
+		cl.Kind, cl.Command = hostreg.KindTransient, claimIdle
+	}
+	wctx, cancel := context.WithTimeout(ctx, claimWriteTimeout)
+	defer cancel()
+	if err := c.store.Claim(wctx, cl); err != nil {
+		c.log.Warn("mark a device claimed again after a release that did not tear it down", "key", key, "err", err)
+		return
+	}
+	h.lease, h.state, h.explicit = lease, hostreg.StateClaimed, false
 	c.kick()
 }
 

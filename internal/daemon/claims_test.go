@@ -270,7 +270,7 @@ func TestAForeignClaimRefusesBeforeThePlatformWithDeviceInUse(t *testing.T) {
 	}
 	owner, _ := ce.Details["owner"].(map[string]any)
 	recovery, _ := ce.Details["recovery"].(map[string]any)
-	if ce.Details["deviceKey"] != string(key) || ce.Details["classification"] != "claimed" || ce.Details["reason"] != hostreg.ReasonHeld ||
+	if ce.Details["deviceKey"] != string(key) || ce.Details["classification"] != "live-owner" || ce.Details["reason"] != hostreg.ReasonHeld ||
 		owner["home"] != other || owner["leaseId"] != "lse_theirs" || recovery["command"] == "" || ce.NextAction != recovery["command"] {
 		t.Fatalf("details %#v next %q", ce.Details, ce.NextAction)
 	}

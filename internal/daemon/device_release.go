@@ -43,28 +43,74 @@ func (d *Daemon) deviceRelease(ctx context.Context, _ *dispatch.Call, in contrac
 	if err := d.slots.guardDevice(rec.ID); err != nil {
 		return out, err
 	}
+	// The claim reads releasing from here on (the reference's close order:
+	// mark releasing, tear down, clear the claim last), and claimed again
+	// if the release ends with no teardown under way.
+	if d.claims != nil {
+		if err := d.claims.beginRelease(ctx, key); err != nil {
+			return out, err
+		}
+	}
 	for _, l := range d.engine.Leases() {
 		if l.Holds(rec.ID) {
 			if err := d.engine.Release(l.ID); err != nil && !errors.Is(err, core.ErrUnknownLease) {
+				d.endRelease(ctx, key, rec.ID)
 				return out, err
 			}
 			out.LeaseID, out.Action = l.ID, "lease-released"
 		}
 	}
-	stopped, err := d.shutdownSettled(ctx, rec.ID, "device-release")
-	switch {
+	// A release, once begun, is finished whether or not its caller waits
+	// for it (`device release --wait` gives up at its deadline): the
+	// teardown runs on its own context.
+	type settled struct {
+		stopped bool
+		err     error
+	}
+	done := make(chan settled, 1)
+	go func() {
+		bg := context.WithoutCancel(ctx)
+		stopped, err := d.shutdownSettled(bg, rec.ID, "device-release")
+		tearingDown := stopped || out.LeaseID != "" && (errors.Is(err, errNotSettled) || errors.Is(err, core.ErrUnknownDevice))
+		if !tearingDown {
+			d.endRelease(bg, key, rec.ID) // no teardown under way: the claim is claimed again
+		}
+		done <- settled{stopped, err}
+	}()
+	var res settled
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		return out, ctx.Err()
+	}
+	switch err := res.err; {
 	case errors.Is(err, core.ErrUnknownDevice) && out.LeaseID != "":
 		return out, nil // the reclaim destroyed it: its teardown cleared the claim
 	case errors.Is(err, errNotSettled) && out.LeaseID != "":
-		return out, nil // still reclaiming: the caller watches the claim
+		return out, nil // still reclaiming: the claim reads releasing; the caller watches it
 	case err != nil:
 		return out, err
-	case stopped:
+	case res.stopped:
 		out.Action = "shut-down"
 	case out.LeaseID == "":
 		out.Action = "already-stopped"
 	}
 	return out, nil
+}
+
+// endRelease puts key's claim back to claimed (with the lease holding
+// device, if any) after a release that did not tear the device down.
+func (d *Daemon) endRelease(ctx context.Context, key hostreg.Key, device string) {
+	if d.claims == nil {
+		return
+	}
+	lease := ""
+	for _, l := range d.engine.Leases() {
+		if l.Holds(device) {
+			lease = l.ID
+		}
+	}
+	d.claims.endRelease(context.WithoutCancel(ctx), key, lease)
 }
 
 var errNotSettled = errors.New("the device did not settle")

@@ -152,11 +152,11 @@ func requesterLeased(rl *core.RequesterLeasedError, visible bool) *contract.Erro
 // the recovery command (through that owner, or --stale/--force when the
 // owner is proven gone or the record unreadable) does.
 func deviceInUse(c *hostreg.ConflictError) *contract.Error {
-	ce := contract.Errorf(contract.CodeDeviceInUse, "device %s is in use by home %s (%s): %s", c.DeviceKey, c.Owner.Home, c.Classification, c.Recovery)
+	ce := contract.Errorf(contract.CodeDeviceInUse, "device %s is in use by home %s (%s): %s", c.DeviceKey, c.Owner.Home, c.Classification.Public(), c.Recovery)
 	ce.Retryable = false
 	ce.WithDetails(
 		"reason", c.Reason,
-		"classification", string(c.Classification),
+		"classification", c.Classification.Public(),
 		"deviceKey", string(c.DeviceKey),
 		"owner", map[string]any{"home": c.Owner.Home, "leaseId": c.Owner.LeaseID,
 			"daemonPid": c.Owner.DaemonPID, "daemonStartTime": c.Owner.DaemonStartTime},

@@ -64,6 +64,20 @@ type slotExec struct {
 	lastControl time.Time
 	ended       *contract.SlotExecutionEnded
 	endedAt     time.Time
+	// why is the engine's reason the execution's lease ended (set by track).
+	why func() string
+}
+
+// leaseEndReason is the execution's end reason when its lease left the
+// engine on its own: the engine's release reason (expired, device-lost,
+// released), so the proxy reports what the daemon decided.
+func (x *slotExec) leaseEndReason() string {
+	if x.why != nil {
+		if r := x.why(); r != "" {
+			return r
+		}
+	}
+	return "lease_ended"
 }
 
 // slotEndedKeep is how long an ended execution still answers
@@ -266,21 +280,23 @@ func (m *slotManager) rehydrate(ctx context.Context) error {
 // track registers x and ends it when its lease ends (an expired heartbeat
 // TTL, an idle release, a restart that lost it).
 func (m *slotManager) track(x *slotExec) {
+	ended, why := m.d.engine.LeaseEndedWhy(x.leaseID)
+	x.why = why // before x is shared
 	m.mu.Lock()
 	ctx := m.ctx
 	m.pruneLocked()
 	m.byLease[x.leaseID] = x
 	m.principals[hostreg.SlotKey(x.scope, x.slot)] = x.principal
 	m.mu.Unlock()
-	ended := m.d.engine.LeaseEnded(x.leaseID)
 	go func() {
 		select {
 		case <-ended:
 		case <-ctx.Done():
 			return
 		}
+		reason := x.leaseEndReason()
 		m.mu.Lock()
-		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: reason, NextAction: nextRelaunch})
 		m.mu.Unlock()
 		if first {
 			if err := m.d.host.ReleaseSlot(context.WithoutCancel(ctx), x.scope, x.slot, x.token, false, m.d.clock.Now()); err != nil {
@@ -324,12 +340,18 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 		res.Outcome, res.Failure, res.Slots = contract.SlotOutcomeFailed, f, []contract.SlotResult{sr}
 		return res, nil
 	}
+	// A malformed spec is answered before the scope is admitted: nothing
+	// is read, written or run for it (and the scope never resolved).
+	if err := slots.CheckSpecForm(req.Platform, req.RequestedSpec); err != nil {
+		return failed(err, []contract.SlotDecision{{Step: "spec", Detail: "refused: " + err.Error()}})
+	}
 	now := m.d.clock.Now()
 	adm, err := m.d.host.AdmitScope(ctx, key, cfg.ManagedHostScope, cfg.RunnerNamespace, cfg.RunnerIncarnation, now)
 	if err != nil {
 		return failed(err, nil)
 	}
 	res.Scope.ScopeKey, res.Scope.Revived = &key, adm.Revived
+	call.Push(contract.NotifyProgress, contract.Progress{Phase: contract.SlotPhaseScopeResolved, ScopeKey: key})
 	if len(adm.Retired) > 0 {
 		m.refresh(ctx)
 	}
@@ -532,8 +554,9 @@ func (m *slotManager) heartbeat(_ context.Context, _ *dispatch.Call, in contract
 	l, err := m.d.engine.Renew(x.leaseID, slotHeartbeatTTL)
 	if errors.Is(err, core.ErrUnknownLease) {
 		// Expired just now: its watcher is about to say so; answer the same.
+		reason := x.leaseEndReason()
 		m.mu.Lock()
-		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: "lease_ended", NextAction: nextRelaunch})
+		first := m.endLocked(x, contract.SlotExecutionEnded{Reason: reason, NextAction: nextRelaunch})
 		m.mu.Unlock()
 		if first {
 			m.releaseClaim(x.scope, x.slot, x.token, err)
@@ -963,21 +986,6 @@ func slotSpecRequest(platform string, spec contract.SlotSpec) core.SpecRequest {
 }
 
 func slotOS(platform, runtime string) string {
-	switch platform {
-	case contract.SlotPlatformAndroid:
-		if parts := strings.Split(runtime, ";"); len(parts) > 1 {
-			return parts[1]
-		}
-	case contract.SlotPlatformIOS:
-		r := runtime
-		if i := strings.LastIndex(r, "."); strings.HasPrefix(r, "com.apple.") && i >= 0 {
-			r = r[i+1:]
-		}
-		for _, p := range []string{"iOS-", "iOS ", "iOS"} {
-			if rest, ok := strings.CutPrefix(r, p); ok {
-				return strings.ReplaceAll(rest, "-", ".")
-			}
-		}
-	}
-	return runtime
+	os, _ := slots.RuntimeOS(platform, runtime)
+	return os
 }

@@ -33,6 +33,17 @@ const (
 	ClassInconsistent  Class = "inconsistent"   // record unreadable or contradictory
 )
 
+// Public is the class as every surface names it (DEVICE_IN_USE details,
+// `device status`, `device release`): one vocabulary, in which a claim
+// whose owner is not proven gone is a live-owner. The stored claim state
+// keeps its own spelling (claimed).
+func (c Class) Public() string {
+	if c == ClassClaimed {
+		return "live-owner"
+	}
+	return string(c)
+}
+
 // Liveness is what the probe proved about a claim's owner.
 type Liveness string
 

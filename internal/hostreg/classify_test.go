@@ -3,6 +3,7 @@ package hostreg
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,5 +122,22 @@ func TestClassifyInconsistentRows(t *testing.T) {
 	}
 	if st := classify(context.Background(), liveAB(), good); st.Class != ClassClaimed {
 		t.Fatalf("the unmutated row is %s (%s)", st.Class, st.Detail)
+	}
+}
+
+// Reference, "Error contract": a live owner's conflict is classified
+// "live-owner". Every surface names a class through Class.Public, so
+// DEVICE_IN_USE and `device status` cannot drift apart again.
+func TestClassPublicIsTheErrorContractsVocabulary(t *testing.T) {
+	want := map[Class]string{ClassFree: "free", ClassClaimed: "live-owner", ClassReleasing: "releasing",
+		ClassReleaseFailed: "release-failed", ClassOrphaned: "orphaned", ClassInconsistent: "inconsistent"}
+	for c, w := range want {
+		if got := c.Public(); got != w {
+			t.Errorf("%s.Public() = %q, want %q", c, got, w)
+		}
+	}
+	e := conflictFrom(ReasonHeld, Status{Key: "ios:udid:X", Class: ClassClaimed, Claim: Claim{Owner: Owner{Home: "/h", PID: 1}}})
+	if !strings.Contains(e.Error(), "live-owner") {
+		t.Errorf("the conflict's message names another class: %s", e.Error())
 	}
 }

@@ -36,7 +36,7 @@ type ConflictError struct {
 
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("hostreg: device %s is held by home %s (pid %d, lease %q): %s (%s); to recover: %s",
-		e.DeviceKey, e.Owner.Home, e.Owner.DaemonPID, e.Owner.LeaseID, e.Classification, e.Detail, e.Recovery)
+		e.DeviceKey, e.Owner.Home, e.Owner.DaemonPID, e.Owner.LeaseID, e.Classification.Public(), e.Detail, e.Recovery)
 }
 
 func conflictFrom(reason string, st Status) *ConflictError {

@@ -1069,8 +1069,17 @@ func (db *DB) ReleaseSlot(ctx context.Context, scope string, slot int, token str
 		} else {
 			cur.Owner = nil
 			if cur.State == SlotReplacing {
-				// the reconciler gave up mid-way; the journal still holds the step
-				cur.State = SlotReady
+				// The reconciler gave up mid-way. While the journal still
+				// holds its replace step the slot stays replacing, at the
+				// generation that fenced it: the old device may be gone,
+				// and the next acquisition converges the step.
+				open, err := openIntents(ctx, q, scope, slot)
+				if err != nil {
+					return err
+				}
+				if !fencingStep(open) {
+					cur.State = SlotReady
+				}
 			}
 		}
 		if err := putSlot(ctx, q, cur); err != nil {
@@ -1078,6 +1087,17 @@ func (db *DB) ReleaseSlot(ctx context.Context, scope string, slot int, token str
 		}
 		return touchScope(ctx, q, scope, now)
 	})
+}
+
+// fencingStep says an open journal entry is a replace or a delete: a step
+// that put the slot in replacing.
+func fencingStep(open []SlotIntent) bool {
+	for _, in := range open {
+		if in.Step != StepCreate {
+			return true
+		}
+	}
+	return false
 }
 
 // SettleSlot ends a settling slot (its released work finished).

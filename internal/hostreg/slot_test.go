@@ -475,3 +475,47 @@ func TestMigration4KeepsSlotRowsWrittenBeforeIt(t *testing.T) {
 		t.Fatalf("generations after migration 4: %+v %v", g, err)
 	}
 }
+
+// Reference, "Concepts": entering replacing advances the generation, and
+// a replacement is fenced for deletion before its empty binding commits.
+// An execution that ends in the middle (its acquisition failed, or its
+// daemon died and the next one released it) leaves the slot replacing at
+// the fenced generation while the journal holds the step, never ready
+// with the device the step was deleting; a release with no open step
+// still returns the slot to ready.
+func TestConfSlotAnInterruptedReplaceStaysReplacing(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, t.TempDir(), liveAB())
+	admit(t, db, "boot-1", t0)
+	rec := bindDevice(t, db, "key-boot-1", "tokA", ownerA, "UDID-1", t0)
+	if err := db.ReleaseSlot(ctx, "key-boot-1", 0, "tokA", false, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ClaimSlot(ctx, "key-boot-1", 0, ownerTok(ownerA, "tokB"), t0); err != nil {
+		t.Fatal(err)
+	}
+	in, gen, err := db.OpenIntent(ctx, SlotIntent{ScopeKey: "key-boot-1", SlotIndex: 0, FPHash: "fp2", Step: StepReplace, Platform: "ios", OldStableID: "UDID-1"}, "tokB", rec.Generation, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ReleaseSlot(ctx, "key-boot-1", 0, "tokB", false, t0); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := db.Slot(ctx, "key-boot-1", 0)
+	if err != nil || got.State != SlotReplacing || got.Generation != gen || got.Owner != nil {
+		t.Fatalf("after an interrupted replace: %+v %v (want replacing at %d, no owner)", got, err, gen)
+	}
+	// Once the step is closed, a release returns the slot to ready.
+	if _, err := db.ClaimSlot(ctx, "key-boot-1", 0, ownerTok(ownerA, "tokC"), t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CloseIntent(ctx, in.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ReleaseSlot(ctx, "key-boot-1", 0, "tokC", false, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ = db.Slot(ctx, "key-boot-1", 0); got.State != SlotReady {
+		t.Fatalf("after the step closed: %+v", got)
+	}
+}

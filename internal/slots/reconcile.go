@@ -242,7 +242,7 @@ func (r *Reconciler) Acquire(ctx context.Context, scope string, req contract.Slo
 		case !complete:
 			return x.out, x.fail(contract.CodeDiscoveryIncomplete, nil, "the %s inventory is partial, so the assigned device's absence cannot be proven", cur.Device.Platform)
 		case !found && cur.Device.DeviceHome != "" && cur.Device.DeviceHome != r.Devs.Home():
-			return x.out, x.fail(contract.CodeDiscoveryIncomplete, nil, "the slot's device %s belongs to the daemon of home %s; acquire through that daemon", cur.Device.StableID, cur.Device.DeviceHome)
+			return x.out, x.elsewhere(cur)
 		case matches:
 			x.note("recreate", "assigned device %s was deleted out of band; recreating it", cur.Device.StableID)
 			return x.create(ctx, gen, cur, contract.SlotReused, hostreg.StepCreate)
@@ -417,6 +417,20 @@ func (x *run) bind(ctx context.Context, gen int64, d Device, intents []int64, di
 func (x *run) lease(rec hostreg.SlotRecord, d Device, disp string) (Outcome, error) {
 	x.out.Record, x.out.Device, x.out.Disposition = rec, d, disp
 	return x.out, nil
+}
+
+// elsewhere refuses a slot whose device lives in another home's device
+// root: this daemon can neither reach it nor prove it gone, and a retry
+// here never changes that, so the refusal is final for this daemon and
+// names the daemon that can serve the slot (ADR 0069).
+func (x *run) elsewhere(cur hostreg.SlotRecord) error {
+	home := cur.Device.DeviceHome
+	x.note("failed", "%s: the slot's device %s lives in home %s", contract.CodeDeviceOutsideSlots, cur.Device.StableID, home)
+	return contract.Errorf(contract.CodeDeviceOutsideSlots,
+		"slot %d's device %s lives in the device root of home %s, which this daemon (home %s) cannot reach",
+		x.req.SlotIndex, cur.Device.StableID, home, x.r.Devs.Home()).
+		WithNext(fmt.Sprintf("acquire the slot through the daemon of home %s (SIMLOCK_HOME=%s), or reset the scope to give the slot a device here", home, home)).
+		WithDetails("slotIndex", x.req.SlotIndex, "reason", "host", "deviceHome", home, "stableId", cur.Device.StableID)
 }
 
 // fail builds a typed failure and records it in the trail.

@@ -37,6 +37,7 @@ type devices struct {
 	restarts  []string // devices MayRestart was asked about
 	crashMade bool     // Create records the device, then "crashes" before returning
 	names     []string
+	home      string          // the daemon's home; "" is /home/a
 	installed map[string]bool // device types the host has; nil: every one
 	lists     int             // inventory reads
 	// unrecorded are stable ids the listing shows that no record names
@@ -57,7 +58,12 @@ func (f *devices) work() []string {
 
 func newDevices() *devices { return &devices{byID: map[string]Device{}} }
 
-func (f *devices) Home() string { return "/home/a" }
+func (f *devices) Home() string {
+	if f.home != "" {
+		return f.home
+	}
+	return "/home/a"
+}
 
 // List is one inventory read: it is logged as "list", like the SDK
 // listing it stands for.
@@ -457,5 +463,35 @@ func TestReuseOfAShutDownDeviceAtTheLimitIsRefusedAtOnce(t *testing.T) {
 	}
 	if w := f.devs.work(); len(w) != 0 {
 		t.Fatalf("device work for a refused reuse: %q", w)
+	}
+}
+
+// Reference, "Error codes": each failure "carries retryable and a
+// nextAction", and discovery_incomplete is for a partial inventory. A slot
+// whose device lives in another home's root is refused for good here, as
+// DEVICE_OUTSIDE_MANAGED_SLOTS (reason host), and its message and next
+// step both name the home whose daemon serves the slot; nothing is deleted
+// or created (ADR 0069).
+func TestConfSlotADeviceInAnotherHomeIsRefusedNotRetried(t *testing.T) {
+	f := newFixture(t)
+	scope := f.admit("boot-1")
+	o1, err := f.acquire(scope, req("pixel_6"), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through another home's daemon: its inventory has no such device.
+	f.devs.home = "/home/b"
+	delete(f.devs.byID, o1.Device.ID)
+	f.devs.log = nil
+	_, err = f.acquire(scope, req("pixel_6"), "p2")
+	ce := contract.AsError(err)
+	if ce == nil || ce.Code != contract.CodeDeviceOutsideSlots || ce.Info().Retryable || ce.Details["reason"] != "host" {
+		t.Fatalf("a device in another home: %v", err)
+	}
+	if !strings.Contains(ce.Message, "/home/a") || !strings.Contains(ce.NextAction, "/home/a") || ce.Details["deviceHome"] != "/home/a" {
+		t.Fatalf("message %q and next %q must both name the device's home", ce.Message, ce.NextAction)
+	}
+	if w := f.devs.work(); len(w) != 0 {
+		t.Fatalf("device work for a slot of another home: %v", w)
 	}
 }

@@ -100,7 +100,7 @@ func TestTwoHomesOnOneRootNeverShareADevice(t *testing.T) {
 		return refused.Error.Details.Owner.LeaseID == la.LeaseID
 	})
 	e, det := refused.Error, refused.Error.Details
-	if e.Code != "DEVICE_IN_USE" || e.Retryable || det.Reason != "device-claimed" || det.Classification != "claimed" ||
+	if e.Code != "DEVICE_IN_USE" || e.Retryable || det.Reason != "device-claimed" || det.Classification != "live-owner" ||
 		det.DeviceKey != "ios:udid:"+strings.ToUpper(udid) || det.Owner.Home != a.home || det.Owner.DaemonPID != pidA ||
 		det.Owner.DaemonStartTime == "" || !strings.Contains(det.Recovery.Command, a.home) || e.NextAction != det.Recovery.Command {
 		t.Fatalf("refusal %+v", refused)

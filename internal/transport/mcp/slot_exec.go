@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,14 @@ type SlotBackend interface {
 	Release(ctx context.Context, in contract.SlotReleaseIn) (contract.SlotReleaseOut, error)
 }
 
+// scopeReporter is a SlotBackend that also reports, while an acquisition
+// runs, the key of the scope the daemon admitted (the scope-resolved
+// progress push), so a failure the proxy decides itself after that point
+// still names the scope.
+type scopeReporter interface {
+	AcquireReporting(ctx context.Context, in contract.SlotAcquireIn, resolved func(scopeKey string)) (contract.ManagedSlotsResult, error)
+}
+
 // daemonSlots is the SlotBackend over the session's client. Only the
 // acquisition may start a daemon: once the execution runs, a daemon that
 // went away is waited for, never replaced by this proxy.
@@ -61,6 +70,21 @@ func (d daemonSlots) Acquire(ctx context.Context, in contract.SlotAcquireIn) (co
 		return contract.ManagedSlotsResult{}, err
 	}
 	return client.Do(ctx, c, contract.SlotAcquire, in)
+}
+
+func (d daemonSlots) AcquireReporting(ctx context.Context, in contract.SlotAcquireIn, resolved func(string)) (contract.ManagedSlotsResult, error) {
+	c, err := d.s.conn(ctx, true)
+	if err != nil {
+		return contract.ManagedSlotsResult{}, err
+	}
+	var out contract.ManagedSlotsResult
+	err = c.Call(ctx, contract.SlotAcquire.Name, in, &out, func(method string, params json.RawMessage) {
+		var p contract.Progress
+		if method == contract.NotifyProgress && json.Unmarshal(params, &p) == nil && p.Phase == contract.SlotPhaseScopeResolved && p.ScopeKey != "" {
+			resolved(p.ScopeKey)
+		}
+	})
+	return out, err
 }
 
 func (d daemonSlots) Heartbeat(ctx context.Context, in contract.SlotHeartbeatIn) (contract.SlotHeartbeatOut, error) {
@@ -144,7 +168,20 @@ func (x *slotExec) acquire(ctx context.Context, abort <-chan string) {
 		}
 	}()
 	start := time.Now()
-	res, err := x.be.Acquire(tctx, contract.SlotAcquireIn{Config: cfg, OwnerToken: x.token})
+	var smu sync.Mutex
+	var scopeKey string
+	in := contract.SlotAcquireIn{Config: cfg, OwnerToken: x.token}
+	var res contract.ManagedSlotsResult
+	var err error
+	if r, ok := x.be.(scopeReporter); ok {
+		res, err = r.AcquireReporting(tctx, in, func(k string) {
+			smu.Lock()
+			scopeKey = k
+			smu.Unlock()
+		})
+	} else {
+		res, err = x.be.Acquire(tctx, in)
+	}
 	if err == nil && res.Outcome == contract.SlotOutcomeReady && (len(res.Slots) == 0 || res.Slots[0].LeaseID == "") {
 		err = contract.Errorf(contract.CodeInternal, "the daemon answered a ready acquisition without a lease")
 	}
@@ -153,6 +190,13 @@ func (x *slotExec) acquire(ctx context.Context, abort <-chan string) {
 			err = acquireCancelled(context.Cause(tctx), prep)
 		}
 		res = failedResult(cfg, err)
+		smu.Lock()
+		if scopeKey != "" {
+			// The daemon had admitted the scope: the failure names it.
+			k := scopeKey
+			res.Scope.ScopeKey = &k
+		}
+		smu.Unlock()
 	}
 	if res.ContractVersion == 0 {
 		res.ContractVersion = 1
@@ -183,7 +227,8 @@ func acquireCancelled(cause error, prep time.Duration) error {
 }
 
 // failedResult is the result of an acquisition that got no answer the
-// daemon shaped itself: the scope as configured, no scope key.
+// daemon shaped itself: the scope as configured, and no scope key unless
+// the daemon reported the scope admitted (acquire adds it).
 func failedResult(cfg contract.SlotLaunchConfig, err error) contract.ManagedSlotsResult {
 	ce := asContractError(err)
 	if ce.Code == contract.CodeUnknownOperation {
