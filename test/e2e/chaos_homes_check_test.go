@@ -603,6 +603,21 @@ func (k *hostChecker) analyseJournals() {
 	for _, s := range spans {
 		byKey[s.key] = append(byKey[s.key], s)
 	}
+	// The story of every device a recovery handed to another home: the
+	// leases on it in every home, so a run shows what the dead home's
+	// restart did with its old lease.
+	k.mu.Lock()
+	var recovered []string
+	for key := range k.recoveries {
+		recovered = append(recovered, key)
+	}
+	k.mu.Unlock()
+	for _, key := range recovered {
+		for _, sp := range byKey[key] {
+			k.d.t.Logf("recovered %s: home %s's %s live %s to %s: %v", key, sp.home.name, sp.lease,
+				sp.from.Format("15:04:05.000"), sp.to.Format("15:04:05.000"), story[sp.lease])
+		}
+	}
 	for key, ss := range byKey {
 		sort.Slice(ss, func(i, j int) bool { return ss[i].from.Before(ss[j].from) })
 		for i := range ss {

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/contract"
 )
 
 // The multi-home chaos drill (issue 22): several homes share one host
@@ -205,6 +208,7 @@ type homesDrill struct {
 	violations []string
 	notes      int
 	chk        *hostChecker
+	side       sync.WaitGroup // the drill's own lessees (takeRecovered)
 }
 
 func (d *homesDrill) homes() []*home {
@@ -365,6 +369,7 @@ func TestChaosHomesDrill(t *testing.T) {
 			if d.done("delete") < m.deletions && d.done("kill")%3 == 1 {
 				// Kill -9 the ephemeral home and delete it, as a removed
 				// worktree or a cleaned CI home; a fresh home takes its place.
+				d.holdOne(e, []string{"ios", "android"}[rng.IntN(2)])
 				e.kill(t)
 				d.did("kill")
 				e.stopActors(t)
@@ -384,6 +389,11 @@ func TestChaosHomesDrill(t *testing.T) {
 			h := permanent[rng.IntN(len(permanent))]
 			if d.done("stale")+d.done("force") < m.recoveries {
 				h = a
+			}
+			if h == a && h.isAlive() {
+				// A dies holding an iPhone of the shared root, for B to
+				// recover and take (scenario 1 of issue 22).
+				d.holdOne(a, "ios")
 			}
 			if h.isAlive() && h.kill(t) {
 				d.did("kill")
@@ -425,6 +435,7 @@ func TestChaosHomesDrill(t *testing.T) {
 	for _, h := range d.homes() {
 		h.stopActors(t)
 	}
+	waitGroup(t, &d.side, "the drill's own lessees to finish", time.Minute)
 	for _, h := range permanent {
 		if !h.isAlive() {
 			h.startDaemon(t)
@@ -451,21 +462,33 @@ func TestChaosHomesDrill(t *testing.T) {
 // recover clears one of a dead home's claims from a live home, with
 // --stale (the owner is proven gone) or, one time in three, --force.
 func (d *homesDrill) recover(dead *home, rng *rand.Rand) bool {
+	// The sibling that shares the dead home's device root recovers, when
+	// it runs: it can then take the very device (scenario 1 of issue 22).
 	var from *home
 	for _, h := range d.live() {
-		if !h.ephemeral {
+		if h.ephemeral {
+			continue
+		}
+		if from == nil || dead.shared && h.shared {
 			from = h
-			break
 		}
 	}
 	if from == nil {
 		return false
 	}
-	var keys []string
+	// A leased device first: its lease is what the dead home's restart
+	// must not bring back.
+	var keys, leased []string
 	for _, cl := range d.chk.claimsNow(from) {
 		if cl.OwnerHome == dead.w.home {
 			keys = append(keys, cl.DeviceKey)
+			if cl.LeaseID != "" {
+				leased = append(leased, cl.DeviceKey)
+			}
 		}
+	}
+	if len(leased) > 0 {
+		keys = leased
 	}
 	if len(keys) == 0 {
 		d.note("home %s is dead with no claim to recover", dead.name)
@@ -481,10 +504,59 @@ func (d *homesDrill) recover(dead *home, rng *rand.Rand) bool {
 	if r.code == 0 {
 		d.did(kind)
 		d.chk.recovered(key)
+		if udid, ok := strings.CutPrefix(key, "ios:udid:"); ok && from.shared && dead.shared {
+			d.side.Add(1)
+			go func() { defer d.side.Done(); d.takeRecovered(from, udid) }()
+		}
 		return true
 	}
 	d.note("home %s: device release %s %s exited %d: %s", from.name, flag, key, r.code, lastLine(r.stdout+r.stderr))
 	return false
+}
+
+// takeRecovered leases the device a recovery just freed from the home that
+// recovered it, with --device, and holds it for a few seconds: long enough
+// for the dead home to be started again and to judge its old lease on it.
+func (d *homesDrill) takeRecovered(h *home, udid string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Socket: h.sock, Principal: h.name + "-recoverer", Name: "chaos-homes"})
+	if err != nil {
+		d.count("take-recovered", "no-daemon")
+		return
+	}
+	defer c.Close()
+	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Device: udid, TTLMs: 60000, TimeoutMs: 5000}, nil)
+	d.count("take-recovered", outcome(err))
+	if err != nil {
+		return
+	}
+	d.chk.granted(h, "take-recovered", l)
+	time.Sleep(3 * time.Second)
+	_, err = client.Do(ctx, c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
+	d.count("release", outcome(err))
+}
+
+// holdOne has the home lease a device through its own connection and keep
+// it: the home is about to be killed (and perhaps deleted) with a device
+// that runs.
+func (d *homesDrill) holdOne(h *home, platform string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Socket: h.sock, Principal: h.name + "-holder", Name: "chaos-homes"})
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	// The host is contended: a few tries, each queued for a while.
+	for try := 0; try < 3; try++ {
+		l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: platform, TTLMs: 600000, TimeoutMs: 5000}, nil)
+		d.count("hold-before-kill", outcome(err))
+		if err == nil {
+			d.chk.granted(h, "hold-before-kill", l)
+			return
+		}
+	}
 }
 
 // deleteHome keeps a copy of a killed home's journal for the end, then
