@@ -41,6 +41,8 @@ type Contract struct {
 	Surface string
 	// Sections are the reference's headings, numbered in their order.
 	Sections []Section
+	// Unlisted says why sections with no statement have none.
+	Unlisted string
 	// Statements are the reference's requirements, in section order.
 	Statements []Statement
 }

@@ -41,6 +41,9 @@ func Render(contracts []Contract, idx *Index) []byte {
 		}
 		n := Counts(c, idx)
 		fmt.Fprintf(&b, "\n%d statements: %d proven, %d deviating by ADR, %d open.\n", len(c.Statements), n[Proven], n[Deviating], n[Open])
+		if c.Unlisted != "" {
+			fmt.Fprintf(&b, "\n%s\n", cell(c.Unlisted))
+		}
 		bySection := map[int][]Statement{}
 		for _, s := range c.Statements {
 			var sec, item int

@@ -218,7 +218,7 @@ type Refusal struct {
 }
 
 // Refused runs a command (which should carry --json) that must fail, and
-// decodes the error it printed.
+// decodes the error it printed on its last line of stderr.
 func (w *World) Refused(args ...string) (Refusal, Result) {
 	w.T.Helper()
 	r := w.Run(args...)
@@ -226,7 +226,9 @@ func (w *World) Refused(args ...string) (Refusal, Result) {
 	if r.Code == 0 {
 		w.T.Fatalf("simlock %s succeeded, a refusal was expected:\n%s", strings.Join(args, " "), r.Stdout)
 	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stderr)), &ref); err != nil {
+	// Progress lines and notices may come first; the error is the last line.
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ref); err != nil {
 		w.T.Fatalf("simlock %s: exit %d, stderr %q is no JSON error: %v", strings.Join(args, " "), r.Code, r.Stderr, err)
 	}
 	return ref, r

@@ -26,6 +26,8 @@ var Contract = conformance.Contract{
 		"Android reconciliation", "Owner-daemon transport", "Error contract",
 		"Stage 0: daemon stop and shutdown lease finalization", "Rollout", "Acceptance criteria",
 		"Sequencing and follow-ups"),
+	Unlisted: "Sections 1 to 3 (summary, motivation, goals) and 19 (sequencing) state intent and history; " +
+		"each requirement they announce is listed under the section that specifies it.",
 	Statements: statements,
 }
 
@@ -186,7 +188,8 @@ var statements = []conformance.Statement{
 	// 11. Lifecycle.
 	{ID: "claims/11.1", Says: "A local open resolves the canonical device, judges its claim, reclaims only a proven orphan, claims, and only then prepares the device.",
 		Tests: []string{e2eTwoHomes, e2eDeletedHome, e2eRestartingHome}},
-	{ID: "claims/11.2", Says: "A failure after the claim was taken cleans up what was made and gives the claim back."},
+	{ID: "claims/11.2", Says: "A failure after the claim was taken cleans up what was made and gives the claim back.", ADR: "0022",
+		Note: "A device never created leaves no claim; one that exists but failed to boot keeps its claim while quarantined (its state is unknown: fail closed) until a shutdown or destroy settles it."},
 	{ID: "claims/11.3", Says: "A remote open uses the remote authority and writes no claim on the client's host.",
 		Tests: []string{unitGatewayImports}},
 	{ID: "claims/11.4", Says: "A release verifies its authority, marks the claim releasing, tears the device down, and clears the claim last.",
