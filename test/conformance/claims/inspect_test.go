@@ -19,7 +19,7 @@ import (
 func TestClaimsAThirdHomeInspectsWithoutADaemon(t *testing.T) {
 	t.Parallel()
 	harness.Proves(t, "claims/5.1", "claims/5.2", "claims/6.2", "claims/7.1", "claims/7.2",
-		"claims/9.1", "claims/10.2", "claims/14.1", "claims/18.3", "claims/4.6")
+		"claims/9.1", "claims/10.2", "claims/14.1", "claims/14.2", "claims/18.3", "claims/18.13", "claims/4.6")
 	a := harness.NewWorld(t, quietConfig)
 	l, key := leaseIOS(a, "a")
 	pid := daemonPID(a)

@@ -106,10 +106,10 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eHungStop, e2eForcedStop}},
 	{ID: "claims/5.7", Says: "`daemon stop --clean` also scrubs what the daemon kept (leases, running devices) and reports it.",
 		Tests: []string{e2eStopClean}},
-	{ID: "claims/5.8", Says: "The plural inventory commands stay as they are; a singular `device` group owns status and release."},
+	{ID: "claims/5.8", Says: "Existing inventory commands keep working; status and release live under a singular `device` group."},
 
 	// 6. Terminology and authority.
-	{ID: "claims/6.1", Says: "A claim is host-global exclusive ownership of a local device, by a lease or by a transient mutating command.",
+	{ID: "claims/6.1", Says: "A claim makes one owner, a lease or a one-off mutating command, the only holder of a local device across the whole host.",
 		Tests: []string{e2eTwoHomes}},
 	{ID: "claims/6.2", Says: "Claims live in one user-private directory shared by every daemon of the host.",
 		Tests: []string{unitOwnerOnly, e2eTwoHomes}},
@@ -133,7 +133,7 @@ var statements = []conformance.Statement{
 	{ID: "claims/7.5", Says: "Only not-found answers prove a home absent; permission or transient errors fail closed.",
 		Tests: []string{unitClassify}},
 	{ID: "claims/7.6", Says: "A transient claim says it is transient and names the command that took it."},
-	{ID: "claims/7.7", Says: "Claims change only on lifecycle transitions, never on every command.",
+	{ID: "claims/7.7", Says: "A claim is rewritten when the device's life changes (taken, handed over, released), not per command.",
 		Tests: []string{unitWarmGrant}},
 
 	// 8. Ownership states.
@@ -151,14 +151,14 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eCorrupt}},
 	{ID: "claims/8.7", Says: "A failed cleanup keeps the ownership and reports the steps that failed.",
 		Tests: []string{unitFailedTeardown}},
-	{ID: "claims/8.8", Says: "Time without activity never makes a live owner reclaimable.",
+	{ID: "claims/8.8", Says: "An owner that is alive but idle, for however long, still keeps its device.",
 		Tests: []string{unitIgnoresAge, e2eStaleVsLive}},
 
 	// 9. Corrupt claim rules.
-	{ID: "claims/9.1", Says: "Inspection has no side effects: it never renames, quarantines or frees a record.",
+	{ID: "claims/9.1", Says: "Reading claims changes nothing: no record is renamed, set aside or freed by a look.",
 		Tests: []string{unitInspectNoWrite}},
 	{ID: "claims/9.2", Says: "Not finding an owner among known daemons does not prove the claim stale."},
-	{ID: "claims/9.3", Says: "Scanning daemons may confirm a live owner, never prove that there is none."},
+	{ID: "claims/9.3", Says: "Asking the running daemons can show an owner is alive, but cannot show that no owner exists."},
 	{ID: "claims/9.4", Says: "A corrupt record is set aside only by an authorized recovery, under the claim lock.",
 		Tests: []string{unitCorruptForce, e2eCorrupt},
 		Note:  "`--force` clears the record it inspected inside one registry transaction; nothing is quarantined."},
@@ -198,10 +198,11 @@ var statements = []conformance.Statement{
 		Tests: []string{unitFailedTeardown}},
 
 	// 12. Apple runner interaction.
-	{ID: "claims/12.1", Says: "Holding a claim allows stopping and recreating a retained runner whose owner no longer holds the claim.", ADR: adrNoAgentDeviceParts,
+	{ID: "claims/12.1", Says: "A device's new holder may stop and restart an old runner left by an owner that gave the device up.", ADR: adrNoAgentDeviceParts,
 		Note: "No XCTest runner exists to retain; a warm device keeps its claim, so nothing outlives ownership (ADR 0022)."},
-	{ID: "claims/12.2", Says: "A runner whose owner still holds the claim stays protected, and contention shows as DEVICE_IN_USE at open.",
-		Tests: []string{e2eTwoHomes, e2eVocabulary}},
+	{ID: "claims/12.2", Says: "An old runner stays untouched while its owner still holds the device; contention then surfaces at open as DEVICE_IN_USE.",
+		Tests: []string{e2eTwoHomes, e2eVocabulary},
+		Note:  "With no runner, what stays protected is the device itself."},
 
 	// 13. Android reconciliation.
 	{ID: "claims/13.1", Says: "Staleness of a dead Android owner is re-proven under the claim lock before anything is reconciled.",
@@ -219,7 +220,7 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eStaleEmulator, e2eGraceShutdown}},
 
 	// 14. Owner-daemon transport.
-	{ID: "claims/14.1", Says: "Local `device status` reads the claim records directly and works with no daemon running.",
+	{ID: "claims/14.1", Says: "Reading ownership on this host needs only the registry file: `device status` works while no daemon runs.",
 		Tests: []string{e2eStaleAfterKill}},
 	{ID: "claims/14.2", Says: "A foreign live owner is released from its claim's home, through that home's protected daemon record, as an ordinary release; no token is copied into the claim.",
 		Tests: []string{e2eCopiedRecovery, e2eStaleVsLive}},
@@ -233,7 +234,7 @@ var statements = []conformance.Statement{
 		Note: "A device under another requester's lease answers NO_CAPACITY, retryable with retryAfterMs; the lease's expiresAt is not in the refusal."},
 
 	// 16. Stage 0: daemon stop and shutdown lease finalization.
-	{ID: "claims/16.1", Says: "`daemon stop` verifies the daemon's pid and start time, sends SIGTERM, waits, and sends SIGKILL only after a bounded timeout.",
+	{ID: "claims/16.1", Says: "`daemon stop` proves the daemon's pid by its start time, asks with SIGTERM, waits, and uses SIGKILL only once a bounded wait ran out.",
 		Tests: []string{e2eHungStop, e2eForcedStop}},
 	{ID: "claims/16.2", Says: "`--clean` also removes what the daemon retained, and the leases on it.",
 		Tests: []string{e2eStopClean}},
@@ -241,7 +242,7 @@ var statements = []conformance.Statement{
 		Note: "simlock's leases are TTL leases kept on disk: a graceful stop leaves them with their deadlines and the next start adopts them; `--clean` releases them."},
 	{ID: "claims/16.4", Says: "Pending provider releases get a bounded final drain, and unresolved ones are recorded while the daemon can still write.", ADR: adrNoAgentDeviceParts,
 		Note: "simlock has no provider allocations; the home's host claims are what a stop enumerates."},
-	{ID: "claims/16.5", Says: "After a forced kill the result says provider state is unknown (pending null) and never implies known cleanup.",
+	{ID: "claims/16.5", Says: "After a kill, the stop result marks what the daemon left as unknown (pending null), never as cleaned.",
 		Tests: []string{e2eForcedStop}},
 	{ID: "claims/16.6", Says: "pending null means unknowable and pending [] means known to be empty.",
 		Tests: []string{e2eStopClean, e2eForcedStop}},
@@ -249,39 +250,39 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eForcedStop, e2eStopClean}},
 
 	// 17. Rollout.
-	{ID: "claims/17.1", Says: "Enforcement sits behind a feature gate through Stage 2, so it can be switched off while claims are still written and inspected.", ADR: adrNoAgentDeviceParts,
+	{ID: "claims/17.1", Says: "During the first stages a switch can turn enforcement off while claims keep being written and read.", ADR: adrNoAgentDeviceParts,
 		Note: "Claims are enforced from the first release; there is no gate to turn off."},
 	{ID: "claims/17.2", Says: "Remote leases are projected into ownership views with their provider, backend and expiry.", ADR: adrNoAgentDeviceParts,
 		Note: "`device status` shows this host's claims only; a gateway's leases are read with `simlock --url ... status`."},
 
 	// 18. Acceptance criteria.
-	{ID: "claims/18.1", Says: "Two worktrees cannot hold the same local Android or Apple device at once.",
+	{ID: "claims/18.1", Says: "No two worktrees hold one local Android or Apple device at the same moment.",
 		Tests: []string{e2eTwoHomes, e2eStaleScenario, e2eForceScenario, e2eStaleEmulator}},
 	{ID: "claims/18.2", Says: "Contention is refused before any platform mutation.",
 		Tests: []string{e2eTwoHomes, unitForeignRefusal}},
-	{ID: "claims/18.3", Says: "A third worktree can inspect ownership without starting a daemon."},
-	{ID: "claims/18.4", Says: "A live-owner conflict is a structured DEVICE_IN_USE, not retryable, with an exact next command.",
+	{ID: "claims/18.3", Says: "Ownership can be read from a third worktree with no daemon of its own."},
+	{ID: "claims/18.4", Says: "A conflict with a live owner is a structured, non-retryable DEVICE_IN_USE that gives the exact command to run next.",
 		Tests: []string{e2eVocabulary, e2eCopiedRecovery}},
 	{ID: "claims/18.5", Says: "No owner stays undiscoverable: the refusal and the ownership listing name the same owner.",
 		Tests: []string{e2eVocabulary, e2eTwoHomes}},
 	{ID: "claims/18.6", Says: "Dead owners are reclaimed automatically only on positive proof.",
 		Tests: []string{e2eDeletedHome, e2eRestartingHome, unitReclaimDecision}},
-	{ID: "claims/18.7", Says: "`--stale` never interrupts a verified live owner.",
+	{ID: "claims/18.7", Says: "`--stale` leaves an owner proven alive alone.",
 		Tests: []string{e2eStaleVsLive}},
 	{ID: "claims/18.8", Says: "`--force` tries the owner daemon's graceful close first.",
 		Tests: []string{e2eStaleVsLive}},
 	{ID: "claims/18.9", Says: "Sessionless device mutations cannot touch a device another owner claims.",
 		Tests: []string{unitForeignRefusal, unitOpHooks}},
-	{ID: "claims/18.10", Says: "Session-bound commands gain no per-command host-global claim I/O.",
+	{ID: "claims/18.10", Says: "Lease-bound commands read and write no claim per call.",
 		Tests: []string{unitWarmGrant}},
-	{ID: "claims/18.11", Says: "A free device with a retained Apple runner can be acquired, its new holder recreating the runner.", ADR: adrNoAgentDeviceParts,
+	{ID: "claims/18.11", Says: "A device freed by its owner can be taken even though that owner kept an Apple runner, which the new holder replaces.", ADR: adrNoAgentDeviceParts,
 		Note: "No runners (claims/12.1)."},
-	{ID: "claims/18.12", Says: "Android stale recovery stops helper instrumentation and restores the test IME before it clears the claim.", ADR: adrNoAgentDeviceParts,
+	{ID: "claims/18.12", Says: "Recovering a dead Android owner ends its helper's instrumentation and puts back the input method before the claim goes.", ADR: adrNoAgentDeviceParts,
 		Tests: []string{e2eStaleEmulator},
 		Note:  "No helper or IME to restore (claims/13.2, 13.3); the emulator itself is stopped before the claim goes."},
-	{ID: "claims/18.13", Says: "Corrupt finalized claims stay fail-closed, and inspection has no side effects.",
+	{ID: "claims/18.13", Says: "A corrupt final record keeps the device held, and looking at it changes nothing.",
 		Tests: []string{e2eCorrupt, unitInspectNoWrite}},
-	{ID: "claims/18.14", Says: "A releasing claim of a dead owner is stale-recoverable; one of a live owner stays protected."},
+	{ID: "claims/18.14", Says: "A dead owner's unfinished release can be recovered with `--stale`; a live owner's stays protected."},
 	{ID: "claims/18.15", Says: "Cleanup failures keep ownership recoverable.",
 		Tests: []string{unitFailedTeardown}},
 	{ID: "claims/18.16", Says: "A graceful stop lists what it released and what is still pending.",
