@@ -12,28 +12,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/test/harness"
 )
 
 var bin string
 
+// TestMain builds the binary once through the shared harness (test/harness),
+// which the conformance suites use too.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "simlock-e2e-bin-")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "simlock")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/simlock/simlock/cmd/simlock").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build simlock: %v\n%s", err, out)
+	var err error
+	if bin, err = harness.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	harness.Main(m)
 }
 
 // world is one isolated simlock installation: a home, a simulated SDK on
@@ -46,31 +44,13 @@ type world struct {
 	env     []string
 }
 
+// newWorld is a harness world (test/harness.NewWorld) seen through this
+// package's lower-case fields. The harness stops the daemon, resets the
+// simulated devices and removes the files when the test ends.
 func newWorld(t *testing.T, config string) *world {
 	t.Helper()
-	// Short paths: unix socket paths are limited to about 100 bytes.
-	root, err := os.MkdirTemp("", "sl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, home: filepath.Join(root, "h"), sdk: filepath.Join(root, "sdk"), simHome: filepath.Join(root, "sim")}
-	if err := os.MkdirAll(w.home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if config != "" {
-		if err := os.WriteFile(filepath.Join(w.home, "config.json"), []byte(config), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.env = append(os.Environ(), "PATH="+w.sdk+":"+os.Getenv("PATH"), "SIMLOCK_HOME="+w.home, "SIMLOCK_HOST_DIR="+filepath.Join(root, "hostreg"),
-		"SIMLOCK_SIMSDK_HOME="+w.simHome, "SIMLOCK_SIMSDK_SPEED=0", "SIMLOCK_ADMIN_TOKEN=", "SIMLOCK_PRINCIPAL=")
-	w.mustRun("simsdk", "install", w.sdk)
-	t.Cleanup(func() {
-		w.run("daemon", "stop")
-		w.run("simsdk", "reset")
-		os.RemoveAll(root)
-	})
-	return w
+	h := harness.NewWorld(t, config)
+	return &world{t: t, home: h.Home, sdk: h.SDK, simHome: h.SimHome, env: slices.Clone(h.Env)}
 }
 
 type result struct {
@@ -78,41 +58,21 @@ type result struct {
 	code           int
 }
 
-func (w *world) cmd(args ...string) *exec.Cmd {
-	c := exec.Command(bin, args...)
-	c.Env = w.env
-	return c
-}
+func (w *world) cmd(args ...string) *exec.Cmd { return harness.Command(w.env, args...) }
 
 func (w *world) run(args ...string) result {
-	c := w.cmd(args...)
-	var o, e bytes.Buffer
-	c.Stdout, c.Stderr = &o, &e
-	err := c.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatalf("run %v: %v", args, err)
-	}
-	return result{o.String(), e.String(), code}
+	r := harness.Exec(w.t, w.env, args...)
+	return result{r.Stdout, r.Stderr, r.Code}
 }
 
 func (w *world) mustRun(args ...string) string {
 	w.t.Helper()
-	r := w.run(args...)
-	if r.code != 0 {
-		w.t.Fatalf("simlock %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-	}
-	return r.stdout
+	return harness.MustExec(w.t, w.env, args...)
 }
 
 func (w *world) json(v any, args ...string) {
 	w.t.Helper()
-	out := w.mustRun(args...)
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		w.t.Fatalf("simlock %s printed %q: %v", strings.Join(args, " "), out, err)
-	}
+	harness.ExecJSON(w.t, w.env, v, args...)
 }
 
 type device struct {
@@ -166,17 +126,11 @@ func (w *world) status() status {
 	return st
 }
 
-// eventually polls cond against the real daemon; these are real processes
-// on a real clock, so there is no fake clock to advance.
+// eventually is harness.Eventually: it polls cond against the real daemon
+// (real processes on a real clock, so there is no fake clock to advance).
 func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	harness.Eventually(t, what, within, cond)
 }
 
 const oneRunning = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`

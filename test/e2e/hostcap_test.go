@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/test/harness"
 )
 
 // A host limit of 2 with each daemon's own limit at 2: only the host binds.
@@ -44,7 +46,7 @@ func (w *world) registryDir() string { return filepath.Join(filepath.Dir(w.home)
 // and the same simulated SDK state (one default device set, one set of
 // device processes), each home keeping its own private device sets.
 func shareHost(a, b *world) {
-	b.env = append(b.env, "SIMLOCK_HOST_DIR="+a.registryDir(), "SIMLOCK_SIMSDK_HOME="+a.simHome)
+	b.env = append(b.env, harness.HostEnv(a.registryDir(), a.simHome)...)
 	b.simHome = a.simHome
 }
 
