@@ -181,6 +181,7 @@ func goDocs() map[string]string {
 		"Progress":                                 "Progress is pushed while a lease request waits or its device is prepared.",
 		"Progress.LeaseRequestID":                  "LeaseRequestID names the lease request, so a caller that loses its connection can read it (lease.requestStatus) or repeat it. (Not \"requestId\": on the socket that key routes a push to its call.)",
 		"Progress.Phase":                           "queued, reclaiming, evicting, provisioning, booting, granted",
+		"Progress.ScopeKey":                        "ScopeKey is the admitted scope's key (phase scope-resolved of slot.acquire).",
 		"RenewReply":                               "RenewReply is POST /v1/leases/{id}/renew's body: the renewed lease and the notices buffered for it since the previous renew (always an array). A notice is the same contract.LeaseNotice a socket connection of the owner is pushed live; a polling client has no connection, so it reads them here.",
 		"ResourceDrift":                            "ResourceDrift is a requested map compared with an independent observation: each list names groups.",
 		"ResourceDrift.CommandFailure":             "CommandFailure: the evidence is unknown, mixed or missing.",
