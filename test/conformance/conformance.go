@@ -10,7 +10,8 @@
 // and paraphrased, never quoted. It is proven by tests (conformance tests
 // mark themselves with harness.Proves; other tests, e2e or unit, are named
 // in the registry), or it is a deliberate deviation decided by an ADR.
-// A statement with neither is open, and the check fails on it.
+// A statement with neither is open: the check fails on it unless its
+// registry declares the gap (what is missing), which the table then shows.
 package conformance
 
 import (
@@ -77,6 +78,11 @@ type Statement struct {
 	ADR string
 	// Note says, briefly, how simlock meets or departs from it.
 	Note string
+	// Gap declares a statement simlock does not meet yet and says what is
+	// missing. A declared gap keeps the check green and shows as open in
+	// the table (and in its issue's count); an undeclared open statement
+	// fails the check, and so does a gap next to a test or an ADR.
+	Gap string
 }
 
 // Status is where a statement stands.
@@ -255,8 +261,11 @@ func Problems(c Contract, idx *Index) []string {
 		if strings.TrimSpace(s.Says) == "" {
 			out = append(out, fmt.Sprintf("%s: says nothing", s.ID))
 		}
-		if StatusOf(s, idx.Proves[s.ID]) == Open {
-			out = append(out, fmt.Sprintf("%s is open: no test proves it and no ADR decides a deviation", s.ID))
+		switch st := StatusOf(s, idx.Proves[s.ID]); {
+		case st == Open && strings.TrimSpace(s.Gap) == "":
+			out = append(out, fmt.Sprintf("%s is open: no test proves it, no ADR decides a deviation and no gap is declared", s.ID))
+		case st != Open && s.Gap != "":
+			out = append(out, fmt.Sprintf("%s declares a gap but is %s: clear the gap", s.ID, st))
 		}
 		for _, t := range s.Tests {
 			if !idx.Tests[t] {

@@ -61,6 +61,8 @@ func TestProblemsCatchEveryGap(t *testing.T) {
 		{ID: "x/1.2", Says: "proven elsewhere", Tests: []string{"other.TestElsewhere"}},
 		{ID: "x/1.3", Says: "decided", ADR: "0007", Note: "how it differs"},
 		{ID: "x/1.4", Says: "open"},
+		{ID: "x/1.6", Says: "a declared gap", Gap: "what is missing"},
+		{ID: "x/1.7", Says: "a gap next to its proof", Gap: "stale", Tests: []string{"other.TestElsewhere"}},
 		{ID: "x/1.5", Says: "a test that is gone", Tests: []string{"other.TestGone"}},
 		{ID: "x/2.1", Says: "an ADR that is not there", ADR: "0999", Note: "n"},
 		{ID: "x/2.2", Says: "a deviation that says nothing", ADR: "0007"},
@@ -73,12 +75,13 @@ func TestProblemsCatchEveryGap(t *testing.T) {
 		"x/1.4 is open", "other.TestGone, which does not exist", "ADR 0999, which docs/adr does not have",
 		"x/2.2 deviates (ADR 0007) but its note", "x/3.1: the reference has no section 3", "x/1.2: listed twice",
 		"y/1.1: an id is", "names statement x/1.9, which the x registry does not have",
+		"x/1.7 declares a gap but is proven",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q:\n%s", want, got)
 		}
 	}
-	for _, ok := range []string{"x/1.1 ", "x/1.3 "} {
+	for _, ok := range []string{"x/1.1 ", "x/1.3 ", "x/1.6 "} {
 		if strings.Contains(got, ok) {
 			t.Errorf("%s should pass:\n%s", ok, got)
 		}

@@ -73,6 +73,9 @@ func proof(s Statement, idx *Index) string {
 	if s.Note != "" {
 		parts = append(parts, cell(s.Note))
 	}
+	if s.Gap != "" {
+		parts = append(parts, "missing: "+cell(s.Gap))
+	}
 	tests := append(append([]string(nil), idx.Proves[s.ID]...), s.Tests...)
 	var named []string
 	for _, t := range tests {
