@@ -6,12 +6,13 @@ package all
 import (
 	"github.com/simlock/simlock/test/conformance"
 	"github.com/simlock/simlock/test/conformance/claims"
+	"github.com/simlock/simlock/test/conformance/sessions"
 )
 
 // Contracts are the five reference contracts.
 func Contracts() []conformance.Contract {
 	return []conformance.Contract{
-		{Name: "sessions", Title: "Session broker", Reference: "automobile-session-broker.txt"},
+		sessions.Contract,
 		{Name: "slots", Title: "Managed slots", Reference: "automobile-managed-device-slots.txt"},
 		claims.Contract,
 		{Name: "resources", Title: "Device resources", Reference: "automobile-device-resources.txt"},
