@@ -6,13 +6,14 @@ package all
 import (
 	"github.com/simlock/simlock/test/conformance"
 	"github.com/simlock/simlock/test/conformance/claims"
+	"github.com/simlock/simlock/test/conformance/slots"
 )
 
 // Contracts are the five reference contracts.
 func Contracts() []conformance.Contract {
 	return []conformance.Contract{
 		{Name: "sessions", Title: "Session broker", Reference: "automobile-session-broker.txt"},
-		{Name: "slots", Title: "Managed slots", Reference: "automobile-managed-device-slots.txt"},
+		slots.Contract,
 		claims.Contract,
 		{Name: "resources", Title: "Device resources", Reference: "automobile-device-resources.txt"},
 		{Name: "backbone", Title: "Simlock backbone", Reference: "simlock-architecture.txt"},
