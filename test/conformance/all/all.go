@@ -7,13 +7,14 @@ import (
 	"github.com/simlock/simlock/test/conformance"
 	"github.com/simlock/simlock/test/conformance/claims"
 	"github.com/simlock/simlock/test/conformance/sessions"
+	"github.com/simlock/simlock/test/conformance/slots"
 )
 
 // Contracts are the five reference contracts.
 func Contracts() []conformance.Contract {
 	return []conformance.Contract{
 		sessions.Contract,
-		{Name: "slots", Title: "Managed slots", Reference: "automobile-managed-device-slots.txt"},
+		slots.Contract,
 		claims.Contract,
 		{Name: "resources", Title: "Device resources", Reference: "automobile-device-resources.txt"},
 		{Name: "backbone", Title: "Simlock backbone", Reference: "simlock-architecture.txt"},
