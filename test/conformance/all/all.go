@@ -6,6 +6,7 @@ package all
 import (
 	"github.com/simlock/simlock/test/conformance"
 	"github.com/simlock/simlock/test/conformance/claims"
+	"github.com/simlock/simlock/test/conformance/resources"
 )
 
 // Contracts are the five reference contracts.
@@ -14,7 +15,7 @@ func Contracts() []conformance.Contract {
 		{Name: "sessions", Title: "Session broker", Reference: "automobile-session-broker.txt"},
 		{Name: "slots", Title: "Managed slots", Reference: "automobile-managed-device-slots.txt"},
 		claims.Contract,
-		{Name: "resources", Title: "Device resources", Reference: "automobile-device-resources.txt"},
+		resources.Contract,
 		{Name: "backbone", Title: "Simlock backbone", Reference: "simlock-architecture.txt"},
 	}
 }
