@@ -8,6 +8,7 @@ import (
 	"github.com/simlock/simlock/test/conformance/claims"
 	"github.com/simlock/simlock/test/conformance/sessions"
 	"github.com/simlock/simlock/test/conformance/slots"
+	"github.com/simlock/simlock/test/conformance/resources"
 )
 
 // Contracts are the five reference contracts.
@@ -16,7 +17,7 @@ func Contracts() []conformance.Contract {
 		sessions.Contract,
 		slots.Contract,
 		claims.Contract,
-		{Name: "resources", Title: "Device resources", Reference: "automobile-device-resources.txt"},
+		resources.Contract,
 		{Name: "backbone", Title: "Simlock backbone", Reference: "simlock-architecture.txt"},
 	}
 }
