@@ -6,9 +6,9 @@ package all
 import (
 	"github.com/simlock/simlock/test/conformance"
 	"github.com/simlock/simlock/test/conformance/claims"
+	"github.com/simlock/simlock/test/conformance/resources"
 	"github.com/simlock/simlock/test/conformance/sessions"
 	"github.com/simlock/simlock/test/conformance/slots"
-	"github.com/simlock/simlock/test/conformance/resources"
 )
 
 // Contracts are the five reference contracts.
