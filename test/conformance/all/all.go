@@ -5,6 +5,7 @@ package all
 
 import (
 	"github.com/simlock/simlock/test/conformance"
+	"github.com/simlock/simlock/test/conformance/backbone"
 	"github.com/simlock/simlock/test/conformance/claims"
 )
 
@@ -15,7 +16,7 @@ func Contracts() []conformance.Contract {
 		{Name: "slots", Title: "Managed slots", Reference: "automobile-managed-device-slots.txt"},
 		claims.Contract,
 		{Name: "resources", Title: "Device resources", Reference: "automobile-device-resources.txt"},
-		{Name: "backbone", Title: "Simlock backbone", Reference: "simlock-architecture.txt"},
+		backbone.Contract,
 	}
 }
 
