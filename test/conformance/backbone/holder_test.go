@@ -79,7 +79,7 @@ func TestBackboneAHolderRenewsAtAThirdAndReleasesWhenItsParentDies(t *testing.T)
 	}
 }
 
-// The typed client does not reconnect: a foreground `simlock lease` whose
+// No reconnection by the client: a foreground `simlock lease` whose
 // daemon is killed exits 1, and the lease it held is still there when a
 // daemon starts again, renewable from a new invocation.
 func TestBackboneAHolderExitsOneWhenItsDaemonGoesAndTheLeaseStays(t *testing.T) {

@@ -98,7 +98,7 @@ func TestBackboneAnOldClientIsToldBothRangesAndMayStillStopTheDaemon(t *testing.
 	harness.Eventually(t, "the daemon to stop", 20*time.Second, func() bool { return syscall.Kill(st.Daemon.PID, 0) != nil })
 }
 
-// Roles: doctor.run is the one operation whose role follows its input. An
+// Roles: what doctor.run requires depends on what it is asked to do. An
 // agent session may run the read-only doctor; asking it to fix is
 // FORBIDDEN. The admin secret the CLI presented all along is nowhere in
 // what the daemon answers or logs.

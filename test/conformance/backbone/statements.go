@@ -264,7 +264,7 @@ var statements = []conformance.Statement{
 	// 1. Overview and the frontends.
 	{ID: "backbone/1.1", Says: "The CLI, the stdio MCP server and the HTTP frontend are thin siblings over one typed contract; the core cannot tell which of them asked.",
 		Tests: []string{httpSameErrors, archDispatch, e2eHTTP, e2eMCP}},
-	{ID: "backbone/1.2", Says: "The HTTP frontend calls the very dispatcher the socket uses, in process, not through the socket, and needs a bearer token on every route except the health check.",
+	{ID: "backbone/1.2", Says: "The HTTP frontend calls the very dispatcher the socket uses, in process, not through the socket, and asks every route but the health check for a bearer token.",
 		Tests: []string{httpSameErrors, httpAuth, httpHealthz, e2eHTTP}},
 	{ID: "backbone/1.3", Says: "HTTP grants the same TTL lease as every other frontend; there is no second lease model for the network.",
 		Tests: []string{e2eHTTP, httpRealDaemon}},
@@ -275,13 +275,13 @@ var statements = []conformance.Statement{
 	{ID: "backbone/1.6", Says: "The MCP server offers leasing and releasing only, does nothing the typed client cannot, serialises its tool calls, and answers lease_status with one lease.list.", ADR: adrDeviceTools,
 		Tests: []string{mcpTools, mcpStatus, e2eMCP},
 		Note:  "The four lease tools are the default surface; device and resource tools exist too, opt-in (`--device-tools`, `--enable-tool`) and confined to the session's own lease."},
-	{ID: "backbone/1.7", Says: "Releasing a lease the MCP session does not own surfaces the daemon's own FORBIDDEN, not a client-side guard.",
+	{ID: "backbone/1.7", Says: "The MCP session lets the daemon refuse a release of a lease it lacks: the answer is the daemon's FORBIDDEN, with no guard of its own in front.",
 		Tests: []string{mcpForbidden}},
-	{ID: "backbone/1.8", Says: "The MCP session renews its lease on a timer and releases it when the process ends, and relays request progress as notifications/progress only when the client gave a progress token.",
+	{ID: "backbone/1.8", Says: "The MCP session renews on a timer and gives its lease back when it exits, and relays request progress as notifications/progress only when the client gave a progress token.",
 		Tests: []string{mcpRenew, mcpSessionEnd, mcpProgress, e2eMCP}},
 	{ID: "backbone/1.9", Says: "The MCP process outlives a daemon connection: on a tool call it reconnects, starting a daemon when nothing listens; on the renew timer it reconnects only to a daemon already listening and never starts one.",
 		Tests: []string{mcpNoLaunch, mcpReconnect, e2eMCPRestart}},
-	{ID: "backbone/1.10", Says: "After a reconnect the MCP session picks the same lease back up from lease.list instead of asking for a second device.",
+	{ID: "backbone/1.10", Says: "After a reconnect the MCP session finds its surviving lease through lease.list and keeps it instead of asking for a second device.",
 		Tests: []string{mcpReconnect, mcpReconcile, e2eMCPRestart}},
 	{ID: "backbone/1.11", Says: "The daemon owns all state and serialises all decisions; it starts on demand and is reached over a unix socket.",
 		Tests: []string{coreNoDouble, e2eLeaseWait}},
@@ -293,7 +293,7 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eGwRoutes, uplinkRedial}},
 	{ID: "backbone/2.3", Says: "A worker-role token opens an uplink and is refused (403) on every other route; agent and operator tokens are refused at the uplink.",
 		Tests: []string{httpAuth, e2eGwRoutes, uplinkRefusals}},
-	{ID: "backbone/2.4", Says: "Every frontend (CLI, MCP, HTTP, the Go client) works against a gateway unchanged, because a gateway serves the same contract.",
+	{ID: "backbone/2.4", Says: "Every frontend (CLI, MCP, HTTP, the Go client) needs no change to talk to a gateway, which serves the very same contract.",
 		Tests: []string{e2eGwRoutes, e2eGwPlaceholder, e2eConsoleGw, e2eUploadGw}},
 	{ID: "backbone/2.5", Says: "A closed uplink shows the worker disconnected at once with its last known state; the view is forgotten only after its leases' deadlines and the retention have passed, or by `worker remove`, which refuses a connected worker.",
 		Tests: []string{e2eGwDisconnect, gwRetention}},
@@ -306,7 +306,7 @@ var statements = []conformance.Statement{
 		Note:  "Declared in Go (package contract) rather than as zod schemas; the OpenAPI document is generated from the same types (ADR 0029)."},
 	{ID: "backbone/3.2", Says: "The contract imports nothing of the core, the daemon or the drivers, and the daemon maps its private records onto contract shapes in one place.",
 		Tests: []string{archContract, archDispatch}},
-	{ID: "backbone/3.3", Says: "One dispatcher runs, in order: decode the input, refuse a role below the operation's with FORBIDDEN, run the authorise hook, park on startup readiness (all but status.get), call the handler; handlers do no role checks of their own.",
+	{ID: "backbone/3.3", Says: "One dispatcher runs, in order: decode the input, answer FORBIDDEN to a caller whose role is too low, apply the authorise hook, park on startup readiness (all but status.get), call the handler; handlers do no role checks of their own.",
 		Tests: []string{dispPipeline, dispPark, e2eRaw}},
 	{ID: "backbone/3.4", Says: "Socket and HTTP share that one dispatcher, so a refusal, the download policy and readiness parking read the same on both.",
 		Tests: []string{httpSameErrors, dmnPolicyNever}},
@@ -330,22 +330,22 @@ var statements = []conformance.Statement{
 		Tests: []string{dmnOwnership, e2eRaw, dispPipeline}},
 
 	// 6. Socket identity.
-	{ID: "backbone/6.1", Says: "Socket identity is cooperative: file permissions on the socket and the home are the trust boundary, and ownership checks guard against accidents, not a hostile local process.",
+	{ID: "backbone/6.1", Says: "Identity on the socket is taken on trust: the OS user, through owner-only files and socket, is the real boundary, and ownership checks guard against accidents, not a hostile local process.",
 		Tests: []string{dmnFilesOwner, e2eRaw}},
 
 	// 7. Admin authority.
-	{ID: "backbone/7.1", Says: "Admin comes only from a credential presented at hello, never from the socket: an operator token (stored hashed), the per-start admin secret, or the worker's own uplink.",
+	{ID: "backbone/7.1", Says: "Admin authority needs a credential shown in the hello; the socket alone never confers it: an operator token (stored hashed), the per-start admin secret, or the worker's own uplink.",
 		Tests: []string{dmnTokens, e2eRaw}},
 	{ID: "backbone/7.2", Says: "The admin secret is new on every start, kept only as a hash in memory, written owner-only to admin.token after the socket claim, and removed by a graceful stop.",
 		Tests: []string{dmnGraceful, dmnFilesOwner, e2eSecondDaemon, portsAtomic}},
 	{ID: "backbone/7.3", Says: "A worker grants admin to the uplink session it opened itself, to the gateway its own config names, with that config's token.",
 		Tests: []string{e2eGwRoutes},
 		Note:  "Shown by the gateway's admin calls (list.get, config.get, events.subscribe) succeeding on its workers."},
-	{ID: "backbone/7.4", Says: "A missing or wrong credential fails the handshake with ADMIN_AUTHENTICATION_FAILED before anything else on that connection runs.",
+	{ID: "backbone/7.4", Says: "A bad or absent credential makes hello fail with ADMIN_AUTHENTICATION_FAILED, and nothing else runs on that connection first.",
 		Tests: []string{e2eRaw, dmnTokens}},
 	{ID: "backbone/7.5", Says: "Besides --token and SIMLOCK_ADMIN_TOKEN, the CLI reads the local admin.token file, and while it can read it connects as admin, so a detached lease can be renewed or released by a later invocation.",
 		Tests: []string{e2eLeaseWait, e2eKill9}},
-	{ID: "backbone/7.6", Says: "When none resolves, the CLI falls back to an agent session with a one-line notice, the lease line names the role it got, and an agent can renew only what its own principal was granted.",
+	{ID: "backbone/7.6", Says: "When no credential is found, the CLI carries on as an agent with a one-line notice, the lease line names the role it got, and an agent can renew only what its own principal was granted.",
 		Tests: []string{cliLeaseLine, e2eHTTP}},
 	{ID: "backbone/7.7", Says: "A credential is never logged nor returned by an operation; tokens are stored hashed.",
 		Tests: []string{dmnTokens}},
@@ -359,11 +359,11 @@ var statements = []conformance.Statement{
 		Tests: []string{cfgGateway, e2eGwRoutes}},
 
 	// 9. The uplink.
-	{ID: "backbone/9.1", Says: "A worker with gateway.url and gateway.token opens one WebSocket to <url>/v1/uplink at start and again after any disconnect, with backoff, presenting its join token and instance id.",
+	{ID: "backbone/9.1", Says: "A worker configured with a gateway URL and join token dials one WebSocket to <url>/v1/uplink when it starts and redials with backoff whenever it drops, presenting its join token and instance id.",
 		Tests: []string{uplinkRedial, uplinkLines, e2eGwDisconnect}},
-	{ID: "backbone/9.2", Says: "At the uplink a missing or unknown token is 401, a token of the wrong role is 403, nothing is registered, and worker.rejected is published.",
+	{ID: "backbone/9.2", Says: "At the uplink no token or an unknown one gets 401, a known token of a role other than worker gets 403, nothing is registered, and worker.rejected is published.",
 		Tests: []string{uplinkRefusals, gwRejected, e2eGwRoutes}},
-	{ID: "backbone/9.3", Says: "Over the uplink the gateway is the protocol client: it says hello and issues ordinary contract operations, with the socket's newline-delimited JSON framing.",
+	{ID: "backbone/9.3", Says: "Over the uplink the gateway is the protocol client: it sends hello and then plain contract calls, framed as the socket's newline-delimited JSON framing.",
 		Tests: []string{uplinkLines, e2eGwRoutes}},
 	{ID: "backbone/9.4", Says: "Only ws:// and wss:// gateway URLs load; http(s) URLs are refused.",
 		Tests: []string{cfgGateway, uplinkURL}},
@@ -373,7 +373,7 @@ var statements = []conformance.Statement{
 	// 10. Worker views.
 	{ID: "backbone/10.1", Says: "A view (id, label, health, version, protocol range, capacity, queue depth, leases, devices, catalog, download policy, drain state) is built on connect from status.get, list.get, catalog.get, config.get and events.subscribe.",
 		Tests: []string{gwAggregate, gwIncompatible}},
-	{ID: "backbone/10.2", Says: "Status and list are refreshed on every worker event about capacity or leases and on a slow backstop tick.",
+	{ID: "backbone/10.2", Says: "A worker event touching leases or capacity refreshes status and list, and a slow periodic tick backs that up.",
 		Tests: []string{gwBackstop, e2eGwRoutes}},
 	{ID: "backbone/10.3", Says: "config.get is read once per connect, and only the effective download policy is kept from it, as a routing input the worker still clamps.",
 		Tests: []string{gwWarmThenFree}},
@@ -385,37 +385,37 @@ var statements = []conformance.Statement{
 	// 11. Worker registry and drain.
 	{ID: "backbone/11.1", Says: "worker.list returns the views; drain, undrain and remove are the operator's edits, and a drained worker keeps its leases and gets no new dispatches.",
 		Tests: []string{gwSkipped, e2eGwRoutes, e2eConsoleGw}},
-	{ID: "backbone/11.2", Says: "The drained set is the one persisted piece of gateway state, kept owner-only, and survives both a worker reconnect and a gateway restart; only undrain ends a drain.",
+	{ID: "backbone/11.2", Says: "The drained set is the one persisted piece of gateway state, kept owner-only, and outlasts the worker reconnecting as well as the gateway restarting; only undrain ends a drain.",
 		Tests: []string{gwDrainPersist, e2eGwWarmDrain}},
 
 	// 12. Fleet queue and dispatch.
-	{ID: "backbone/12.1", Says: "A gateway lease request enters one fleet FIFO where timeoutMs, noWait, lease.cancel and the queued progress with its position mean what they mean on a worker.",
+	{ID: "backbone/12.1", Says: "A gateway lease request enters one fleet FIFO where timeoutMs, noWait, lease.cancel and the queued progress with its position behave exactly as a worker's do.",
 		Tests: []string{gwNoWait, gwCancel, gwQueueStatus, e2eGwWarmDrain}},
 	{ID: "backbone/12.2", Says: "Dispatch runs on every change of the queue or a view, oldest first, and sends the chosen worker lease.request with noWait set, so no fleet request waits in a worker's queue.",
 		Tests: []string{gwProgress, gwStale, e2eGwWarmDrain}},
 	{ID: "backbone/12.3", Says: "A request is dispatched once its worker grants it or sends the first progress push; only an immediate NO_CAPACITY returns it to the queue, and a failure after work began is its own end.",
 		Tests: []string{gwProgress, gwStale, gwTerminal}},
-	{ID: "backbone/12.4", Says: "A request no worker can serve now is passed over, so it never blocks one behind it.",
+	{ID: "backbone/12.4", Says: "A request that no worker can take yet is skipped, and never holds up those queued after it.",
 		Tests: []string{gwWarmThenFree, gwClaimBooks}},
 
 	// 13. Routing.
-	{ID: "backbone/13.1", Says: "Routing is a pure function of the views behind one entry point: drop workers disconnected, drained, incompatible or lacking the platform, model or runtime (a download counts only where the worker's policy allows it), prefer a ready unleased match, else the most free running capacity.",
+	{ID: "backbone/13.1", Says: "Routing is a pure function of the views behind one entry point: leave out workers that are away, drained, incompatible or missing the platform, model or runtime (a runtime to download counts only where that worker's policy permits it), prefer a ready unleased match, else the most free running capacity.",
 		Tests: []string{gwWarmThenFree, gwWarmHit, gwSkipped, e2eGwWarmDrain}},
-	{ID: "backbone/13.2", Says: "A lease request has the same shape against a worker and a gateway; there is no other placement rule.",
+	{ID: "backbone/13.2", Says: "Lease requests look identical whether sent to a worker or a gateway; routing has no further placement rule.",
 		Tests: []string{e2eGwRoutes, gwWarmThenFree}},
 
 	// 14. Leases through a gateway.
-	{ID: "backbone/14.1", Says: "Renew, release and single-lease reads are forwarded to the owning worker; the deadline a client sees is the worker's, and the gateway runs no lease timer.",
+	{ID: "backbone/14.1", Says: "The gateway passes renew, release and reads of one lease on to the worker holding it; the expiry clients see comes from that worker, and the gateway runs no lease timer.",
 		Tests: []string{gwSplit, gwTTL, e2eGwRoutes}},
-	{ID: "backbone/14.2", Says: "A gateway lease id is the worker's id, a dot, then the worker's lease id, and requests route by splitting on the first dot.",
+	{ID: "backbone/14.2", Says: "Through a gateway a lease id joins the worker id and that worker's own lease id with a dot, and requests route by splitting on the first dot.",
 		Tests: []string{gwSplit, e2eGwRoutes}},
 	{ID: "backbone/14.3", Says: "A lease through a gateway carries worker {id, label}, never a worker's network address.",
 		Tests: []string{e2eGwWarmDrain, e2eGwCatalog}},
 	{ID: "backbone/14.4", Says: "One lease per requester holds across the fleet: a second request gets REQUESTER_ALREADY_LEASED naming the lease, from an index rebuilt from the workers' lease lists by the gateway's requester prefix.",
 		Tests: []string{gwOnePerReq, gwIndex, e2eGwRoutes}},
-	{ID: "backbone/14.5", Says: "The gateway forwards requester ids as gw:<its instance id>:<requester> and reports its leases under the client's own requester id.",
+	{ID: "backbone/14.5", Says: "The gateway forwards requester ids as gw:<its instance id>:<requester> yet shows clients their leases under the requester id they asked with.",
 		Tests: []string{gwIndex, gwOnePerReq, e2eGwRoutes}},
-	{ID: "backbone/14.6", Says: "The gateway keeps no per-connection lease state and releases nothing when a client connection closes.",
+	{ID: "backbone/14.6", Says: "A client connection closing costs it nothing at the gateway, which holds no lease state per connection.",
 		Tests: []string{e2eGwRoutes, gwSplit}},
 	{ID: "backbone/14.7", Says: "Progress, lease-lost, device-unhealthy and device-recovered pushes are relayed to the gateway connection owning the request or lease.",
 		Tests: []string{gwProgress, gwRepublish, dmnLeaseLost},
@@ -424,7 +424,7 @@ var statements = []conformance.Statement{
 	// 15. device.exec.
 	{ID: "backbone/15.1", Says: "device.exec runs a simctl or adb command for a lease, resolved by the same passthrough logic (root scope, refusal list: PASSTHROUGH_REFUSED, UNKNOWN_PASSTHROUGH_TOOL), streams stdout and stderr as request pushes, and answers with the exit code.",
 		Tests: []string{e2eExec, dmnExec, iosPassthrough}},
-	{ID: "backbone/15.2", Says: "Through exec a bare `adb shell` with no command is refused as needing a terminal.",
+	{ID: "backbone/15.2", Says: "Through exec, `adb shell` given no command is refused because it would need a terminal.",
 		Tests: []string{andPassthrough}},
 	{ID: "backbone/15.3", Says: "Ownership is checked on both hops; on exec admin does not bypass: the supplied requester must be the lease's, or FORBIDDEN.",
 		Tests: []string{e2eExec, gwExecHops, dmnExec}},
@@ -434,7 +434,7 @@ var statements = []conformance.Statement{
 		Note: "Implemented (exec --stdin sends one string, daemon/exec.go), but no test sends stdin through device.exec yet."},
 	{ID: "backbone/15.6", Says: "Artifacts for exec reach the worker out of band; an upload through the daemon is left for later.", ADR: adrUploads,
 		Note: "simlock built that seam: ordered upload chunks into a per-lease scratch directory, gone with the lease, also through a gateway (ADR 0034)."},
-	{ID: "backbone/15.7", Says: "A remote HTTP agent can exec against a lone worker with no gateway involved.",
+	{ID: "backbone/15.7", Says: "An HTTP agent can run exec on a single worker directly, without any gateway.",
 		Tests: []string{e2eHTTP}},
 
 	// 16. Aggregation and gateway events.
@@ -442,13 +442,13 @@ var statements = []conformance.Statement{
 		Tests: []string{gwAggregate, gwCatalog, e2eGwCatalog, e2eGwWarmDrain}},
 	{ID: "backbone/16.2", Says: "A gateway's catalog.get unites the workers' catalogs and says which workers have each model and runtime.",
 		Tests: []string{gwCatalog, e2eGwCatalog}},
-	{ID: "backbone/16.3", Says: "Worker events are republished on the gateway's bus with workerId added, so following a gateway's events shows the fleet.",
+	{ID: "backbone/16.3", Says: "The gateway publishes its workers' events again on its own bus, each tagged with workerId, so following a gateway's events shows the fleet.",
 		Tests: []string{gwRepublish, gwGap, e2eGwRoutes}},
-	{ID: "backbone/16.4", Says: "The gateway publishes its own facts: worker.connected, worker.disconnected, worker.rejected, worker.removed, worker.drain-started, worker.drain-ended and request.dispatched.",
+	{ID: "backbone/16.4", Says: "Facts of the gateway's own are published too: worker connected, disconnected, rejected, removed, drain started and ended (worker.*), and request.dispatched.",
 		Tests: []string{gwSkipped, gwRetention, gwRejected, gwProgress, e2eGwRoutes}},
 
 	// 17. Gateway failure modes.
-	{ID: "backbone/17.1", Says: "With the uplink down nothing is dispatched to that worker, and a renew or release of a lease on it fails WORKER_UNREACHABLE; the gateway never decides the lease is gone before the worker says so.",
+	{ID: "backbone/17.1", Says: "With the uplink down nothing is dispatched to that worker, and a renew or release of a lease on it fails WORKER_UNREACHABLE; only the worker may declare such a lease ended.",
 		Tests: []string{gwUnreachable, e2eGwDisconnect}},
 	{ID: "backbone/17.2", Says: "An uplink lost after dispatch answers WORKER_UNREACHABLE; a lease the worker did grant lives there on its TTL.",
 		Tests: []string{gwTerminal, gwUnreachable}},
@@ -458,7 +458,7 @@ var statements = []conformance.Statement{
 		Tests: []string{gwIncompatible, gwSkipped}},
 
 	// 18. Gateway safety.
-	{ID: "backbone/18.1", Says: "The gateway touches no device; it forwards allowDownload and the worker clamps it by its own download policy.",
+	{ID: "backbone/18.1", Says: "The gateway never acts on a device; allowDownload travels on to the worker, whose own download policy limits it.",
 		Tests: []string{archGateway, gwWarmThenFree}},
 	{ID: "backbone/18.2", Says: "Machine-wide operations stay per worker (UNSUPPORTED_IN_GATEWAY_MODE), and config.get on a gateway answers the gateway's own config.",
 		Tests: []string{gwUnsupported, gwRegister, e2eGwRoutes}},
@@ -466,7 +466,7 @@ var statements = []conformance.Statement{
 	// 19. The gateway's import boundary.
 	{ID: "backbone/19.1", Says: "The gateway is a second set of handlers for the same contract, reading worker views and forwarding over uplinks.",
 		Tests: []string{gwRegister, archGateway}},
-	{ID: "backbone/19.2", Says: "The gateway imports no driver and, of the core, only the platform-agnostic queue and bus; a boundary test enforces it.",
+	{ID: "backbone/19.2", Says: "The gateway imports no driver and from the core uses only the shared wait queue and event bus; a boundary test enforces it.",
 		Tests: []string{archGateway, archWaitq}},
 
 	// 20. Core and drivers.
@@ -478,27 +478,27 @@ var statements = []conformance.Statement{
 		Note: "A design litmus, not a behaviour: what a test can hold is that the core imports no driver (internal/arch); the selftest and the simulated SDK drive both platforms through the same interface."},
 
 	// 21. Device roots and containment.
-	{ID: "backbone/21.1", Says: "Each driver owns a directory simlock made and marked, and scopes every platform command to it (simctl --set; ANDROID_AVD_HOME and a private adb server).",
+	{ID: "backbone/21.1", Says: "Every driver works in a directory simlock created and marked as its own, and confines each platform command there (simctl --set; ANDROID_AVD_HOME and a private adb server).",
 		Tests: []string{iosScoped, andContainment, andPorts, e2eAndroidPorts}},
-	{ID: "backbone/21.2", Says: "Devices in a root are invisible to a plain simctl or adb, and simlock cannot address anything outside it.", ADR: adrDefaultSet,
+	{ID: "backbone/21.2", Says: "Devices in a root are invisible to a plain simctl or adb, and simlock has no reach beyond that root.", ADR: adrDefaultSet,
 		Tests: []string{e2eLeaseWait, e2eAndroidPorts},
 		Note:  "Owned roots are the default; an opt-in default-set mode puts devices in Xcode's set so xcodebuild sees them, and proves simlock's own by record and mark, never touching the user's (ADR 0033)."},
-	{ID: "backbone/21.3", Says: "Passthrough and exec share one resolution and one refusal list (no simctl delete, no adb kill-server, nothing that would change a device's lifecycle behind the registry); they differ only in who spawns the process.",
+	{ID: "backbone/21.3", Says: "Passthrough and exec share one resolution and one refusal list (no simctl delete, no adb kill-server, nothing that alters a device's life without the registry knowing); they differ only in who spawns the process.",
 		Tests: []string{e2ePassthrough, e2eExec, iosPassthrough, andPassthrough}},
 	{ID: "backbone/21.4", Says: "The tool's own exit code comes back unchanged through passthrough.",
 		Tests: []string{e2ePassthrough}},
-	{ID: "backbone/21.5", Says: "Root ownership is proven when the driver starts and proven again right before an orphan purge destroys anything.",
+	{ID: "backbone/21.5", Says: "A driver proves it owns its root at start-up and proves it afresh just before an orphan purge deletes anything.",
 		Tests: []string{iosRevalidate, devrootRevalid}},
-	{ID: "backbone/21.6", Says: "listManaged answers from root membership, not a name prefix; in the root but not in the registry means orphan.",
+	{ID: "backbone/21.6", Says: "listManaged answers from root membership, not a name prefix; a device found in the root yet unknown to the registry is an orphan.",
 		Tests: []string{iosListManaged, andMembership, coreDoctor}},
-	{ID: "backbone/21.7", Says: "The core hands each driver its root as an opaque per-driver config entry it never interprets.", ADR: adrGoShape,
+	{ID: "backbone/21.7", Says: "The core hands each driver its root inside that driver's own config entry, which the core treats as opaque.", ADR: adrGoShape,
 		Tests: []string{archPorts},
 		Note:  "The daemon, not the core, reads drivers.<platform>.* and builds each driver with its root; the core never sees a root path."},
 
 	// 22. Capacity.
 	{ID: "backbone/22.1", Says: "Managed-device limits govern provisioning and running limits govern anything that starts a device; a strategy (resource: machine-derived with a RAM budget; fixed) supplies them.",
 		Tests: []string{coreFootprints, coreRAM, e2eLeaseWait}},
-	{ID: "backbone/22.2", Says: "Ready, leased, reclaiming and quarantined devices count as running; global and platform limits are checked together, and no contention grants past them.",
+	{ID: "backbone/22.2", Says: "Devices that are ready, leased, reclaiming or quarantined are charged as running; the overall and per-platform limits are judged in one step, and no contention grants past them.",
 		Tests: []string{coreNoDouble, corePlatformCap, corePurgeFail}},
 
 	// 23. Restart and startup convergence.
@@ -506,7 +506,7 @@ var statements = []conformance.Statement{
 		Tests: []string{coreRestart, coreQRestart, e2eKill9}},
 	{ID: "backbone/23.2", Says: "A restart releases nothing: no orphan sweep, and a lease whose deadline passed while no daemon ran expires through the ordinary path.",
 		Tests: []string{e2eKill9, e2eClientModule, coreRestart}},
-	{ID: "backbone/23.3", Says: "A running `simlock lease` exits 1 when its daemon goes; the lease stays and must be renewed from a new invocation before its deadline.",
+	{ID: "backbone/23.3", Says: "A foreground `simlock lease` exits with status 1 once its daemon is gone; the lease itself remains, for a later invocation to renew in time.",
 		Tests: []string{e2eClientModule}},
 	{ID: "backbone/23.4", Says: "Convergence recovers interrupted unleased reclaims, then shuts down excess unleased ready devices; leased devices are never touched, even over a lowered limit.",
 		Tests: []string{e2eMidPurge, coreSweep}},
@@ -540,7 +540,7 @@ var statements = []conformance.Statement{
 		Tests: []string{iosBootStatus, andBootDone}},
 
 	// 27. Leases.
-	{ID: "backbone/27.1", Says: "One kind of lease on every transport: a TTL, set at grant from the request or the default, capped at the maximum, with more than the maximum refused as BAD_REQUEST.",
+	{ID: "backbone/27.1", Says: "Every transport grants the same lease: a TTL taken at grant from the request or else the default, capped at the maximum, with more than the maximum refused as BAD_REQUEST.",
 		Tests: []string{coreRenewWidth, dmnOwnership, e2eLeaseWait}},
 	{ID: "backbone/27.2", Says: "A renew re-arms the persisted deadline, so a restart restores the renewed one; a body-less renew re-applies the stored width; lastRenewedAt is stored at grant and each renew.",
 		Tests: []string{coreRenewWidth, coreRestart, coreDurableRenew}},
@@ -548,14 +548,14 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eKill9, e2eHTTP, mcpRenew, e2eGwRoutes, e2eClientModule}},
 	{ID: "backbone/27.4", Says: "Holding is a frontend policy: the CLI and MCP renew at a third of the TTL with no TTL of their own, a renew answered UNKNOWN_LEASE stops the holder as a lease-lost push would, and the CLI holder leaves when its parent dies.",
 		Tests: []string{mcpRenew, e2eLeaseGone}},
-	{ID: "backbone/27.5", Says: "A holder killed with SIGKILL keeps its device leased until the deadline, at most its TTL after the last renew.",
+	{ID: "backbone/27.5", Says: "A holder killed with SIGKILL keeps its device held until the deadline runs out, no later than one TTL past its final renew.",
 		Tests: []string{e2eLeaseWait, coreExpiry}},
 	{ID: "backbone/27.6", Says: "One lease per agent, and no atomic acquisition of several devices.", ADR: adrGroups,
 		Tests: []string{coreOnePerReq},
 		Note:  "One lease per requester holds; a lease may hold several devices, granted all or nothing while nothing is held during the wait (ADR 0043), also through a gateway on one worker."},
 
 	// 28. Release hands the purge off.
-	{ID: "backbone/28.1", Says: "A release commits first (the lease gone, lease.released published, the device reclaiming) and returns without waiting for the purge; an expiry frees its device the same way.",
+	{ID: "backbone/28.1", Says: "A release commits first (the lease gone, lease.released published, the device reclaiming) and returns without waiting for the purge; an expiry releases its device likewise.",
 		Tests: []string{e2eReleaseFast, coreExpiry}},
 	{ID: "backbone/28.2", Says: "While its purge runs the device counts as running, is not grantable, and holds a reclaim claim; a waiter for it is granted when the purge settles.",
 		Tests: []string{e2eReleaseFast, coreRecoveryRel}},
@@ -604,7 +604,7 @@ var statements = []conformance.Statement{
 		Note:  "The ring is in memory, but a bus observer also journals every fact, and numbers continue across restarts so `events --since` reads earlier runs (ADR 0028)."},
 
 	// 33. Driver diagnostics and component installs.
-	{ID: "backbone/33.1", Says: "Drivers never depend on the event bus; what they observe they report through a diagnostic callback that the daemon turns into events.",
+	{ID: "backbone/33.1", Says: "No driver uses the event bus; what they observe they report through a diagnostic callback that the daemon turns into events.",
 		Tests: []string{archDriversBus, e2eOnRequest}},
 	{ID: "backbone/33.2", Says: "component.installed is published only once a re-scan confirms the component; an installer that claims success without it ends as component.install-failed, and each attempt has exactly one terminal fact.",
 		Tests: []string{e2eInstallLies, e2eInstallFail, e2eOnRequest}},
@@ -637,13 +637,13 @@ var statements = []conformance.Statement{
 		Tests: []string{dmnAudit, e2eMetrics}},
 	{ID: "backbone/37.2", Says: "daemon.log rotates to daemon.log.1 past log.rotateBytes, keeping one older generation.",
 		Tests: []string{portsRotate}},
-	{ID: "backbone/37.3", Says: "`simlock daemon logs` prints the rotated generation before the current file."},
+	{ID: "backbone/37.3", Says: "`simlock daemon logs` shows the older, rotated file first and the live one after it."},
 	{ID: "backbone/37.4", Says: "A component installed for a request is logged durably, naming the requester when the event does."},
 
 	// 38. Device identity and downloads.
 	{ID: "backbone/38.1", Says: "A device is identified by platform, model and OS version; the OS defaults to the newest installed runtime that actually runs the model (inside its type's range and listing it).",
 		Tests: []string{iosResolve, reqOutOfRange}},
-	{ID: "backbone/38.2", Says: "A runtime or image that is not installed fails the lease clearly unless downloads are permitted for that request; an empty runtime list takes the same path.",
+	{ID: "backbone/38.2", Says: "A runtime or image that is not installed fails the lease with a clear error unless this request may download; an empty runtime list takes the same path.",
 		Tests: []string{e2eOnRequest, e2eAndroidImage, iosDownload}},
 	{ID: "backbone/38.3", Says: "An OS version outside the model's supported range fails at once, naming the range, and never attempts a download.",
 		Tests: []string{e2eOutOfRange, iosOutOfRange, reqOutOfRange}},
