@@ -5,6 +5,7 @@ package all
 
 import (
 	"github.com/simlock/simlock/test/conformance"
+	"github.com/simlock/simlock/test/conformance/backbone"
 	"github.com/simlock/simlock/test/conformance/claims"
 	"github.com/simlock/simlock/test/conformance/resources"
 	"github.com/simlock/simlock/test/conformance/sessions"
@@ -18,7 +19,7 @@ func Contracts() []conformance.Contract {
 		slots.Contract,
 		claims.Contract,
 		resources.Contract,
-		{Name: "backbone", Title: "Simlock backbone", Reference: "simlock-architecture.txt"},
+		backbone.Contract,
 	}
 }
 
