@@ -196,3 +196,59 @@ func TestConfResDeviceLiveStateOnlyUnderRuntime(t *testing.T) {
 	})
 	check("list after the release", views.Devices[0], "ready", nil)
 }
+
+// Device resources, the MCP write tool: an answer that does not prove the
+// requested state is a tool error (RESOURCE_PROFILE_UNPROVEN), as the CLI
+// exits 1, and it still carries the whole evidence under details.result,
+// where the after-write snapshot, which saw the group still enabled, lists
+// it as a contradiction (conformance: resources/5.21, 5.24).
+func TestConfResMCPUnprovenSetIsAToolErrorWithItsEvidence(t *testing.T) {
+	w := newWorld(t, `{"resources":{"enabled":true},"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
+	w.env = append(w.env, "SIMLOCK_SIMSDK_FAULTS=launchctl-write-noop")
+	w.mustRun("daemon", "start")
+	a := w.mcpWith(t, "--enable-tool", "set_device_resources")
+	text, isErr := a.call("lease_simulator", map[string]any{"platform": "ios", "model": "iPhone 16"}, nil)
+	if isErr {
+		t.Fatal(text)
+	}
+	id := leaseIDIn(t, text)
+	text, isErr = a.call("set_device_resources", map[string]any{"leaseId": id, "resources": map[string]any{"animations": "disabled"}}, nil)
+	var out struct {
+		Error struct {
+			Code    string `json:"code"`
+			Details struct {
+				Unproven []string `json:"unproven"`
+				Result   struct {
+					Success        bool     `json:"success"`
+					Changed        []string `json:"changed"`
+					Contradictions []string `json:"observationContradictions"`
+					Requested      map[string]string
+					Resources      map[string]struct {
+						State string `json:"state"`
+					} `json:"resources"`
+				} `json:"result"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(text), &out); err != nil || !isErr {
+		t.Fatalf("an unproven set answered isError=%v: %s", isErr, text)
+	}
+	e := out.Error
+	if e.Code != "RESOURCE_PROFILE_UNPROVEN" || len(e.Details.Unproven) != 1 || e.Details.Unproven[0] != "animations" ||
+		e.Details.Result.Success || e.Details.Result.Resources["animations"].State != "unknown" ||
+		len(e.Details.Result.Changed) != 1 || e.Details.Result.Requested["animations"] != "disabled" ||
+		len(e.Details.Result.Contradictions) != 1 || e.Details.Result.Contradictions[0] != "animations" {
+		t.Fatalf("the tool error does not carry the evidence: %s", text)
+	}
+	// A write the device proves is an ordinary answer.
+	w2 := newWorld(t, `{"resources":{"enabled":true},"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}}}`)
+	w2.mustRun("daemon", "start")
+	b := w2.mcpWith(t, "--enable-tool", "set_device_resources")
+	text, isErr = b.call("lease_simulator", map[string]any{"platform": "ios", "model": "iPhone 16"}, nil)
+	if isErr {
+		t.Fatal(text)
+	}
+	if text, isErr = b.call("set_device_resources", map[string]any{"leaseId": leaseIDIn(t, text), "resources": map[string]any{"animations": "disabled"}}, nil); isErr {
+		t.Fatalf("a proven set is a tool error: %s", text)
+	}
+}

@@ -168,7 +168,33 @@ func (s *session) setResources(ctx context.Context, req *mcpsdk.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
-	return c.ResourcesSet(ctx, contract.ResourcesSetIn{LeaseID: id, Resources: in.Resources, Restore: in.Restore, TimeoutMs: in.TimeoutMs})
+	res, err := c.ResourcesSet(ctx, contract.ResourcesSetIn{LeaseID: id, Resources: in.Resources, Restore: in.Restore, TimeoutMs: in.TimeoutMs})
+	if err != nil {
+		return nil, err
+	}
+	return res, unprovenSet(res)
+}
+
+// unprovenSet makes a write whose requested state was not observed a tool
+// error, as the CLI makes it exit 1: an agent that tuned a device must not
+// carry on as if it had worked. The error keeps the whole answer under
+// details.result, so the evidence (what was observed, what was written,
+// the services) reaches the agent all the same.
+func unprovenSet(res contract.ResourceResult) error {
+	if res.Success {
+		return nil
+	}
+	var unproven []string
+	for group, want := range res.Requested {
+		if res.Resources[group].State != want {
+			unproven = append(unproven, group)
+		}
+	}
+	slices.Sort(unproven)
+	return contract.Errorf(contract.CodeResourceUnproven, "the device was not observed in the requested state for %s (verification %s)",
+		strings.Join(unproven, ", "), res.Verification).
+		WithDetails("result", res, "unproven", unproven).
+		WithNext("read details.result for what was observed and written; retry set_device_resources, or drop the groups the device cannot prove")
 }
 
 func (s *session) reconcileResources(ctx context.Context, req *mcpsdk.CallToolRequest) (any, error) {
