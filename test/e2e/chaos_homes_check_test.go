@@ -273,6 +273,14 @@ func (k *hostChecker) recovered(key string) {
 	k.recoveries[normKey(key)] = time.Now()
 }
 
+// recentlyRecovered reports whether a recovery freed key within d.
+func (k *hostChecker) recentlyRecovered(key string, d time.Duration) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	at, ok := k.recoveries[normKey(key)]
+	return ok && time.Since(at) < d
+}
+
 // round takes one host-wide sample and judges the instantaneous rules.
 func (k *hostChecker) round(ctx context.Context) {
 	homes := k.d.homes()

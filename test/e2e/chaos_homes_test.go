@@ -412,6 +412,11 @@ func TestChaosHomesDrill(t *testing.T) {
 			procs := d.chk.procs()
 			if len(procs) > 0 {
 				p := procs[rng.IntN(len(procs))]
+				// A device a recovery just handed over is spared: its
+				// taker's lease must end only by the taker's release.
+				if d.chk.recentlyRecovered(p.key(), 10*time.Second) {
+					continue
+				}
 				if syscall.Kill(p.PID, syscall.SIGKILL) == nil {
 					d.did("device-kill")
 				}
@@ -533,6 +538,14 @@ func (d *homesDrill) takeRecovered(h *home, udid string) {
 	}
 	d.chk.granted(h, "take-recovered", l)
 	time.Sleep(3 * time.Second)
+	// Nothing but this release may end the lease: the dead home's restart
+	// in the meantime must leave the device alone (the drill spares it
+	// from its device kills).
+	if _, err := client.Do(ctx, c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: l.LeaseID}); client.IsCode(err, contract.CodeUnknownLease) {
+		d.violate("home %s's lease %s on %s, a device a recovery had just handed it, ended while it held it (the old owner's restart reached the device)",
+			h.name, l.LeaseID, udid)
+		return
+	}
 	_, err = client.Do(ctx, c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
 	d.count("release", outcome(err))
 }
