@@ -147,6 +147,10 @@ func (a *homeActor) lease(ctx context.Context, kind string, in contract.LeaseReq
 		return
 	}
 	a.d.count(kind, outcome(err))
+	if client.IsCode(err, contract.CodeInternal) {
+		// An internal error is a defect whatever the chaos: say what it was.
+		a.d.note("%s: %s %+v: %v", a.name, kind, in, err)
+	}
 	if client.IsCode(err, contract.CodeRequesterLeased) {
 		// A lease this agent lost track of (its answer or its release
 		// went down with a daemon; a restart keeps leases) is still

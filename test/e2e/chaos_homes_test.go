@@ -363,8 +363,12 @@ func TestChaosHomesDrill(t *testing.T) {
 		}
 
 		// Kills are spread over the run's operations.
+		// Once the kills are done, A is still killed every few seconds
+		// while the run lacks recoveries: a recovery needs a dead owner.
 		perKill := m.ops / (m.kills + 1)
-		if d.done("kill") < m.kills && ops >= perKill*(d.done("kill")+1) && time.Since(lastKill) > 1500*time.Millisecond {
+		due := d.done("kill") < m.kills && ops >= perKill*(d.done("kill")+1)
+		short := d.done("kill") >= m.kills && d.done("stale")+d.done("force") < m.recoveries && time.Since(lastKill) > 3*time.Second
+		if (due || short) && time.Since(lastKill) > 1500*time.Millisecond {
 			lastKill = time.Now()
 			if d.done("delete") < m.deletions && d.done("kill")%3 == 1 {
 				// Kill -9 the ephemeral home and delete it, as a removed
@@ -399,7 +403,7 @@ func TestChaosHomesDrill(t *testing.T) {
 				d.did("kill")
 				// Recover one of its devices at once, before its agents'
 				// CLI calls can start a daemon there again.
-				if rng.IntN(3) > 0 {
+				if rng.IntN(3) > 0 || d.done("stale")+d.done("force") < m.recoveries {
 					d.recover(h, rng)
 				}
 			}
