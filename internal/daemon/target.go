@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -51,6 +52,12 @@ func (d *Daemon) resolveTarget(ctx context.Context, platform, sel string) (id, p
 	rec, aerr := d.engine.AdoptDevice(ctx, plat, handle)
 	if rerr := d.claims.release(ctx, key); rerr != nil {
 		d.log.Warn("drop the claim taken to adopt a device", "key", key, "err", rerr)
+	}
+	if errors.Is(aerr, core.ErrDeviceNotFound) {
+		// Named from a listing a moment old: the home sharing the root
+		// deleted it since. The caller's selector names nothing now.
+		return "", "", contract.Errorf(contract.CodeUnknownDevice, "%s is not in this home's %s device root (it never was, or a home sharing the root deleted it since it was listed)", sel, plat).
+			WithNext("list the devices again (`simlock list`) and name one that exists, or lease by --platform and --model")
 	}
 	if aerr != nil {
 		return "", "", fmt.Errorf("take device %s into this daemon: %w", sel, aerr)

@@ -148,8 +148,9 @@ func (a *homeActor) lease(ctx context.Context, kind string, in contract.LeaseReq
 	}
 	a.d.count(kind, outcome(err))
 	if client.IsCode(err, contract.CodeInternal) {
-		// An internal error is a defect whatever the chaos: say what it was.
-		a.d.note("%s: %s %+v: %v", a.name, kind, in, err)
+		// An internal error is a defect whatever the chaos (the code's own
+		// next step says "this is a bug").
+		a.d.violate("%s: %s %+v answered INTERNAL: %v", a.name, kind, in, err)
 	}
 	if client.IsCode(err, contract.CodeRequesterLeased) {
 		// A lease this agent lost track of (its answer or its release
