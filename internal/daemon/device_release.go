@@ -200,20 +200,31 @@ func deviceReleaseError(err error) *contract.Error {
 // the root itself is gone, its device may still run, and is found and
 // ended by its process (orphanproc.go).
 func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (notFound bool, err error) {
-	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+	drv, ref, root, done, err := ownerDriver(ctx, ownerHome, getenv, key)
 	if gone := (rootGoneError{}); errors.As(err, &gone) {
-		found, err := endGoneRoot(ctx, ports.ExecRunner{}, gone.root, key)
+		found, err := endDeviceProcs(ctx, ports.ExecRunner{}, gone.root, key, consolePortOf(ctx, getenv, ownerHome, key))
 		return !found && err == nil, err
 	}
 	if err != nil {
 		return false, err
 	}
 	defer done()
-	err = drv.Shutdown(ctx, ref)
-	if errors.Is(err, core.ErrDeviceNotFound) {
-		return true, nil
+	shutErr := drv.Shutdown(ctx, ref)
+	notFound = errors.Is(shutErr, core.ErrDeviceNotFound)
+	// The platform tools end only what they can reach: an emulator its
+	// home's adb server no longer knows is out of their sight while its
+	// process runs. Whatever still runs the device is ended by its process
+	// before the caller clears the claim (orphanproc.go).
+	found, err := endDeviceProcs(ctx, ports.ExecRunner{}, root, key, consolePortOf(ctx, getenv, ownerHome, key))
+	switch {
+	case err != nil:
+		return false, err
+	case found:
+		return false, nil // ended by its process
+	case shutErr != nil && !notFound:
+		return false, shutErr
 	}
-	return false, err
+	return notFound, nil
 }
 
 // ObserveDevice lists the owner's root for the device key names, the way
@@ -222,9 +233,9 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 // whether a dead owner's device must be shut down or only its claim
 // cleared.
 func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (hostreg.DeviceRun, error) {
-	drv, ref, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+	drv, ref, root, done, err := ownerDriver(ctx, ownerHome, getenv, key)
 	if gone := (rootGoneError{}); errors.As(err, &gone) {
-		return observeGoneRoot(ctx, ports.ExecRunner{}, gone.root, key)
+		return observeDeviceProcs(ctx, ports.ExecRunner{}, gone.root, key, consolePortOf(ctx, getenv, ownerHome, key))
 	}
 	if err != nil {
 		return hostreg.DeviceUnknown, err
@@ -234,6 +245,7 @@ func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) st
 	if err != nil {
 		return hostreg.DeviceUnknown, err
 	}
+	listed := hostreg.DeviceAbsent
 	for _, o := range obs {
 		if !strings.EqualFold(o.Handle, ref.Handle) {
 			continue
@@ -242,12 +254,19 @@ func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) st
 		case core.RunRunning:
 			return hostreg.DeviceRunning, nil
 		case core.RunStopped:
-			return hostreg.DeviceStopped, nil
+			listed = hostreg.DeviceStopped
 		default:
 			return hostreg.DeviceUnknown, nil
 		}
 	}
-	return hostreg.DeviceAbsent, nil
+	// Stopped or absent in a listing is proof only of what the tools see:
+	// a fresh driver knows an emulator by its home's adb server, which
+	// forgets it when restarted, and one launched just before its daemon
+	// died may not have announced itself yet. Its process still names it.
+	if run, err := observeDeviceProcs(ctx, ports.ExecRunner{}, root, key, consolePortOf(ctx, getenv, ownerHome, key)); err != nil || run == hostreg.DeviceRunning {
+		return hostreg.DeviceRunning, err
+	}
+	return listed, nil
 }
 
 // errRootGone: the owner's device root for the platform does not exist.
@@ -256,20 +275,19 @@ var errRootGone = errors.New("the owner's device root no longer exists")
 // ownerDriver builds the platform driver of ownerHome for key, over the
 // owner's roots (see ReconcileDevice), and the device reference it names.
 // done releases what the driver needed (the host registry, for Android).
-func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (core.Driver, core.DeviceRef, func(), error) {
-	var ref core.DeviceRef
+func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (drv core.Driver, ref core.DeviceRef, root string, done func(), err error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	cfg, err := config.Load(config.PathsFor(ownerHome).Config)
 	if err != nil {
-		return nil, ref, nil, fmt.Errorf("read the owner's configuration: %w", err)
+		return nil, ref, "", nil, fmt.Errorf("read the owner's configuration: %w", err)
 	}
 	o := Options{Home: ownerHome, Config: cfg, Getenv: getenv, Clock: ports.SystemClock{}, Runner: ports.ExecRunner{},
 		Stats: ports.HostStats{}, FS: ports.OSFilesystem{}, Logger: slog.New(slog.DiscardHandler)}
 	roots, err := deviceRoots(o)
 	if err != nil {
-		return nil, ref, nil, err
+		return nil, ref, "", nil, err
 	}
 	platform := key.Platform()
 	switch {
@@ -278,11 +296,11 @@ func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) stri
 	case strings.HasPrefix(string(key), "android:avd:"):
 		name, root, _ := strings.Cut(strings.TrimPrefix(string(key), "android:avd:"), ":")
 		if root != roots["android"] {
-			return nil, ref, nil, fmt.Errorf("%s is not in the owner's Android root %s: not the owner's to clean up", key, roots["android"])
+			return nil, ref, "", nil, fmt.Errorf("%s is not in the owner's Android root %s: not the owner's to clean up", key, roots["android"])
 		}
 		ref.Handle = name
 	default:
-		return nil, ref, nil, fmt.Errorf("no platform cleanup for %s", key)
+		return nil, ref, "", nil, fmt.Errorf("no platform cleanup for %s", key)
 	}
 	ref.ID = string(key)
 	// A root that no longer exists is never handed to the platform tools:
@@ -290,16 +308,17 @@ func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) stri
 	// back (and with it, its liveness). Its devices may still run; the
 	// callers look for them by process (orphanproc.go).
 	if _, err := os.Stat(roots[platform]); errors.Is(err, os.ErrNotExist) {
-		return nil, ref, nil, rootGoneError{root: roots[platform]}
+		return nil, ref, "", nil, rootGoneError{root: roots[platform]}
 	}
-	done := func() {}
+	root = roots[platform]
+	done = func() {}
 	// The owner's private adb server port is leased in the host registry:
 	// reach the owner's server there, and allocate nothing on its behalf.
 	var ap android.PortAllocator
 	if platform == "android" {
 		host, err := hostreg.Open(ctx, config.HostDir(getenv))
 		if err != nil {
-			return nil, ref, nil, fmt.Errorf("open the host registry: %w", err)
+			return nil, ref, "", nil, fmt.Errorf("open the host registry: %w", err)
 		}
 		done = func() { host.Close() }
 		ap = ownerPorts{HostPorts: &android.HostPorts{DB: host}, home: ownerHome}
@@ -307,15 +326,15 @@ func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) stri
 	drivers, err := buildDrivers(o, func(string) func(core.Diagnostic) { return func(core.Diagnostic) {} }, ap)
 	if err != nil {
 		done()
-		return nil, ref, nil, err
+		return nil, ref, "", nil, err
 	}
 	for _, drv := range drivers {
 		if drv.Platform() == platform {
-			return drv, ref, done, nil
+			return drv, ref, root, done, nil
 		}
 	}
 	done()
-	return nil, ref, nil, fmt.Errorf("the %s tools are not available here, so the device could not be shut down", platform)
+	return nil, ref, "", nil, fmt.Errorf("the %s tools are not available here, so the device could not be shut down", platform)
 }
 
 // ownerPorts answers an Android driver built for recovery with the ports

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 )
@@ -56,9 +58,13 @@ func listHostProcs(ctx context.Context, r ports.ProcessRunner) ([]hostProc, erro
 	return out, nil
 }
 
-// deviceProcs picks the processes that run the device key names from the
-// root that is gone.
-func deviceProcs(procs []hostProc, root string, key hostreg.Key) []int {
+// deviceProcs picks the processes that run the device key names from
+// root (for an emulator, by its AVD name: AVD names are random per root).
+// A console port other than 0 narrows an emulator to the one launched on
+// it: AVD names are random, but a managed slot's AVD is named after the
+// slot, so two homes can run AVDs of one name, while console ports are
+// leased host-wide.
+func deviceProcs(procs []hostProc, root string, key hostreg.Key, console int) []int {
 	var pids []int
 	switch {
 	case strings.HasPrefix(string(key), "ios:udid:"):
@@ -72,11 +78,13 @@ func deviceProcs(procs []hostProc, root string, key hostreg.Key) []int {
 		name, _, _ := strings.Cut(strings.TrimPrefix(string(key), "android:avd:"), ":")
 		for _, p := range procs {
 			f := strings.Fields(p.args)
+			named, onPort := false, console == 0
 			for i := 0; i+1 < len(f); i++ {
-				if f[i] == "-avd" && f[i+1] == name {
-					pids = append(pids, p.pid)
-					break
-				}
+				named = named || (f[i] == "-avd" && f[i+1] == name)
+				onPort = onPort || (f[i] == "-port" && f[i+1] == strconv.Itoa(console))
+			}
+			if named && onPort {
+				pids = append(pids, p.pid)
 			}
 		}
 	}
@@ -99,27 +107,28 @@ func containsPath(s, needle string) bool {
 	}
 }
 
-// observeGoneRoot says whether the device of a root that is gone still runs.
-func observeGoneRoot(ctx context.Context, r ports.ProcessRunner, root string, key hostreg.Key) (hostreg.DeviceRun, error) {
+// observeDeviceProcs says whether a process still runs the device key
+// names from root (a root that is gone, or one its tools cannot see into).
+func observeDeviceProcs(ctx context.Context, r ports.ProcessRunner, root string, key hostreg.Key, console int) (hostreg.DeviceRun, error) {
 	procs, err := listHostProcs(ctx, r)
 	if err != nil {
 		return hostreg.DeviceUnknown, err
 	}
-	if len(deviceProcs(procs, root, key)) > 0 {
+	if len(deviceProcs(procs, root, key, console)) > 0 {
 		return hostreg.DeviceRunning, nil
 	}
 	return hostreg.DeviceAbsent, nil
 }
 
-// endGoneRoot ends the device of a root that is gone: SIGTERM, then
-// SIGKILL for whatever is still there after a grace, and it returns once
-// nothing of it runs. found is false when nothing ran.
-func endGoneRoot(ctx context.Context, r ports.ProcessRunner, root string, key hostreg.Key) (found bool, err error) {
+// endDeviceProcs ends the processes that run the device key names from
+// root: SIGTERM, then SIGKILL for whatever is still there after a grace,
+// and it returns once nothing of it runs. found is false when nothing ran.
+func endDeviceProcs(ctx context.Context, r ports.ProcessRunner, root string, key hostreg.Key, console int) (found bool, err error) {
 	procs, err := listHostProcs(ctx, r)
 	if err != nil {
 		return false, err
 	}
-	pids := deviceProcs(procs, root, key)
+	pids := deviceProcs(procs, root, key, console)
 	if len(pids) == 0 {
 		return false, nil
 	}
@@ -135,7 +144,7 @@ func endGoneRoot(ctx context.Context, r ports.ProcessRunner, root string, key ho
 			if err != nil {
 				return true, err
 			}
-			if pids = deviceProcs(procs, root, key); len(pids) == 0 {
+			if pids = deviceProcs(procs, root, key, console); len(pids) == 0 {
 				return true, nil
 			}
 			select {
@@ -146,4 +155,33 @@ func endGoneRoot(ctx context.Context, r ports.ProcessRunner, root string, key ho
 		}
 	}
 	return true, fmt.Errorf("%s still runs after SIGKILL (pids %v)", key, pids)
+}
+
+// consolePortOf is the console port the host registry leases to ownerHome
+// for the emulator key names, or 0 when none is leased (not an emulator,
+// or its lease is gone: then the AVD name alone must do).
+func consolePortOf(ctx context.Context, getenv func(string) string, ownerHome string, key hostreg.Key) int {
+	rest, ok := strings.CutPrefix(string(key), "android:avd:")
+	if !ok {
+		return 0
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	host, err := hostreg.Open(ctx, config.HostDir(getenv))
+	if err != nil {
+		return 0
+	}
+	defer host.Close()
+	all, err := host.Ports(ctx)
+	if err != nil {
+		return 0
+	}
+	for _, st := range all {
+		if l := st.Lease; l.Purpose == hostreg.PortConsole && l.Serves == name && l.Owner.Home == ownerHome {
+			return l.Port
+		}
+	}
+	return 0
 }

@@ -20,11 +20,18 @@ func TestDeviceProcsFindsOnlyTheDevicesOfTheGoneRoot(t *testing.T) {
 		{5, "grep ABCD-1"},
 		{6, "emulator -avd simlock-aa -port 5554 -no-window"},
 		{7, "qemu-system-aarch64 -avd simlock-aab -port 5556"},
+		{8, "emulator -avd slot-1 -port 5560 -no-window"},
+		{9, "emulator -avd slot-1 -port 5562 -no-window"}, // another home's slot of the same name
 	}
-	if got := deviceProcs(procs, "/gone/devices/ios", hostreg.Key("ios:udid:ABCD-1")); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := deviceProcs(procs, "/gone/devices/ios", hostreg.Key("ios:udid:ABCD-1"), 0); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Fatalf("iOS: %v, want [1 2]", got)
 	}
-	if got := deviceProcs(procs, "/gone/devices/android", hostreg.Key("android:avd:simlock-aa:/gone/devices/android")); !reflect.DeepEqual(got, []int{6}) {
+	if got := deviceProcs(procs, "/gone/devices/android", hostreg.Key("android:avd:simlock-aa:/gone/devices/android"), 0); !reflect.DeepEqual(got, []int{6}) {
 		t.Fatalf("Android: %v, want [6]", got)
+	}
+	// With the console port the host registry leased, an AVD name two
+	// homes share names only the owner's emulator.
+	if got := deviceProcs(procs, "/gone/devices/android", hostreg.Key("android:avd:slot-1:/gone/devices/android"), 5562); !reflect.DeepEqual(got, []int{9}) {
+		t.Fatalf("Android slot with its console port: %v, want [9]", got)
 	}
 }

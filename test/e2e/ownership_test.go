@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -449,5 +450,74 @@ func TestADeadOwnersRunningDeviceIsShutDownAfterTheGrace(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the device is gone from its set; a reclaim shuts down, never deletes:\n%s", list)
+	}
+}
+
+// An emulator its home's adb server no longer knows (the server was
+// restarted, or the emulator started just before its daemon died) lists as
+// stopped through the owner's roots while its process runs. The reclaim
+// must not take that listing as proof: it finds the emulator by its
+// process, waits out the grace as for any running device of a live home,
+// ends it, and only then clears the claim. Before the fix the claim was
+// cleared at once and the emulator ran on unclaimed, over the host limit
+// (found by the multi-home drill).
+func TestAnEmulatorItsAdbServerForgotIsStillShutDownBeforeItsClaimIsCleared(t *testing.T) {
+	dcfg := fmt.Sprintf(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2},"host":{"maxRunning":4,"pollIntervalMs":%d}}}`, ownPoll.Milliseconds())
+	ccfg := fmt.Sprintf(`{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2},"host":{"maxRunning":4,"pollIntervalMs":%d,"orphanGraceMs":1000}}}`, ownPoll.Milliseconds())
+	d := newWorld(t, dcfg)
+	c := newWorld(t, ccfg)
+	shareHost(d, c)
+	var ld lease
+	d.json(&ld, "lease", "--platform", "android", "--model", "pixel_6", "--detach", "--ttl", "10m", "--requester", "d")
+	var dev struct {
+		Device struct{ Env map[string]string }
+	}
+	d.json(&dev, "lease", "renew", ld.LeaseID)
+	port := dev.Device.Env["ANDROID_ADB_SERVER_PORT"]
+	if port == "" {
+		t.Fatalf("the grant names no adb server port: %+v", dev)
+	}
+	var ds struct {
+		Claims []struct {
+			DeviceKey string `json:"deviceKey"`
+		} `json:"claims"`
+	}
+	d.json(&ds, "device", "status", "--json")
+	key := ""
+	for _, cl := range ds.Claims {
+		if strings.HasPrefix(cl.DeviceKey, "android:avd:") {
+			key = cl.DeviceKey
+		}
+	}
+	if key == "" {
+		t.Fatal("no Android claim in the host registry")
+	}
+	ownKill(t, d.status().Daemon.PID)
+	// The home's adb server forgets its emulator, as a restarted one does
+	// (the simulated adb directly: simlock's passthrough refuses this).
+	kill := exec.Command(filepath.Join(d.sdk, "adb"), "-P", port, "kill-server")
+	kill.Env = d.env
+	if out, err := kill.CombinedOutput(); err != nil {
+		t.Fatalf("adb kill-server: %v\n%s", err, out)
+	}
+	if d.emulators() != 1 {
+		t.Fatal("the emulator should still run after its daemon's kill")
+	}
+	c.mustRun("daemon", "start")
+	eventually(t, "C to reclaim the dead owner's emulator", 60*time.Second, func() bool {
+		return c.claimOwner(t, key) == ""
+	})
+	if n := d.emulators(); n != 0 {
+		t.Fatalf("the claim was cleared with %d emulator(s) still running", n)
+	}
+	var rec *ownEvent
+	for _, e := range c.ownEvents(t) {
+		if e.Type == "claim.reclaimed" && e.Data["deviceKey"] == key {
+			e := e
+			rec = &e
+		}
+	}
+	if rec == nil || rec.Data["action"] != "shut-down" || rec.Data["device"] != "running" {
+		t.Fatalf("claim.reclaimed %+v", rec)
 	}
 }
