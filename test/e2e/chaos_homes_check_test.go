@@ -107,7 +107,8 @@ func newHostChecker(d *homesDrill) *hostChecker {
 }
 
 // once reports a violation the first time its id comes up.
-func (k *hostChecker) once(id, format string, args ...any) {
+// once reports a violation the first time its id is seen, and says so.
+func (k *hostChecker) once(id, format string, args ...any) bool {
 	k.mu.Lock()
 	seen := k.reported[id]
 	k.reported[id] = true
@@ -115,6 +116,7 @@ func (k *hostChecker) once(id, format string, args ...any) {
 	if !seen {
 		k.d.violate(format, args...)
 	}
+	return !seen
 }
 
 func (k *hostChecker) run(ctx context.Context) {
@@ -422,7 +424,9 @@ func (k *hostChecker) checkClaims(now time.Time, homes []*home, procs []simProc,
 		k.unclaimed[key]++
 		if k.unclaimed[key] == 2 {
 			k.mu.Unlock()
-			k.once("unclaimed:"+key, "device %s runs with no claim in the host registry (two rounds running)", key)
+			if k.once("unclaimed:"+key, "device %s runs with no claim in the host registry (two rounds running)", key) {
+				k.d.explain(key)
+			}
 			k.mu.Lock()
 		}
 	}

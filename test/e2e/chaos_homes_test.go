@@ -583,7 +583,7 @@ func (d *homesDrill) deleteHome(h *home) {
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		d.t.Fatal(err)
 	}
-	for _, f := range []string{"simlock.db", "simlock.db-wal", "simlock.db-shm"} {
+	for _, f := range []string{"simlock.db", "simlock.db-wal", "simlock.db-shm", "daemon.log"} {
 		b, err := os.ReadFile(filepath.Join(h.w.home, f))
 		if err != nil {
 			continue
@@ -598,6 +598,36 @@ func (d *homesDrill) deleteHome(h *home) {
 	h.mu.Lock()
 	h.deleted, h.journal = true, filepath.Join(dst, "simlock.db")
 	h.mu.Unlock()
+}
+
+// explain logs what every home's daemon log says about a device (by its
+// name: a UDID or an AVD name), so a violation names who touched it last.
+func (d *homesDrill) explain(key string) {
+	name := strings.ToUpper(key[strings.LastIndex(key, ":")+1:])
+	for _, h := range d.homes() {
+		h.mu.Lock()
+		path := filepath.Join(h.w.home, "daemon.log")
+		if h.deleted {
+			path = filepath.Join(filepath.Dir(h.journal), "daemon.log")
+		}
+		h.mu.Unlock()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(strings.ToUpper(l), name) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		if len(lines) > 0 {
+			d.t.Logf("home %s's log on %s:\n%s", h.name, key, strings.Join(lines, "\n"))
+		}
+	}
 }
 
 func (d *homesDrill) summary() string {
