@@ -319,8 +319,10 @@ func (a *app) stopDaemonGraded(ctx context.Context, timeout, grace time.Duration
 			warn("open the host registry to reconcile: %v", err)
 		} else {
 			for k, st := range after {
-				r, err := a.releaseStale(ctx, db, st)
-				if err != nil || !r.Cleared {
+				// Cleared or not, a nil error means the claim is gone: this
+				// command cleared it, or another home's watcher reclaimed it.
+				r, err := a.releaseStale(ctx, db, st, 30*time.Second)
+				if err != nil {
 					warn("%s: not reconciled: %v", k, err)
 					continue
 				}

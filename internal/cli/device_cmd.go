@@ -262,9 +262,12 @@ type releaseResult struct {
 	Action string `json:"action,omitempty"`
 	// DeviceShutDown: the device was proven shut down (or absent from its
 	// owner's root) before the claim was cleared here.
-	DeviceShutDown bool     `json:"deviceShutDown"`
-	Cleared        bool     `json:"cleared"`
-	Warnings       []string `json:"warnings"`
+	DeviceShutDown bool `json:"deviceShutDown"`
+	Cleared        bool `json:"cleared"`
+	// ReclaimedBy names the home whose daemon reclaimed the dead owner's
+	// claim first, when --stale found that reclaim under way or done.
+	ReclaimedBy string   `json:"reclaimedBy,omitempty"`
+	Warnings    []string `json:"warnings"`
 }
 
 func (a *app) deviceReleaseCmd() *cobra.Command {
@@ -317,7 +320,7 @@ func (a *app) deviceReleaseCmd() *cobra.Command {
 					var err error
 					switch {
 					case stale:
-						r, err = a.releaseStale(ctx, db, st)
+						r, err = a.releaseStale(ctx, db, st, wait)
 					case force:
 						r, err = a.releaseForce(ctx, db, st, wait)
 					default:
@@ -378,7 +381,7 @@ func inUse(st hostreg.Status, reason, msg string) *contract.Error {
 	return e
 }
 
-func (a *app) releaseStale(ctx context.Context, db *hostreg.DB, st hostreg.Status) (releaseResult, error) {
+func (a *app) releaseStale(ctx context.Context, db *hostreg.DB, st hostreg.Status, wait time.Duration) (releaseResult, error) {
 	r := releaseResult{DeviceKey: string(st.Key), OwnerHome: st.Claim.Owner.Home, Classification: classification(st), Via: "stale", Warnings: []string{}}
 	switch st.Class {
 	case hostreg.ClassOrphaned:
@@ -387,11 +390,38 @@ func (a *app) releaseStale(ctx context.Context, db *hostreg.DB, st hostreg.Statu
 	default:
 		return r, inUse(st, hostreg.ReasonNotOrphaned, fmt.Sprintf("%s is held by a live owner, home %s (pid %d): --stale never interrupts one", st.Key, st.Claim.Owner.Home, st.Claim.Owner.PID))
 	}
-	if err := a.reconcile(ctx, st, &r); err != nil {
-		return r, fmt.Errorf("%s: the device could not be shut down, so its claim stays: %w", st.Key, err)
+	if st.BeingReclaimed() {
+		return a.awaitReclaim(ctx, st, r, wait)
 	}
-	cleared, err := db.ReleaseStale(ctx, st.Key, st)
+	// Mark the record first, as a daemon's reclaimer does: a running
+	// daemon's watcher sees the reclaim under way and keeps off it, so the
+	// shutdown below and the clear after it are this command's alone (a
+	// watcher that found the device stopped half-way would otherwise clear
+	// the claim under it).
+	marked, err := db.BeginReclaim(ctx, st.Key, st, time.Now())
+	if errors.Is(err, hostreg.ErrClaimChanged) {
+		cur, held := a.current(ctx, st.Key)
+		switch {
+		case !held:
+			return a.freedMeanwhile(ctx, r), nil
+		case cur.BeingReclaimed():
+			return a.awaitReclaim(ctx, cur, r, wait)
+		}
+		return r, inUse(cur, hostreg.ReasonHeld, fmt.Sprintf("the claim on %s changed while this command looked at it; it is now home %s's", st.Key, cur.Claim.Owner.Home))
+	}
 	var ce *hostreg.ConflictError
+	if errors.As(err, &ce) {
+		now := hostreg.Classify(ctx, hostreg.SystemProber{}, st.Claim)
+		return r, inUse(now, ce.Reason, "the owner is no longer proven gone: "+ce.Detail)
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := a.reconcile(ctx, st, &r); err != nil {
+		return r, fmt.Errorf("%s: the device could not be shut down, so its claim stays (marked for %s, then any daemon's reclaimer retries): %w",
+			st.Key, hostreg.ReclaimTimeout, err)
+	}
+	cleared, err := db.ReleaseStale(ctx, st.Key, marked)
 	if errors.As(err, &ce) {
 		now := hostreg.Classify(ctx, hostreg.SystemProber{}, st.Claim)
 		return r, inUse(now, ce.Reason, "the owner is no longer proven gone: "+ce.Detail)
@@ -401,6 +431,52 @@ func (a *app) releaseStale(ctx context.Context, db *hostreg.DB, st hostreg.Statu
 	}
 	r.Cleared = cleared
 	return r, nil
+}
+
+// awaitReclaim waits, up to wait, for the reclaim a daemon's watcher has
+// under way on st to finish, and reports the device freed by it.
+func (a *app) awaitReclaim(ctx context.Context, st hostreg.Status, r releaseResult, wait time.Duration) (releaseResult, error) {
+	deadline := time.Now().Add(wait)
+	// Say so once: the wait can last the reclaimer's whole shutdown, and a
+	// caller (or a test) learns from this line that the command is waiting.
+	fmt.Fprintf(a.env.Stderr, "simlock: a daemon's watcher is reclaiming %s (dead owner home %s); waiting up to %s for it to finish\n",
+		st.Key, st.Claim.Owner.Home, wait)
+	for {
+		cur, held := a.current(ctx, st.Key)
+		if !held {
+			return a.freedMeanwhile(ctx, r), nil
+		}
+		if !cur.BeingReclaimed() {
+			return r, inUse(cur, hostreg.ReasonHeld, fmt.Sprintf("a daemon's reclaim of %s ended without freeing it; it is now %s (home %s)",
+				st.Key, cur.Class.Public(), cur.Claim.Owner.Home))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return r, notReleased(cur, fmt.Sprintf("a daemon's watcher is reclaiming %s and has not finished after --wait %s", st.Key, wait))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// freedMeanwhile is the answer for a claim that went away while this
+// command worked on it: a running daemon's watcher reclaimed the dead
+// owner's claim first (named from the registry's history when it is
+// there). The device is free; this command cleared nothing.
+func (a *app) freedMeanwhile(ctx context.Context, r releaseResult) releaseResult {
+	by := "another command or a daemon's watcher"
+	if rep, err := hostreg.InspectReport(ctx, a.hostDir(), hostreg.SystemProber{}); err == nil {
+		for _, rc := range rep.Reclaimed {
+			if string(rc.Key) == r.DeviceKey && rc.Owner.Home == r.OwnerHome {
+				by = fmt.Sprintf("the daemon of home %s (pid %d), %s", rc.By.Home, rc.By.PID, rc.Action)
+				r.ReclaimedBy = rc.By.Home
+				break
+			}
+		}
+	}
+	r.Warnings = append(r.Warnings, "the claim was already released by "+by+": the device is free")
+	return r
 }
 
 // reconcile shuts st's device down with its owner's roots.

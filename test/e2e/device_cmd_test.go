@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +102,7 @@ type releaseOut struct {
 		Via            string
 		Cleared        bool
 		DeviceShutDown bool
+		ReclaimedBy    string
 		Warnings       []string
 	}
 }
@@ -133,6 +137,87 @@ func TestStaleReleaseAfterTheOwnerWasKilled(t *testing.T) {
 	}
 	if w.daemonRunning() {
 		t.Fatal("device status or release started a daemon")
+	}
+}
+
+// --stale and a daemon's watcher never reclaim one orphan together: a
+// --stale that finds the watcher's mark on the record touches neither the
+// device nor the claim, waits for that reclaim, and answers with who freed
+// the device. (Without the mark, a watcher that saw the device stopped half
+// way through --stale cleared the claim under it, and --stale answered
+// cleared:false with nothing said: found by TestScenarioOneStaleRecovery in
+// CI.)
+func TestStaleWaitsForAWatchersReclaimUnderWay(t *testing.T) {
+	w := newWorld(t, oneRunning)
+	l, key, pid := w.leaseIOS()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the killed daemon to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
+	ctx := context.Background()
+	db, err := hostreg.Open(ctx, w.hostDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, held := w.claimOf(key)
+	if !held || st.Class != hostreg.ClassOrphaned {
+		t.Fatalf("after kill -9 the claim is %+v (held %v), want orphaned", st, held)
+	}
+	// A watcher of another home (this test, in its name) begins the reclaim.
+	watcher := hostreg.Owner{Home: t.TempDir(), PID: os.Getpid()}
+	marked, err := db.BeginReclaim(ctx, key, st, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := w.run("device", "release", "--stale", "--wait", "1s", string(key), "--json")
+	if r.code == 0 || !strings.Contains(r.stderr, `"code":"DEVICE_IN_USE"`) || !strings.Contains(r.stderr, "reclaiming") {
+		t.Fatalf("--stale beside a reclaim under way: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if s := w.simState(l.Device.DeviceSet, l.Device.UDID); s != "Booted" {
+		t.Fatalf("--stale touched a device another reclaimer holds: it is %q", s)
+	}
+	if cur, held := w.claimOf(key); !held || !cur.BeingReclaimed() {
+		t.Fatalf("--stale changed the marked claim: %+v (held %v)", cur, held)
+	}
+	// A second --stale waits for the watcher, which finishes once that
+	// command says it is waiting.
+	waiting := w.cmd("device", "release", "--stale", "--wait", "2m", string(key), "--json")
+	var stdout bytes.Buffer
+	waiting.Stdout = &stdout
+	stderr, err := waiting.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waiting.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	var said []string
+	for sc.Scan() {
+		said = append(said, sc.Text())
+		if strings.Contains(sc.Text(), "is reclaiming "+string(key)) {
+			break
+		}
+	}
+	if len(said) == 0 || !strings.Contains(said[len(said)-1], "waiting up to 2m0s") {
+		_ = waiting.Wait()
+		t.Fatalf("--stale beside a reclaim under way never said it waits: %q", said)
+	}
+	if _, err := db.FinishReclaim(ctx, key, marked, hostreg.Reclaimed{Key: key, Owner: st.Claim.Owner, Reason: st.Liveness,
+		Action: "shut-down", By: watcher, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stderr)
+	if err := waiting.Wait(); err != nil {
+		t.Fatalf("--stale after the watcher's reclaim: %v\nstdout: %s\nstderr: %s", err, stdout.String(), rest)
+	}
+	var ro releaseOut
+	if err := json.Unmarshal(stdout.Bytes(), &ro); err != nil {
+		t.Fatalf("--stale after the watcher's reclaim: %v\nstdout: %s", err, stdout.String())
+	}
+	if len(ro.Released) != 1 || ro.Released[0].Cleared || ro.Released[0].ReclaimedBy != watcher.Home || len(ro.Released[0].Warnings) == 0 {
+		t.Fatalf("--stale after the watcher's reclaim: %+v, want cleared:false, reclaimedBy %s and a warning", ro, watcher.Home)
 	}
 }
 
