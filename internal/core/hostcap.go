@@ -76,6 +76,12 @@ type HostUsage struct {
 	// registry refused one (HostFullError): "" for the host's limit, or a
 	// platform for its own. The daemon's next view of the host replaces it.
 	Held map[string]bool
+	// Refused keeps, under the same keys as Held, the figures of the
+	// registry's refusal behind each held limit. The registry counts every
+	// claim, this engine's devices shutting down among them, where the
+	// planner counts those as gone; a noWait refusal meanwhile reports what
+	// the registry counted, not room the planner thinks it has.
+	Refused map[string]HostCapacityError
 }
 
 // HostFullError is a hook's refusal of a start the host registry had no
@@ -105,12 +111,16 @@ func (e *Engine) hostRefusedLocked(err error) bool {
 	if held == nil {
 		held = map[string]bool{}
 	}
-	if hf.Capacity.Limit == LimitHost {
-		held[""] = true
-	} else {
-		held[hf.Capacity.Platform] = true
+	refused := maps.Clone(e.host.Refused)
+	if refused == nil {
+		refused = map[string]HostCapacityError{}
 	}
-	e.host.Held = held
+	scope := hf.Capacity.Platform
+	if hf.Capacity.Limit == LimitHost {
+		scope = ""
+	}
+	held[scope], refused[scope] = true, *hf.Capacity
+	e.host.Held, e.host.Refused = held, refused
 	e.log.Info("the host registry refused a start: the host is full", "platform", hf.Capacity.Platform, "limit", hf.Capacity.Limit,
 		"booted", hf.Capacity.Booted, "max", hf.Capacity.Max)
 	return true
@@ -150,6 +160,7 @@ func (e *HostCapacityError) Unwrap() error { return ErrHostCapacity }
 // started.
 func (e *Engine) SetHostUsage(u HostUsage) {
 	u.Platforms, u.Others, u.External, u.Waiting, u.Held = maps.Clone(u.Platforms), maps.Clone(u.Others), maps.Clone(u.External), maps.Clone(u.Waiting), maps.Clone(u.Held)
+	u.Refused = maps.Clone(u.Refused)
 	e.section(func() {
 		e.host = u
 		e.scheduleLocked()
@@ -204,11 +215,30 @@ func (e *Engine) refusalLocked(w *waiter) error {
 	in := e.planInputLocked(nil, false)
 	g := newLedger(in)
 	he := &HostCapacityError{Limit: w.waitLimit, Platform: w.spec.Platform, RetryAfter: in.Host.RetryAfter}
+	p, scope, others, ownMax := w.spec.Platform, "", 0, in.Limits.MaxRunning
 	if w.waitLimit == LimitHost {
 		he.Max, he.Booted, he.External = in.Host.MaxRunning, g.runAll+g.hostAll, g.extAll
+		for _, n := range in.Host.Others {
+			others += n
+		}
 	} else {
-		p := w.spec.Platform
+		scope, others, ownMax = p, in.Host.Others[p], in.Limits.Platforms[p].MaxRunning
 		he.Max, he.Booted, he.External = in.Host.Platforms[p], g.running[p]+g.host[p], in.Host.External[p]
+	}
+	r, refused := in.Host.Refused[scope]
+	if !refused || he.Booted >= he.Max {
+		return he
+	}
+	// The planner's count leaves room, yet the registry refused a start in
+	// this scope: it counted devices of this engine the planner no longer
+	// does (one shutting down still holds its claim). Report the registry's
+	// figures, and when this engine's own share of them already meets its
+	// own limit, that limit is what binds: a request both bind is refused
+	// against its own (NO_CAPACITY), as the planner does when it counts
+	// them alike.
+	he.Max, he.Booted, he.External = r.Max, r.Booted, r.External
+	if own := r.Booted - r.External - others; ownMax > 0 && own+1 > ownMax {
+		return ErrNoCapacity
 	}
 	return he
 }
