@@ -521,6 +521,13 @@ func (a *app) releaseForce(ctx context.Context, db *hostreg.DB, st hostreg.Statu
 	if err != nil {
 		return r, err
 	}
+	if !cleared {
+		// A daemon's watcher may have reclaimed an orphan's claim while
+		// this command shut its device down: say who freed it.
+		if _, held := a.current(ctx, st.Key); !held {
+			return a.freedMeanwhile(ctx, r), nil
+		}
+	}
 	r.Cleared = cleared
 	return r, nil
 }
