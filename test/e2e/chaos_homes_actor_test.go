@@ -141,7 +141,11 @@ func (a *homeActor) lease(ctx context.Context, kind string, in contract.LeaseReq
 	}
 	in.IdempotencyKey = fmt.Sprintf("%s-%d", a.name, a.n)
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	if kind == "plain" {
+		a.d.ask(a.name, in.Platform)
+	}
 	l, err := a.c.LeaseRequest(rctx, in, nil)
+	a.d.ask(a.name, "")
 	cancel()
 	if ctx.Err() != nil {
 		return

@@ -522,6 +522,21 @@ func (k *hostChecker) checkFairness(now time.Time, first map[*home]contract.Stat
 				free++
 			}
 		}
+		// The checker's own view of who waits, read from each home's queue
+		// rather than from the waiter rows the daemons publish, so a home
+		// that publishes none (or a build before them) is held to the same
+		// bound: an actor's plain request still queued in a home.
+		for _, q := range st.Queue {
+			if q.Phase != "queued" || !k.d.asks(q.RequesterID) {
+				continue
+			}
+			w := contract.HostWaiter{Home: "queue:" + h.w.home, Platform: q.Platform, Count: 1, Since: q.EnqueuedAt}
+			id := fmt.Sprintf("%s|%s|%s", w.Home, w.Platform, w.Since.Format(time.RFC3339Nano))
+			if !seen[id] {
+				seen[id] = true
+				waiters = append(waiters, w)
+			}
+		}
 		if st.Capacity.Host != nil {
 			for _, w := range st.Capacity.Host.Waiters {
 				id := fmt.Sprintf("%s|%s|%s", w.Home, w.Platform, w.Since.Format(time.RFC3339Nano))
@@ -537,7 +552,7 @@ func (k *hostChecker) checkFairness(now time.Time, first map[*home]contract.Stat
 	defer k.mu.Unlock()
 	open := map[string]bool{}
 	for _, w := range waiters {
-		if !live[filepath.Clean(w.Home)] {
+		if !live[filepath.Clean(strings.TrimPrefix(w.Home, "queue:"))] {
 			continue
 		}
 		id := fmt.Sprintf("%s|%s|%s", w.Home, w.Platform, w.Since.Format(time.RFC3339Nano))
@@ -556,8 +571,12 @@ func (k *hostChecker) checkFairness(now time.Time, first map[*home]contract.Stat
 		if age > bound && !k.reported["starve:"+id] {
 			k.reported["starve:"+id] = true
 			k.mu.Unlock()
-			k.d.violate("home %s's %s waiter (%d, since %s) is not served after %s with room for it on the host (bound %s)",
-				filepath.Base(filepath.Dir(w.Home)), w.Platform, w.Count, w.Since.Format(time.StampMilli), age.Round(time.Millisecond), bound)
+			what, home := "waiter", w.Home
+			if h, ok := strings.CutPrefix(w.Home, "queue:"); ok {
+				what, home = "queued plain request", h
+			}
+			k.d.violate("home %s's %s %s (%d, since %s) is not served after %s with room for it on the host (bound %s)",
+				filepath.Base(filepath.Dir(home)), w.Platform, what, w.Count, w.Since.Format(time.StampMilli), age.Round(time.Millisecond), bound)
 			k.mu.Lock()
 		}
 	}

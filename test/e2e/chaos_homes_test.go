@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func homesConfig(iosRoot string) string {
  "host":{"maxRunning":%d,"pollIntervalMs":%d,"orphanGraceMs":%d}},
  "lease":{"defaultTtlMs":120000,"maxTtlMs":3600000},
  "health":{"intervalMs":250,"stableObservations":2,"maxRecoveryAttempts":1},
- "cleanup":{"intervalMs":250,"idleShutdownMs":2000,"idleDestroyMs":600000},
+ "cleanup":{"intervalMs":250,"idleShutdownMs":30000,"idleDestroyMs":600000},
  "warmPool":{"quarantine":{"retries":1,"backoffMs":200,"multiplier":1,"capMs":200}},
  "drivers":{"ios":{"clone":{"enabled":false}%s}},
  "sessions":{"heartbeatTtlMs":600000,"limits":{"totalDeviceCap":1},`+sessionDefaults+`},
@@ -209,12 +211,38 @@ type homesDrill struct {
 	notes      int
 	chk        *hostChecker
 	side       sync.WaitGroup // the drill's own lessees (takeRecovered)
+	// taking counts takeovers (takeRecovered) whose lease request has not
+	// been answered yet: the dead home stays down until then, so its
+	// restart meets the new holder, the order scenario 1 of issue 22 needs.
+	taking atomic.Int32
+	// asking is every actor's plain single-device request not yet
+	// answered, by requester: the checker's own view of who waits.
+	asking map[string]string
 }
 
 func (d *homesDrill) homes() []*home {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]*home(nil), d.all...)
+}
+
+// ask records (platform set) or forgets (platform "") an actor's plain
+// request in flight.
+func (d *homesDrill) ask(requester, platform string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if platform == "" {
+		delete(d.asking, requester)
+	} else {
+		d.asking[requester] = platform
+	}
+}
+
+// asks reports whether requester has a plain request in flight.
+func (d *homesDrill) asks(requester string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asking[requester] != ""
 }
 
 func (d *homesDrill) live() []*home {
@@ -301,7 +329,8 @@ func TestChaosHomesDrill(t *testing.T) {
 	m := homesModeFor()
 	t.Logf("multi-home chaos seed %d (replay with SIMLOCK_CHAOS_SEED=%d), %s mode: %d+ operations, %d+ daemon kills, %d+ recoveries, %d+ deleted homes",
 		seed, seed, m.name, m.ops, m.kills, m.recoveries, m.deletions)
-	d := &homesDrill{t: t, seed: seed, mode: m, ops: map[string]map[string]int{}, faults: map[string]int{}}
+	d := &homesDrill{t: t, seed: seed, mode: m, ops: map[string]map[string]int{}, faults: map[string]int{},
+		asking: map[string]string{}}
 	d.chk = newHostChecker(d)
 
 	shared, err := os.MkdirTemp("", "slh-")
@@ -356,7 +385,7 @@ func TestChaosHomesDrill(t *testing.T) {
 
 		// A dead permanent home is brought back at the next turn.
 		for _, h := range permanent {
-			if h.isAlive() {
+			if h.isAlive() || h == a && d.taking.Load() > 0 {
 				continue
 			}
 			h.startDaemon(t)
@@ -394,17 +423,18 @@ func TestChaosHomesDrill(t *testing.T) {
 			if d.done("stale")+d.done("force") < m.recoveries {
 				h = a
 			}
+			held := ""
 			if h == a && h.isAlive() {
 				// A dies holding an iPhone of the shared root, for B to
 				// recover and take (scenario 1 of issue 22).
-				d.holdOne(a, "ios")
+				held = d.holdOne(a, "ios")
 			}
 			if h.isAlive() && h.kill(t) {
 				d.did("kill")
 				// Recover one of its devices at once, before its agents'
 				// CLI calls can start a daemon there again.
 				if rng.IntN(3) > 0 || d.done("stale")+d.done("force") < m.recoveries {
-					d.recover(h, rng)
+					d.recover(h, held, rng)
 				}
 			}
 			continue
@@ -469,8 +499,9 @@ func TestChaosHomesDrill(t *testing.T) {
 }
 
 // recover clears one of a dead home's claims from a live home, with
-// --stale (the owner is proven gone) or, one time in three, --force.
-func (d *homesDrill) recover(dead *home, rng *rand.Rand) bool {
+// --stale (the owner is proven gone) or, one time in three, --force: the
+// key held when the drill made the home hold one, else a leased device's.
+func (d *homesDrill) recover(dead *home, held string, rng *rand.Rand) bool {
 	// The sibling that shares the dead home's device root recovers, when
 	// it runs: it can then take the very device (scenario 1 of issue 22).
 	var from *home
@@ -499,11 +530,19 @@ func (d *homesDrill) recover(dead *home, rng *rand.Rand) bool {
 	if len(leased) > 0 {
 		keys = leased
 	}
+	if held != "" && slices.Contains(keys, held) {
+		// The lease the drill made the home hold across its death: the
+		// one a restart must not bring back beside the taker's.
+		keys = []string{held}
+	}
 	if len(keys) == 0 {
 		d.note("home %s is dead with no claim to recover", dead.name)
 		return false
 	}
 	key := keys[rng.IntN(len(keys))]
+	if held != "" && key != held {
+		d.note("home %s died holding %s, which its claims (%v) do not show; recovering %s", dead.name, held, keys, key)
+	}
 	kind, flag := "stale", "--stale"
 	if rng.IntN(3) == 0 {
 		kind, flag = "force", "--force"
@@ -515,7 +554,8 @@ func (d *homesDrill) recover(dead *home, rng *rand.Rand) bool {
 		d.chk.recovered(key)
 		if udid, ok := strings.CutPrefix(key, "ios:udid:"); ok && from.shared && dead.shared {
 			d.side.Add(1)
-			go func() { defer d.side.Done(); d.takeRecovered(from, udid) }()
+			d.taking.Add(1)
+			go func() { defer d.side.Done(); d.takeRecovered(from, dead, udid) }()
 		}
 		return true
 	}
@@ -524,11 +564,15 @@ func (d *homesDrill) recover(dead *home, rng *rand.Rand) bool {
 }
 
 // takeRecovered leases the device a recovery just freed from the home that
-// recovered it, with --device, and holds it for a few seconds: long enough
-// for the dead home to be started again and to judge its old lease on it.
-func (d *homesDrill) takeRecovered(h *home, udid string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// recovered it, with --device, and holds it until the dead home runs again
+// and answers (its restart has judged its old lease on the device by then)
+// and a moment more, so that a restart bringing that lease back overlaps
+// this one.
+func (d *homesDrill) takeRecovered(h, dead *home, udid string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
+	answered := sync.OnceFunc(func() { d.taking.Add(-1) })
+	defer answered()
 	c, err := client.Dial(ctx, client.Options{Socket: h.sock, Principal: h.name + "-recoverer", Name: "chaos-homes"})
 	if err != nil {
 		d.count("take-recovered", "no-daemon")
@@ -536,12 +580,38 @@ func (d *homesDrill) takeRecovered(h *home, udid string) {
 	}
 	defer c.Close()
 	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Device: udid, TTLMs: 60000, TimeoutMs: 5000}, nil)
+	answered()
 	d.count("take-recovered", outcome(err))
 	if err != nil {
 		return
 	}
 	d.chk.granted(h, "take-recovered", l)
-	time.Sleep(3 * time.Second)
+	// Scenario 1 checked as the issue tells it: once the dead home runs
+	// again, its status must not list a lease on the device while this
+	// one holds it.
+	back := time.Now().Add(20 * time.Second)
+	for time.Now().Before(back) {
+		st, ok := d.chk.status(ctx, dead)
+		if !ok || !dead.isAlive() || st.Daemon.Health != "running" {
+			// Not back yet, or still starting: a status answered before
+			// the gate opens lists no leases at all.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for _, old := range st.Leases {
+			for _, dv := range leaseKeys(old) {
+				if dv.UDID != udid {
+					continue
+				}
+				if _, err := client.Do(ctx, c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: l.LeaseID}); err == nil {
+					d.violate("home %s's restart lists a live lease %s on %s while home %s's lease %s holds it (scenario 1 of issue 22)",
+						dead.name, old.LeaseID, udid, h.name, l.LeaseID)
+				}
+			}
+		}
+		break
+	}
+	time.Sleep(time.Second)
 	// Nothing but this release may end the lease: the dead home's restart
 	// in the meantime must leave the device alone (the drill spares it
 	// from its device kills).
@@ -557,23 +627,37 @@ func (d *homesDrill) takeRecovered(h *home, udid string) {
 // holdOne has the home lease a device through its own connection and keep
 // it: the home is about to be killed (and perhaps deleted) with a device
 // that runs.
-func (d *homesDrill) holdOne(h *home, platform string) {
+func (d *homesDrill) holdOne(h *home, platform string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{Socket: h.sock, Principal: h.name + "-holder", Name: "chaos-homes"})
 	if err != nil {
-		return
+		return ""
 	}
 	defer c.Close()
-	// The host is contended: a few tries, each queued for a while.
-	for try := 0; try < 3; try++ {
-		l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: platform, TTLMs: 600000, TimeoutMs: 5000}, nil)
+	// The host is contended: two tries, each queued for a while.
+	for try := 0; try < 2; try++ {
+		l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: platform, TTLMs: 600000, TimeoutMs: 12000}, nil)
 		d.count("hold-before-kill", outcome(err))
+		fresh := err == nil
+		if client.IsCode(err, contract.CodeRequesterLeased) {
+			// Still holding the one from the last kill (a restart kept it).
+			out, lerr := client.Do(ctx, c, contract.LeaseList, contract.LeaseListIn{})
+			if lerr == nil && len(out.Leases) > 0 {
+				l, err = out.Leases[0], nil
+			}
+		}
 		if err == nil {
-			d.chk.granted(h, "hold-before-kill", l)
-			return
+			if fresh {
+				d.chk.granted(h, "hold-before-kill", l)
+			}
+			if dvs := leaseKeys(l); len(dvs) == 1 && dvs[0].UDID != "" {
+				return "ios:udid:" + dvs[0].UDID
+			}
+			return ""
 		}
 	}
+	return ""
 }
 
 // deleteHome keeps a copy of a killed home's journal for the end, then

@@ -31,8 +31,18 @@ var (
 
 // Build builds the simlock binary once per test process and returns its
 // path. Later calls return the same binary (or the same error).
+//
+// SIMLOCK_TEST_BINARY names a binary to use instead: a drill run against an
+// older build (docs/testing.md) shows what the drill finds there.
 func Build() (string, error) {
 	buildOnce.Do(func() {
+		if b := os.Getenv("SIMLOCK_TEST_BINARY"); b != "" {
+			if _, err := os.Stat(b); err != nil {
+				buildErr = fmt.Errorf("SIMLOCK_TEST_BINARY: %w", err)
+			}
+			buildBin = b
+			return
+		}
 		buildDir, buildErr = os.MkdirTemp("", "simlock-harness-bin-")
 		if buildErr != nil {
 			return
