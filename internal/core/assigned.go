@@ -22,17 +22,32 @@ const FreePoolSlot = "free-pool"
 // ErrAssigned refuses general work on a device a managed slot holds.
 var ErrAssigned = errors.New("device assigned to a managed slot")
 
+// ErrAssignedUnknown refuses a request while the engine has no map of the
+// devices managed slots hold (SetAssignedUnknown): any idle device might be
+// a slot's, and a device of unknown assignment is never handed out as free.
+var ErrAssignedUnknown = errors.New("which devices managed slots hold is not known yet, so no device is handed out")
+
 // SetAssigned replaces the map of devices managed slots hold (device id ->
-// slot key, or FreePoolSlot).
+// slot key, or FreePoolSlot). It ends a SetAssignedUnknown.
 func (e *Engine) SetAssigned(held map[string]string) {
 	e.section(func() {
-		if maps.Equal(e.assigned, held) {
+		if !e.assignedUnknown && maps.Equal(e.assigned, held) {
 			return
 		}
-		e.assigned = maps.Clone(held)
+		e.assigned, e.assignedUnknown = maps.Clone(held), false
 		e.scheduleLocked()
 	})
 	e.notifyPositions()
+}
+
+// SetAssignedUnknown says no map of the slots' devices exists yet: the
+// daemon has not read the slot tables, or could never read them. Until
+// the next SetAssigned no device counts as idle inventory (nothing is
+// granted, swept or counted warm), no warm device is made, and every
+// request is refused with ErrAssignedUnknown. A daemon whose later read
+// fails keeps its last map instead of calling this.
+func (e *Engine) SetAssignedUnknown() {
+	e.section(func() { e.assignedUnknown = true })
 }
 
 // AssignedSlot reports the slot key holding device id, if any: one the

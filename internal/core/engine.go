@@ -167,6 +167,12 @@ type Engine struct {
 	rs         resetBook                // session resets of released leases (reset.go)
 	goldens    goldenBook               // golden removals and refused builds (golden.go)
 	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
+
+	// assignedUnknown: the daemon has not yet handed in a map of the slots'
+	// devices it could read (SetAssignedUnknown); the pool gives out
+	// nothing until then.
+	assignedUnknown bool
+
 	// hostWaitFn hears of changes to HostWaits; hostWaitLast is the account
 	// it last heard; yielded counts warm devices shut down for other homes'
 	// waiters (hostwait.go).

@@ -199,6 +199,10 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			refuse = e.broken
 			return
 		}
+		if e.assignedUnknown {
+			refuse = ErrAssignedUnknown
+			return
+		}
 		if err := e.checkRequesterLocked(r.RequesterID); err != nil {
 			refuse = err
 			return
@@ -466,7 +470,10 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 			// granted, booted or made for it.
 			NoWait: w.noWait, Working: w.working || w.device != "", Evicting: w.evicting, System: w.system})
 	}
-	if warm {
+	// No warm device is made while the slots' devices are unknown: every
+	// device then reads as unusable, so the shortfall would be the whole
+	// target, made beside slot devices that may be idle and matching.
+	if warm && !e.assignedUnknown {
 		for _, ws := range e.warmSpecs {
 			in.Warm = append(in.Warm, PlanWarm{Platform: ws.spec.Platform, SpecKey: ws.spec.Key(), RAM: e.footprintLocked(ws.spec),
 				Want: ws.count - e.warmHaveLocked(ws.spec.Key())})
@@ -497,8 +504,9 @@ func (e *Engine) poolMayUseLocked(d *DeviceRecord, system string) bool {
 }
 
 // idleInventoryLocked is idle inventory whatever its mark: no operation
-// in flight, no foreign claim, no slot assignment, ready or shut down.
-// The planner sees it as Usable and matches the mark per waiter.
+// in flight, no foreign claim, no slot assignment (and the assignments
+// known at all), ready or shut down. The planner sees it as Usable and
+// matches the mark per waiter.
 func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
 	if e.opLocks[d.ID] != "" {
 		return false
@@ -506,7 +514,7 @@ func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
 	if _, held := e.foreign[d.ID]; held {
 		return false
 	}
-	if _, slot := e.assignedLocked(d.ID); slot {
+	if _, slot := e.assignedLocked(d.ID); slot || e.assignedUnknown {
 		return false
 	}
 	return d.State == StateReady || d.State == StateShutdown

@@ -337,7 +337,9 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 		rec.State = RequestCancelled
 	case errors.Is(err, context.Canceled):
 		rec.State, rec.Interrupted = RequestCancelled, true
-	case errors.Is(err, ErrStopping), errors.Is(err, ErrMaintenance):
+	case errors.Is(err, ErrStopping), errors.Is(err, ErrMaintenance), errors.Is(err, ErrAssignedUnknown):
+		// Nothing about the request itself was refused: a retry under the
+		// same key is admitted again rather than replaying this.
 		rec.State, rec.Interrupted = RequestFailed, true
 	default:
 		rec.State = RequestFailed

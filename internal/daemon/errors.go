@@ -43,6 +43,10 @@ func toContractError(err error) *contract.Error {
 	if errors.Is(err, core.ErrAssigned) {
 		return contract.Errorf(contract.CodeDeviceAssignedToSlot, "%s; only that slot's execution may lease it", err.Error())
 	}
+	if errors.Is(err, core.ErrAssignedUnknown) {
+		return contract.Errorf(contract.CodeDiscoveryIncomplete, "%s", err.Error()).WithRetryAfter(slotDiscoveryRetryMs).
+			WithNext("retry after retryAfterMs: the daemon reads the host registry's slot tables again at every host poll; `simlock daemon logs` says why they could not be read")
+	}
 	if ce := capacityExhausted(err); ce != nil {
 		return ce
 	}

@@ -120,6 +120,10 @@ type slotManager struct {
 	// refreshes counts registry reads of the slot tables: the idle cost
 	// the generation poll keeps at zero (tests read it).
 	refreshes atomic.Int64
+	// snapshot says a read of the slot tables reached the engine once;
+	// until then readErr is why the last read failed. Guarded by mu.
+	snapshot bool
+	readErr  error
 	// refreshing orders refreshes (the host watcher's and an acquisition's):
 	// the map handed to the engine last is always from the latest read, so
 	// a slower stale read never undoes a newer assignment.
@@ -135,6 +139,9 @@ type slotManager struct {
 }
 
 func newSlotManager(d *Daemon, log *slog.Logger) *slotManager {
+	// Nothing is known of the slots' devices before the first read of the
+	// slot tables (start): the engine hands out nothing until one succeeds.
+	d.engine.SetAssignedUnknown()
 	return &slotManager{d: d, log: log, byLease: map[string]*slotExec{}, principals: map[string]string{}, ctx: context.Background(), acquiring: make(chan struct{}, 1)}
 }
 
@@ -212,7 +219,7 @@ func (m *slotManager) refresh(ctx context.Context) bool {
 	labels, err := m.d.host.ManagedDevices(ctx)
 	if err != nil {
 		// Keep the last good map: unknown is never free.
-		m.log.Warn("read slot assignments", "err", err)
+		m.readFailed("read slot assignments", err)
 		return false
 	}
 	byID := map[string]string{}
@@ -220,7 +227,7 @@ func (m *slotManager) refresh(ctx context.Context) bool {
 	if err != nil {
 		// A device named only by an open journal entry must not look
 		// free either: keep the last good map.
-		m.log.Warn("read slot journal", "err", err)
+		m.readFailed("read slot journal", err)
 		return false
 	}
 	for _, in := range open {
@@ -236,7 +243,47 @@ func (m *slotManager) refresh(ctx context.Context) bool {
 		}
 	}
 	m.d.engine.SetAssigned(byID)
+	m.mu.Lock()
+	m.snapshot, m.readErr = true, nil
+	m.mu.Unlock()
 	return ok
+}
+
+// readFailed logs a failed read of the slot tables and what stands in its
+// place: the last good map, or (before any) nothing, so that allocation
+// is refused.
+func (m *slotManager) readFailed(what string, err error) {
+	m.mu.Lock()
+	kept := m.snapshot
+	if !kept {
+		m.readErr = err
+	}
+	m.mu.Unlock()
+	if kept {
+		m.log.Warn(what, "err", err, "snapshot", "the last good map stands")
+		return
+	}
+	m.log.Warn(what, "err", err, "snapshot", "none yet: allocation is refused until a read succeeds")
+}
+
+// known returns nil once the slot tables were read into the engine; before
+// that it reads them now (an acquisition need not wait for the host
+// watcher's next pass), and refuses with core.ErrAssignedUnknown while
+// they still cannot be read.
+func (m *slotManager) known(ctx context.Context) error {
+	m.mu.Lock()
+	ok := m.snapshot
+	m.mu.Unlock()
+	if ok {
+		return nil
+	}
+	m.refresh(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snapshot {
+		return nil
+	}
+	return fmt.Errorf("%w: the host registry's slot tables could not be read: %v", core.ErrAssignedUnknown, m.readErr)
 }
 
 // rehydrate re-owns the executions whose lease this home's engine
@@ -344,6 +391,11 @@ func (m *slotManager) acquire(ctx context.Context, call *dispatch.Call, in contr
 	// is read, written or run for it (and the scope never resolved).
 	if err := slots.CheckSpecForm(req.Platform, req.RequestedSpec); err != nil {
 		return failed(err, []contract.SlotDecision{{Step: "spec", Detail: "refused: " + err.Error()}})
+	}
+	// Nor is it admitted before this daemon ever read which devices the
+	// slots hold: it could not tell another slot's device from a free one.
+	if err := m.known(ctx); err != nil {
+		return failed(err, []contract.SlotDecision{{Step: "discovery", Detail: "refused: " + err.Error()}})
 	}
 	now := m.d.clock.Now()
 	adm, err := m.d.host.AdmitScope(ctx, key, cfg.ManagedHostScope, cfg.RunnerNamespace, cfg.RunnerIncarnation, now)
@@ -970,6 +1022,11 @@ func (s slotDevices) running(platform string) (limit, booted, external int) {
 // slotRetryAfterMs is the retry hint of a slot boot refused at a limit:
 // about one device shutdown, the soonest room can free.
 const slotRetryAfterMs = 5000
+
+// slotDiscoveryRetryMs is the retry hint of an allocation refused because
+// the slot tables were never read: a couple of host polls (1 s by default),
+// each of which reads them again.
+const slotDiscoveryRetryMs = 2000
 
 func slotCapacityRefusal(platform string, limit, booted, external int, what string) *contract.Error {
 	return contract.Errorf(contract.CodeCapacityExhausted, "%s already runs %d of %d devices; %s", platform, booted, limit, what).

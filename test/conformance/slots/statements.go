@@ -295,7 +295,7 @@ var statements = []conformance.Statement{
 		Tests: []string{unitAssignedOnly, e2eYieldPlain, e2eIdleShutdown},
 		Note:  "No plain request is granted one, and none is ever deleted for the pool; but an idle slot device yields its running room (it is shut down, keeping its assignment) to a waiting request."},
 	{ID: "slots/12.7", Says: "Slot tables that were never readable refuse allocation with the retryable DISCOVERY_INCOMPLETE; a later failed read keeps the last good snapshot.",
-		Gap: "a test that makes the slot tables unreadable: the daemon's slot refresh keeps its last good map and the shared-root check refuses when the tables cannot be read, but nothing proves it yet."},
+		Tests: []string{"internal/daemon.TestSlotTablesNeverReadRefuseAllocationAndALaterFailedReadKeepsTheMap", "internal/core.TestUnknownSlotAssignmentsHandOutNoDevice"}},
 
 	// 13. Boot capacity.
 	{ID: "slots/13.1", Says: "A slot that must boot at a platform's limit is refused at once with the retryable CAPACITY_EXHAUSTED, carrying retryAfterMs, the limit, the booted count, the platform and externalDevices.",
