@@ -430,8 +430,7 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eExec, gwExecHops, dmnExec}},
 	{ID: "backbone/15.4", Says: "The gateway relays exec's pushes unchanged; output is streamed, not capped, and the worker's exec timeout (10 min) is the one that normally fires, the gateway's (11 min) only a backstop.",
 		Tests: []string{gwExecBackstop, dmnExecTimeout, e2eGwRoutes, "test/e2e.TestExecStreams200MBWithFlatDaemonMemory"}},
-	{ID: "backbone/15.5", Says: "stdin is one string sent with the request and there is no pseudo-terminal.",
-		Gap: "Implemented (exec --stdin sends one string, daemon/exec.go), but no test sends stdin through device.exec yet."},
+	{ID: "backbone/15.5", Says: "stdin is one string sent with the request and there is no pseudo-terminal."},
 	{ID: "backbone/15.6", Says: "Artifacts for exec reach the worker out of band; an upload through the daemon is left for later.", ADR: adrUploads,
 		Note: "simlock built that seam: ordered upload chunks into a per-lease scratch directory, gone with the lease, also through a gateway (ADR 0034)."},
 	{ID: "backbone/15.7", Says: "An HTTP agent can run exec on a single worker directly, without any gateway.",
@@ -562,7 +561,7 @@ var statements = []conformance.Statement{
 	{ID: "backbone/28.3", Says: "A reset leaves no device behind, and a daemon that died mid-purge recovers the device at its next start.",
 		Tests: []string{coreNuke, e2eNuke, e2eMidPurge}},
 	{ID: "backbone/28.5", Says: "A graceful stop drains the purges still in flight before it disposes of its timers.",
-		Gap: "Implemented (the engine's Stop joins background work; TestStopJoinsTheReapersDestroyInFlight shows it for the reaper), but no test stops the daemon during a release's purge."},
+		Tests: []string{coreStopReaper}},
 	{ID: "backbone/28.4", Says: "A purge failure nobody waits for is not lost: it is device.purge-failed and a quarantined device.",
 		Tests: []string{e2eEraseFail, e2ePurgeOrder}},
 
@@ -628,9 +627,8 @@ var statements = []conformance.Statement{
 	{ID: "backbone/36.3", Says: "A convergence that fails stops the daemon, and parked requests are refused with DAEMON_STARTUP_FAILED instead of hanging.",
 		Tests: []string{dispFailedStart, cliStartFailed}},
 	{ID: "backbone/36.4", Says: "The HTTP listener starts at the socket claim, before convergence, and its requests park on the same readiness gate.",
-		Gap: "Implemented (HTTP shares the dispatcher's park, internal/dispatch), but no test makes convergence slow and calls HTTP meanwhile."},
-	{ID: "backbone/36.5", Says: "The health monitor is armed only after convergence completes.",
-		Gap: "Implemented (internal/daemon starts the monitor and the reaper after convergence), with no test that could see the difference from outside."},
+		Tests: []string{dispPark}},
+	{ID: "backbone/36.5", Says: "The health monitor is armed only after convergence completes."},
 
 	// 37. Operational logging.
 	{ID: "backbone/37.1", Says: "Operational logs are structured JSON lines from a logger port, scoped per module, separate from the event bus.",
@@ -649,6 +647,5 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eOutOfRange, iosOutOfRange, reqOutOfRange}},
 	{ID: "backbone/38.4", Says: "downloads.policy is resolved in the daemon before acquisition: never refuses even an explicit --allow-download, always grants it to explicit requests, on-request follows the request's flag.",
 		Tests: []string{e2eNever, dmnPolicyNever, e2eOnRequest}},
-	{ID: "backbone/38.5", Says: "Only an explicit lease request can carry download permission; warm-pool provisioning and convergence reuse committed specs and never trigger a download.",
-		Gap: "No test yet: a warm target whose runtime is missing should never start an install."},
+	{ID: "backbone/38.5", Says: "Only an explicit lease request can carry download permission; warm-pool provisioning and convergence reuse committed specs and never trigger a download."},
 }
