@@ -14,6 +14,7 @@ func TestEventsSinceReadsASeqADurationOrATime(t *testing.T) {
 	for in, want := range map[string]contract.EventsSubscribeIn{
 		"":                     {},
 		"120":                  {Since: 120},
+		"0":                    {SinceTime: "1970-01-01T00:00:00Z"}, // every event, not this run's only
 		"1h":                   {SinceTime: "1h"},
 		"7d":                   {SinceTime: "7d"},
 		"2026-12-01T09:00:00Z": {SinceTime: "2026-12-01T09:00:00Z"},

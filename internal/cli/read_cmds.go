@@ -444,6 +444,12 @@ func eventsSince(s string, now time.Time) (contract.EventsSubscribeIn, error) {
 		return contract.EventsSubscribeIn{}, nil
 	}
 	if seq, err := strconv.ParseUint(s, 10, 64); err == nil {
+		if seq == 0 {
+			// On the wire since 0 is the default (this run's buffer);
+			// asked for by hand it means every event: the journal from
+			// its first moment.
+			return contract.EventsSubscribeIn{SinceTime: time.Unix(0, 0).UTC().Format(time.RFC3339)}, nil
+		}
 		return contract.EventsSubscribeIn{Since: seq}, nil
 	}
 	if _, err := contract.ParseSinceTime(s, now); err != nil {
