@@ -244,12 +244,29 @@ func (b *broker) prepare(ctx context.Context, call *dispatch.Call, in contract.S
 	case <-ctx.Done():
 		return contract.SessionReceipt{}, ctx.Err()
 	}
-	// Still running: answer with the stored receipt, pending.
-	rec, ok, err := b.st.SessionReceipt(ctx, id)
-	if err != nil || !ok {
-		return contract.SessionReceipt{}, contract.Errorf(contract.CodeInternal, "the preparation has no stored receipt yet; ask session.status again")
+	// Still running: answer with the stored receipt, pending. A
+	// preparation stores its first receipt only once admitted, so until
+	// then the call waits on (for that receipt or the end), rather than
+	// answering with nothing a later session.status could find.
+	for {
+		rec, ok, err := b.st.SessionReceipt(ctx, id)
+		if err != nil {
+			return contract.SessionReceipt{}, fmt.Errorf("read the preparation's receipt: %w", err)
+		}
+		if ok {
+			return rec.Receipt, nil
+		}
+		select {
+		case <-p.done:
+			if p.err != nil {
+				return contract.SessionReceipt{}, p.err
+			}
+			return p.rec.Receipt, nil
+		case <-ctx.Done():
+			return contract.SessionReceipt{}, ctx.Err()
+		case <-b.d.clock.After(50 * time.Millisecond):
+		}
 	}
-	return rec.Receipt, nil
 }
 
 // join runs f once per identity; a concurrent duplicate waits for the
