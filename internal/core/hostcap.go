@@ -73,15 +73,13 @@ type HostUsage struct {
 	// they wait for, so they count as demand when warmth is weighed.
 	Waiting map[string]int
 	// Held holds back every start a host limit covers because the host
-	// registry refused one (HostFullError): "" for the host's limit, or a
-	// platform for its own. The daemon's next view of the host replaces it.
-	Held map[string]bool
-	// Refused keeps, under the same keys as Held, the figures of the
-	// registry's refusal behind each held limit. The registry counts every
-	// claim, this engine's devices shutting down among them, where the
-	// planner counts those as gone; a noWait refusal meanwhile reports what
-	// the registry counted, not room the planner thinks it has.
-	Refused map[string]HostCapacityError
+	// registry refused one (HostFullError), keyed "" for the host's limit
+	// or a platform for its own, with the figures of that refusal. The
+	// registry counts every claim, this engine's devices shutting down
+	// among them, where the planner counts those as gone, so a noWait
+	// refusal meanwhile reports what the registry counted. The daemon's
+	// next view of the host replaces it.
+	Held map[string]HostCapacityError
 }
 
 // HostFullError is a hook's refusal of a start the host registry had no
@@ -109,18 +107,14 @@ func (e *Engine) hostRefusedLocked(err error) bool {
 	e.host.Others = maps.Clone(hf.Others)
 	held := maps.Clone(e.host.Held)
 	if held == nil {
-		held = map[string]bool{}
-	}
-	refused := maps.Clone(e.host.Refused)
-	if refused == nil {
-		refused = map[string]HostCapacityError{}
+		held = map[string]HostCapacityError{}
 	}
 	scope := hf.Capacity.Platform
 	if hf.Capacity.Limit == LimitHost {
 		scope = ""
 	}
-	held[scope], refused[scope] = true, *hf.Capacity
-	e.host.Held, e.host.Refused = held, refused
+	held[scope] = *hf.Capacity
+	e.host.Held = held
 	e.log.Info("the host registry refused a start: the host is full", "platform", hf.Capacity.Platform, "limit", hf.Capacity.Limit,
 		"booted", hf.Capacity.Booted, "max", hf.Capacity.Max)
 	return true
@@ -160,7 +154,6 @@ func (e *HostCapacityError) Unwrap() error { return ErrHostCapacity }
 // started.
 func (e *Engine) SetHostUsage(u HostUsage) {
 	u.Platforms, u.Others, u.External, u.Waiting, u.Held = maps.Clone(u.Platforms), maps.Clone(u.Others), maps.Clone(u.External), maps.Clone(u.Waiting), maps.Clone(u.Held)
-	u.Refused = maps.Clone(u.Refused)
 	e.section(func() {
 		e.host = u
 		e.scheduleLocked()
@@ -225,8 +218,8 @@ func (e *Engine) refusalLocked(w *waiter) error {
 		scope, others, ownMax = p, in.Host.Others[p], in.Limits.Platforms[p].MaxRunning
 		he.Max, he.Booted, he.External = in.Host.Platforms[p], g.running[p]+g.host[p], in.Host.External[p]
 	}
-	r, refused := in.Host.Refused[scope]
-	if !refused || he.Booted >= he.Max {
+	r, held := in.Host.Held[scope]
+	if !held || he.Booted >= he.Max {
 		return he
 	}
 	// The planner's count leaves room, yet the registry refused a start in

@@ -143,7 +143,7 @@ type ledger struct {
 	hostMax int
 	hostPl  map[string]int
 	// held: host limits a refused start holds back (HostUsage.Held).
-	held map[string]bool
+	held map[string]HostCapacityError
 	// wait counts, by platform, other homes' requests held back by a host
 	// limit (hostwait.go); waitAll is their total. Never charged by a
 	// decision of this engine's own requests: only warmth yields to them.
@@ -209,10 +209,10 @@ func (g *ledger) blocks(platform string, ram uint64, newDevice bool) []string {
 	if h := g.hostPl[platform]; h > 0 && g.running[platform]+g.host[platform]+1 > h {
 		out = append(out, hostPlatformLimit(platform))
 	}
-	if g.held[""] && !slices.Contains(out, LimitHost) {
+	if _, held := g.held[""]; held && !slices.Contains(out, LimitHost) {
 		out = append(out, LimitHost)
 	}
-	if g.held[platform] && platform != "" && !slices.Contains(out, hostPlatformLimit(platform)) {
+	if _, held := g.held[platform]; held && platform != "" && !slices.Contains(out, hostPlatformLimit(platform)) {
 		out = append(out, hostPlatformLimit(platform))
 	}
 	if newDevice {
