@@ -409,10 +409,14 @@ func (a *app) releaseStale(ctx context.Context, db *hostreg.DB, st hostreg.Statu
 		}
 		return r, inUse(cur, hostreg.ReasonHeld, fmt.Sprintf("the claim on %s changed while this command looked at it; it is now home %s's", st.Key, cur.Claim.Owner.Home))
 	}
+	// Both registry writes refuse alike when the owner came back meanwhile.
 	var ce *hostreg.ConflictError
-	if errors.As(err, &ce) {
+	ownerBack := func() error {
 		now := hostreg.Classify(ctx, hostreg.SystemProber{}, st.Claim)
-		return r, inUse(now, ce.Reason, "the owner is no longer proven gone: "+ce.Detail)
+		return inUse(now, ce.Reason, "the owner is no longer proven gone: "+ce.Detail)
+	}
+	if errors.As(err, &ce) {
+		return r, ownerBack()
 	}
 	if err != nil {
 		return r, err
@@ -423,8 +427,7 @@ func (a *app) releaseStale(ctx context.Context, db *hostreg.DB, st hostreg.Statu
 	}
 	cleared, err := db.ReleaseStale(ctx, st.Key, marked)
 	if errors.As(err, &ce) {
-		now := hostreg.Classify(ctx, hostreg.SystemProber{}, st.Claim)
-		return r, inUse(now, ce.Reason, "the owner is no longer proven gone: "+ce.Detail)
+		return r, ownerBack()
 	}
 	if err != nil {
 		return r, err
