@@ -530,17 +530,17 @@ func (d *homesDrill) recover(dead *home, held string, rng *rand.Rand) bool {
 	if len(leased) > 0 {
 		keys = leased
 	}
-	if held != "" && slices.Contains(keys, held) {
+	if i := slices.IndexFunc(keys, func(k string) bool { return normKey(k) == held }); held != "" && i >= 0 {
 		// The lease the drill made the home hold across its death: the
 		// one a restart must not bring back beside the taker's.
-		keys = []string{held}
+		keys = keys[i : i+1]
 	}
 	if len(keys) == 0 {
 		d.note("home %s is dead with no claim to recover", dead.name)
 		return false
 	}
 	key := keys[rng.IntN(len(keys))]
-	if held != "" && key != held {
+	if held != "" && normKey(key) != held {
 		d.note("home %s died holding %s, which its claims (%v) do not show; recovering %s", dead.name, held, keys, key)
 	}
 	kind, flag := "stale", "--stale"
@@ -651,8 +651,8 @@ func (d *homesDrill) holdOne(h *home, platform string) string {
 			if fresh {
 				d.chk.granted(h, "hold-before-kill", l)
 			}
-			if dvs := leaseKeys(l); len(dvs) == 1 && dvs[0].UDID != "" {
-				return "ios:udid:" + dvs[0].UDID
+			if dvs := leaseKeys(l); len(dvs) == 1 {
+				return keyOf(dvs[0])
 			}
 			return ""
 		}
