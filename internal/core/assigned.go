@@ -34,7 +34,15 @@ func (e *Engine) SetAssigned(held map[string]string) {
 		if !e.assignedUnknown && maps.Equal(e.assigned, held) {
 			return
 		}
+		wasUnknown := e.assignedUnknown
 		e.assigned, e.assignedUnknown = maps.Clone(held), false
+		if wasUnknown {
+			// Startup's destroy of ended preparations' devices judged none
+			// idle while the map was unknown: judge them now.
+			for _, d := range e.Sorted() {
+				e.retireUnwantedLocked(d.ID)
+			}
+		}
 		e.scheduleLocked()
 	})
 	e.notifyPositions()

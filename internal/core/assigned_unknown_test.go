@@ -72,9 +72,13 @@ func TestUnknownSlotAssignmentsHandOutNoDevice(t *testing.T) {
 func startUnknown(h *harness) {
 	h.t.Helper()
 	h.bus = events.New(100, h.clock.Now)
+	drivers := h.drivers
+	if drivers == nil {
+		drivers = []core.Driver{h.drv, h.droid}
+	}
 	h.engine = core.New(h.cfg, core.Deps{
 		DiskFree: func() (uint64, error) { return h.disk, nil },
-		Clock:    h.clock, Store: h.store, Drivers: []core.Driver{h.drv, h.droid},
+		Clock:    h.clock, Store: h.store, Drivers: drivers,
 		Strategy: core.FixedStrategy{L: h.limits}, Bus: h.bus,
 		NewID: func() string { h.ids++; return fmt.Sprintf("%04d", h.ids) },
 	})

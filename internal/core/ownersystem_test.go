@@ -154,6 +154,36 @@ func TestRestartDestroysAnEndedPreparationsMarkedDevice(t *testing.T) {
 	}
 }
 
+// A restart that converges before the slots' map is known judges no
+// device idle, so an ended preparation's marked device outlives
+// convergence; the first map then destroys it (found by the e2e test of
+// an interrupted session preparation, which left the device behind).
+func TestTheFirstSlotMapDestroysAnEndedPreparationsDevice(t *testing.T) {
+	h, _, _ := newResetHarness(t, core.Limits{MaxRunning: 3, MaxManaged: 3})
+	ctx := context.Background()
+	h.engine.Stop(ctx)
+	spec := core.Spec{Platform: "ios", Model: "Phone"}
+	prov, err := h.drv.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := h.clock.Now()
+	h.store.devices["dev_orphan"] = core.DeviceRecord{ID: "dev_orphan", Platform: "ios", Handle: prov.Handle, Name: prov.Name, Spec: spec,
+		State: core.StateShutdown, StateSince: now, CreatedAt: now, OwnerSystem: "sys"}
+	startUnknown(h)
+	if _, ok := h.engine.Device("dev_orphan"); !ok {
+		t.Fatal("a convergence that could not tell slot devices apart destroyed a marked device")
+	}
+	h.engine.SetAssigned(map[string]string{})
+	h.engine.WaitIdle()
+	if _, ok := h.engine.Device("dev_orphan"); ok {
+		t.Fatal("the ended preparation's device survived the first slot map")
+	}
+	if exist, _ := h.drv.Count(); exist != 0 {
+		t.Fatalf("%d devices left in the driver", exist)
+	}
+}
+
 // RetireIdle destroys an idle device of the named system only.
 func TestRetireIdleTakesOnlyTheSystemsIdleDevice(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 3, MaxManaged: 3})
