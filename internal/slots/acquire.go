@@ -124,7 +124,7 @@ func (m *Manager) Acquire(ctx context.Context, call *dispatch.Call, in contract.
 // slot's next execution); when every one has a live execution the
 // acquisition is refused CAPACITY_EXHAUSTED naming the bound.
 func (m *Manager) boundPrincipal(ctx context.Context, principal, slot, platform string) error {
-	max := m.maxPerPrin
+	max := m.maxPerPrincipal
 	if max <= 0 {
 		return nil
 	}

@@ -116,15 +116,15 @@ func (m *Manager) pruneLocked() {
 // Manager holds this daemon's executions. Its state is per daemon;
 // the assignments are the registry's.
 type Manager struct {
-	eng        Engine
-	reg        HostRegistry
-	self       hostreg.Owner
-	clock      WaitClock
-	log        *slog.Logger
-	maxPerPrin int
-	toContract func(error) *contract.Error
-	onChange   func(func(context.Context) bool)
-	// ctx is the daemon's serving context (set by start): watchers end
+	eng             Engine
+	reg             HostRegistry
+	self            hostreg.Owner
+	clock           WaitClock
+	log             *slog.Logger
+	maxPerPrincipal int
+	toContract      func(error) *contract.Error
+	onChange        func(func(context.Context) bool)
+	// ctx is the daemon's serving context (set by Start): watchers end
 	// with it, so a stopping daemon leaves its executions to the next one.
 	ctx context.Context
 
@@ -134,7 +134,7 @@ type Manager struct {
 	// the host, so the abandonment sweep has something to judge.
 	inUse bool
 	// refreshes counts registry reads of the slot tables: the idle cost
-	// the generation poll keeps at zero (tests read it).
+	// the generation poll keeps at zero (Refreshes reads it).
 	refreshes atomic.Int64
 	// snapshot says a read of the slot tables reached the engine once;
 	// until then readErr is why the last read failed. Guarded by mu.
@@ -160,13 +160,13 @@ type Manager struct {
 func New(cfg Config) *Manager {
 	cfg.Engine.SetAssignedUnknown()
 	return &Manager{eng: cfg.Engine, reg: cfg.Registry, self: cfg.Self, clock: cfg.Clock, log: cfg.Logger,
-		maxPerPrin: cfg.MaxDevicesPerPrincipal, toContract: cfg.ToContract, onChange: cfg.OnSlotChange,
+		maxPerPrincipal: cfg.MaxDevicesPerPrincipal, toContract: cfg.ToContract, onChange: cfg.OnSlotChange,
 		byLease: map[string]*slotExec{}, principals: map[string]string{}, ctx: context.Background(), acquiring: make(chan struct{}, 1)}
 }
 
 // Start runs before the readiness gate opens: the assignment map reaches
 // the engine before any request is served, executions whose lease
-// survived a restart are re-owned, and the host watcher (watchHost) then
+// survived a restart are re-owned, and the host watcher (OnSlotChange) then
 // rereads the slot tables whenever any daemon of the host changed them.
 func (m *Manager) Start(ctx context.Context) {
 	m.mu.Lock()
