@@ -230,3 +230,20 @@ func TestHostRegistryKnowsNothingOfTheModule(t *testing.T) {
 		}
 	}
 }
+
+// The managed-slots system (internal/slots) reaches the engine and the
+// host registry through the interfaces it declares, and serves its
+// operations in the dispatcher's handler shape: it never depends on the
+// daemon that wires it, a driver, a transport, the CLI, the home store or
+// the daemon's config, not even transitively.
+func TestSlotsReachTheEngineOnlyThroughTheirPorts(t *testing.T) {
+	banned := []string{module + "/internal/daemon", module + "/internal/drivers/", module + "/internal/transport/",
+		module + "/internal/cli", module + "/internal/store", module + "/internal/config", module + "/internal/simsdk", module + "/client"}
+	for p := range deps(t, "internal/slots") {
+		for _, b := range banned {
+			if p == b || strings.HasPrefix(p, b+"/") || strings.HasSuffix(b, "/") && strings.HasPrefix(p, b) {
+				t.Errorf("internal/slots depends on %s", p)
+			}
+		}
+	}
+}

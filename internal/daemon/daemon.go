@@ -29,6 +29,7 @@ import (
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/slots"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 	"github.com/simlock/simlock/internal/transport/socket"
@@ -81,7 +82,7 @@ type Daemon struct {
 	hostDir  string           // the host registry's directory (absolute)
 	hostFile string           // identity of the host.db file d.host has open (host_records.go)
 	claims   *claims          // the op hooks: this home's claims in the host registry
-	slots    *slotManager     // managed slot executions (slots.go)
+	slots    *slots.Manager   // managed slot executions (internal/slots)
 	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
 	waiters  *hostWaiters     // host-limited waiters of every home (hostwaiters.go)
 	gw       *gateway.Gateway // gateway mode only
@@ -373,7 +374,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 				d.endLost(lost)
 			}
 			// Slot devices leave the general pool before anyone is served.
-			d.slots.start(sctx)
+			d.slots.Start(sctx)
 			// Before the gate opens, so no upload races the sweep.
 			d.uploads.sweep(d.engine.Leases())
 			// Session receipts are recovered before anyone may ask for

@@ -40,7 +40,7 @@ func (d *Daemon) deviceRelease(ctx context.Context, _ *dispatch.Call, in contrac
 			WithNext("`simlock device status " + string(key) + "` shows who holds it")
 	}
 	out.DeviceID = rec.ID
-	if err := d.slots.guardDevice(rec.ID); err != nil {
+	if err := d.slots.GuardDevice(rec.ID); err != nil {
 		return out, err
 	}
 	// The claim reads releasing from here on (the reference's close order:

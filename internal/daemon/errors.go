@@ -9,6 +9,7 @@ import (
 	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/sessions"
+	"github.com/simlock/simlock/internal/slots"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -44,7 +45,7 @@ func toContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeDeviceAssignedToSlot, "%s; only that slot's execution may lease it", err.Error())
 	}
 	if errors.Is(err, core.ErrAssignedUnknown) {
-		return contract.Errorf(contract.CodeDiscoveryIncomplete, "%s", err.Error()).WithRetryAfter(slotDiscoveryRetryMs).
+		return contract.Errorf(contract.CodeDiscoveryIncomplete, "%s", err.Error()).WithRetryAfter(slots.DiscoveryRetryMs).
 			WithNext("retry after retryAfterMs: the daemon reads the host registry's slot tables again at every host poll; `simlock daemon logs` says why they could not be read")
 	}
 	if ce := capacityExhausted(err); ce != nil {

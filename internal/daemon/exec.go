@@ -37,7 +37,7 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 	if req == "" {
 		req = call.Session.Principal
 	}
-	if err := d.slots.guardLease(l, call.Session.Principal, req, true); err != nil {
+	if err := d.slots.GuardLease(l, call.Session.Principal, req, true); err != nil {
 		return contract.DeviceExecOut{}, err
 	}
 	if req != l.RequesterID {

@@ -79,7 +79,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		return d.leaseOut(l), nil
 	})
 	dispatch.Handle(disp, contract.LeaseRelease, func(_ context.Context, _ *dispatch.Call, in contract.LeaseReleaseIn) (contract.LeaseReleaseOut, error) {
-		if err := d.slots.guardRelease(in.LeaseID); err != nil {
+		if err := d.slots.GuardRelease(in.LeaseID); err != nil {
 			return contract.LeaseReleaseOut{}, err
 		}
 		if err := d.engine.Release(in.LeaseID); err != nil {
@@ -212,7 +212,7 @@ func (d *Daemon) leaseReleaseAll(_ context.Context, call *dispatch.Call, in cont
 		}
 	}
 	// A slot execution's lease ends only through slot.release.
-	ids := d.engine.ReleaseWhere(func(l core.LeaseRecord) bool { return match(l) && d.slots.guardRelease(l.ID) == nil })
+	ids := d.engine.ReleaseWhere(func(l core.LeaseRecord) bool { return match(l) && d.slots.GuardRelease(l.ID) == nil })
 	if ids == nil {
 		ids = []string{}
 	}
@@ -497,7 +497,7 @@ func (d *Daemon) tokenCreate(ctx context.Context, _ *dispatch.Call, in contract.
 // passthrough asks the driver that wraps the tool for the root-scoped
 // command; the refusal list is the driver's own.
 func (d *Daemon) passthrough(_ context.Context, _ *dispatch.Call, in contract.PassthroughIn) (contract.PassthroughOut, error) {
-	if err := d.slots.guardArgs(in.Args); err != nil {
+	if err := d.slots.GuardArgs(in.Args); err != nil {
 		return contract.PassthroughOut{}, err
 	}
 	var known []string

@@ -90,7 +90,7 @@ func TestSlotTablesNeverReadRefuseAllocationAndALaterFailedReadKeepsTheMap(t *te
 	c = f.dial("runner", "")
 
 	setSlotTablesReadable(t, dir, false)
-	if f.d.slots.refresh(ctx) {
+	if f.d.slots.Refresh(ctx) {
 		t.Fatal("a refresh over the unreadable slot tables reported success")
 	}
 	if slot, ok := f.d.engine.AssignedSlot(s.Device.DeviceID); !ok || slot != hostreg.SlotKey(contract.ScopeKey("h", t.Name(), "b1"), 0) {

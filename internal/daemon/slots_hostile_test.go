@@ -46,7 +46,7 @@ func TestASlotExecutionRefusesAForeignOwnerToken(t *testing.T) {
 	if !held || !after.ExpiresAt.Equal(before.ExpiresAt) {
 		t.Fatalf("the execution's lease after the foreign calls: held %v, expiry %v (was %v)", held, after.ExpiresAt, before.ExpiresAt)
 	}
-	if x, ok := f.d.slots.exec(s.LeaseID); !ok || x.ended != nil {
+	if x, ok := f.d.slots.Execution(s.LeaseID); !ok || x.Ended != nil {
 		t.Fatalf("the execution after the foreign calls: tracked %v, %+v", ok, x)
 	}
 	// A plain release of the slot's lease is refused too, whoever asks.

@@ -11,6 +11,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/slots"
 )
 
 // An idle host whose slots were never used reads no slot table: the
@@ -25,16 +26,13 @@ func TestAnIdleHostReadsNoSlotTables(t *testing.T) {
 	// pass (it starts knowing no slot counter). Waiting for both, rather
 	// than sleeping, keeps a slow first pass on a loaded machine from
 	// landing in the idle window below.
-	eventually(t, "the start-up read and the watcher's first pass", func() bool { return f.d.slots.refreshes.Load() >= 2 })
-	before := f.d.slots.refreshes.Load()
+	eventually(t, "the start-up read and the watcher's first pass", func() bool { return f.d.slots.Refreshes() >= 2 })
+	before := f.d.slots.Refreshes()
 	time.Sleep(2500 * time.Millisecond) // longer than the old 2 s slot poll
-	if n := f.d.slots.refreshes.Load(); n != before {
+	if n := f.d.slots.Refreshes(); n != before {
 		t.Fatalf("an idle host read the slot tables %d more times in 2.5 s", n-before)
 	}
-	f.d.slots.mu.Lock()
-	inUse := f.d.slots.inUse
-	f.d.slots.mu.Unlock()
-	if inUse {
+	if f.d.slots.InUse() {
 		t.Fatal("a host with no scope counts as using slots (the abandonment sweep would run)")
 	}
 	// Another daemon's slot decision reaches this one through the poll.
@@ -48,9 +46,7 @@ func TestAnIdleHostReadsNoSlotTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a refresh after another daemon's slot decision", func() bool {
-		f.d.slots.mu.Lock()
-		defer f.d.slots.mu.Unlock()
-		return f.d.slots.refreshes.Load() > before && f.d.slots.inUse
+		return f.d.slots.Refreshes() > before && f.d.slots.InUse()
 	})
 }
 
@@ -82,7 +78,7 @@ func TestASlotReleaseWakesWhenTheDeviceSettles(t *testing.T) {
 		}()
 		select {
 		case a := <-got:
-			if a.err != nil || a.out.Outcome != releasedSlot {
+			if a.err != nil || a.out.Outcome != slots.OutcomeReusable {
 				t.Fatalf("release %d: %+v %v", i, a.out, a.err)
 			}
 		case <-time.After(10 * time.Second):
@@ -104,18 +100,18 @@ func TestARehydratedSlotExecutionKeepsItsConfiguredIdleWindow(t *testing.T) {
 		t.Fatalf("acquire: %+v %v", res, err)
 	}
 	s := res.Slots[0]
-	if x, ok := f.d.slots.exec(s.LeaseID); !ok || x.idle != 7*time.Minute {
+	if x, ok := f.d.slots.Execution(s.LeaseID); !ok || x.Idle != 7*time.Minute {
 		t.Fatalf("the execution's idle window before the restart: %+v", x)
 	}
 	c.Close()
 	key := contract.ScopeKey(cfg.ManagedHostScope, cfg.RunnerNamespace, cfg.RunnerIncarnation)
 	restartDaemonAs(t, f, dir, key, s.LeaseID)
-	x, ok := f.d.slots.exec(s.LeaseID)
+	x, ok := f.d.slots.Execution(s.LeaseID)
 	if !ok {
 		t.Fatal("the execution was not rehydrated")
 	}
-	if x.idle != 7*time.Minute {
-		t.Fatalf("rehydrated with an idle window of %v, want the configured 7m0s", x.idle)
+	if x.Idle != 7*time.Minute {
+		t.Fatalf("rehydrated with an idle window of %v, want the configured 7m0s", x.Idle)
 	}
 	c2 := f.dial("runner", "")
 	if _, err := client.Do(context.Background(), c2, contract.SlotRelease, contract.SlotReleaseIn{LeaseID: s.LeaseID, OwnerToken: "tok-1"}); err != nil {

@@ -43,7 +43,7 @@ func (d *Daemon) resolveTarget(ctx context.Context, platform, sel string) (id, p
 	}
 	// A shut-down slot device of a shared root holds no claim (ADR 0062):
 	// the host registry's slot tables say whose it is.
-	if err := d.slots.guardHandle(ctx, handle); err != nil {
+	if err := d.slots.GuardHandle(ctx, handle); err != nil {
 		return "", "", err
 	}
 	if err := d.claims.claimAdopted(ctx, key); err != nil {

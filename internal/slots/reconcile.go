@@ -1,10 +1,10 @@
-// Package slots reconciles a managed slot (issue 12, ADR 0049) to its
-// requested spec: it decides, from the host registry's assignment and
-// journal and the daemon's inventory, whether the slot's device is reused,
-// created, adopted from the free pool or replaced, and drives the steps
-// through two small ports (Registry, Devices). It owns no device and no
-// lease: the daemon leases the result.
 package slots
+
+// The reconciler decides, from the host registry's assignment and journal
+// and the daemon's inventory, whether the slot's device is reused, created,
+// adopted from the free pool or replaced, and drives the steps through two
+// small ports (Registry, Devices). It owns no device and no lease: the
+// Manager leases the result.
 
 import (
 	"context"
