@@ -79,7 +79,7 @@ const (
 	unitPermanentDestroy = "internal/daemon.TestSessionPermanentDestroyFailureIsPreparationFailed"
 	unitInfoEnded        = "internal/daemon.TestSessionInfoOfAnEndedSessionAnswersOnlyItsPrincipal"
 	unitKeeperGone       = "internal/daemon.TestSessionKeeperGoneMidPrepareEndsTypedAndLeaksNothing"
-	unitReplyBudget      = "internal/daemon.TestConfSessionReleaseReplyBudgetIsClamped"
+	unitReplyBudget      = "internal/sessions.TestConfSessionReleaseReplyBudgetIsClamped"
 	unitCaptureFails     = "internal/core.TestConfSessionFailedBaselineCaptureStillGrantsAndTheReleaseDestroys"
 
 	unitIdentity      = "internal/sessions.TestIdentityIsTheOwnerAndTheWholeConfig"
