@@ -230,3 +230,20 @@ func TestHostRegistryKnowsNothingOfTheModule(t *testing.T) {
 		}
 	}
 }
+
+// The session broker is one system (internal/sessions): it reaches the
+// core, the store, the bus and the daemon through interfaces it declares,
+// and the daemon only builds it and serves its operations. So it depends
+// on no daemon, no driver, no frontend and no store, not even
+// transitively: whatever of theirs it needs comes in through its Config.
+func TestSessionsReachTheDaemonOnlyThroughTheirInterfaces(t *testing.T) {
+	banned := []string{module + "/internal/daemon", module + "/internal/drivers/", module + "/internal/transport/",
+		module + "/internal/cli", module + "/internal/store", module + "/internal/simsdk", module + "/client"}
+	for p := range deps(t, "internal/sessions") {
+		for _, b := range banned {
+			if p == b || strings.HasPrefix(p, b+"/") || strings.HasSuffix(b, "/") && strings.HasPrefix(p, b) {
+				t.Errorf("internal/sessions depends on %s", p)
+			}
+		}
+	}
+}
