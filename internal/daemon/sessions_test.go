@@ -529,26 +529,6 @@ func TestSessionPrepareInterruptedByAStopStoresATerminalReceipt(t *testing.T) {
 	}
 }
 
-func TestSessionOperationsAreRefusedOnceTheStopBegins(t *testing.T) {
-	f := sessionDaemon(t, nil)
-	a := f.dial("alice", "")
-	ctx := context.Background()
-	f.d.sessions.SetStopping(true)
-	defer f.d.sessions.SetStopping(false)
-	_, err := client.Do(ctx, a, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("r"), OwnerToken: "o"})
-	ce := contract.AsError(err)
-	if ce == nil || ce.Code != contract.CodeSessionBrokerStopping || !ce.Retryable || ce.RetryAfterMs == nil || *ce.RetryAfterMs != 5000 {
-		t.Fatalf("prepare while stopping: %v", err)
-	}
-	if _, err := client.Do(ctx, a, contract.SessionAbandon, contract.SessionAbandonIn{RequestID: "r", OwnerToken: "o"}); !client.IsCode(err, contract.CodeSessionBrokerStopping) {
-		t.Fatalf("abandon while stopping: %v", err)
-	}
-	// Nothing was stored: the refusal is not the identity's answer.
-	if _, err := client.Do(ctx, a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "r", OwnerToken: "o"}); !client.IsCode(err, contract.CodeUnknownRequest) {
-		t.Fatalf("a stopping refusal was stored: %v", err)
-	}
-}
-
 func TestSessionIdleWindowEndsAnUntouchedSession(t *testing.T) {
 	f := sessionDaemon(t, nil)
 	a := f.dial("alice", "")

@@ -29,13 +29,6 @@ func (b *Broker) SwapStore(wrap func(Store) Store) {
 	b.st = wrap(b.st)
 }
 
-// SetStopping sets the broker's stopping flag without running its stop.
-func (b *Broker) SetStopping(on bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.stopping = on
-}
-
 // ExpireHeartbeat sets a live session's last heartbeat to at and runs the
 // heartbeat check at once.
 func (b *Broker) ExpireHeartbeat(sid string, at time.Time) {

@@ -2,60 +2,11 @@ package sessions
 
 import (
 	"context"
-	"log/slog"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/simlock/simlock/contract"
-	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/core/events"
-	"github.com/simlock/simlock/internal/dispatch"
-	"github.com/simlock/simlock/internal/ports/fake"
 )
-
-// leaseEngine holds leases and no devices: what principalOf and
-// session.info ask of the core.
-type leaseEngine struct {
-	Engine // the calls these tests make are the ones below
-	leases map[string]core.LeaseRecord
-}
-
-func (e leaseEngine) Lease(id string) (core.LeaseRecord, bool) {
-	l, ok := e.leases[id]
-	return l, ok
-}
-
-func (leaseEngine) Device(string) (core.DeviceRecord, bool) { return core.DeviceRecord{}, false }
-
-func (leaseEngine) LeaseEnded(string) <-chan struct{} { return make(chan struct{}) }
-
-// recordingBus keeps what is published.
-type recordingBus struct {
-	mu  sync.Mutex
-	evs []events.Event
-}
-
-func (b *recordingBus) Publish(e events.Event) events.Event {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.evs = append(b.evs, e)
-	return e
-}
-
-func (*recordingBus) Subscribe(int) (<-chan events.Event, func()) { return nil, func() {} }
-
-func (b *recordingBus) last(typ string) (events.Event, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i := len(b.evs) - 1; i >= 0; i-- {
-		if b.evs[i].Type == typ {
-			return b.evs[i], true
-		}
-	}
-	return events.Event{}, false
-}
 
 // oneReceipt serves one session's receipt with the principal a case
 // sets, as store migration 9 left it or an older one did.
@@ -74,10 +25,6 @@ func (s oneReceipt) SessionReceiptBySession(_ context.Context, sid string) (Reco
 	return r, true, nil
 }
 
-func agentCall(principal string) *dispatch.Call {
-	return &dispatch.Call{Session: contract.Session{Role: contract.RoleAgent, Principal: principal}}
-}
-
 // principalOf reads the receipt's recorded principal first, then the
 // broker's memory of the live session, then the owner of the held lease,
 // and names nobody when none knows. The session's events and session.info
@@ -91,15 +38,11 @@ func TestPrincipalOfHasOnePrecedence(t *testing.T) {
 		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: "run", SessionID: sid, LeaseID: leaseID,
 			Status: contract.SessionReady, Device: &contract.Device{ID: "dev-1"}}}
 	bus := &recordingBus{}
-	b := NewBroker(Config{
-		Sessions: &config.Sessions{},
-		Store:    oneReceipt{rec: base, principal: "alice"},
-		Engine:   leaseEngine{leases: map[string]core.LeaseRecord{leaseID: {ID: leaseID, OwnerID: "alice", DeviceID: "dev-1"}}},
-		Bus:      bus,
-		Clock:    fake.NewClock(time.Unix(0, 0)),
-		Log:      slog.New(slog.DiscardHandler),
+	b := newTestBroker(t, Config{
+		Store:  oneReceipt{rec: base, principal: "alice"},
+		Engine: leaseEngine{leases: map[string]core.LeaseRecord{leaseID: {ID: leaseID, OwnerID: "alice", DeviceID: "dev-1"}}},
+		Bus:    bus,
 	})
-	t.Cleanup(func() { b.Wait(ctx) })
 	b.live[sid] = &liveSession{identity: base.Identity, leaseID: leaseID, deviceID: "dev-1", owner: "alice", ownerDigest: base.OwnerDigest}
 	setMemory := func(owner string) {
 		b.mu.Lock()
@@ -140,8 +83,7 @@ func TestPrincipalOfHasOnePrecedence(t *testing.T) {
 			if _, err := b.Info(ctx, agentCall(c.want), contract.SessionInfoIn{SessionID: sid}); err != nil {
 				t.Fatalf("session.info as %s: %v", c.want, err)
 			}
-			_, err := b.Info(ctx, agentCall("mallory"), contract.SessionInfoIn{SessionID: sid})
-			if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeSessionOwnerMismatch {
+			if _, err := b.Info(ctx, agentCall("mallory"), contract.SessionInfoIn{SessionID: sid}); !isCode(err, contract.CodeSessionOwnerMismatch) {
 				t.Fatalf("session.info as mallory: %v", err)
 			}
 		})

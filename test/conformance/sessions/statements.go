@@ -65,7 +65,7 @@ const (
 	unitExportScope      = "internal/daemon.TestSessionExportIdsAreScopedByOwner"
 	unitCaps             = "internal/daemon.TestSessionCapsRefuseWithNewRequestID"
 	unitStopInterrupted  = "internal/daemon.TestSessionPrepareInterruptedByAStopStoresATerminalReceipt"
-	unitStopRefused      = "internal/daemon.TestSessionOperationsAreRefusedOnceTheStopBegins"
+	unitStopRefused      = "internal/sessions.TestSessionOperationsAreRefusedOnceTheStopBegins"
 	unitIdleWindow       = "internal/daemon.TestSessionIdleWindowEndsAnUntouchedSession"
 	unitEvictionPending  = "internal/daemon.TestSessionEvictionPendingWhileADestroyIsUnconfirmed"
 	unitIdlePoolZero     = "internal/daemon.TestSessionIdlePoolCapZeroDestroysInsteadOfReset"
