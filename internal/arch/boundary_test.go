@@ -237,12 +237,30 @@ func TestHostRegistryKnowsNothingOfTheModule(t *testing.T) {
 // daemon that wires it, a driver, a transport, the CLI, the home store or
 // the daemon's config, not even transitively.
 func TestSlotsReachTheEngineOnlyThroughTheirPorts(t *testing.T) {
-	banned := []string{module + "/internal/daemon", module + "/internal/drivers/", module + "/internal/transport/",
-		module + "/internal/cli", module + "/internal/store", module + "/internal/config", module + "/internal/simsdk", module + "/client"}
-	for p := range deps(t, "internal/slots") {
+	noDepsOn(t, "internal/slots", "internal/daemon", "internal/drivers/", "internal/transport/",
+		"internal/cli", "internal/store", "internal/config", "internal/simsdk", "client")
+}
+
+// The session broker is one system (internal/sessions): it reaches the
+// core, the store, the bus and the daemon through interfaces it declares,
+// and the daemon only builds it and serves its operations. So it depends
+// on no daemon, no driver, no frontend and no store, not even
+// transitively: whatever of theirs it needs comes in through its Config.
+func TestSessionsReachTheDaemonOnlyThroughTheirInterfaces(t *testing.T) {
+	noDepsOn(t, "internal/sessions", "internal/daemon", "internal/drivers/", "internal/transport/",
+		"internal/cli", "internal/store", "internal/simsdk", "client")
+}
+
+// noDepsOn fails for each package of the module that pkg depends on,
+// directly or not, and that banned names: a path, or a prefix when it ends
+// in a slash.
+func noDepsOn(t *testing.T, pkg string, banned ...string) {
+	t.Helper()
+	for p := range deps(t, pkg) {
 		for _, b := range banned {
+			b = module + "/" + b
 			if p == b || strings.HasPrefix(p, b+"/") || strings.HasSuffix(b, "/") && strings.HasPrefix(p, b) {
-				t.Errorf("internal/slots depends on %s", p)
+				t.Errorf("%s depends on %s", pkg, p)
 			}
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/sessions"
 	"github.com/simlock/simlock/internal/slots"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/httpapi"
@@ -95,7 +96,7 @@ type Daemon struct {
 	rec      *recorder        // metrics, audit lines, journal writes (metrics.go)
 	inv      *inventory       // inventory reads within budgets (describe.go)
 	uploads  *uploads         // per-lease scratch directories (upload.go)
-	sessions *broker          // the session broker (sessions.go); nil in gateway mode
+	sessions *sessions.Broker // the session broker (internal/sessions); nil in gateway mode
 	// extraContracts are further contracts capabilities.get lists (a
 	// configured feature appends its own, such as managed-slots/v1).
 	extraContracts []string
@@ -281,7 +282,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.setupHostWaiters() // before setupHostUsage: see hostwaiters.go
 	d.setupHostUsage(drivers)
 	d.setupHostAdmission() // hostadmit.go
-	d.sessions = newBroker(d, o.Config.Sessions, d.db, ports.Module(o.Logger, "sessions"))
+	d.sessions = d.newBroker(o)
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, ParkRefusal: d.parkRefusal, MapError: toContractError,
@@ -379,7 +380,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			d.uploads.sweep(d.engine.Leases())
 			// Session receipts are recovered before anyone may ask for
 			// them: handed-off sessions adopted, a crash's sessions ended.
-			d.sessions.recover(sctx)
+			d.sessions.Recover(sctx)
 			// Published before the gate opens too, so whoever is let in
 			// finds it in the buffer.
 			d.bus.Publish(events.Event{Type: "daemon.started", Data: map[string]any{"version": o.Version, "pid": d.pid}})
@@ -452,7 +453,7 @@ func loadInstanceID(path string) (string, error) {
 // terms for its calls.
 func (d *Daemon) awaitReady(ctx context.Context) error {
 	if d.stopBegun() {
-		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping").WithRetryAfter(stoppingRetryMs)
+		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping").WithRetryAfter(sessions.StoppingRetryMs)
 	}
 	select {
 	case <-d.readyCh:
@@ -461,7 +462,7 @@ func (d *Daemon) awaitReady(ctx context.Context) error {
 		}
 		return nil
 	case <-d.stopping:
-		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping").WithRetryAfter(stoppingRetryMs)
+		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping").WithRetryAfter(sessions.StoppingRetryMs)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -471,13 +472,13 @@ func (d *Daemon) awaitReady(ctx context.Context) error {
 // by a stop in the broker's terms: SESSION_BROKER_STOPPING, nothing
 // stored, retry the same request after retryAfterMs.
 func (d *Daemon) parkRefusal(method string, err *contract.Error) *contract.Error {
-	if err.Code != contract.CodeDaemonStopping || d.sessions == nil || d.sessions.cfg == nil {
+	if err.Code != contract.CodeDaemonStopping || !d.sessions.Configured() {
 		return nil
 	}
 	if method != contract.SessionPrepare.Name && method != contract.SessionAbandon.Name {
 		return nil
 	}
-	return contract.AsError(stoppingErr())
+	return contract.AsError(sessions.StoppingErr())
 }
 
 // stopBegun reports whether the daemon's graceful stop has begun.
@@ -624,13 +625,13 @@ func (d *Daemon) shutdown() {
 	if d.sessions != nil {
 		// Before the engine stops: preparations end with their receipts
 		// and live sessions are handed off while leases can be renewed.
-		d.sessions.stop()
+		d.sessions.Stop()
 	}
 	if d.engine != nil {
 		d.engine.Stop(ctx)
 	}
 	if d.sessions != nil {
-		d.sessions.wait(ctx)
+		d.sessions.Wait(ctx)
 	}
 	if d.gw != nil {
 		d.gw.Close()

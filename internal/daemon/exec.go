@@ -32,7 +32,7 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 	if !ok {
 		return contract.DeviceExecOut{}, core.ErrUnknownLease
 	}
-	d.sessions.touchLease(in.LeaseID) // a device call restarts a session's idle window
+	d.sessions.TouchLease(in.LeaseID) // a device call restarts a session's idle window
 	req := in.RequesterID
 	if req == "" {
 		req = call.Session.Principal

@@ -65,7 +65,7 @@ func (d *Daemon) resourceLease(id string, write bool) (core.LeaseRecord, core.De
 	if !ok {
 		return core.LeaseRecord{}, core.DeviceRecord{}, core.ErrUnknownLease
 	}
-	d.sessions.touchLease(id) // a device call restarts a session's idle window
+	d.sessions.TouchLease(id) // a device call restarts a session's idle window
 	dev, ok := d.engine.Device(l.DeviceID)
 	if !ok {
 		return core.LeaseRecord{}, core.DeviceRecord{}, core.ErrUnknownLease

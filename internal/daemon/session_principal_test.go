@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/sessions"
 )
@@ -24,85 +23,6 @@ func (s principalAs) SessionReceiptBySession(ctx context.Context, sid string) (s
 	return r, ok, err
 }
 
-// principalOf reads the receipt's recorded principal first, then the
-// broker's memory of the live session, then the owner of the held lease,
-// and names nobody when none knows. The session's events and session.info
-// answer from it alike: the event's ownerId is its answer, and info
-// answers that principal and refuses another, for every case.
-func TestPrincipalOfHasOnePrecedence(t *testing.T) {
-	f := sessionDaemon(t, nil)
-	ctx := context.Background()
-	a := f.dial("alice", "")
-	r := prepare(t, a, "run", "owner-a") // alice's lease: its owner is alice
-	b := f.d.sessions
-	base, ok, err := b.st.SessionReceiptBySession(ctx, r.SessionID)
-	if err != nil || !ok || base.Principal != "alice" {
-		t.Fatalf("alice's receipt %+v %v %v", base, ok, err)
-	}
-	setMemory := func(owner string) {
-		b.mu.Lock()
-		b.live[r.SessionID].owner = owner
-		b.mu.Unlock()
-	}
-	store := b.st
-	t.Cleanup(func() { b.st = store })
-	evs, unsub := f.d.bus.Subscribe(64)
-	defer unsub()
-
-	cases := []struct {
-		name, recorded, memory, leaseID, want string
-	}{
-		{"the recorded principal wins", "carol", "dave", r.LeaseID, "carol"},
-		{"then the broker's memory", "", "dave", r.LeaseID, "dave"},
-		{"then the held lease's owner", "", "", r.LeaseID, "alice"},
-		{"a lease no longer held names nobody", "", "", "lease-gone", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			setMemory(c.memory)
-			rec := base
-			rec.Principal, rec.Receipt.LeaseID = c.recorded, c.leaseID
-			if got := b.principalOf(rec); got != c.want {
-				t.Fatalf("principalOf = %q, want %q", got, c.want)
-			}
-			b.emit("session.test", rec, "", nil)
-			for e := range evs {
-				if e.Type != "session.test" {
-					continue
-				}
-				if got, _ := e.Data["ownerId"].(string); got != c.want {
-					t.Fatalf("the event's ownerId is %q, want %q", got, c.want)
-				}
-				break
-			}
-			if c.leaseID != r.LeaseID {
-				return // info reads the receipt's own lease
-			}
-			b.st = principalAs{Store: store, sid: r.SessionID, principal: c.recorded}
-			defer func() { b.st = store }()
-			if _, err := client.Do(ctx, f.dial(c.want, ""), contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); err != nil {
-				t.Fatalf("session.info as %s: %v", c.want, err)
-			}
-			if _, err := client.Do(ctx, f.dial("mallory", ""), contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
-				t.Fatalf("session.info as mallory: %v", err)
-			}
-		})
-	}
-	setMemory("")
-	if got := b.principalOf(sessions.Record{}); got != "" {
-		t.Fatalf("principalOf an unknown session = %q, want nobody", got)
-	}
-	// The memory is written from principalOf when the session becomes live.
-	setMemory("")
-	b.adopt(base, r.LeaseID, r.Device.ID, 0)
-	b.mu.Lock()
-	got := b.live[r.SessionID].owner
-	b.mu.Unlock()
-	if got != "alice" {
-		t.Fatalf("adopt remembered %q as the owner, want alice", got)
-	}
-}
-
 // A daemon that ends the sessions of a crashed predecessor names their
 // owner from the receipt: the lease and the memory are gone, but the
 // session.ended it publishes still carries alice as ownerId, so alice's
@@ -119,7 +39,7 @@ func TestSessionEndedAfterACrashNamesTheRecordedPrincipal(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range evs {
-			if e.Type == evSessionEnded && e.Data["sessionId"] == r.SessionID {
+			if e.Type == sessions.EvSessionEnded && e.Data["sessionId"] == r.SessionID {
 				ended = e.Data
 				return true
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
+	"github.com/simlock/simlock/internal/sessions"
 )
 
 // Reference, "Request abandonment": an abandoned ready request reaches a
@@ -59,9 +60,8 @@ func TestSessionStopInterruptedPreparationAdvisesANewRequestID(t *testing.T) {
 	b := f.d.sessions
 	go func() {
 		for {
-			b.mu.Lock()
-			settled := b.stopping && len(b.inflight) == 0
-			b.mu.Unlock()
+			m := b.Memory()
+			settled := m.Stopping && m.Inflight == 0
 			if settled {
 				close(gate)
 				return
@@ -100,7 +100,7 @@ func TestSessionPrepareOnceTheDaemonStopBeganIsBrokerStopping(t *testing.T) {
 			t.Fatalf("prepare %d once the stop began: %v", i, err)
 		}
 	}
-	if recs, err := f.d.sessions.st.SessionReceiptsByRequestID(ctx, "r"); err != nil || len(recs) != 0 {
+	if recs, err := f.d.db.SessionReceiptsByRequestID(ctx, "r"); err != nil || len(recs) != 0 {
 		t.Fatalf("a stopping refusal was stored: %d receipts, %v", len(recs), err)
 	}
 }
@@ -111,7 +111,7 @@ func TestSessionPrepareOnceTheDaemonStopBeganIsBrokerStopping(t *testing.T) {
 // stopping refusal, and for the broker's prepare and abandon the broker's
 // own SESSION_BROKER_STOPPING.
 func TestParkedRequestRefusedByAStopCarriesRetryAfter(t *testing.T) {
-	d := &Daemon{readyCh: make(chan struct{}), stopping: make(chan struct{}), sessions: &broker{cfg: &config.Sessions{}}}
+	d := &Daemon{readyCh: make(chan struct{}), stopping: make(chan struct{}), sessions: sessions.NewBroker(sessions.Config{Sessions: &config.Sessions{}})}
 	close(d.stopping)
 	for _, ready := range []bool{false, true} {
 		if ready {
@@ -119,11 +119,11 @@ func TestParkedRequestRefusedByAStopCarriesRetryAfter(t *testing.T) {
 		}
 		for range 8 {
 			ce := contract.AsError(d.awaitReady(context.Background()))
-			if ce == nil || ce.Code != contract.CodeDaemonStopping || ce.RetryAfterMs == nil || *ce.RetryAfterMs != stoppingRetryMs {
+			if ce == nil || ce.Code != contract.CodeDaemonStopping || ce.RetryAfterMs == nil || *ce.RetryAfterMs != sessions.StoppingRetryMs {
 				t.Fatalf("parked request during a stop (ready %v): %+v", ready, ce)
 			}
 			if own := d.parkRefusal(contract.SessionPrepare.Name, ce); own == nil || own.Code != contract.CodeSessionBrokerStopping ||
-				own.RetryAfterMs == nil || *own.RetryAfterMs != stoppingRetryMs {
+				own.RetryAfterMs == nil || *own.RetryAfterMs != sessions.StoppingRetryMs {
 				t.Fatalf("a parked prepare during a stop: %+v", own)
 			}
 			if own := d.parkRefusal(contract.LeaseRequest.Name, ce); own != nil {

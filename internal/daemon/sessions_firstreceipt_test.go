@@ -57,9 +57,9 @@ func TestAPrepareWhoseWaitEndsBeforeTheFirstReceiptWaitsForIt(t *testing.T) {
 	f := sessionDaemon(t, nil)
 	<-f.d.readyCh // startup's recovery reads the store; swap it after
 	b := f.d.sessions
-	b.mu.Lock()
-	b.st = &slowFirstCommit{Store: b.st, read: make(chan struct{})}
-	b.mu.Unlock()
+	b.SwapStore(func(cur sessions.Store) sessions.Store {
+		return &slowFirstCommit{Store: cur, read: make(chan struct{})}
+	})
 	a := f.dial("alice", "")
 	p, err := client.Do(context.Background(), a, contract.SessionPrepare,
 		contract.SessionPrepareIn{Config: sessionConfig("run"), OwnerToken: "o", WaitMs: 1})

@@ -16,6 +16,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/sessions"
 )
 
 // Sessions against callers who are hostile or unlucky: none of them may
@@ -162,9 +163,8 @@ func TestSessionPrepareFloodIsRefusedAndOthersStayPrompt(t *testing.T) {
 	if exist, _ := f.drv.Count(); exist != 2 {
 		t.Fatalf("%d devices in the fake SDK after the flood, want 2: a refused prepare created one", exist)
 	}
-	f.d.sessions.mu.Lock()
-	inflight, live, releases := len(f.d.sessions.inflight), len(f.d.sessions.live), len(f.d.sessions.releases)
-	f.d.sessions.mu.Unlock()
+	m := f.d.sessions.Memory()
+	inflight, live, releases := m.Inflight, m.Live, m.Releases
 	if inflight != 0 || live != 1 || releases != 0 {
 		t.Fatalf("broker memory after the flood: %d inflight, %d live, %d releases; want 0, 1 (alice's), 0", inflight, live, releases)
 	}
@@ -274,7 +274,7 @@ func TestSessionKeeperGoneMidPrepareEndsTypedAndLeaksNothing(t *testing.T) {
 	// session is bound to it as well as to its token (ADR 0063).
 	a := f.dial("keeper", "")
 	st := waitReceipt(t, a, "k", "owner-k", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionFailed && !r.CleanupPending })
-	if st.Failure == nil || st.Failure.Code != contract.CodeSessionOwnerExited || st.EndReason != ownerExited {
+	if st.Failure == nil || st.Failure.Code != contract.CodeSessionOwnerExited || st.EndReason != sessions.OwnerExited {
 		t.Fatalf("a keeper gone mid-prepare: %+v", st)
 	}
 	if len(f.d.engine.Leases()) != 0 || len(f.d.engine.Devices()) != 0 {
@@ -353,7 +353,7 @@ func TestSessionFactsAreOnTheEventBus(t *testing.T) {
 			t.Fatalf("session events %+v", got)
 		}
 	}
-	want := []string{evSessionPrepared, evSessionReleased, evSessionEnded}
+	want := []string{sessions.EvSessionPrepared, sessions.EvSessionReleased, sessions.EvSessionEnded}
 	for i, e := range got {
 		if e.Type != want[i] || e.Data["sessionId"] != r.SessionID || e.Data["ownerId"] != "alice" || e.LeaseID != r.LeaseID || e.Platform != "ios" {
 			t.Fatalf("event %d %+v, want %s of session %s owned by alice", i, e, want[i], r.SessionID)
@@ -397,7 +397,7 @@ func TestSessionInfoOfAnEndedSessionAnswersOnlyItsPrincipal(t *testing.T) {
 	}
 
 	// The receipt as a store from before migration 9 reads it: no principal.
-	f.d.sessions.st = principalAs{Store: f.d.sessions.st, sid: r.SessionID}
+	f.d.sessions.SwapStore(func(cur sessions.Store) sessions.Store { return principalAs{Store: cur, sid: r.SessionID} })
 	for _, c := range []*client.Client{a, m} {
 		if _, err := client.Do(ctx, c, contract.SessionInfo, contract.SessionInfoIn{SessionID: r.SessionID}); !client.IsCode(err, contract.CodeSessionOwnerMismatch) {
 			t.Errorf("%s's session.info of an ended session without a recorded principal: %v", c.Hello().Principal, err)

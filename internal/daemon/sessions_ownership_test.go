@@ -10,6 +10,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
+	"github.com/simlock/simlock/internal/sessions"
 )
 
 // refusedAlike fails unless two calls were refused alike: one code and one
@@ -113,7 +114,7 @@ func tabletConfig(req string) contract.SessionConfig {
 func (f *fixture) sessionDevices() int {
 	n := 0
 	for _, d := range f.d.engine.Devices() {
-		if isSessionDevice(d) {
+		if sessions.IsSessionDevice(d) {
 			n++
 		}
 	}
@@ -163,7 +164,7 @@ func TestSessionDeviceCapCountsIdleDevicesAndEvictsBeforeACreate(t *testing.T) {
 	if err != nil || out.Outcome != contract.ReleaseReleased || out.Receipt.Timing.Reset.Mode != contract.ResetErase {
 		t.Fatalf("the phone's release %+v %v", out, err)
 	}
-	if d, there := f.d.engine.Device(phone.Device.ID); !there || d.OwnerSystem != sessionSystem {
+	if d, there := f.d.engine.Device(phone.Device.ID); !there || d.OwnerSystem != sessions.System {
 		t.Fatalf("the phone does not idle as a session device: %+v %v", d, there)
 	}
 	tablet, err := client.Do(ctx, a, contract.SessionPrepare, contract.SessionPrepareIn{Config: tabletConfig("tablet"), OwnerToken: "o"})
@@ -197,7 +198,7 @@ func TestSessionAbandonMidPreparationDestroysItsDevice(t *testing.T) {
 		t.Fatalf("a gated prepare %+v %v", p, err)
 	}
 	devs := f.d.engine.Devices()
-	if len(devs) != 1 || devs[0].OwnerSystem != sessionSystem {
+	if len(devs) != 1 || devs[0].OwnerSystem != sessions.System {
 		t.Fatalf("the device being prepared: %+v", devs)
 	}
 	id := devs[0].ID

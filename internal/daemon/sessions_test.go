@@ -283,7 +283,7 @@ func restartDaemon(t *testing.T, f *fixture, crash bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.SetMeta(context.Background(), metaHandoff, ""); err != nil {
+		if err := db.SetMeta(context.Background(), sessions.MetaHandoff, ""); err != nil {
 			t.Fatal(err)
 		}
 		db.Close()
@@ -481,10 +481,7 @@ func TestSessionEraseResetIsReusedByTheNextSession(t *testing.T) {
 	}
 	// A keeper that stops heartbeating destroys the device even though the
 	// session's reset would keep it.
-	f.d.sessions.mu.Lock()
-	f.d.sessions.live[two.SessionID].lastBeat = time.Now().Add(-2 * time.Minute)
-	f.d.sessions.mu.Unlock()
-	f.d.sessions.beatCheck(two.SessionID)
+	f.d.sessions.ExpireHeartbeat(two.SessionID, time.Now().Add(-2*time.Minute))
 	st := waitReceipt(t, a, "two", "o", func(r contract.SessionReceipt) bool { return r.Status == contract.SessionFailed && !r.CleanupPending })
 	if st.Failure.Code != contract.CodeSessionOwnerExited || st.Timing.Reset.Outcome != contract.ResetOutcomeDestroyed {
 		t.Fatalf("owner exit %+v reset %+v", st.Failure, st.Timing.Reset)
@@ -509,9 +506,8 @@ func TestSessionPrepareInterruptedByAStopStoresATerminalReceipt(t *testing.T) {
 	b := f.d.sessions
 	go func() {
 		for {
-			b.mu.Lock()
-			settled := b.stopping && len(b.inflight) == 0
-			b.mu.Unlock()
+			m := b.Memory()
+			settled := m.Stopping && m.Inflight == 0
 			if settled {
 				close(gate)
 				return
@@ -533,32 +529,6 @@ func TestSessionPrepareInterruptedByAStopStoresATerminalReceipt(t *testing.T) {
 	}
 }
 
-func TestSessionOperationsAreRefusedOnceTheStopBegins(t *testing.T) {
-	f := sessionDaemon(t, nil)
-	a := f.dial("alice", "")
-	ctx := context.Background()
-	f.d.sessions.mu.Lock()
-	f.d.sessions.stopping = true
-	f.d.sessions.mu.Unlock()
-	defer func() {
-		f.d.sessions.mu.Lock()
-		f.d.sessions.stopping = false
-		f.d.sessions.mu.Unlock()
-	}()
-	_, err := client.Do(ctx, a, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("r"), OwnerToken: "o"})
-	ce := contract.AsError(err)
-	if ce == nil || ce.Code != contract.CodeSessionBrokerStopping || !ce.Retryable || ce.RetryAfterMs == nil || *ce.RetryAfterMs != 5000 {
-		t.Fatalf("prepare while stopping: %v", err)
-	}
-	if _, err := client.Do(ctx, a, contract.SessionAbandon, contract.SessionAbandonIn{RequestID: "r", OwnerToken: "o"}); !client.IsCode(err, contract.CodeSessionBrokerStopping) {
-		t.Fatalf("abandon while stopping: %v", err)
-	}
-	// Nothing was stored: the refusal is not the identity's answer.
-	if _, err := client.Do(ctx, a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "r", OwnerToken: "o"}); !client.IsCode(err, contract.CodeUnknownRequest) {
-		t.Fatalf("a stopping refusal was stored: %v", err)
-	}
-}
-
 func TestSessionIdleWindowEndsAnUntouchedSession(t *testing.T) {
 	f := sessionDaemon(t, nil)
 	a := f.dial("alice", "")
@@ -574,7 +544,7 @@ func TestSessionIdleWindowEndsAnUntouchedSession(t *testing.T) {
 	}
 	// A device call restarts the window.
 	time.Sleep(3250 * time.Millisecond)
-	f.d.sessions.touchLease(r.LeaseID)
+	f.d.sessions.TouchLease(r.LeaseID)
 	time.Sleep(3250 * time.Millisecond)
 	if st, _ := client.Do(context.Background(), a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "idle", OwnerToken: "o"}); st.Status != contract.SessionReady || st.CleanupPending {
 		t.Fatalf("a touched session ended: %+v", st)
@@ -669,8 +639,8 @@ func TestSessionHeartbeatsOfALiveSessionReadNoReceipt(t *testing.T) {
 	before, _ := f.d.engine.Lease(r.LeaseID)
 	// Once the session is ready no broker goroutine reads the field until
 	// its lease ends (the startup recovery is over: prepare waited for it).
-	st := &readCountingStore{Store: f.d.sessions.st}
-	f.d.sessions.st = st
+	st := &readCountingStore{}
+	f.d.sessions.SwapStore(func(cur sessions.Store) sessions.Store { st.Store = cur; return st })
 	var last contract.SessionHeartbeatOut
 	for i := range 20 {
 		hb, err := client.Do(ctx, a, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: r.SessionID, OwnerToken: "owner-a"})

@@ -23,6 +23,6 @@ func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.SlotRelease, d.slots.Release)
 	dispatch.Handle(disp, contract.SlotResetScope, d.slots.ResetScope)
 	dispatch.Handle(disp, contract.SlotList, d.slots.List)
-	// capabilities.get is the broker's (sessions_ops.go); slots add theirs.
+	// capabilities.get is the broker's (internal/sessions, wired in sessions.go); slots add theirs.
 	d.extraContracts = append(d.extraContracts, contract.ContractManagedSlots)
 }

@@ -76,7 +76,7 @@ func (d *Daemon) deviceUpload(_ context.Context, _ *dispatch.Call, in contract.D
 	if _, ok := d.engine.Lease(in.LeaseID); !ok {
 		return contract.DeviceUploadOut{}, core.ErrUnknownLease
 	}
-	d.sessions.touchLease(in.LeaseID) // a device call restarts a session's idle window
+	d.sessions.TouchLease(in.LeaseID) // a device call restarts a session's idle window
 	return d.uploads.chunk(in)
 }
 

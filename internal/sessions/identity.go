@@ -1,7 +1,3 @@
-// Package sessions holds the session broker's pure rules: the operation
-// identity of a prepare, the receipt's state machine, the statistics over
-// receipts and the pruning rule. It does no I/O; the daemon wires it to
-// the store (the Store interface) and to the core's leases.
 package sessions
 
 import (

@@ -65,7 +65,7 @@ const (
 	unitExportScope      = "internal/daemon.TestSessionExportIdsAreScopedByOwner"
 	unitCaps             = "internal/daemon.TestSessionCapsRefuseWithNewRequestID"
 	unitStopInterrupted  = "internal/daemon.TestSessionPrepareInterruptedByAStopStoresATerminalReceipt"
-	unitStopRefused      = "internal/daemon.TestSessionOperationsAreRefusedOnceTheStopBegins"
+	unitStopRefused      = "internal/sessions.TestSessionOperationsAreRefusedOnceTheStopBegins"
 	unitIdleWindow       = "internal/daemon.TestSessionIdleWindowEndsAnUntouchedSession"
 	unitEvictionPending  = "internal/daemon.TestSessionEvictionPendingWhileADestroyIsUnconfirmed"
 	unitIdlePoolZero     = "internal/daemon.TestSessionIdlePoolCapZeroDestroysInsteadOfReset"
@@ -79,7 +79,7 @@ const (
 	unitPermanentDestroy = "internal/daemon.TestSessionPermanentDestroyFailureIsPreparationFailed"
 	unitInfoEnded        = "internal/daemon.TestSessionInfoOfAnEndedSessionAnswersOnlyItsPrincipal"
 	unitKeeperGone       = "internal/daemon.TestSessionKeeperGoneMidPrepareEndsTypedAndLeaksNothing"
-	unitReplyBudget      = "internal/daemon.TestConfSessionReleaseReplyBudgetIsClamped"
+	unitReplyBudget      = "internal/sessions.TestConfSessionReleaseReplyBudgetIsClamped"
 	unitCaptureFails     = "internal/core.TestConfSessionFailedBaselineCaptureStillGrantsAndTheReleaseDestroys"
 
 	unitIdentity      = "internal/sessions.TestIdentityIsTheOwnerAndTheWholeConfig"

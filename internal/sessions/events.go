@@ -1,8 +1,7 @@
-package daemon
+package sessions
 
 import (
 	"github.com/simlock/simlock/internal/core/events"
-	"github.com/simlock/simlock/internal/sessions"
 )
 
 // The broker's business facts on the daemon's event bus (docs/events.md):
@@ -13,14 +12,14 @@ import (
 // written. The session's principal goes in data.ownerId, so an agent sees
 // the events of its own sessions and no one else's.
 const (
-	evSessionPrepared = "session.prepared"
-	evSessionReleased = "session.released"
-	evSessionEnded    = "session.ended"
+	EvSessionPrepared = "session.prepared"
+	EvSessionReleased = "session.released"
+	EvSessionEnded    = "session.ended"
 )
 
 // emit publishes one session fact of rec, whose principal (principalOf)
 // goes in data.ownerId.
-func (b *broker) emit(typ string, rec sessions.Record, reason string, extra map[string]any) {
+func (b *Broker) emit(typ string, rec Record, reason string, extra map[string]any) {
 	r := &rec.Receipt
 	sid := r.SessionID
 	owner := b.principalOf(rec)
@@ -38,5 +37,5 @@ func (b *broker) emit(typ string, rec sessions.Record, reason string, extra map[
 	if r.Profile != nil {
 		e.Platform = r.Profile.Platform
 	}
-	b.d.bus.Publish(e)
+	b.bus.Publish(e)
 }

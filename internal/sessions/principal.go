@@ -1,4 +1,4 @@
-package daemon
+package sessions
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/dispatch"
-	"github.com/simlock/simlock/internal/sessions"
 )
 
 // principalOf is the principal a session belongs to. Three places know
@@ -23,7 +22,7 @@ import (
 //
 // "" means nobody is known to own it; callers treat that as no one's,
 // never as anyone's.
-func (b *broker) principalOf(rec sessions.Record) string {
+func (b *Broker) principalOf(rec Record) string {
 	if rec.Principal != "" {
 		return rec.Principal
 	}
@@ -40,7 +39,7 @@ func (b *broker) principalOf(rec sessions.Record) string {
 		}
 	}
 	if id := rec.Receipt.LeaseID; id != "" {
-		if l, ok := b.d.engine.Lease(id); ok {
+		if l, ok := b.engine.Lease(id); ok {
 			return l.OwnerID
 		}
 	}
@@ -73,9 +72,9 @@ func isAdmin(call *dispatch.Call) bool {
 // elsewhere too.
 func ownerKey(call *dispatch.Call, token string) string {
 	if isAdmin(call) {
-		return sessions.OwnerDigest(token)
+		return OwnerDigest(token)
 	}
-	return sessions.PrincipalOwnerDigest(call.Session.Principal, token)
+	return PrincipalOwnerDigest(call.Session.Principal, token)
 }
 
 // receiptByRequest reads the caller's receipt of a request id under its
@@ -83,7 +82,7 @@ func ownerKey(call *dispatch.Call, token string) string {
 // its own key. An admin reads its own key first and then, holding an
 // agent's token, the agent's receipt of that request id: admins act on
 // any session whose token they hold.
-func (b *broker) receiptByRequest(ctx context.Context, call *dispatch.Call, token, requestID string) (sessions.Record, bool, string, error) {
+func (b *Broker) receiptByRequest(ctx context.Context, call *dispatch.Call, token, requestID string) (Record, bool, string, error) {
 	od := ownerKey(call, token)
 	rec, ok, err := b.st.SessionReceiptByRequest(ctx, od, requestID)
 	if err != nil || ok || !isAdmin(call) {
@@ -91,13 +90,13 @@ func (b *broker) receiptByRequest(ctx context.Context, call *dispatch.Call, toke
 	}
 	recs, err := b.st.SessionReceiptsByRequestID(ctx, requestID)
 	if err != nil {
-		return sessions.Record{}, false, od, err
+		return Record{}, false, od, err
 	}
 	// Several principals may have used one token and request id; a
 	// session wins over another principal's tombstone of the id.
-	var tomb *sessions.Record
+	var tomb *Record
 	for i, r := range recs {
-		if r.Principal == "" || subtle.ConstantTimeCompare([]byte(r.OwnerDigest), []byte(sessions.PrincipalOwnerDigest(r.Principal, token))) != 1 {
+		if r.Principal == "" || subtle.ConstantTimeCompare([]byte(r.OwnerDigest), []byte(PrincipalOwnerDigest(r.Principal, token))) != 1 {
 			continue
 		}
 		if !r.Abandoned {
@@ -110,7 +109,7 @@ func (b *broker) receiptByRequest(ctx context.Context, call *dispatch.Call, toke
 	if tomb != nil {
 		return *tomb, true, tomb.OwnerDigest, nil
 	}
-	return sessions.Record{}, false, od, nil
+	return Record{}, false, od, nil
 }
 
 // holdsToken compares a stored owner digest with the caller's token in constant
@@ -122,7 +121,7 @@ func holdsToken(call *dispatch.Call, digest, principal, token string) bool {
 	if !isAdmin(call) {
 		return same(ownerKey(call, token))
 	}
-	byToken := same(sessions.OwnerDigest(token))
-	byPrincipal := principal != "" && same(sessions.PrincipalOwnerDigest(principal, token))
+	byToken := same(OwnerDigest(token))
+	byPrincipal := principal != "" && same(PrincipalOwnerDigest(principal, token))
 	return byToken || byPrincipal
 }

@@ -1,4 +1,4 @@
-package daemon
+package sessions
 
 import (
 	"context"
@@ -8,28 +8,14 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
-	"github.com/simlock/simlock/internal/sessions"
 )
 
-// resetReporter is the core's reset record of a released lease (helper
-// reset's Engine.ResetOf); until the engine has it, the broker tells the
-// reset's outcome from the device's fate.
-type resetReporter interface {
-	ResetOf(leaseID string) (rec contract.SessionReset, done <-chan struct{}, ok bool)
-}
-
-// releaseWither ends a lease with a policy other than its own (owner exit
-// and abandonment destroy whatever the session's reset was).
-type releaseWither interface {
-	ReleaseWith(leaseID string, p core.ReleasePolicy, reason string) error
-}
-
-func (b *broker) releaseLease(leaseID string, destroy bool) error {
+func (b *Broker) releaseLease(leaseID string, destroy bool) error {
 	var err error
-	if rw, ok := any(b.d.engine).(releaseWither); ok && destroy {
-		err = rw.ReleaseWith(leaseID, core.ReleasePolicy{Mode: contract.ResetDestroy}, ownerExited)
+	if rw, ok := any(b.engine).(releaseWither); ok && destroy {
+		err = rw.ReleaseWith(leaseID, core.ReleasePolicy{Mode: contract.ResetDestroy}, OwnerExited)
 	} else {
-		err = b.d.engine.Release(leaseID)
+		err = b.engine.Release(leaseID)
 	}
 	if errors.Is(err, core.ErrUnknownLease) {
 		return nil // ended already (expired, lost): its teardown runs anyway
@@ -37,7 +23,7 @@ func (b *broker) releaseLease(leaseID string, destroy bool) error {
 	return err
 }
 
-func (b *broker) replyBudget(in *int64) time.Duration {
+func (b *Broker) replyBudget(in *int64) time.Duration {
 	ms := b.cfg.ReleaseReplyBudgetMs
 	if ms <= 0 || ms > maxReplyBudgetMs {
 		ms = maxReplyBudgetMs
@@ -48,12 +34,12 @@ func (b *broker) replyBudget(in *int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// release ends a session for the holder of its owner token. Without the
+// Release ends a session for the holder of its owner token. Without the
 // token a session is unknown_session to the caller, exactly as an id
 // that never existed (ADR 0058): the daemon cannot check a token against a
 // receipt it does not have, so "no session of yours" is the one answer
 // true of both. An admin is told another token's session apart.
-func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.SessionReleaseIn) (contract.SessionReleaseOut, error) {
+func (b *Broker) Release(ctx context.Context, call *dispatch.Call, in contract.SessionReleaseIn) (contract.SessionReleaseOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionReleaseOut{}, err
 	}
@@ -67,8 +53,8 @@ func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.S
 		}
 		return contract.SessionReleaseOut{Outcome: contract.ReleaseUnknownSession}, nil
 	}
-	if in.Reason != "" && in.Reason != ownerExited {
-		return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeBadRequest, "reason is %q or empty, not %q", ownerExited, in.Reason)
+	if in.Reason != "" && in.Reason != OwnerExited {
+		return contract.SessionReleaseOut{}, contract.Errorf(contract.CodeBadRequest, "reason is %q or empty, not %q", OwnerExited, in.Reason)
 	}
 	budget := b.replyBudget(in.ReplyBudgetMs)
 	t, err := b.beginRelease(ctx, in.SessionID, in.Reason, nil)
@@ -77,7 +63,7 @@ func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.S
 	}
 	outcome := contract.ReleaseReleased
 	switch {
-	case t != nil && in.Reason == ownerExited:
+	case t != nil && in.Reason == OwnerExited:
 		// The keeper's owner is gone and nobody waits for the teardown:
 		// the terminal receipt is committed, so the answer acknowledges
 		// the release and the destruction finishes as tracked work.
@@ -85,7 +71,7 @@ func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.S
 	case t != nil:
 		select {
 		case <-t.done:
-		case <-b.d.clock.After(budget):
+		case <-b.clock.After(budget):
 			outcome = contract.ReleaseCleanupPending
 		case <-ctx.Done():
 			outcome = contract.ReleaseCleanupPending
@@ -104,7 +90,7 @@ func (b *broker) release(ctx context.Context, call *dispatch.Call, in contract.S
 // beginRelease commits a session's release durably and starts its tracked
 // cleanup; it returns the tracked release to wait on, or nil when the
 // session is settled already. Every later call joins the same one.
-func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contract.SessionFailure) (*tracked, error) {
+func (b *Broker) beginRelease(ctx context.Context, sid, reason string, f *contract.SessionFailure) (*tracked, error) {
 	b.mu.Lock()
 	if t, ok := b.releases[sid]; ok {
 		b.mu.Unlock()
@@ -127,10 +113,10 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 	}
 	r := &rec.Receipt
 	switch {
-	case sessions.Terminal(r.Status) && !r.CleanupPending:
+	case Terminal(r.Status) && !r.CleanupPending:
 		drop()
 		return nil, nil
-	case sessions.Terminal(r.Status) || rec.Releasing:
+	case Terminal(r.Status) || rec.Releasing:
 		// Ended, teardown unconfirmed (a restart): track it again.
 		b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, t)
 		return t, nil
@@ -139,12 +125,12 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 		return nil, contract.Errorf(contract.CodeSessionEnded, "session %s is still preparing; abandon its request instead", sid)
 	}
 	now := b.now()
-	destroy := reason == ownerExited || f != nil
+	destroy := reason == OwnerExited || f != nil
 	switch {
 	case f != nil:
-		sessions.Fail(r, *f, now)
-	case reason == ownerExited:
-		sessions.Fail(r, failure(contract.CodeSessionOwnerExited, "the session's owner exited", retryNewRequest), now)
+		Fail(r, *f, now)
+	case reason == OwnerExited:
+		Fail(r, failure(contract.CodeSessionOwnerExited, "the session's owner exited", retryNewRequest), now)
 	default:
 		// Ready until the reset settles: released is the settled answer.
 		rec.Releasing = true
@@ -174,7 +160,7 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 		drop()
 		return nil, err
 	}
-	b.emit(evSessionReleased, rec, r.EndReason, map[string]any{"resetMode": mode})
+	b.emit(EvSessionReleased, rec, r.EndReason, map[string]any{"resetMode": mode})
 	// The timers are re-armed under b.mu by their own checks, so they are
 	// stopped under it too.
 	b.mu.Lock()
@@ -200,10 +186,10 @@ func (b *broker) beginRelease(ctx context.Context, sid, reason string, f *contra
 // idlePoolFull reports whether another reset device may not wait for the
 // next session: reset devices idle in the pool (ready, unleased, reset at
 // least once) plus the resets still running count against idlePoolCap.
-func (b *broker) idlePoolFull(self string) bool {
+func (b *Broker) idlePoolFull(self string) bool {
 	n := 0
-	for _, d := range b.d.engine.Devices() {
-		if isSessionDevice(d) && d.State == core.StateReady && d.ReuseCount > 0 {
+	for _, d := range b.engine.Devices() {
+		if IsSessionDevice(d) && d.State == core.StateReady && d.ReuseCount > 0 {
 			n++
 		}
 	}
@@ -227,14 +213,14 @@ func deviceOf(r *contract.SessionReceipt) string {
 // trackCleanup waits for a session's device teardown, then records the
 // reset and clears cleanupPending. Until then the device counts against
 // totalDeviceCap, so capacity is offered again only once it is confirmed.
-func (b *broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracked) {
+func (b *Broker) trackCleanup(sid, identity, deviceID, leaseID string, t *tracked) {
 	b.trackCleanupUntil(sid, identity, deviceID, leaseID, t, nil)
 }
 
 // trackCleanupUntil is trackCleanup with the teardown's end given: until
 // closes when it is confirmed (nil: the released lease's reset, or its
 // device's settling, as trackCleanup reads it).
-func (b *broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *tracked, until <-chan struct{}) {
+func (b *Broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *tracked, until <-chan struct{}) {
 	b.mu.Lock()
 	if t == nil {
 		if _, ok := b.releases[sid]; ok {
@@ -254,7 +240,7 @@ func (b *broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *t
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		rep, hasRep := any(b.d.engine).(resetReporter)
+		rep, hasRep := any(b.engine).(resetReporter)
 		done := until
 		if done != nil {
 			hasRep = false
@@ -289,7 +275,7 @@ func (b *broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *t
 				if rec, _, ok := rep.ResetOf(leaseID); ok {
 					reset = &rec // the core's own record: mode, outcome, native phases
 				}
-			} else if _, there := b.d.engine.Device(deviceID); !there {
+			} else if _, there := b.engine.Device(deviceID); !there {
 				reset.Outcome = contract.ResetOutcomeDestroyed
 			} else {
 				reset.Outcome = contract.ResetOutcomeClean
@@ -305,14 +291,14 @@ func (b *broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *t
 			r.Timing.Reset = reset
 			r.CleanupPending = false
 			if rec.Releasing && r.Status == contract.SessionReady {
-				_ = sessions.Move(r, contract.SessionReleased, now)
+				_ = Move(r, contract.SessionReleased, now)
 			}
 			rec.Releasing = false
 			r.UpdatedAtMs = now.UnixMilli()
 			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 				b.log.Warn("record session cleanup", "session", sid, "err", err)
 			} else {
-				b.emit(evSessionEnded, rec, r.EndReason, map[string]any{"resetMode": reset.Mode, "resetOutcome": reset.Outcome})
+				b.emit(EvSessionEnded, rec, r.EndReason, map[string]any{"resetMode": reset.Mode, "resetOutcome": reset.Outcome})
 			}
 		}
 		b.mu.Lock()
@@ -327,14 +313,14 @@ func (b *broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *t
 // from the registry (destroyed), or out of its reclaim and the lease's
 // hands. It follows the bus rather than polling, so a fake clock needs
 // no ticks.
-func (b *broker) cleanupDone(deviceID, leaseID string) <-chan struct{} {
+func (b *Broker) cleanupDone(deviceID, leaseID string) <-chan struct{} {
 	out := make(chan struct{})
-	evs, unsub := b.d.bus.Subscribe(64)
+	evs, unsub := b.bus.Subscribe(64)
 	settled := func() bool {
-		if _, held := b.d.engine.Lease(leaseID); held && leaseID != "" {
+		if _, held := b.engine.Lease(leaseID); held && leaseID != "" {
 			return false
 		}
-		d, ok := b.d.engine.Device(deviceID)
+		d, ok := b.engine.Device(deviceID)
 		return deviceID == "" || !ok || (d.State != core.StateReclaiming && d.State != core.StateProvisioning)
 	}
 	go func() {

@@ -1,4 +1,4 @@
-package daemon
+package sessions
 
 import (
 	"testing"
@@ -27,7 +27,7 @@ func TestConfSessionReleaseReplyBudgetIsClamped(t *testing.T) {
 		{"per call above the bound", 5000, ms(90000), 30 * time.Second},
 	}
 	for _, c := range cases {
-		b := &broker{cfg: &config.Sessions{ReleaseReplyBudgetMs: c.operator}}
+		b := &Broker{cfg: &config.Sessions{ReleaseReplyBudgetMs: c.operator}}
 		if got := b.replyBudget(c.call); got != c.want {
 			t.Errorf("%s: replyBudget = %s, want %s", c.name, got, c.want)
 		}

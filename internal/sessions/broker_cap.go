@@ -1,4 +1,4 @@
-package daemon
+package sessions
 
 import (
 	"context"
@@ -7,31 +7,30 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
-	"github.com/simlock/simlock/internal/sessions"
 )
 
 // The broker's devices (ADR 0063): every session's lease request carries
-// the owner-system mark sessionSystem, so each device made for a session
-// is the broker's from its first record to its destruction. The core keeps
-// it out of the general pool; the broker counts it against
-// totalDeviceCap in every state, and destroys an idle one before a
-// create when the cap is full.
+// the owner-system mark System, so each device made for a session is the
+// broker's from its first record to its destruction. The core keeps it out
+// of the general pool; the broker counts it against totalDeviceCap in
+// every state, and destroys an idle one before a create when the cap is
+// full.
 
-// sessionSystem is the owner-system mark of session devices, shown as
+// System is the owner-system mark of session devices, shown as
 // ownerSystem in status, list and the metrics.
-const sessionSystem = "session"
+const System = "session"
 
 // evictWait bounds how long admission waits for an idle session device's
 // destruction to be confirmed before answering EVICTION_PENDING.
 const evictWait = 2 * time.Minute
 
-// isSessionDevice reports whether d is one of the broker's devices.
-func isSessionDevice(d core.DeviceRecord) bool { return d.OwnerSystem == sessionSystem }
+// IsSessionDevice reports whether d is one of the broker's devices.
+func IsSessionDevice(d core.DeviceRecord) bool { return d.OwnerSystem == System }
 
 // idleSessionDevice reports whether d is a session device no session
 // holds and no operation touches: admission may destroy it.
 func idleSessionDevice(d core.DeviceRecord, leased map[string]bool) bool {
-	return isSessionDevice(d) && !leased[d.ID] && d.Intent == (core.DeviceIntent{}) &&
+	return IsSessionDevice(d) && !leased[d.ID] && d.Intent == (core.DeviceIntent{}) &&
 		(d.State == core.StateReady || d.State == core.StateShutdown)
 }
 
@@ -46,18 +45,18 @@ func fits(d core.DeviceRecord, p contract.SessionProfile) bool {
 // recently used one). It reads the engine before taking b.mu: the engine
 // calls back into the broker (progress) outside its own lock only, but the
 // broker never holds b.mu across an engine call.
-func (b *broker) usage(p contract.SessionProfile) (sessions.Usage, string) {
+func (b *Broker) usage(p contract.SessionProfile) (Usage, string) {
 	leased := map[string]bool{}
-	for _, l := range b.d.engine.Leases() {
+	for _, l := range b.engine.Leases() {
 		for _, id := range l.DeviceIDs() {
 			leased[id] = true
 		}
 	}
-	var u sessions.Usage
+	var u Usage
 	present := map[string]bool{}
 	var idle []core.DeviceRecord
-	for _, d := range b.d.engine.Devices() {
-		if !isSessionDevice(d) {
+	for _, d := range b.engine.Devices() {
+		if !IsSessionDevice(d) {
 			continue
 		}
 		u.Devices++
@@ -104,47 +103,47 @@ func lastTouched(d core.DeviceRecord) time.Time {
 	return d.StateSince
 }
 
-// admit is the admission decision under admitMu: the caps as
-// sessions.Decide reads them, with every idle session device the cap
-// needs destroyed first, its destruction confirmed by the registry. It
-// reports whether it evicted, for the receipt's admission.
-func (b *broker) admit(ctx context.Context, p contract.SessionProfile) (sessions.Refusal, bool) {
-	limits := sessions.Limits{SessionCap: b.cfg.Limits.SessionCap, TotalDeviceCap: b.cfg.Limits.TotalDeviceCap}
+// admit is the admission decision under admitMu: the caps as Decide
+// reads them, with every idle session device the cap needs destroyed
+// first, its destruction confirmed by the registry. It reports whether it
+// evicted, for the receipt's admission.
+func (b *Broker) admit(ctx context.Context, p contract.SessionProfile) (Refusal, bool) {
+	limits := Limits{SessionCap: b.cfg.Limits.SessionCap, TotalDeviceCap: b.cfg.Limits.TotalDeviceCap}
 	evicted := false
 	for range 8 {
 		u, victim := b.usage(p)
-		r := sessions.Decide(limits, u)
-		if r != sessions.EvictIdle {
+		r := Decide(limits, u)
+		if r != EvictIdle {
 			return r, evicted
 		}
 		gone := b.deviceGone(victim)
-		if err := b.d.engine.RetireIdle(victim, sessionSystem); err != nil {
+		if err := b.engine.RetireIdle(victim, System); err != nil {
 			b.log.Info("evicting an idle session device", "device", victim, "err", err)
-			return sessions.EvictionPending, evicted
+			return EvictionPending, evicted
 		}
 		b.log.Info("totalDeviceCap full; destroying an idle session device before a create", "device", victim)
 		select {
 		case <-gone:
 			evicted = true
-		case <-b.d.clock.After(evictWait):
-			return sessions.EvictionPending, evicted
+		case <-b.clock.After(evictWait):
+			return EvictionPending, evicted
 		case <-ctx.Done():
-			return sessions.EvictionPending, evicted
+			return EvictionPending, evicted
 		}
 	}
-	return sessions.EvictionPending, evicted
+	return EvictionPending, evicted
 }
 
 // deviceGone closes once device id is no longer in the registry: its
 // destruction is confirmed (the core drops the record only then). It
 // follows the bus, so a fake clock needs no ticks.
-func (b *broker) deviceGone(id string) <-chan struct{} {
+func (b *Broker) deviceGone(id string) <-chan struct{} {
 	out := make(chan struct{})
-	evs, unsub := b.d.bus.Subscribe(64)
+	evs, unsub := b.bus.Subscribe(64)
 	go func() {
 		defer unsub()
 		for {
-			if _, ok := b.d.engine.Device(id); !ok || id == "" {
+			if _, ok := b.engine.Device(id); !ok || id == "" {
 				close(out)
 				return
 			}
@@ -161,7 +160,7 @@ func (b *broker) deviceGone(id string) <-chan struct{} {
 // preparing records the device a preparation works on (provisioning,
 // booting, granted), so an abandoned or interrupted preparation knows
 // which device to see destroyed, and admission counts it once.
-func (b *broker) preparing(sid string, p core.Progress) {
+func (b *Broker) preparing(sid string, p core.Progress) {
 	if p.DeviceID == "" || (p.Phase != "provisioning" && p.Phase != "booting" && p.Phase != "granted") {
 		return
 	}
@@ -176,7 +175,7 @@ func (b *broker) preparing(sid string, p core.Progress) {
 // a session device it was preparing that no lease ever held. The core
 // destroys such a device (ADR 0063); until the registry confirms it, the
 // receipt says cleanupPending and the device counts against the cap.
-func (b *broker) leftBehind(sid string) (core.DeviceRecord, bool) {
+func (b *Broker) leftBehind(sid string) (core.DeviceRecord, bool) {
 	b.mu.Lock()
 	id := ""
 	if s, ok := b.live[sid]; ok {
@@ -186,8 +185,8 @@ func (b *broker) leftBehind(sid string) (core.DeviceRecord, bool) {
 	if id == "" {
 		return core.DeviceRecord{}, false
 	}
-	d, ok := b.d.engine.Device(id)
-	if !ok || !isSessionDevice(d) || !d.LastLeasedAt.IsZero() {
+	d, ok := b.engine.Device(id)
+	if !ok || !IsSessionDevice(d) || !d.LastLeasedAt.IsZero() {
 		return core.DeviceRecord{}, false
 	}
 	return d, true

@@ -1,4 +1,4 @@
-package daemon
+package sessions
 
 import (
 	"context"
@@ -9,37 +9,9 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
-	"github.com/simlock/simlock/internal/sessions"
 )
 
-// registerSessions installs the session operations and capabilities.get.
-func (d *Daemon) registerSessions(disp *dispatch.Dispatcher) {
-	b := d.sessions
-	dispatch.Handle(disp, contract.CapabilitiesGet, func(context.Context, *dispatch.Call, contract.CapabilitiesGetIn) (contract.CapabilitiesGetOut, error) {
-		return contract.CapabilitiesGetOut{Contracts: d.contracts()}, nil
-	})
-	dispatch.Handle(disp, contract.SessionPrepare, b.prepare)
-	dispatch.Handle(disp, contract.SessionStatus, b.status)
-	dispatch.Handle(disp, contract.SessionAbandon, b.abandon)
-	dispatch.Handle(disp, contract.SessionRelease, b.release)
-	dispatch.Handle(disp, contract.SessionHeartbeat, b.heartbeat)
-	dispatch.Handle(disp, contract.SessionInfo, b.info)
-	dispatch.Handle(disp, contract.SessionStats, b.stats)
-	dispatch.Handle(disp, contract.SessionGetExport, b.getExport)
-	dispatch.Handle(disp, contract.SessionAcknowledgeExport, b.acknowledgeExport)
-}
-
-// contracts lists what capabilities.get answers. Other features append
-// theirs to d.extraContracts when they are configured (managed-slots/v1).
-func (d *Daemon) contracts() []string {
-	out := []string{}
-	if d.sessions != nil && d.sessions.cfg != nil {
-		out = append(out, contract.ContractSessionBroker, contract.ContractSessionBrokerExport)
-	}
-	return append(out, d.extraContracts...)
-}
-
-func (b *broker) status(ctx context.Context, call *dispatch.Call, in contract.SessionStatusIn) (contract.SessionReceipt, error) {
+func (b *Broker) Status(ctx context.Context, call *dispatch.Call, in contract.SessionStatusIn) (contract.SessionReceipt, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionReceipt{}, err
 	}
@@ -55,15 +27,15 @@ func (b *broker) status(ctx context.Context, call *dispatch.Call, in contract.Se
 	return rec.Receipt, nil
 }
 
-// abandon consumes a request id's identity, seen or not: it writes the
+// Abandon consumes a request id's identity, seen or not: it writes the
 // tombstone first, so a late prepare of it finds SESSION_ABANDONED, then
 // ends whatever the id already holds.
-func (b *broker) abandon(ctx context.Context, call *dispatch.Call, in contract.SessionAbandonIn) (contract.SessionReceipt, error) {
+func (b *Broker) Abandon(ctx context.Context, call *dispatch.Call, in contract.SessionAbandonIn) (contract.SessionReceipt, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionReceipt{}, err
 	}
 	if b.isStopping() {
-		return contract.SessionReceipt{}, stoppingErr()
+		return contract.SessionReceipt{}, StoppingErr()
 	}
 	if err := checkOwnerToken(in.OwnerToken); err != nil {
 		return contract.SessionReceipt{}, err
@@ -79,7 +51,7 @@ func (b *broker) abandon(ctx context.Context, call *dispatch.Call, in contract.S
 	}
 	now := b.now()
 	f := failure(contract.CodeSessionAbandoned, "the request was abandoned", retryNewRequest)
-	tomb := sessions.Record{Identity: sessions.AbandonIdentity(od, in.RequestID), OwnerDigest: od, Abandoned: true,
+	tomb := Record{Identity: AbandonIdentity(od, in.RequestID), OwnerDigest: od, Abandoned: true,
 		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: in.RequestID, Status: contract.SessionFailed, Failure: &f,
 			CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli(), EndReason: "abandoned"}}
 	if call != nil {
@@ -137,9 +109,9 @@ func notYours() error {
 // sessionOf reads a session's receipt for its owner. An admin is told an
 // unknown id apart from another owner's; anyone else gets notYours for
 // both.
-func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token string) (sessions.Record, error) {
+func (b *Broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token string) (Record, error) {
 	if err := b.configured(); err != nil {
-		return sessions.Record{}, err
+		return Record{}, err
 	}
 	rec, ok, err := b.st.SessionReceiptBySession(ctx, sid)
 	if err != nil {
@@ -158,7 +130,7 @@ func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token 
 	}
 }
 
-// heartbeat renews a session's lease. A keeper sends one every few
+// Heartbeat renews a session's lease. A keeper sends one every few
 // seconds, so its heartbeat on a live session is answered from the
 // broker's memory (its lease and owner digest, set when the ready receipt
 // was committed or adopted) and reads no receipt: that is the hot path.
@@ -171,7 +143,7 @@ func (b *broker) sessionOf(ctx context.Context, call *dispatch.Call, sid, token 
 // memory it was one indexed read faster, and averaging probes would tell
 // live ids from the rest (ADR 0058, section 3). The read costs only the
 // callers that are refused anyway.
-func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
+func (b *Broker) Heartbeat(ctx context.Context, call *dispatch.Call, in contract.SessionHeartbeatIn) (contract.SessionHeartbeatOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionHeartbeatOut{}, err
 	}
@@ -203,7 +175,7 @@ func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract
 	b.beat(in.SessionID)
 	// Always the session's width: a handed-off lease carries a longer one
 	// for the restart, and the first heartbeat ends that grace.
-	_, err := b.d.engine.Renew(leaseID, b.leaseTTL())
+	_, err := b.engine.Renew(leaseID, b.leaseTTL())
 	if errors.Is(err, core.ErrUnknownLease) {
 		return contract.SessionHeartbeatOut{}, contract.Errorf(contract.CodeSessionEnded, "session %s has ended", in.SessionID)
 	}
@@ -215,12 +187,12 @@ func (b *broker) heartbeat(ctx context.Context, call *dispatch.Call, in contract
 	return contract.SessionHeartbeatOut{SessionID: in.SessionID, ExpiresAtMs: b.now().Add(b.heartbeatTTL()).UnixMilli()}, nil
 }
 
-// info takes no owner token, so the session's principal (principalOf)
+// Info takes no owner token, so the session's principal (principalOf)
 // stands in for one, live or ended alike: an ended session's receipt still
 // names its device and profile. An unknown id and another principal's
 // session take the same path to the same refusal; an admin reads any
 // receipt and is told when there is none.
-func (b *broker) info(ctx context.Context, call *dispatch.Call, in contract.SessionInfoIn) (contract.SessionInfoOut, error) {
+func (b *Broker) Info(ctx context.Context, call *dispatch.Call, in contract.SessionInfoIn) (contract.SessionInfoOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionInfoOut{}, err
 	}
@@ -235,20 +207,20 @@ func (b *broker) info(ctx context.Context, call *dispatch.Call, in contract.Sess
 		return contract.SessionInfoOut{}, notYours()
 	}
 	out := contract.SessionInfoOut{SessionID: in.SessionID, Status: rec.Receipt.Status, Profile: rec.Receipt.Profile, Device: rec.Receipt.Device}
-	if l, held := b.d.engine.Lease(rec.Receipt.LeaseID); held && rec.Receipt.Status == contract.SessionReady {
-		if dev, ok := b.d.engine.Device(l.DeviceID); ok {
-			cd := b.d.deviceOut(dev, l.ID)
+	if l, held := b.engine.Lease(rec.Receipt.LeaseID); held && rec.Receipt.Status == contract.SessionReady {
+		if dev, ok := b.engine.Device(l.DeviceID); ok {
+			cd := b.host.DeviceOut(dev, l.ID)
 			out.Device = &cd
 		}
 	}
 	return out, nil
 }
 
-func (b *broker) stats(ctx context.Context, _ *dispatch.Call, in contract.SessionStatsIn) (contract.SessionStatsOut, error) {
+func (b *Broker) Stats(ctx context.Context, _ *dispatch.Call, in contract.SessionStatsIn) (contract.SessionStatsOut, error) {
 	if err := b.configured(); err != nil {
 		return contract.SessionStatsOut{}, err
 	}
-	w, limit, err := sessions.StatsBounds(in)
+	w, limit, err := StatsBounds(in)
 	if err != nil {
 		return contract.SessionStatsOut{}, err
 	}
@@ -262,7 +234,7 @@ func (b *broker) stats(ctx context.Context, _ *dispatch.Call, in contract.Sessio
 	for _, r := range recs {
 		rs = append(rs, r.Receipt)
 	}
-	return sessions.Compute(rs, since, until, limit, trunc), nil
+	return Compute(rs, since, until, limit, trunc), nil
 }
 
 // export reads the caller's export and its receipt: links are scoped by
@@ -273,14 +245,14 @@ func (b *broker) stats(ctx context.Context, _ *dispatch.Call, in contract.Sessio
 // way), and only the owner learns of a digest mismatch. An admin is told
 // the precise refusal: one more read tells another owner's export from
 // none.
-func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (sessions.Export, sessions.Record, error) {
+func (b *Broker) export(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (Export, Record, error) {
 	if err := b.configured(); err != nil {
-		return sessions.Export{}, sessions.Record{}, err
+		return Export{}, Record{}, err
 	}
 	od := ownerKey(call, in.OwnerToken)
 	e, found, err := b.st.SessionExport(ctx, od, in.PrepareID)
 	if err != nil {
-		return e, sessions.Record{}, err
+		return e, Record{}, err
 	}
 	rec, linked, err := b.st.SessionReceipt(ctx, e.Identity)
 	if err != nil {
@@ -306,7 +278,7 @@ func (b *broker) export(ctx context.Context, call *dispatch.Call, in contract.Se
 	return e, rec, nil
 }
 
-func (b *broker) getExport(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (contract.SessionExportOut, error) {
+func (b *Broker) GetExport(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (contract.SessionExportOut, error) {
 	e, rec, err := b.export(ctx, call, in)
 	if err != nil {
 		return contract.SessionExportOut{}, err
@@ -315,7 +287,7 @@ func (b *broker) getExport(ctx context.Context, call *dispatch.Call, in contract
 		Acknowledged: !e.AcknowledgedAt.IsZero(), Result: rec.Receipt}, nil
 }
 
-func (b *broker) acknowledgeExport(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (contract.SessionAcknowledgeOut, error) {
+func (b *Broker) AcknowledgeExport(ctx context.Context, call *dispatch.Call, in contract.SessionExportIn) (contract.SessionAcknowledgeOut, error) {
 	_, _, err := b.export(ctx, call, in)
 	if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeSessionExportNotFound {
 		return contract.SessionAcknowledgeOut{PrepareID: in.PrepareID, Outcome: "unknown_export"}, nil
@@ -331,21 +303,21 @@ func (b *broker) acknowledgeExport(ctx context.Context, call *dispatch.Call, in 
 
 // ---- restart ----
 
-// recover runs once the engine has converged and before the gate opens:
+// Recover runs once the engine has converged and before the gate opens:
 // sessions a graceful stop handed off are adopted under the same ids;
 // after a crash (no handoff mark) every open session ends
 // SESSION_OWNER_EXITED and its device is destroyed.
-func (b *broker) recover(ctx context.Context) {
+func (b *Broker) Recover(ctx context.Context) {
 	if b.cfg == nil {
 		return
 	}
-	mark, _, err := b.d.db.GetMeta(ctx, metaHandoff)
+	mark, _, err := b.meta.GetMeta(ctx, MetaHandoff)
 	if err != nil {
 		b.log.Error("read the session handoff mark", "err", err)
 	}
 	handedOff := mark != ""
 	if handedOff {
-		if err := b.d.db.SetMeta(ctx, metaHandoff, ""); err != nil {
+		if err := b.meta.SetMeta(ctx, MetaHandoff, ""); err != nil {
 			b.log.Error("clear the session handoff mark", "err", err)
 		}
 	}
@@ -365,14 +337,14 @@ func (b *broker) recover(ctx context.Context) {
 			// request may have been granted since; that lease goes.
 			f := exited
 			if handedOff {
-				f = sessions.StoppedFailure(stoppingRetryMs)
+				f = StoppedFailure(StoppingRetryMs)
 			}
-			sessions.Fail(r, f, now)
-			for _, l := range b.d.engine.Leases() {
+			Fail(r, f, now)
+			for _, l := range b.engine.Leases() {
 				if strings.HasSuffix(l.RequesterID, "session/"+sid) {
 					r.LeaseID = l.ID
-					if dev, ok := b.d.engine.Device(l.DeviceID); ok {
-						cd := b.d.deviceOut(dev, l.ID)
+					if dev, ok := b.engine.Device(l.DeviceID); ok {
+						cd := b.host.DeviceOut(dev, l.ID)
 						r.Device = &cd
 					}
 					r.CleanupPending = true
@@ -392,8 +364,8 @@ func (b *broker) recover(ctx context.Context) {
 					// Cut off mid-reset by a crash: the device is uncertain
 					// (the core destroys it from its intent) and the
 					// session ends as its owner's exit, on every replay.
-					sessions.Fail(r, exited, now)
-					r.EndReason = ownerExited
+					Fail(r, exited, now)
+					r.EndReason = OwnerExited
 					if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 						b.log.Error("end a session cut off mid-reset", "session", sid, "err", err)
 						continue
@@ -402,9 +374,9 @@ func (b *broker) recover(ctx context.Context) {
 				b.trackCleanup(sid, rec.Identity, deviceOf(r), r.LeaseID, nil)
 				continue
 			}
-			l, held := b.d.engine.Lease(r.LeaseID)
+			l, held := b.engine.Lease(r.LeaseID)
 			if handedOff && rec.HandedOff && held {
-				rec.HandedOff, rec.Instance = false, b.d.instanceID
+				rec.HandedOff, rec.Instance = false, b.instance
 				r.UpdatedAtMs = now.UnixMilli()
 				if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
 					b.log.Error("adopt a handed-off session", "session", sid, "err", err)
@@ -414,8 +386,8 @@ func (b *broker) recover(ctx context.Context) {
 				b.log.Info("session adopted after a restart", "session", sid)
 				continue
 			}
-			sessions.Fail(r, exited, now)
-			r.EndReason = ownerExited
+			Fail(r, exited, now)
+			r.EndReason = OwnerExited
 			r.CleanupPending = true
 			r.Timing.Reset = &contract.SessionReset{Mode: contract.ResetDestroy, Outcome: contract.ResetOutcomePending, StartedAtMs: now.UnixMilli()}
 			if err := b.st.UpdateSessionReceipt(ctx, rec); err != nil {
@@ -435,9 +407,9 @@ func (b *broker) recover(ctx context.Context) {
 	b.prune(ctx)
 }
 
-func (b *broker) prune(ctx context.Context) {
-	n, err := b.st.PruneSessionReceipts(ctx, b.now(), msDur(b.cfg.ReceiptRetentionMs, sessions.DefaultReceiptRetention),
-		msDur(b.cfg.ExportMaxAgeMs, sessions.DefaultExportMaxAge))
+func (b *Broker) prune(ctx context.Context) {
+	n, err := b.st.PruneSessionReceipts(ctx, b.now(), msDur(b.cfg.ReceiptRetentionMs, DefaultReceiptRetention),
+		msDur(b.cfg.ExportMaxAgeMs, DefaultExportMaxAge))
 	if err != nil {
 		b.log.Warn("prune session receipts", "err", err)
 	} else if n > 0 {
@@ -446,16 +418,16 @@ func (b *broker) prune(ctx context.Context) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.stopping {
-		b.d.clock.AfterFunc(time.Hour, func() { b.prune(context.WithoutCancel(b.ctx)) })
+		b.clock.AfterFunc(time.Hour, func() { b.prune(context.WithoutCancel(b.ctx)) })
 	}
 }
 
-// stop begins the broker's shutdown, before the engine stops: new
+// Stop begins the broker's shutdown, before the engine stops: new
 // prepares and abandons are refused (SESSION_BROKER_STOPPING), running
 // preparations are cancelled and store their terminal receipt, and every
 // live session is marked handed off, its lease widened by a grace so the
 // keeper can reach the next daemon.
-func (b *broker) stop() {
+func (b *Broker) Stop() {
 	b.mu.Lock()
 	if b.stopping {
 		b.mu.Unlock()
@@ -484,7 +456,7 @@ func (b *broker) stop() {
 		b.cancel()
 		return
 	}
-	deadline := b.d.clock.After(10 * time.Second)
+	deadline := b.clock.After(10 * time.Second)
 	for _, w := range waits {
 		select {
 		case <-w:
@@ -493,7 +465,7 @@ func (b *broker) stop() {
 	}
 	ctx := context.Background()
 	for sid, s := range live {
-		if _, err := b.d.engine.Renew(s.leaseID, b.leaseTTL()+handoffGrace); err != nil {
+		if _, err := b.engine.Renew(s.leaseID, b.leaseTTL()+handoffGrace); err != nil {
 			continue // ended meanwhile: its receipt says how
 		}
 		rec, ok, err := b.st.SessionReceipt(ctx, s.identity)
@@ -505,14 +477,14 @@ func (b *broker) stop() {
 			b.log.Warn("mark a session handed off", "session", sid, "err", err)
 		}
 	}
-	if err := b.d.db.SetMeta(ctx, metaHandoff, b.d.instanceID); err != nil {
+	if err := b.meta.SetMeta(ctx, MetaHandoff, b.instance); err != nil {
 		b.log.Warn("write the session handoff mark", "err", err)
 	}
 	b.cancel()
 }
 
-// wait joins the broker's goroutines (bounded by ctx) once it is stopped.
-func (b *broker) wait(ctx context.Context) {
+// Wait joins the broker's goroutines (bounded by ctx) once it is stopped.
+func (b *Broker) Wait(ctx context.Context) {
 	b.cancel()
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }()
