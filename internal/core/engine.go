@@ -157,16 +157,15 @@ type Engine struct {
 	demand      demandBook // recorded concurrency per spec (demand.go)
 	demandTimer ports.Timer
 
-	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
-	assigned   map[string]string        // device id -> managed slot key holding it (SetAssigned, assigned.go)
-	slotMade   map[string]string        // devices ProvisionAssigned made, by slot key, until forgotten
-	slotPins   map[string]int           // slot key -> acquisitions in flight (PinSlot): its device does not yield
-	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
-	whyWatch   map[string][]*string     // lease id -> where its end reason goes (leasewatch.go)
-	reqs       *requestBook             // durable lease requests, see requests.go
-	rs         resetBook                // session resets of released leases (reset.go)
-	goldens    goldenBook               // golden removals and refused builds (golden.go)
-	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
+	foreign  map[string]string // device id -> who else on the host holds it (SetForeignClaims)
+	assigned map[string]string // device id -> managed slot key holding it (SetAssigned, assigned.go)
+	slotMade map[string]string // devices ProvisionAssigned made, by slot key, until forgotten
+	slotPins map[string]int    // slot key -> acquisitions in flight (PinSlot): its device does not yield
+	watches  watchBook         // who waits for a lease to end (watchbook.go)
+	reqs     *requestBook      // durable lease requests, see requests.go
+	rs       resetBook         // session resets of released leases (reset.go)
+	goldens  goldenBook        // golden removals and refused builds (golden.go)
+	host     HostUsage         // the rest of the host, as the daemon last saw it (hostcap.go)
 
 	// assignedUnknown: the daemon has not yet handed in a map of the slots'
 	// devices it could read (SetAssignedUnknown); the pool gives out
@@ -428,7 +427,7 @@ func (e *Engine) applyLocked(c Changes) {
 		if l, ok := e.leases[id]; ok {
 			delete(e.byRequester, l.RequesterID)
 			delete(e.leases, id)
-			e.leaseGoneLocked(id)
+			e.watches.gone(id)
 		}
 	}
 }

@@ -167,7 +167,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	if err := e.commitLocked(c); err != nil {
 		return err
 	}
-	e.leaseWhyLocked(l.ID, reason)
+	e.watches.tell(l.ID, reason)
 	if t, ok := e.timers[l.ID]; ok {
 		t.Stop()
 		delete(e.timers, l.ID)
