@@ -151,11 +151,8 @@ type Engine struct {
 	obs         map[string]*observation
 	healthTimer ports.Timer
 	cleanTimer  ports.Timer
-	pressure    bool       // last disk pressure reading, for edge-triggering
-	warmSpecs   []warmSpec // the warm targets the planner fills now (refreshWarmLocked)
-	warmFloors  []warmSpec // the configured targets, resolved at startup
-	demand      demandBook // recorded concurrency per spec (demand.go)
-	demandTimer ports.Timer
+	pressure    bool     // last disk pressure reading, for edge-triggering
+	warm        warmBook // the warm pool's targets and the demand they follow (warmbook.go)
 
 	foreign  map[string]string // device id -> who else on the host holds it (SetForeignClaims)
 	assigned map[string]string // device id -> managed slot key holding it (SetAssigned, assigned.go)
@@ -224,6 +221,7 @@ func New(cfg Config, d Deps) *Engine {
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
 		slotMade: map[string]string{}, slotPins: map[string]int{},
+		warm: warmBook{pol: cfg.Demand, clock: d.Clock},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv

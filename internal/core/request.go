@@ -403,7 +403,7 @@ func (e *Engine) scheduleLocked() {
 		return
 	}
 	e.serveTargetedLocked(e.queue.Entries())
-	e.refreshWarmLocked()
+	e.warm.refresh(e.viewLocked())
 	queue := e.queue.Entries()
 	ds := Plan(e.planInputLocked(queue, true))
 	e.countBypassLocked(ds, queue)
@@ -422,7 +422,7 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 		w = queue[d.Waiter]
 		spec = w.spec
 	} else {
-		spec = e.warmSpecs[d.Warm].spec
+		spec = e.warm.specs[d.Warm].spec
 	}
 	switch d.Kind {
 	case DecideGrant:
@@ -474,9 +474,10 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	// device then reads as unusable, so the shortfall would be the whole
 	// target, made beside slot devices that may be idle and matching.
 	if warm && !e.assignedUnknown {
-		for _, ws := range e.warmSpecs {
+		v := e.viewLocked()
+		for _, ws := range e.warm.specs {
 			in.Warm = append(in.Warm, PlanWarm{Platform: ws.spec.Platform, SpecKey: ws.spec.Key(), RAM: e.footprintLocked(ws.spec),
-				Want: ws.count - e.warmHaveLocked(ws.spec.Key())})
+				Want: ws.count - e.warm.have(v, ws.spec.Key())})
 		}
 	}
 	return in
