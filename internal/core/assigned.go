@@ -102,7 +102,7 @@ func (e *Engine) slotMayUseLocked(w *waiter, d *DeviceRecord) bool {
 	if e.opLocks[d.ID] != "" {
 		return false
 	}
-	if _, held := e.foreign[d.ID]; held {
+	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
 	return d.State == StateReady || d.State == StateShutdown
@@ -253,7 +253,7 @@ func (e *Engine) slotYieldsLocked(d *DeviceRecord) bool {
 	if !ok || d.State != StateReady || e.opLocks[d.ID] != "" || e.slotPins[slot] > 0 {
 		return false
 	}
-	if _, held := e.foreign[d.ID]; held {
+	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
 	return !e.leasedLocked(d.ID)

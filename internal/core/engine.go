@@ -154,7 +154,6 @@ type Engine struct {
 	pressure    bool     // last disk pressure reading, for edge-triggering
 	warm        warmBook // the warm pool's targets and the demand they follow (warmbook.go)
 
-	foreign  map[string]string // device id -> who else on the host holds it (SetForeignClaims)
 	assigned map[string]string // device id -> managed slot key holding it (SetAssigned, assigned.go)
 	slotMade map[string]string // devices ProvisionAssigned made, by slot key, until forgotten
 	slotPins map[string]int    // slot key -> acquisitions in flight (PinSlot): its device does not yield
@@ -162,19 +161,12 @@ type Engine struct {
 	reqs     *requestBook      // durable lease requests, see requests.go
 	rs       resetBook         // session resets of released leases (reset.go)
 	goldens  goldenBook        // golden removals and refused builds (golden.go)
-	host     HostUsage         // the rest of the host, as the daemon last saw it (hostcap.go)
+	host     hostBook          // the rest of the host, foreign claims and host waits (hostbook.go)
 
 	// assignedUnknown: the daemon has not yet handed in a map of the slots'
 	// devices it could read (SetAssignedUnknown); the pool gives out
 	// nothing until then.
 	assignedUnknown bool
-
-	// hostWaitFn hears of changes to HostWaits; hostWaitLast is the account
-	// it last heard; yielded counts warm devices shut down for other homes'
-	// waiters (hostwait.go).
-	hostWaitFn   func()
-	hostWaitLast []HostWait
-	yielded      int
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -221,7 +213,7 @@ func New(cfg Config, d Deps) *Engine {
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
 		slotMade: map[string]string{}, slotPins: map[string]int{},
-		warm: warmBook{pol: cfg.Demand, clock: d.Clock},
+		warm: warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
@@ -273,7 +265,9 @@ func (e *Engine) sectionDurable(f func()) error {
 	e.inSection = true
 	e.secTicket = 0
 	f()
-	e.noteHostWaitsLocked()
+	if told := e.host.noteWaits(&e.queue); told != nil {
+		e.afterUnlock = append(e.afterUnlock, told)
+	}
 	e.inSection = false
 	evs, pushes := e.pending, e.afterUnlock
 	e.pending, e.afterUnlock = nil, nil

@@ -332,7 +332,7 @@ func (e *Engine) noWaitGroupLocked(w *waiter) {
 	if len(w.group) == 0 || !w.noWait || !w.prepared || len(w.prep) > 0 || !e.queue.Contains(w) {
 		return
 	}
-	e.dropWaiterLocked(w, e.refusalLocked(w))
+	e.dropWaiterLocked(w, e.host.refusal(w, e.planInputLocked))
 }
 
 // requestPlatform is the platform a receipt records: a group's first

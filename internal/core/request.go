@@ -215,9 +215,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		// work, or an eviction it is committed to, ADR 0010) or is refused;
 		// the planner changed nothing for a request it could not serve.
 		if r.NoWait && !w.working && !w.evicting && len(w.prep) == 0 && e.queue.Contains(w) {
-			refuse = e.refusalLocked(w)
+			refuse = e.host.refusal(w, e.planInputLocked)
 			e.removeLocked(w)
-			e.refusedEventLocked(w, refuse)
+			e.emitLocked(refusedEvent(w, refuse, e.refusalData(w.owner, refuse)))
 			return
 		}
 		if e.queue.Contains(w) && !w.working {
@@ -451,7 +451,7 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 // given, the queue and the warm-pool shortfall.
 func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in := PlanInput{Limits: e.strategy.Limits()}
-	in.Host = e.hostLocked(in.Limits)
+	in.Host = e.host.resolved(in.Limits)
 	for _, d := range e.devices {
 		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
 			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Yields: e.slotYieldsLocked(d), Reserved: e.holdsReservationLocked(d),
@@ -512,7 +512,7 @@ func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
 	if e.opLocks[d.ID] != "" {
 		return false
 	}
-	if _, held := e.foreign[d.ID]; held {
+	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
 	if _, slot := e.assignedLocked(d.ID); slot || e.assignedUnknown {
@@ -666,7 +666,7 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) string {
 				}
 				return nil
 			}
-			if err != nil && e.hostRefusedLocked(err) {
+			if err != nil && e.host.refused(err) {
 				// Refused before the driver created anything: forget the
 				// record, and the waiter waits for room.
 				e.dropLocked(id)
@@ -768,7 +768,7 @@ func (e *Engine) workLock(w *waiter, op string) string {
 // waiter, or into the warm pool. An error means the store refused the first
 // commit and nothing changed.
 func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) error {
-	if err != nil && e.hostRefusedLocked(err) {
+	if err != nil && e.host.refused(err) {
 		// Refused before any platform command: the device is as it was, and
 		// its waiter waits for room like any other.
 		if w == nil {
