@@ -154,19 +154,12 @@ type Engine struct {
 	pressure    bool     // last disk pressure reading, for edge-triggering
 	warm        warmBook // the warm pool's targets and the demand they follow (warmbook.go)
 
-	assigned map[string]string // device id -> managed slot key holding it (SetAssigned, assigned.go)
-	slotMade map[string]string // devices ProvisionAssigned made, by slot key, until forgotten
-	slotPins map[string]int    // slot key -> acquisitions in flight (PinSlot): its device does not yield
-	watches  watchBook         // who waits for a lease to end (watchbook.go)
-	reqs     *requestBook      // durable lease requests, see requests.go
-	rs       resetBook         // session resets of released leases (reset.go)
-	goldens  goldenBook        // golden removals and refused builds (golden.go)
-	host     hostBook          // the rest of the host, foreign claims and host waits (hostbook.go)
-
-	// assignedUnknown: the daemon has not yet handed in a map of the slots'
-	// devices it could read (SetAssignedUnknown); the pool gives out
-	// nothing until then.
-	assignedUnknown bool
+	slots   slotBook     // the devices managed slots hold (slotbook.go)
+	watches watchBook    // who waits for a lease to end (watchbook.go)
+	reqs    *requestBook // durable lease requests, see requests.go
+	rs      resetBook    // session resets of released leases (reset.go)
+	goldens goldenBook   // golden removals and refused builds (golden.go)
+	host    hostBook     // the rest of the host, foreign claims and host waits (hostbook.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -212,8 +205,8 @@ func New(cfg Config, d Deps) *Engine {
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
-		slotMade: map[string]string{}, slotPins: map[string]int{},
-		warm: warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
+		slots: newSlotBook(),
+		warm:  warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv

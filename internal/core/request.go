@@ -37,7 +37,7 @@ type Request struct {
 	// pool's purge).
 	Release ReleasePolicy
 	// Slot, with DeviceID, is the managed slot key whose execution this
-	// is: it may use the slot's assigned device (assigned.go).
+	// is: it may use the slot's assigned device (slotbook.go).
 	Slot string
 	// OwnerSystem, when set, is the owner-system mark of the devices this
 	// request may use and of any device made for it (DeviceRecord.OwnerSystem).
@@ -91,7 +91,7 @@ type waiter struct {
 	posStamp   uint64           // the newest position decision pushed
 	rq         *requestEntry    // its stored request (nil for none)
 	device     string           // the one device that may serve it ("" any)
-	slot       string           // the managed slot whose execution it is (assigned.go)
+	slot       string           // the managed slot whose execution it is (slotbook.go)
 	out        *outcome         // the admission of rq it serves
 	made       string           // the device provisioned for it, if any (a failed resource step destroys it)
 	tuned      *resourceOutcome // its resource step's result, once applied (resources_op.go)
@@ -151,7 +151,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	if r.DeviceID != "" {
 		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
 		if err == nil {
-			err = e.checkAssigned(r.DeviceID, r.Slot)
+			err = checkAssigned(r.DeviceID, r.Slot, e.AssignedSlot)
 		}
 		if err == nil && len(r.Spec.Resources) > 0 {
 			// The one device is named, so no profile key selects it; the
@@ -199,7 +199,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			refuse = e.broken
 			return
 		}
-		if e.assignedUnknown {
+		if e.slots.unknown {
 			refuse = ErrAssignedUnknown
 			return
 		}
@@ -473,7 +473,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	// No warm device is made while the slots' devices are unknown: every
 	// device then reads as unusable, so the shortfall would be the whole
 	// target, made beside slot devices that may be idle and matching.
-	if warm && !e.assignedUnknown {
+	if warm && !e.slots.unknown {
 		v := e.viewLocked()
 		for _, ws := range e.warm.specs {
 			in.Warm = append(in.Warm, PlanWarm{Platform: ws.spec.Platform, SpecKey: ws.spec.Key(), RAM: e.footprintLocked(ws.spec),
@@ -515,7 +515,7 @@ func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
 	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
-	if _, slot := e.assignedLocked(d.ID); slot || e.assignedUnknown {
+	if _, slot := e.slots.slotOf(d.ID); slot || e.slots.unknown {
 		return false
 	}
 	return d.State == StateReady || d.State == StateShutdown
