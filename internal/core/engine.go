@@ -156,7 +156,7 @@ type Engine struct {
 
 	slots   slotBook     // the devices managed slots hold (slotbook.go)
 	watches watchBook    // who waits for a lease to end (watchbook.go)
-	reqs    *requestBook // durable lease requests, see requests.go
+	reqs    *durableBook // durable lease requests (durablereq.go)
 	rs      resetBook    // session resets of released leases (reset.go)
 	goldens goldenBook   // golden removals and refused builds (golden.go)
 	host    hostBook     // the rest of the host, foreign claims and host waits (hostbook.go)
@@ -212,7 +212,7 @@ func New(cfg Config, d Deps) *Engine {
 		e.drivers[drv.Platform()] = drv
 	}
 	e.attachGoldenGate()
-	e.reqs = newRequestBook(cfg, d)
+	e.reqs = newDurableBook(cfg, d)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())

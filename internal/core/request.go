@@ -105,7 +105,7 @@ type waiter struct {
 }
 
 // request serves one admission of a stored request (see Request in
-// requests.go). It resolves the spec through the driver (outside the
+// durablereq.go). It resolves the spec through the driver (outside the
 // decision section: resolution may shell out or even download), then joins
 // the FIFO queue and waits for a grant, a timeout, a cancel or ctx.
 func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
@@ -208,7 +208,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			return
 		}
 		w.enqueuedAt = e.now()
-		e.bindLocked(w)
+		e.reqs.bind(e, w)
 		e.queue.Push(w, w.enqueuedAt, 0)
 		e.scheduleLocked()
 		// A noWait request either took capacity just now (a grant, device
@@ -580,7 +580,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	if w.tuned != nil {
 		l.Resources = w.tuned.result
 	}
-	ticket, err := e.commitAsyncLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)})
+	ticket, err := e.commitAsyncLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.reqs.grantedReceipt(e.store, w, l)})
 	if err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
 		e.removeLocked(w)
