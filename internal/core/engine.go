@@ -151,10 +151,10 @@ type Engine struct {
 	obs         map[string]*observation
 	healthTimer ports.Timer
 	cleanTimer  ports.Timer
-	pressure    bool     // last disk pressure reading, for edge-triggering
-	warm        warmBook // the warm pool's targets and the demand they follow (warmbook.go)
+	pressure    bool // last disk pressure reading, for edge-triggering
 
 	slots   slotBook     // the devices managed slots hold (slotbook.go)
+	warm    warmBook     // the warm pool's targets and the demand they follow (warmbook.go)
 	watches watchBook    // who waits for a lease to end (watchbook.go)
 	reqs    *durableBook // durable lease requests (durablereq.go)
 	rs      resetBook    // session resets of released leases (reset.go)
