@@ -148,9 +148,10 @@ type outcome struct {
 
 // durableBook is the durable lease requests: every receipt, by id and by
 // (requester, idempotency key), and the admissions being served. Its
-// methods run only inside the decision section, as every book's do; the
-// engine owns the goroutine that serves an admission (Request) and the
-// prune timer's entry (pruneRequests), which enter the section to call it.
+// methods run only inside the decision section, as every book's do, but
+// await, which waits for one caller outside it; the engine owns the
+// goroutine that serves an admission (Request) and the prune timer's entry
+// (pruneRequests), which enter the section to call the book.
 type durableBook struct {
 	store     RequestStore
 	classify  func(error) RequestError
@@ -227,14 +228,14 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 		out = rq.out
 	}
 	if serve {
-		ctx, cancel := context.WithCancel(e.bg)
+		served, cancel := context.WithCancel(e.bg)
 		rq.cancel = cancel
 		r.rq = rq
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
 			defer cancel()
-			g, err := e.request(ctx, r, rq.push)
+			g, err := e.request(served, r, rq.push)
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			b.settle(e, rq, out, g, err)
