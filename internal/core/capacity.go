@@ -252,7 +252,7 @@ func (e *Engine) Capacity() CapacityReport {
 
 func (e *Engine) capacityLocked() CapacityReport {
 	r := CapacityReport{Strategy: e.strategy.Name(), Limits: e.strategy.Limits(),
-		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}, Host: e.hostReportLocked()}
+		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}, Host: e.host.report(e.planInputLocked(nil, false), e.drivers)}
 	for p := range e.drivers {
 		r.Platforms[p] = UsageReport{}
 	}

@@ -143,7 +143,7 @@ type CleanupResult struct {
 }
 
 func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
-	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{}, Keep: e.warmKeepLocked(),
+	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{}, Keep: e.warm.keep(e.viewLocked()),
 		ShutdownOnly: map[string]bool{}, DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
 	for _, d := range e.devices {
 		v.Devices = append(v.Devices, *d)

@@ -55,7 +55,7 @@ type Spec struct {
 	// profile keeps the key existing records were stored under.
 	Profile string `json:"profile,omitempty"`
 	// NameHint, when set, is the name a new device should get (a managed
-	// slot's device, assigned.go). It only labels the device for people;
+	// slot's device, slotbook.go). It only labels the device for people;
 	// never stored with the spec and not part of Key.
 	NameHint string `json:"-"`
 }

@@ -151,34 +151,15 @@ type Engine struct {
 	obs         map[string]*observation
 	healthTimer ports.Timer
 	cleanTimer  ports.Timer
-	pressure    bool       // last disk pressure reading, for edge-triggering
-	warmSpecs   []warmSpec // the warm targets the planner fills now (refreshWarmLocked)
-	warmFloors  []warmSpec // the configured targets, resolved at startup
-	demand      demandBook // recorded concurrency per spec (demand.go)
-	demandTimer ports.Timer
+	pressure    bool // last disk pressure reading, for edge-triggering
 
-	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
-	assigned   map[string]string        // device id -> managed slot key holding it (SetAssigned, assigned.go)
-	slotMade   map[string]string        // devices ProvisionAssigned made, by slot key, until forgotten
-	slotPins   map[string]int           // slot key -> acquisitions in flight (PinSlot): its device does not yield
-	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
-	whyWatch   map[string][]*string     // lease id -> where its end reason goes (leasewatch.go)
-	reqs       *requestBook             // durable lease requests, see requests.go
-	rs         resetBook                // session resets of released leases (reset.go)
-	goldens    goldenBook               // golden removals and refused builds (golden.go)
-	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
-
-	// assignedUnknown: the daemon has not yet handed in a map of the slots'
-	// devices it could read (SetAssignedUnknown); the pool gives out
-	// nothing until then.
-	assignedUnknown bool
-
-	// hostWaitFn hears of changes to HostWaits; hostWaitLast is the account
-	// it last heard; yielded counts warm devices shut down for other homes'
-	// waiters (hostwait.go).
-	hostWaitFn   func()
-	hostWaitLast []HostWait
-	yielded      int
+	slots   slotBook     // the devices managed slots hold (slotbook.go)
+	warm    warmBook     // the warm pool's targets and the demand they follow (warmbook.go)
+	watches watchBook    // who waits for a lease to end (watchbook.go)
+	reqs    *durableBook // durable lease requests (durablereq.go)
+	rs      resetBook    // session resets of released leases (reset.go)
+	goldens goldenBook   // golden removals and refused builds (golden.go)
+	host    hostBook     // the rest of the host, foreign claims and host waits (hostbook.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -224,13 +205,14 @@ func New(cfg Config, d Deps) *Engine {
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
-		slotMade: map[string]string{}, slotPins: map[string]int{},
+		slots: newSlotBook(),
+		warm:  warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
 	e.attachGoldenGate()
-	e.reqs = newRequestBook(cfg, d)
+	e.reqs = newDurableBook(cfg, d)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
@@ -276,7 +258,9 @@ func (e *Engine) sectionDurable(f func()) error {
 	e.inSection = true
 	e.secTicket = 0
 	f()
-	e.noteHostWaitsLocked()
+	if told := e.host.noteWaits(&e.queue); told != nil {
+		e.afterUnlock = append(e.afterUnlock, told)
+	}
 	e.inSection = false
 	evs, pushes := e.pending, e.afterUnlock
 	e.pending, e.afterUnlock = nil, nil
@@ -428,7 +412,7 @@ func (e *Engine) applyLocked(c Changes) {
 		if l, ok := e.leases[id]; ok {
 			delete(e.byRequester, l.RequesterID)
 			delete(e.leases, id)
-			e.leaseGoneLocked(id)
+			e.watches.gone(id)
 		}
 	}
 }

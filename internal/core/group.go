@@ -224,7 +224,7 @@ func (e *Engine) grantGroupLocked(w *waiter, members []Decision) {
 		Platform: devs[0].Platform, TTL: w.ttl, GrantedAt: now, ExpiresAt: now.Add(w.ttl), LastRenewedAt: now,
 	}
 	w.stampLease(&l, now)
-	if err := e.commitLocked(Changes{PutDevices: devs, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)}); err != nil {
+	if err := e.commitLocked(Changes{PutDevices: devs, PutLeases: []LeaseRecord{l}, PutRequests: e.reqs.grantedReceipt(e.store, w, l)}); err != nil {
 		e.log.Error("group grant commit failed", "devices", ids, "err", err)
 		e.removeLocked(w)
 		w.deliver(result{err: err})
@@ -332,7 +332,7 @@ func (e *Engine) noWaitGroupLocked(w *waiter) {
 	if len(w.group) == 0 || !w.noWait || !w.prepared || len(w.prep) > 0 || !e.queue.Contains(w) {
 		return
 	}
-	e.dropWaiterLocked(w, e.refusalLocked(w))
+	e.dropWaiterLocked(w, e.host.refusal(w, e.planInputLocked))
 }
 
 // requestPlatform is the platform a receipt records: a group's first

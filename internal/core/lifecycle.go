@@ -167,7 +167,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	if err := e.commitLocked(c); err != nil {
 		return err
 	}
-	e.leaseWhyLocked(l.ID, reason)
+	e.watches.tell(l.ID, reason)
 	if t, ok := e.timers[l.ID]; ok {
 		t.Stop()
 		delete(e.timers, l.ID)
@@ -180,7 +180,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		e.emitLocked(events.Event{Type: "lease.expired", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Data: owner})
 	}
 	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason, Data: owner})
-	e.sampleDemandLocked(false) // every release is a demand sample (demand.go)
+	e.warm.sample(e.viewLocked(), false) // every release is a demand sample (warmbook.go)
 	if !l.Release.IsZero() && len(held) > 0 {
 		e.openResetLocked(l, len(held))
 	}
@@ -569,7 +569,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
-		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer, e.demandTimer} {
+		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer, e.warm.timer} {
 			if t != nil {
 				t.Stop()
 			}

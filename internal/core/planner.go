@@ -145,7 +145,7 @@ type ledger struct {
 	// held: host limits a refused start holds back (HostUsage.Held).
 	held map[string]HostCapacityError
 	// wait counts, by platform, other homes' requests held back by a host
-	// limit (hostwait.go); waitAll is their total. Never charged by a
+	// limit (hostbook.go); waitAll is their total. Never charged by a
 	// decision of this engine's own requests: only warmth yields to them.
 	wait    map[string]int
 	waitAll int
@@ -700,7 +700,7 @@ func sweep(in PlanInput, exceeded func(*ledger) []string) []string {
 }
 
 // sweepPreferring is sweep with the devices prefer accepts (nil: none)
-// tried before all others (hostwait.go: a waited-for platform's).
+// tried before all others (hostbook.go: a waited-for platform's).
 func sweepPreferring(in PlanInput, exceeded func(*ledger) []string, prefer func(PlanDevice) bool) []string {
 	g := newLedger(in)
 	var cands []PlanDevice

@@ -220,8 +220,8 @@ func TestGeneralPoolMayUse(t *testing.T) {
 	if in := e.planInputLocked(nil, false); in.Devices[0].Usable {
 		t.Error("planner sees a held device as usable")
 	}
-	e.warmSpecs = []warmSpec{{spec: Spec{Platform: "ios"}, count: 1}}
-	if e.warmHaveLocked(Spec{Platform: "ios"}.Key()) != 0 || len(e.warmKeepLocked()) != 0 {
+	e.warm.specs = []warmSpec{{spec: Spec{Platform: "ios"}, count: 1}}
+	if e.warm.have(e.viewLocked(), Spec{Platform: "ios"}.Key()) != 0 || len(e.warm.keep(e.viewLocked())) != 0 {
 		t.Error("warm pool counts a held device")
 	}
 }

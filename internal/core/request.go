@@ -37,7 +37,7 @@ type Request struct {
 	// pool's purge).
 	Release ReleasePolicy
 	// Slot, with DeviceID, is the managed slot key whose execution this
-	// is: it may use the slot's assigned device (assigned.go).
+	// is: it may use the slot's assigned device (slotbook.go).
 	Slot string
 	// OwnerSystem, when set, is the owner-system mark of the devices this
 	// request may use and of any device made for it (DeviceRecord.OwnerSystem).
@@ -91,7 +91,7 @@ type waiter struct {
 	posStamp   uint64           // the newest position decision pushed
 	rq         *requestEntry    // its stored request (nil for none)
 	device     string           // the one device that may serve it ("" any)
-	slot       string           // the managed slot whose execution it is (assigned.go)
+	slot       string           // the managed slot whose execution it is (slotbook.go)
 	out        *outcome         // the admission of rq it serves
 	made       string           // the device provisioned for it, if any (a failed resource step destroys it)
 	tuned      *resourceOutcome // its resource step's result, once applied (resources_op.go)
@@ -105,7 +105,7 @@ type waiter struct {
 }
 
 // request serves one admission of a stored request (see Request in
-// requests.go). It resolves the spec through the driver (outside the
+// durablereq.go). It resolves the spec through the driver (outside the
 // decision section: resolution may shell out or even download), then joins
 // the FIFO queue and waits for a grant, a timeout, a cancel or ctx.
 func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
@@ -151,7 +151,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	if r.DeviceID != "" {
 		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
 		if err == nil {
-			err = e.checkAssigned(r.DeviceID, r.Slot)
+			err = checkAssigned(r.DeviceID, r.Slot, e.AssignedSlot)
 		}
 		if err == nil && len(r.Spec.Resources) > 0 {
 			// The one device is named, so no profile key selects it; the
@@ -199,7 +199,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			refuse = e.broken
 			return
 		}
-		if e.assignedUnknown {
+		if e.slots.unknown {
 			refuse = ErrAssignedUnknown
 			return
 		}
@@ -208,16 +208,16 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			return
 		}
 		w.enqueuedAt = e.now()
-		e.bindLocked(w)
+		e.reqs.bind(e, w)
 		e.queue.Push(w, w.enqueuedAt, 0)
 		e.scheduleLocked()
 		// A noWait request either took capacity just now (a grant, device
 		// work, or an eviction it is committed to, ADR 0010) or is refused;
 		// the planner changed nothing for a request it could not serve.
 		if r.NoWait && !w.working && !w.evicting && len(w.prep) == 0 && e.queue.Contains(w) {
-			refuse = e.refusalLocked(w)
+			refuse = e.host.refusal(w, e.planInputLocked)
 			e.removeLocked(w)
-			e.refusedEventLocked(w, refuse)
+			e.emitLocked(refusedEvent(w, refuse, e.refusalData(w.owner, refuse)))
 			return
 		}
 		if e.queue.Contains(w) && !w.working {
@@ -403,7 +403,7 @@ func (e *Engine) scheduleLocked() {
 		return
 	}
 	e.serveTargetedLocked(e.queue.Entries())
-	e.refreshWarmLocked()
+	e.warm.refresh(e.viewLocked())
 	queue := e.queue.Entries()
 	ds := Plan(e.planInputLocked(queue, true))
 	e.countBypassLocked(ds, queue)
@@ -422,7 +422,7 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 		w = queue[d.Waiter]
 		spec = w.spec
 	} else {
-		spec = e.warmSpecs[d.Warm].spec
+		spec = e.warm.specs[d.Warm].spec
 	}
 	switch d.Kind {
 	case DecideGrant:
@@ -451,7 +451,7 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 // given, the queue and the warm-pool shortfall.
 func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in := PlanInput{Limits: e.strategy.Limits()}
-	in.Host = e.hostLocked(in.Limits)
+	in.Host = e.host.resolved(in.Limits)
 	for _, d := range e.devices {
 		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
 			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Yields: e.slotYieldsLocked(d), Reserved: e.holdsReservationLocked(d),
@@ -473,10 +473,11 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	// No warm device is made while the slots' devices are unknown: every
 	// device then reads as unusable, so the shortfall would be the whole
 	// target, made beside slot devices that may be idle and matching.
-	if warm && !e.assignedUnknown {
-		for _, ws := range e.warmSpecs {
+	if warm && !e.slots.unknown {
+		v := e.viewLocked()
+		for _, ws := range e.warm.specs {
 			in.Warm = append(in.Warm, PlanWarm{Platform: ws.spec.Platform, SpecKey: ws.spec.Key(), RAM: e.footprintLocked(ws.spec),
-				Want: ws.count - e.warmHaveLocked(ws.spec.Key())})
+				Want: ws.count - e.warm.have(v, ws.spec.Key())})
 		}
 	}
 	return in
@@ -511,10 +512,10 @@ func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
 	if e.opLocks[d.ID] != "" {
 		return false
 	}
-	if _, held := e.foreign[d.ID]; held {
+	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
-	if _, slot := e.assignedLocked(d.ID); slot || e.assignedUnknown {
+	if _, slot := e.slots.slotOf(d.ID); slot || e.slots.unknown {
 		return false
 	}
 	return d.State == StateReady || d.State == StateShutdown
@@ -579,7 +580,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	if w.tuned != nil {
 		l.Resources = w.tuned.result
 	}
-	ticket, err := e.commitAsyncLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.grantedReceiptLocked(w, l)})
+	ticket, err := e.commitAsyncLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.reqs.grantedReceipt(e.store, w, l)})
 	if err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
 		e.removeLocked(w)
@@ -665,7 +666,7 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) string {
 				}
 				return nil
 			}
-			if err != nil && e.hostRefusedLocked(err) {
+			if err != nil && e.host.refused(err) {
 				// Refused before the driver created anything: forget the
 				// record, and the waiter waits for room.
 				e.dropLocked(id)
@@ -767,7 +768,7 @@ func (e *Engine) workLock(w *waiter, op string) string {
 // waiter, or into the warm pool. An error means the store refused the first
 // commit and nothing changed.
 func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) error {
-	if err != nil && e.hostRefusedLocked(err) {
+	if err != nil && e.host.refused(err) {
 		// Refused before any platform command: the device is as it was, and
 		// its waiter waits for room like any other.
 		if w == nil {

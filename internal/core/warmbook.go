@@ -1,9 +1,26 @@
 package core
 
 import (
+	"context"
 	"sort"
 	"time"
+
+	"github.com/simlock/simlock/internal/ports"
 )
+
+// warmBook is the warm pool (ADR 0042): the configured targets, resolved
+// once at startup, the targets the planner fills now, and the demand they
+// follow when demand is on. It reads the registry only through the view
+// the engine hands it, and its methods run only inside the decision
+// section, as every book's do.
+type warmBook struct {
+	pol    DemandPolicy
+	clock  ports.Clock
+	floors []warmSpec  // the configured targets, resolved at startup
+	specs  []warmSpec  // the warm targets the planner fills now (refresh)
+	demand demandBook  // recorded concurrency per spec
+	timer  ports.Timer // the next demand sample tick (arm)
+}
 
 // DemandPolicy makes the warm pool follow the leases it has seen (ADR 0042).
 // The zero value is off: the warm pool is exactly the configured targets.
@@ -155,15 +172,15 @@ type WarmPoolStatus struct {
 	Targets []WarmTargetStatus
 }
 
-// demandNowLocked counts, per spec, the devices leased and the devices
+// countDemand counts, per spec, the devices leased and the devices
 // queued requests ask for. A multi-device lease or request counts every
 // member under its own spec: an iPhone + Pixel pair is demand for one of
 // each, not for one iPhone.
-func (e *Engine) demandNowLocked() map[string]demandNow {
+func countDemand(v registryView) map[string]demandNow {
 	cur := map[string]demandNow{}
-	for _, l := range e.leases {
+	for _, l := range v.leases {
 		for _, id := range l.DeviceIDs() {
-			d, ok := e.devices[id]
+			d, ok := v.devices[id]
 			if !ok {
 				continue
 			}
@@ -172,7 +189,7 @@ func (e *Engine) demandNowLocked() map[string]demandNow {
 			cur[d.Spec.Key()] = c
 		}
 	}
-	for _, w := range e.queue.Entries() {
+	for _, w := range v.queue.Entries() {
 		specs := w.group
 		if len(specs) == 0 {
 			specs = []Spec{w.spec}
@@ -190,20 +207,20 @@ func (e *Engine) demandNowLocked() map[string]demandNow {
 	return cur
 }
 
-// warmPlanLocked computes every warm target from the configured floors and,
+// plan computes every warm target from the configured floors and,
 // when demand is on, the demand book: ready devices wanted are the most of
 // the floor, p90 − leased − queued, and the spare. That keeps the devices in
 // service (leased, coming for a queued request, or ready) at the larger of
 // the p90 and the demand now. Floors come first, in
 // the configured order (the planner fills targets in order and stops at the
 // first that does not fit), then demand targets by spec key.
-func (e *Engine) warmPlanLocked() []WarmTargetStatus {
-	pol := e.cfg.Demand
-	cur := e.demandNowLocked()
-	cutoff := e.clock.Now().Add(-pol.Window)
+func (b *warmBook) plan(v registryView) []WarmTargetStatus {
+	pol := b.pol
+	cur := countDemand(v)
+	cutoff := b.clock.Now().Add(-pol.Window)
 	var out []WarmTargetStatus
 	index := map[string]int{}
-	for _, f := range e.warmFloors {
+	for _, f := range b.floors {
 		k := f.spec.Key()
 		if i, ok := index[k]; ok {
 			out[i].Configured += f.count
@@ -213,15 +230,15 @@ func (e *Engine) warmPlanLocked() []WarmTargetStatus {
 		out = append(out, WarmTargetStatus{Spec: f.spec, Configured: f.count})
 	}
 	if pol.Enabled {
-		keys := make([]string, 0, len(e.demand.series))
-		for k := range e.demand.series {
+		keys := make([]string, 0, len(b.demand.series))
+		for k := range b.demand.series {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
 			if _, ok := index[k]; !ok {
 				index[k] = len(out)
-				out = append(out, WarmTargetStatus{Spec: e.demand.series[k].spec})
+				out = append(out, WarmTargetStatus{Spec: b.demand.series[k].spec})
 			}
 		}
 	}
@@ -231,7 +248,7 @@ func (e *Engine) warmPlanLocked() []WarmTargetStatus {
 		c := cur[k]
 		t.Leased, t.Waiting = c.leased, c.queued
 		t.Count, t.Reason = t.Configured, WarmReasonConfigured
-		if s, ok := e.demand.series[k]; ok && pol.Enabled {
+		if s, ok := b.demand.series[k]; ok && pol.Enabled {
 			t.DemandP90 = s.p90()
 			// The requests queued now are served first, by the planner, so
 			// they count as taken: the pool keeps ready what the p90 asks
@@ -246,37 +263,42 @@ func (e *Engine) warmPlanLocked() []WarmTargetStatus {
 				t.Count, t.Reason = 1, WarmReasonSpare
 			}
 		}
-		t.Ready = e.warmHaveLocked(k)
+		t.Ready = b.have(v, k)
 	}
 	return out
 }
 
-// sampleDemandLocked records the concurrency now (tick: even unchanged).
-func (e *Engine) sampleDemandLocked(tick bool) {
-	if !e.cfg.Demand.Enabled {
+// sample records the concurrency now (tick: even unchanged).
+func (b *warmBook) sample(v registryView, tick bool) {
+	if !b.pol.Enabled {
 		return
 	}
-	e.demand.observe(e.clock.Now(), e.demandNowLocked(), e.cfg.Demand.Window, tick)
+	b.demand.observe(b.clock.Now(), countDemand(v), b.pol.Window, tick)
 }
 
-// armDemandTickLocked schedules the next sample tick, which also re-plans
-// so a target that decayed lets its devices go and one that grew is filled.
-func (e *Engine) armDemandTickLocked() {
-	if !e.cfg.Demand.Enabled || e.stopping {
+// arm schedules the next sample tick, fire, unless demand is off or the
+// engine is stopping.
+func (b *warmBook) arm(stopping bool, fire func()) {
+	if !b.pol.Enabled || stopping {
 		return
 	}
-	if e.demandTimer != nil {
-		e.demandTimer.Stop()
+	if b.timer != nil {
+		b.timer.Stop()
 	}
-	e.demandTimer = e.clock.AfterFunc(e.cfg.Demand.Sample, func() {
-		e.section(func() {
-			if e.stopping {
-				return
-			}
-			e.sampleDemandLocked(true)
-			e.scheduleLocked()
-			e.armDemandTickLocked()
-		})
+	b.timer = b.clock.AfterFunc(b.pol.Sample, fire)
+}
+
+// demandTick is the demand sample tick: it records the concurrency even
+// unchanged and re-plans, so a target that decayed lets its devices go and
+// one that grew is filled.
+func (e *Engine) demandTick() {
+	e.section(func() {
+		if e.stopping {
+			return
+		}
+		e.warm.sample(e.viewLocked(), true)
+		e.scheduleLocked()
+		e.warm.arm(e.stopping, e.demandTick)
 	})
 }
 
@@ -284,5 +306,93 @@ func (e *Engine) armDemandTickLocked() {
 func (e *Engine) WarmPool() WarmPoolStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return WarmPoolStatus{Demand: e.cfg.Demand.Enabled, Window: e.cfg.Demand.Window, Targets: e.warmPlanLocked()}
+	return WarmPoolStatus{Demand: e.cfg.Demand.Enabled, Window: e.cfg.Demand.Window, Targets: e.warm.plan(e.viewLocked())}
+}
+
+// warmSpec is a warm-pool target: a configured one is resolved once at
+// startup, so keeping the pool full never calls ResolveSpec again (and can
+// never trigger a download); a demand one is the spec of a leased device.
+type warmSpec struct {
+	spec  Spec
+	count int
+}
+
+// resolveWarmTargets turns the configured targets into concrete specs.
+// A target that does not resolve is logged and skipped.
+func (e *Engine) resolveWarmTargets(ctx context.Context) {
+	var out []warmSpec
+	for _, t := range e.cfg.WarmTargets {
+		drv, ok := e.drivers[t.Spec.Platform]
+		if !ok || t.Count <= 0 {
+			continue
+		}
+		req := t.Spec
+		req.AllowDownload = false
+		spec, err := drv.ResolveSpec(ctx, req)
+		if err != nil {
+			e.log.Warn("warm pool target does not resolve; skipping it", "platform", req.Platform, "model", req.Model, "os", req.OSVersion, "err", err)
+			continue
+		}
+		out = append(out, warmSpec{spec: spec, count: t.Count})
+	}
+	e.section(func() {
+		e.warm.floors = out
+		e.scheduleLocked()
+		e.warm.arm(e.stopping, e.demandTick)
+	})
+}
+
+// refresh recomputes the warm targets the planner fills: the configured
+// floors and, with demand on, what the recorded demand asks for. Demand
+// targets are the specs of devices leased before, so keeping them ready
+// never resolves a spec and can never trigger a download.
+func (b *warmBook) refresh(v registryView) {
+	if !b.pol.Enabled {
+		// The hot path pays nothing for demand when it is off.
+		b.specs = b.floors
+		return
+	}
+	b.sample(v, false)
+	b.specs = nil
+	for _, t := range b.plan(v) {
+		if t.Count > 0 {
+			b.specs = append(b.specs, warmSpec{spec: t.Spec, count: t.Count})
+		}
+	}
+}
+
+// have counts what a warm target already has: ready devices of
+// the spec the pool may use, plus the pool's own work and reclaims in flight. Filling the
+// rest is the planner's (Plan), off the request path: only when no request
+// is waiting, since demand always comes first.
+func (b *warmBook) have(v registryView, key string) int {
+	have := 0
+	for _, d := range v.devices {
+		// A device being reclaimed comes back ready: counting it keeps a
+		// release from making the pool provision a device it does not need.
+		if d.Spec.Key() == key && ((d.State == StateReady && v.pool(d)) || d.State == StateReclaiming || v.opLocks[d.ID] == "warm") {
+			have++
+		}
+	}
+	return have
+}
+
+// keep marks the ready devices the warm targets account for
+// (the most recently used first), which the idle rules leave alone: shutting
+// them down would only make the pool replace them.
+func (b *warmBook) keep(v registryView) map[string]bool {
+	keep := map[string]bool{}
+	for _, ws := range b.specs {
+		var ready []*DeviceRecord
+		for _, d := range v.devices {
+			if d.State == StateReady && d.Spec.Key() == ws.spec.Key() && v.pool(d) {
+				ready = append(ready, d)
+			}
+		}
+		sort.Slice(ready, func(i, j int) bool { return lastUse(ready[i]).After(lastUse(ready[j])) })
+		for i := 0; i < len(ready) && i < ws.count; i++ {
+			keep[ready[i].ID] = true
+		}
+	}
+	return keep
 }

@@ -19,6 +19,59 @@ import (
 // pool: no slot's execution may use it until a slot adopts it.
 const FreePoolSlot = "free-pool"
 
+// slotBook is which devices managed slots hold: the daemon's map (device
+// id -> slot key, or FreePoolSlot), whether that map is known at all, the
+// devices ProvisionAssigned made that the map does not name yet, and the
+// acquisitions in flight that pin a slot's device. Its methods run only
+// inside the decision section, as every book's do.
+type slotBook struct {
+	assigned map[string]string // device id -> managed slot key holding it (SetAssigned)
+	// unknown: the daemon has not yet handed in a map of the slots'
+	// devices it could read (SetAssignedUnknown); the pool gives out
+	// nothing until then.
+	unknown bool
+	made    map[string]string // devices ProvisionAssigned made, by slot key, until forgotten
+	pins    map[string]int    // slot key -> acquisitions in flight (PinSlot): its device does not yield
+}
+
+func newSlotBook() slotBook {
+	return slotBook{made: map[string]string{}, pins: map[string]int{}}
+}
+
+// set replaces the map, ending an unknown one. It reports whether anything
+// changed and whether the map was unknown until now.
+func (b *slotBook) set(held map[string]string) (changed, wasUnknown bool) {
+	if !b.unknown && maps.Equal(b.assigned, held) {
+		return false, false
+	}
+	wasUnknown = b.unknown
+	b.assigned, b.unknown = maps.Clone(held), false
+	return true, wasUnknown
+}
+
+// slotOf reports the slot key holding device id, if any: one the daemon
+// set, or one ProvisionAssigned made and the registry has not reported
+// back yet.
+func (b *slotBook) slotOf(id string) (string, bool) {
+	if s, ok := b.assigned[id]; ok {
+		return s, true
+	}
+	s, ok := b.made[id]
+	return s, ok
+}
+
+// pin and unpin count the acquisitions of slot in flight (PinSlot).
+func (b *slotBook) pin(slot string) { b.pins[slot]++ }
+
+func (b *slotBook) unpin(slot string) {
+	if b.pins[slot]--; b.pins[slot] <= 0 {
+		delete(b.pins, slot)
+	}
+}
+
+// pinned reports whether an acquisition of slot is in flight.
+func (b *slotBook) pinned(slot string) bool { return b.pins[slot] > 0 }
+
 // ErrAssigned refuses general work on a device a managed slot holds.
 var ErrAssigned = errors.New("device assigned to a managed slot")
 
@@ -31,11 +84,10 @@ var ErrAssignedUnknown = errors.New("which devices managed slots hold is not kno
 // slot key, or FreePoolSlot). It ends a SetAssignedUnknown.
 func (e *Engine) SetAssigned(held map[string]string) {
 	e.section(func() {
-		if !e.assignedUnknown && maps.Equal(e.assigned, held) {
+		changed, wasUnknown := e.slots.set(held)
+		if !changed {
 			return
 		}
-		wasUnknown := e.assignedUnknown
-		e.assigned, e.assignedUnknown = maps.Clone(held), false
 		if wasUnknown {
 			// Startup's destroy of ended preparations' devices judged none
 			// idle while the map was unknown: judge them now.
@@ -55,7 +107,7 @@ func (e *Engine) SetAssigned(held map[string]string) {
 // request is refused with ErrAssignedUnknown. A daemon whose later read
 // fails keeps its last map instead of calling this.
 func (e *Engine) SetAssignedUnknown() {
-	e.section(func() { e.assignedUnknown = true })
+	e.section(func() { e.slots.unknown = true })
 }
 
 // AssignedSlot reports the slot key holding device id, if any: one the
@@ -64,22 +116,14 @@ func (e *Engine) SetAssignedUnknown() {
 func (e *Engine) AssignedSlot(id string) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.assignedLocked(id)
-}
-
-func (e *Engine) assignedLocked(id string) (string, bool) {
-	if s, ok := e.assigned[id]; ok {
-		return s, true
-	}
-	s, ok := e.slotMade[id]
-	return s, ok
+	return e.slots.slotOf(id)
 }
 
 // checkAssigned refuses, at once rather than by queueing forever, a
-// targeted request for a device a managed slot holds, unless it is that
-// slot's own execution.
-func (e *Engine) checkAssigned(id, slot string) error {
-	held, ok := e.AssignedSlot(id)
+// targeted request for a device a managed slot holds (slotOf: the
+// engine's AssignedSlot), unless it is that slot's own execution.
+func checkAssigned(id, slot string, slotOf func(id string) (string, bool)) error {
+	held, ok := slotOf(id)
 	if !ok || (slot != "" && slot != FreePoolSlot && held == slot) {
 		return nil
 	}
@@ -96,13 +140,13 @@ func (e *Engine) slotMayUseLocked(w *waiter, d *DeviceRecord) bool {
 	if w.slot == "" || w.slot == FreePoolSlot {
 		return false
 	}
-	if s, ok := e.assignedLocked(d.ID); !ok || s != w.slot {
+	if s, ok := e.slots.slotOf(d.ID); !ok || s != w.slot {
 		return false
 	}
 	if e.opLocks[d.ID] != "" {
 		return false
 	}
-	if _, held := e.foreign[d.ID]; held {
+	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
 	return d.State == StateReady || d.State == StateShutdown
@@ -135,7 +179,7 @@ func (e *Engine) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, n
 			err = fmt.Errorf("%w: could not start the provision", ErrDeviceBusy)
 			return
 		}
-		e.slotMade[id] = slot
+		e.slots.made[id] = slot
 	})
 	if err != nil {
 		return DeviceRecord{}, err
@@ -166,7 +210,7 @@ func (e *Engine) waitOpSettled(ctx context.Context, id, what string) (DeviceReco
 			switch {
 			case !ok:
 				gone = true
-				delete(e.slotMade, id)
+				delete(e.slots.made, id)
 			case e.opLocks[id] != "":
 				wait = e.opFreed
 			default:
@@ -198,7 +242,7 @@ func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
 	var err error
 	e.section(func() {
 		if err = e.untouchedLocked(id); err == nil {
-			o = e.destroyOp(id, "slot-replace", "slot-destroy-failed", func(DeviceRecord) { delete(e.slotMade, id) })
+			o = e.destroyOp(id, "slot-replace", "slot-destroy-failed", func(DeviceRecord) { delete(e.slots.made, id) })
 		}
 	})
 	if err != nil {
@@ -249,11 +293,11 @@ func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[strin
 // operation or foreign claim on it, and no acquisition of its slot in
 // flight (PinSlot), which is about to take it.
 func (e *Engine) slotYieldsLocked(d *DeviceRecord) bool {
-	slot, ok := e.assignedLocked(d.ID)
-	if !ok || d.State != StateReady || e.opLocks[d.ID] != "" || e.slotPins[slot] > 0 {
+	slot, ok := e.slots.slotOf(d.ID)
+	if !ok || d.State != StateReady || e.opLocks[d.ID] != "" || e.slots.pinned(slot) {
 		return false
 	}
-	if _, held := e.foreign[d.ID]; held {
+	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
 	return !e.leasedLocked(d.ID)
@@ -264,7 +308,7 @@ func (e *Engine) slotYieldsLocked(d *DeviceRecord) bool {
 // a device down between the reconciler choosing it and its grant. The
 // returned function unpins (once).
 func (e *Engine) PinSlot(slot string) func() {
-	e.section(func() { e.slotPins[slot]++ })
+	e.section(func() { e.slots.pin(slot) })
 	var once bool
 	return func() {
 		e.section(func() {
@@ -272,9 +316,7 @@ func (e *Engine) PinSlot(slot string) func() {
 				return
 			}
 			once = true
-			if e.slotPins[slot]--; e.slotPins[slot] <= 0 {
-				delete(e.slotPins, slot)
-			}
+			e.slots.unpin(slot)
 			e.scheduleLocked()
 		})
 	}
@@ -292,7 +334,7 @@ func (e *Engine) ShutdownAssigned(ctx context.Context, id string) error {
 		if err = e.untouchedLocked(id); err != nil {
 			return
 		}
-		if _, ok := e.assignedLocked(id); !ok {
+		if _, ok := e.slots.slotOf(id); !ok {
 			err = fmt.Errorf("%w: %s is not a slot device", ErrBadRequest, id)
 			return
 		}

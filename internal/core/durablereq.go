@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // Durable lease requests (ADR 0017). Every lease request is stored before it
@@ -144,19 +146,40 @@ type outcome struct {
 	ticket uint64
 }
 
-// requestBook indexes receipts; guarded by the engine's decision section.
-type requestBook struct {
+// durableBook is the durable lease requests: every receipt, by id and by
+// (requester, idempotency key), and the admissions being served. Its
+// methods run only inside the decision section, as every book's do, but
+// await, which waits for one caller outside it; the engine owns the
+// goroutine that serves an admission (Request) and the prune timer's entry
+// (pruneRequests), which enter the section to call the book.
+type durableBook struct {
 	store     RequestStore
 	classify  func(error) RequestError
 	retention time.Duration
+	newID     func() string
+	clock     ports.Clock
+	log       *slog.Logger
 	byID      map[string]*requestEntry
 	byKey     map[string]*requestEntry
 	seq       int64
 	wg        sync.WaitGroup // admissions being served
 }
 
-func newRequestBook(cfg Config, d Deps) *requestBook {
-	b := &requestBook{store: d.Requests, classify: d.Classify, retention: cfg.RequestRetention,
+// durableEngine is what the durable book asks of the engine inside the
+// section: its clock, its single writer for receipts, the section's facts
+// and the grant a lease answers with.
+type durableEngine interface {
+	now() time.Time
+	putReceiptLocked(rec RequestRecord) (uint64, error)
+	emitLocked(ev events.Event)
+	grantOfLocked(l LeaseRecord) Grant
+}
+
+// newDurableBook is the book of d's receipt store (an in-memory one when
+// d names none); d's logger and id source are already defaulted.
+func newDurableBook(cfg Config, d Deps) *durableBook {
+	b := &durableBook{store: d.Requests, classify: d.Classify, retention: cfg.RequestRetention,
+		newID: d.NewID, clock: d.Clock, log: d.Logger,
 		byID: map[string]*requestEntry{}, byKey: map[string]*requestEntry{}}
 	if b.store == nil {
 		b.store = NewMemoryRequests()
@@ -192,36 +215,62 @@ func fingerprint(r Request) string {
 // Request asks for a lease. The request is stored first; a repeat under
 // the same idempotency key replays or attaches instead (ADR 0017). The
 // caller waits for the outcome, its ctx, or the request's own timeout.
+// A new admission is served in a goroutine the engine owns (Stop joins
+// it), which settles the receipt in the section once the lease path
+// answered.
 func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
-	rq, out, replay, err := e.admitRequest(r)
+	b := e.reqs
+	fp := fingerprint(r)
+	e.mu.Lock()
+	rq, replay, serve, err := b.admit(e, r, fp, e.leases)
+	var out *outcome
+	if rq != nil {
+		out = rq.out
+	}
+	if serve {
+		served, cancel := context.WithCancel(e.bg)
+		rq.cancel = cancel
+		r.rq = rq
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer cancel()
+			g, err := e.request(served, r, rq.push)
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			b.settle(e, rq, out, g, err)
+		}()
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return Grant{}, err
 	}
 	if replay != nil {
 		return replay.grant, replay.err
 	}
-	return e.awaitRequest(ctx, rq, out, progress)
+	return b.await(ctx, rq, out, progress, e.awaitDurable, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return b.detach(rq, out)
+	})
 }
 
-// admitRequest stores a new request (or re-admits an interrupted one) and
-// starts serving it, or finds the pending or settled request the key names.
-func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay *result, err error) {
-	b := e.reqs
-	fp := fingerprint(r)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.now()
+// admit stores a new request (or re-admits an interrupted one), to be
+// served (serve), or finds the pending request the key names (attach to
+// rq.out) or the settled one it answers with (replay).
+func (b *durableBook) admit(eng durableEngine, r Request, fp string, leases map[string]*LeaseRecord) (rq *requestEntry, replay *result, serve bool, err error) {
+	now := eng.now()
 	if r.IdempotencyKey != "" {
 		if x := b.byKey[keyOf(r.RequesterID, r.IdempotencyKey)]; x != nil {
 			switch {
 			case x.rec.Fingerprint != fp:
-				return nil, nil, nil, &IdempotencyMismatchError{RequestID: x.rec.ID}
+				return nil, nil, false, &IdempotencyMismatchError{RequestID: x.rec.ID}
 			case !x.rec.State.Terminal():
 				x.callers++
-				return x, x.out, nil, nil
+				return x, nil, false, nil
 			case !x.rec.Interrupted:
-				res := e.replayLocked(x)
-				return nil, nil, &res, nil
+				res := b.replay(x, leases, eng.grantOfLocked)
+				return nil, &res, false, nil
 			}
 			rq = x // interrupted: admit it again under the same id
 		}
@@ -229,7 +278,7 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	fresh := rq == nil
 	rec := RequestRecord{}
 	if fresh {
-		rec = RequestRecord{ID: "req_" + e.newID(), RequesterID: r.RequesterID, OwnerID: r.OwnerID,
+		rec = RequestRecord{ID: "req_" + b.newID(), RequesterID: r.RequesterID, OwnerID: r.OwnerID,
 			IdempotencyKey: r.IdempotencyKey, Fingerprint: fp, Platform: requestPlatform(r), CreatedAt: now}
 	} else {
 		rec = rq.rec
@@ -238,8 +287,8 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	rec.State, rec.UpdatedAt, rec.Seq = RequestQueued, now, b.seq+1
 	// Stored before anything else happens: if this fails the caller is told
 	// so, and no outcome is claimed.
-	if _, err := e.putReceiptLocked(rec); err != nil {
-		return nil, nil, nil, fmt.Errorf("store the lease request: %w", err)
+	if _, err := eng.putReceiptLocked(rec); err != nil {
+		return nil, nil, false, fmt.Errorf("store the lease request: %w", err)
 	}
 	b.seq++
 	if fresh {
@@ -252,29 +301,19 @@ func (e *Engine) admitRequest(r Request) (rq *requestEntry, out *outcome, replay
 	rq.rec, rq.callers, rq.w, rq.committed = rec, 1, nil, ""
 	rq.timing, rq.downloaded = newTiming(now), r.Downloaded
 	rq.out, rq.firstErr = &outcome{done: make(chan struct{})}, nil
-	ctx, cancel := context.WithCancel(e.bg)
-	rq.cancel = cancel
-	r.rq = rq
-	out = rq.out
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		defer cancel()
-		g, err := e.request(ctx, r, rq.push)
-		e.settleRequest(rq, out, g, err)
-	}()
-	return rq, out, nil, nil
+	return rq, nil, true, nil
 }
 
-// awaitRequest waits for one caller. A caller that goes away detaches; the
+// await waits for one caller. A caller that goes away detaches; the
 // last one to go withdraws the request, exactly as a disconnect always has,
-// and waits until that is settled.
-func (e *Engine) awaitRequest(ctx context.Context, rq *requestEntry, out *outcome, progress func(Progress)) (Grant, error) {
+// and waits until that is settled. It runs outside the section: durable
+// waits for the outcome's commit, detach enters the section.
+func (b *durableBook) await(ctx context.Context, rq *requestEntry, out *outcome, progress func(Progress), durable func(ticket uint64) error, detach func() bool) (Grant, error) {
 	id := rq.subscribe(progress)
 	defer rq.unsubscribe(id)
 	select {
 	case <-out.done:
-		if err := e.awaitDurable(out.ticket); err != nil {
+		if err := durable(out.ticket); err != nil {
 			return Grant{}, err
 		}
 		if out.err == nil {
@@ -283,15 +322,18 @@ func (e *Engine) awaitRequest(ctx context.Context, rq *requestEntry, out *outcom
 		return out.grant, out.err
 	case <-ctx.Done():
 	}
-	e.mu.Lock()
-	rq.callers--
-	last := rq.callers == 0 && rq.out == out && !rq.rec.State.Terminal()
-	e.mu.Unlock()
-	if last {
+	if detach() {
 		rq.cancel()
 		<-out.done
 	}
 	return Grant{}, ctx.Err()
+}
+
+// detach is one caller of out going away: it reports whether it was the
+// last, so the request is withdrawn.
+func (b *durableBook) detach(rq *requestEntry, out *outcome) bool {
+	rq.callers--
+	return rq.callers == 0 && rq.out == out && !rq.rec.State.Terminal()
 }
 
 // awaitSettled waits until w's request has recorded its outcome, so a read
@@ -302,14 +344,14 @@ func (w *waiter) awaitSettled() {
 	}
 }
 
-// bindLocked ties a queued waiter to its request (called where the waiter
-// is admitted to the queue).
-func (e *Engine) bindLocked(w *waiter) {
+// bind ties a queued waiter to its request (called where the waiter is
+// admitted to the queue).
+func (b *durableBook) bind(eng durableEngine, w *waiter) {
 	rq := w.rq
 	if rq == nil {
 		return
 	}
-	now := e.now()
+	now := eng.now()
 	rq.w, w.out = w, rq.out
 	rq.timing.admit(now)
 	if rq.downloaded != nil && rq.downloaded() {
@@ -320,14 +362,11 @@ func (e *Engine) bindLocked(w *waiter) {
 	}
 }
 
-// settleRequest records the outcome of one admission and hands it to every
+// settle records the outcome of one admission and hands it to every
 // attached caller.
-func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err error) {
-	b := e.reqs
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (b *durableBook) settle(eng durableEngine, rq *requestEntry, out *outcome, g Grant, err error) {
 	rec := rq.rec
-	rec.UpdatedAt = e.now()
+	rec.UpdatedAt = eng.now()
 	switch {
 	case err == nil:
 		rec.State, rec.LeaseID, rec.Timing = RequestGranted, g.Lease.ID, g.Lease.Timing
@@ -351,17 +390,17 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 			// Refused before it reached the queue (its spec, its TTL, a
 			// lease its requester already holds): no request.* fact has
 			// told anyone, and the refusal counts all the same.
-			e.emitLocked(events.Event{Type: "request.rejected", RequesterID: rec.RequesterID, Platform: rec.Platform, Reason: re.Message,
+			eng.emitLocked(events.Event{Type: "request.rejected", RequesterID: rec.RequesterID, Platform: rec.Platform, Reason: re.Message,
 				Data: map[string]any{"ownerId": rec.OwnerID, "code": re.Code}})
 		}
 	}
 	if err == nil && rq.committed == g.Lease.ID {
 		// Stored with the grant, in one transaction.
-	} else if t, perr := e.putReceiptLocked(rec); perr != nil {
+	} else if t, perr := eng.putReceiptLocked(rec); perr != nil {
 		// The outcome still reaches the callers; after a restart the
 		// receipt reads as interrupted, or as granted when its lease was
 		// committed (the lease row names the request).
-		e.log.Error("store a lease request's outcome", "request", rec.ID, "err", perr)
+		b.log.Error("store a lease request's outcome", "request", rec.ID, "err", perr)
 	} else {
 		out.ticket = t
 	}
@@ -380,11 +419,11 @@ func (e *Engine) settleRequest(rq *requestEntry, out *outcome, g Grant, err erro
 // every receipt of the last requests.retentionMs. The old entry stays valid
 // for the callers and goroutines still holding it and is collected when
 // they let go.
-func (b *requestBook) settledLocked(rq *requestEntry, out *outcome) {
+func (b *durableBook) settledLocked(rq *requestEntry, out *outcome) {
 	if b.byID[rq.id] != rq || !rq.rec.State.Terminal() {
 		return
 	}
-	// No outcome (it embeds a whole Grant): replayLocked answers a repeat
+	// No outcome (it embeds a whole Grant): replay answers a repeat
 	// of a refusal with the very error the first caller got, kept alone.
 	slim := &requestEntry{id: rq.id, rec: rq.rec, committed: rq.committed, firstErr: out.err}
 	b.byID[rq.id] = slim
@@ -393,14 +432,14 @@ func (b *requestBook) settledLocked(rq *requestEntry, out *outcome) {
 	}
 }
 
-// grantedReceiptLocked is the receipt to commit with w's grant of l: one
+// grantedReceipt is the receipt to commit with w's grant of l: one
 // transaction for both when the registry store also keeps receipts (the
-// daemon's database does), nothing otherwise (settleRequest writes it).
-func (e *Engine) grantedReceiptLocked(w *waiter, l LeaseRecord) []RequestRecord {
+// daemon's database does), nothing otherwise (settle writes it).
+func (b *durableBook) grantedReceipt(registry Store, w *waiter, l LeaseRecord) []RequestRecord {
 	if w == nil || w.rq == nil {
 		return nil
 	}
-	if rs, ok := e.store.(RequestStore); !ok || rs != e.reqs.store {
+	if rs, ok := registry.(RequestStore); !ok || rs != b.store {
 		return nil
 	}
 	rec := w.rq.rec
@@ -409,11 +448,11 @@ func (e *Engine) grantedReceiptLocked(w *waiter, l LeaseRecord) []RequestRecord 
 	return []RequestRecord{rec}
 }
 
-// replayLocked answers a repeat of a settled request with its outcome.
-func (e *Engine) replayLocked(x *requestEntry) result {
+// replay answers a repeat of a settled request with its outcome.
+func (b *durableBook) replay(x *requestEntry, leases map[string]*LeaseRecord, grantOf func(LeaseRecord) Grant) result {
 	if x.rec.State == RequestGranted {
-		if l, ok := e.leases[x.rec.LeaseID]; ok && l.RequestID == x.rec.ID {
-			return result{grant: e.grantOfLocked(*l)}
+		if l, ok := leases[x.rec.LeaseID]; ok && l.RequestID == x.rec.ID {
+			return result{grant: grantOf(*l)}
 		}
 		return result{err: &GrantEndedError{RequestID: x.rec.ID, LeaseID: x.rec.LeaseID}}
 	}
@@ -545,13 +584,22 @@ func (e *Engine) recoverRequests(ctx context.Context) error {
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := b.recover(ctx, recs, e.now(), e.leases); err != nil {
+		return err
+	}
+	b.arm(e.timers, e.pruneRequests)
+	return nil
+}
+
+// recover indexes the loaded receipts recs, in queue order, settling the
+// ones a restart cut off.
+func (b *durableBook) recover(ctx context.Context, recs []RequestRecord, now time.Time, leases map[string]*LeaseRecord) error {
 	byRequest := map[string]*LeaseRecord{}
-	for _, l := range e.leases {
+	for _, l := range leases {
 		if l.RequestID != "" {
 			byRequest[l.RequestID] = l
 		}
 	}
-	now := e.now()
 	for _, rec := range recs {
 		if !rec.State.Terminal() {
 			if l, ok := byRequest[rec.ID]; ok {
@@ -574,7 +622,6 @@ func (e *Engine) recoverRequests(ctx context.Context) error {
 			b.seq = rec.Seq
 		}
 	}
-	e.armPruneLocked()
 	return nil
 }
 
@@ -582,32 +629,40 @@ func (e *Engine) recoverRequests(ctx context.Context) error {
 // timers, so Stop stops it with the lease timers.
 const pruneTimer = "requests.prune"
 
-func (e *Engine) armPruneLocked() {
-	every := e.reqs.retention / 10
+// arm schedules the next prune, fire, among the engine's timers.
+func (b *durableBook) arm(timers map[string]ports.Timer, fire func()) {
+	every := b.retention / 10
 	every = max(time.Minute, min(every, time.Hour))
-	if t, ok := e.timers[pruneTimer]; ok {
+	if t, ok := timers[pruneTimer]; ok {
 		t.Stop()
 	}
-	e.timers[pruneTimer] = e.clock.AfterFunc(every, e.pruneRequests)
+	timers[pruneTimer] = b.clock.AfterFunc(every, fire)
 }
 
-// pruneRequests forgets settled receipts older than the retention window.
-// A granted receipt whose lease still lasts is kept: it is the lease's
-// answer to a repeat.
+// pruneRequests is the prune timer: it forgets settled receipts older
+// than the retention window, unless the engine is stopping.
 func (e *Engine) pruneRequests() {
 	e.mu.Lock()
 	if e.stopping {
 		e.mu.Unlock()
 		return
 	}
-	b := e.reqs
-	cutoff := e.now().Add(-b.retention)
+	e.reqs.prune(e.now(), e.leases)
+	e.reqs.arm(e.timers, e.pruneRequests)
+	e.mu.Unlock()
+}
+
+// prune forgets settled receipts older than the retention window. A
+// granted receipt whose lease still lasts is kept: it is the lease's
+// answer to a repeat.
+func (b *durableBook) prune(now time.Time, leases map[string]*LeaseRecord) {
+	cutoff := now.Add(-b.retention)
 	var ids []string
 	for id, rq := range b.byID {
 		if !rq.rec.State.Terminal() || !rq.rec.UpdatedAt.Before(cutoff) {
 			continue
 		}
-		if l, ok := e.leases[rq.rec.LeaseID]; ok && l.RequestID == id {
+		if l, ok := leases[rq.rec.LeaseID]; ok && l.RequestID == id {
 			continue
 		}
 		ids = append(ids, id)
@@ -615,7 +670,7 @@ func (e *Engine) pruneRequests() {
 	sort.Strings(ids)
 	if len(ids) > 0 {
 		if err := b.store.DeleteRequests(context.Background(), ids); err != nil {
-			e.log.Warn("prune lease requests", "err", err)
+			b.log.Warn("prune lease requests", "err", err)
 			ids = nil
 		}
 	}
@@ -626,8 +681,6 @@ func (e *Engine) pruneRequests() {
 			delete(b.byKey, keyOf(rq.rec.RequesterID, rq.rec.IdempotencyKey))
 		}
 	}
-	e.armPruneLocked()
-	e.mu.Unlock()
 }
 
 // MemoryRequests is a RequestStore in memory: the engine's own when it is
