@@ -72,7 +72,7 @@ func ResourceGroups() []ResourceGroup {
 		{"personalDataSync", ios, "Exchange, CalDAV and CardDAV account sync"},
 		{"safariSync", ios, "Safari history and bookmark sync"},
 		{"icloudSettingsSync", ios, "sync of selected system settings through iCloud"},
-		{"messagingMaintenance", ios, "Messages history clean-up and attachment transfer, and FaceTime message storage"},
+		{"messagingMaintenance", ios, "clean-up of old Messages history, transfers of Messages attachments, and the store of FaceTime messages"},
 		{"watchConnectivity", ios, "the connection to a paired Apple Watch"},
 		{"carPlay", ios, "CarPlay"},
 		{"tvRemote", ios, "the Apple TV remote"},
