@@ -32,7 +32,10 @@ type ResourceGroup struct {
 	Doc       string   `json:"doc"`
 }
 
-// ResourceGroups is the closed catalogue of groups, common ones first.
+// ResourceGroups is the closed catalogue of groups, in a fixed order: the
+// six common groups, then the iOS groups, then the Android ones. Within a
+// platform the groups of the reference's group table come first and the
+// rest follow the reference's list of that platform's controls (ADR 0089).
 func ResourceGroups() []ResourceGroup {
 	both := []string{"ios", "android"}
 	ios := []string{"ios"}
@@ -44,27 +47,63 @@ func ResourceGroups() []ResourceGroup {
 		{"wallpaperRendering", both, "system wallpaper rendering"},
 		{"widgets", both, "app and system widget refresh"},
 		{"liveActivities", both, "Live Activities and Dynamic Island updates"},
+
 		{"icloudSync", ios, "iCloud data synchronization, photo sync included"},
 		{"photoAnalysis", ios, "background analysis of the photo library"},
 		{"healthServices", ios, "HealthKit background services"},
 		{"homeServices", ios, "HomeKit background services"},
 		{"fitnessServices", ios, "Fitness background services"},
+		{"familyServices", ios, "Family Sharing and its approval requests (Ask to Buy)"},
+		{"screenTime", ios, "Screen Time and the usage tracking behind it"},
 		{"newsServices", ios, "Apple News content services"},
 		{"weatherServices", ios, "Weather content services"},
 		{"tipsServices", ios, "Tips content services"},
 		{"gameServices", ios, "Game Center and game save sync"},
 		{"mapsSync", ios, "Maps synchronization and suggested destinations"},
-		{"assistantSuggestions", ios, "Siri suggestion background services"},
+		{"advertising", ios, "Apple's promoted content (not ad privacy settings)"},
 		{"diagnosticReporting", ios, "selected diagnostic reporting"},
+		{"assistantSuggestions", ios, "Siri suggestion background services"},
+		{"appleIntelligence", ios, "selected Apple Intelligence background services (not shared model or language services)"},
+		{"appStoreServices", ios, "App Store installs and updates (not StoreKit payments)"},
+		{"appleMediaSync", ios, "the Apple media library and its subscriptions"},
+		{"mailServices", ios, "the local Mail service"},
+		{"calendarServices", ios, "the local Calendar service"},
+		{"reminderServices", ios, "the local Reminders service"},
+		{"personalDataSync", ios, "Exchange, CalDAV and CardDAV account sync"},
+		{"safariSync", ios, "Safari history and bookmark sync"},
+		{"icloudSettingsSync", ios, "sync of selected system settings through iCloud"},
+		{"messagingMaintenance", ios, "clean-up of old Messages history, transfers of Messages attachments, and the store of FaceTime messages"},
+		{"watchConnectivity", ios, "the connection to a paired Apple Watch"},
+		{"carPlay", ios, "CarPlay"},
+		{"tvRemote", ios, "the Apple TV remote"},
+		{"findMy", ios, "Find My"},
+		{"continuity", ios, "cross-device Continuity (not share sheets, stickers or avatars)"},
+		{"walletServices", ios, "Wallet, payments and digital identity (StoreKit payment sheets may depend on it)"},
+		{"businessServices", ios, "Apple business messaging"},
+
 		{"googlePlayServices", android, "Google Play services background infrastructure (account sync, push)"},
 		{"screensavers", android, "dream (screensaver) activation"},
 		{"backup", android, "Backup Manager for the current user"},
 		{"mailApp", android, "the optional system mail app"},
 		{"calendarApp", android, "the optional system calendar app"},
+		{"contactsApp", android, "the optional system contacts app (not the contacts provider)"},
 		{"mapsApp", android, "the optional system maps app"},
+		{"videoApp", android, "the optional system video app"},
 		{"musicApp", android, "the optional system music app"},
 		{"photosApp", android, "the optional system photos app"},
+		{"assistantApp", android, "the optional assistant app"},
+		{"digitalWellbeing", android, "the Digital Wellbeing app"},
 		{"printing", android, "the optional print services"},
+		{"accessibilityApps", android, "the optional accessibility suite (enabled services stay on)"},
+		{"textToSpeech", android, "the optional text-to-speech engines"},
+		{"wallpaperApps", android, "the optional wallpaper pickers (not wallpaper rendering)"},
+		{"healthConnect", android, "Health Connect"},
+		{"adServices", android, "the ad services (Privacy Sandbox) app"},
+		{"onDevicePersonalization", android, "the on-device personalization services app"},
+		{"storeApp", android, "the Play Store app"},
+		{"dialerApp", android, "the optional dialer app (the default dialer stays on)"},
+		{"messagesApp", android, "the optional messaging app (the default SMS app stays on)"},
+		{"googleServicesFramework", android, "the Google Services Framework (device check-in, older push)"},
 	}
 }
 

@@ -32,6 +32,42 @@ func TestResourcesGroupsNeedsNoDaemon(t *testing.T) {
 	}
 }
 
+// The catalogue the CLI prints is the contract's, in its order, new groups
+// included: the human table has one row per group, and each platform's new
+// groups are listed on that platform only.
+func TestResourcesGroupsListsEveryCatalogueGroupInOrder(t *testing.T) {
+	env := map[string]string{"SIMLOCK_HOME": t.TempDir()}
+	r := runCLI(t, env, false, "resources", "groups", "--json")
+	var out struct {
+		Groups []contract.ResourceGroup `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := contract.ResourceGroups()
+	if len(out.Groups) != len(want) {
+		t.Fatalf("%d groups, want %d", len(out.Groups), len(want))
+	}
+	by := map[string][]string{}
+	for i, g := range out.Groups {
+		if g.Name != want[i].Name {
+			t.Fatalf("group %d is %s, want %s", i, g.Name, want[i].Name)
+		}
+		by[g.Name] = g.Platforms
+	}
+	for g, platform := range map[string]string{"walletServices": "ios", "screenTime": "ios", "continuity": "ios",
+		"healthConnect": "android", "adServices": "android", "googleServicesFramework": "android"} {
+		if len(by[g]) != 1 || by[g][0] != platform {
+			t.Errorf("%s on %v, want %s only", g, by[g], platform)
+		}
+	}
+	human := runCLI(t, env, false, "resources", "groups")
+	lines := strings.Split(strings.TrimSpace(human.stdout), "\n")
+	if human.code != 0 || len(lines) != len(want)+1 || !strings.HasPrefix(lines[len(lines)-1], "googleServicesFramework ") {
+		t.Fatalf("human table: exit %d, %d lines, last %q", human.code, len(lines), lines[len(lines)-1])
+	}
+}
+
 // Reading a lease's resources never starts a daemon; a malformed map is
 // refused before anything is sent.
 func TestResourcesCommandsCheckInputAndNeverLaunch(t *testing.T) {
@@ -48,6 +84,8 @@ func TestResourcesCommandsCheckInputAndNeverLaunch(t *testing.T) {
 		{"resources", "set", "lse_x", "animations=disabled", "animations=enabled"},
 		{"resources", "set", "lse_x"},
 		{"lease", "--resources", "googlePlayServices=disabled"},
+		{"lease", "--platform", "ios", "--resources", "healthConnect=disabled"},
+		{"lease", "--platform", "android", "--resources", "walletServices=disabled"},
 		{"lease", "--hardware", "memoryMb=4096"},
 		{"lease", "--platform", "android", "--hardware", "gpuMode=turbo"},
 		{"lease", "--platform", "android", "--hardware", "ramMb=4096"},

@@ -99,6 +99,7 @@ func TestResourceInputIsValidated(t *testing.T) {
 		"empty":        {LeaseID: l.LeaseID, Resources: map[string]contract.ResourceState{}},
 		"raw service":  {LeaseID: l.LeaseID, Resources: map[string]contract.ResourceState{"com.apple.searchd": contract.ResourceDisabled}},
 		"other os":     {LeaseID: l.LeaseID, Resources: map[string]contract.ResourceState{"googlePlayServices": contract.ResourceDisabled}},
+		"other os new": {LeaseID: l.LeaseID, Resources: map[string]contract.ResourceState{"googleServicesFramework": contract.ResourceDisabled}},
 		"bad state":    {LeaseID: l.LeaseID, Resources: map[string]contract.ResourceState{"animations": contract.ResourceUnknown}},
 		"both":         {LeaseID: l.LeaseID, Resources: off, Restore: &contract.RestoreReceipt{Serial: "x"}},
 		"ios receipt":  {LeaseID: l.LeaseID, Restore: &contract.RestoreReceipt{Serial: "x"}},
@@ -119,6 +120,52 @@ func TestResourceInputIsValidated(t *testing.T) {
 	}
 	if _, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", Resources: map[string]contract.ResourceState{"slim": contract.ResourceDisabled}}, nil); !client.IsCode(err, contract.CodeBadRequest) {
 		t.Fatalf("a profile name: %v", err)
+	}
+}
+
+// The groups the reference's full lists add are names a request may use
+// on their own platform: a set on an iOS lease and one on an Android lease
+// each go through to the driver and read back.
+func TestReferenceListGroupsAreAcceptedOnTheirPlatform(t *testing.T) {
+	f, droid := startResourced(t, true)
+	ctx := context.Background()
+	for _, c := range []struct {
+		platform, who string
+		groups        []string
+	}{
+		{"ios", "alice", []string{"familyServices", "screenTime", "walletServices", "continuity"}},
+		{"android", "bob", []string{"digitalWellbeing", "healthConnect", "adServices", "googleServicesFramework"}},
+	} {
+		a := f.dial(c.who, "")
+		l, err := a.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: c.platform}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := map[string]contract.ResourceState{}
+		for _, g := range c.groups {
+			req[g] = contract.ResourceDisabled
+		}
+		res, err := a.ResourcesSet(ctx, contract.ResourcesSetIn{LeaseID: l.LeaseID, Resources: req})
+		if err != nil || !res.Success {
+			t.Fatalf("%s set %v: %+v %v", c.platform, c.groups, res, err)
+		}
+		got, err := a.ResourcesGet(ctx, l.LeaseID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drv := f.drv
+		if c.platform == "android" {
+			drv = droid
+		}
+		dev, ok := f.d.engine.Device(l.Device.ID)
+		if !ok {
+			t.Fatalf("no device %s", l.Device.ID)
+		}
+		for _, g := range c.groups {
+			if got.Resources[g].State != contract.ResourceDisabled || drv.ResourceState(dev.Handle, g) != contract.ResourceDisabled {
+				t.Errorf("%s %s: read %+v, driver %s", c.platform, g, got.Resources[g], drv.ResourceState(dev.Handle, g))
+			}
+		}
 	}
 }
 

@@ -743,11 +743,19 @@ func systemPackages(tag string) []string {
 			"com.google.android.gm", "com.google.android.calendar", "com.google.android.contacts",
 			"com.google.android.apps.maps", "com.google.android.youtube", "com.google.android.apps.youtube.music",
 			"com.google.android.apps.photos", "com.google.android.printservice.recommendation",
-			"com.google.android.marvin.talkback", "com.google.android.tts")
+			"com.google.android.marvin.talkback", "com.google.android.tts",
+			"com.google.android.googlequicksearchbox", "com.google.android.apps.wellbeing",
+			"com.google.android.apps.wallpaper", "com.android.wallpaper.livepicker",
+			// Mainline modules' APKs, Google-signed on these images.
+			"com.google.android.healthconnect.controller", "com.google.android.adservices.api",
+			"com.google.android.ondevicepersonalization.services")
 	} else {
 		pkgs = append(pkgs, "com.android.launcher3", "com.android.inputmethod.latin", "com.android.dialer",
 			"com.android.messaging", "org.chromium.webview_shell", "com.android.email", "com.android.calendar",
-			"com.android.contacts", "com.android.music", "com.android.gallery3d")
+			"com.android.contacts", "com.android.music", "com.android.gallery3d",
+			"com.android.wallpaper", "com.android.wallpaper.livepicker",
+			"com.android.healthconnect.controller", "com.android.adservices.api",
+			"com.android.ondevicepersonalization.services")
 	}
 	if strings.HasPrefix(tag, "google_apis_playstore") {
 		pkgs = append(pkgs, "com.android.vending")

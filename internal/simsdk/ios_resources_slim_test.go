@@ -22,11 +22,15 @@ import (
 // are one list: every driver label is a simulated job and every simulated
 // job belongs to a driver group. The driver's slim footprint and the
 // simulated one scale the same way, and the simulated figures are the
-// published ones: stock ~4 GB / ~260 processes, slimmed ~0.9 GB / ~70.
+// published ones: stock ~4 GB / ~260 processes, slimmed (slim mode's
+// default groups off) ~0.9 GB / ~70.
 func TestIOSSlimCatalogueAgreesWithTheSimulatedRuntime(t *testing.T) {
-	var driverLabels []string
-	for _, g := range ios.SlimGroups() {
+	var driverLabels, slimLabels []string
+	for _, g := range ios.ControlledGroups() {
 		driverLabels = append(driverLabels, ios.ResourceLabels(g)...)
+	}
+	for _, g := range ios.SlimGroups() {
+		slimLabels = append(slimLabels, ios.ResourceLabels(g)...)
 	}
 	var simLabels []string
 	for _, j := range simJobs {
@@ -40,11 +44,9 @@ func TestIOSSlimCatalogueAgreesWithTheSimulatedRuntime(t *testing.T) {
 	if slices.Contains(ios.SlimGroups(), "backgroundSync") || slices.Contains(ios.SlimGroups(), "icloudSync") {
 		t.Fatalf("slim groups %v include a group iOS cannot control", ios.SlimGroups())
 	}
-	all := launchdState{}
-	for _, j := range simJobs {
-		all.Unloaded = append(all.Unloaded, j.Label)
-	}
-	mb, procs := iosFootprint(simJobs, all)
+	slimmed := launchdState{Unloaded: slimLabels}
+	slices.Sort(slimmed.Unloaded)
+	mb, procs := iosFootprint(simJobs, slimmed)
 	if mb < 800 || mb > 1000 || procs < 60 || procs > 80 {
 		t.Fatalf("slimmed simulated footprint %d MB, %d processes; want ~0.9 GB, ~70", mb, procs)
 	}

@@ -58,22 +58,49 @@ type resourceGroup struct {
 // Optional-app groups list only optional apps: providers, SystemUI, the
 // launcher, keyboards, credentials and networking never appear, and role
 // holders, the selected keyboard and enabled accessibility services are
-// protected at write time besides.
+// protected at write time besides. Each package group names the app under
+// its Google and its AOSP package ids, whichever the image ships. Mainline
+// modules appear only as the APK the module carries, never as the APEX
+// container itself: a group disables the app for the user and removes
+// nothing (ADR 0089).
 func androidResourceCatalogue() map[string]resourceGroup {
 	scale := func(key string) settingService { return settingService{"global", key, "1", "0"} }
 	dream := func(key string) settingService { return settingService{"secure", key, "1", "0"} }
+	pkgs := func(p ...string) resourceGroup { return resourceGroup{packages: p} }
 	return map[string]resourceGroup{
-		"animations":         {settings: []settingService{scale("window_animation_scale"), scale("transition_animation_scale"), scale("animator_duration_scale")}},
-		"screensavers":       {settings: []settingService{dream("screensaver_enabled"), dream("screensaver_activate_on_dock"), dream("screensaver_activate_on_sleep")}},
-		"backup":             {backup: true},
-		"mailApp":            {packages: []string{"com.google.android.gm", "com.android.email"}},
-		"calendarApp":        {packages: []string{"com.google.android.calendar", "com.android.calendar"}},
-		"mapsApp":            {packages: []string{"com.google.android.apps.maps"}},
-		"musicApp":           {packages: []string{"com.google.android.apps.youtube.music", "com.android.music"}},
-		"photosApp":          {packages: []string{"com.google.android.apps.photos", "com.android.gallery3d"}},
-		"printing":           {packages: []string{"com.android.printspooler", "com.android.bips", "com.google.android.printservice.recommendation"}},
-		"googlePlayServices": {packages: []string{"com.google.android.gms", "com.google.android.gsf"}},
+		"animations":   {settings: []settingService{scale("window_animation_scale"), scale("transition_animation_scale"), scale("animator_duration_scale")}},
+		"screensavers": {settings: []settingService{dream("screensaver_enabled"), dream("screensaver_activate_on_dock"), dream("screensaver_activate_on_sleep")}},
+		"backup":       {backup: true},
+
+		"mailApp":           pkgs("com.google.android.gm", "com.android.email"),
+		"calendarApp":       pkgs("com.google.android.calendar", "com.android.calendar"),
+		"contactsApp":       pkgs("com.google.android.contacts", "com.android.contacts"),
+		"mapsApp":           pkgs("com.google.android.apps.maps"),
+		"videoApp":          pkgs("com.google.android.youtube", "com.google.android.videos"),
+		"musicApp":          pkgs("com.google.android.apps.youtube.music", "com.android.music"),
+		"photosApp":         pkgs("com.google.android.apps.photos", "com.android.gallery3d"),
+		"assistantApp":      pkgs("com.google.android.googlequicksearchbox", "com.google.android.apps.googleassistant"),
+		"digitalWellbeing":  pkgs("com.google.android.apps.wellbeing"),
+		"printing":          pkgs("com.android.printspooler", "com.android.bips", "com.google.android.printservice.recommendation"),
+		"accessibilityApps": pkgs("com.google.android.marvin.talkback"),
+		"textToSpeech":      pkgs("com.google.android.tts", "com.svox.pico"),
+		"wallpaperApps":     pkgs("com.google.android.apps.wallpaper", "com.android.wallpaper", "com.android.wallpaper.livepicker"),
+
+		"healthConnect":           pkgs("com.google.android.apps.healthdata", "com.google.android.healthconnect.controller", "com.android.healthconnect.controller"),
+		"adServices":              pkgs("com.google.android.adservices.api", "com.android.adservices.api"),
+		"onDevicePersonalization": pkgs("com.google.android.ondevicepersonalization.services", "com.android.ondevicepersonalization.services"),
+		"storeApp":                pkgs("com.android.vending"),
+		"dialerApp":               pkgs("com.google.android.dialer", "com.android.dialer"),
+		"messagesApp":             pkgs("com.google.android.apps.messaging", "com.android.messaging"),
+		"googlePlayServices":      pkgs("com.google.android.gms"),
+		"googleServicesFramework": pkgs("com.google.android.gsf"),
 	}
+}
+
+// ResourcePackages lists the packages of an Android group, for tests that
+// check the simulated images ship them.
+func ResourcePackages(group string) []string {
+	return slices.Clone(androidResourceCatalogue()[group].packages)
 }
 
 // protectedRoles are the roles whose holders are never disabled.

@@ -36,7 +36,10 @@ type resourceLabel struct {
 const stockFootprintMB = 4096
 
 // resourceCatalog maps every controllable iOS group to its labels. Groups
-// share no label, so enabling one never restores another.
+// share no label, so enabling one never restores another. Each group holds
+// only the jobs of its own function; jobs other services share (accounts,
+// CloudKit, StoreKit payments, push, media transport, share sheets,
+// identity, model and language services) belong to no group (ADR 0089).
 var resourceCatalog = map[string][]resourceLabel{
 	"animations":           {{"com.apple.UIKit.transitiond", 90}, {"com.apple.CoreMotion.parallaxd", 60}},
 	"searchIndexing":       {{"com.apple.searchd", 380}, {"com.apple.spotlightknowledged", 220}},
@@ -47,13 +50,33 @@ var resourceCatalog = map[string][]resourceLabel{
 	"healthServices":       {{"com.apple.healthd", 150}, {"com.apple.healthrecordsd", 70}},
 	"homeServices":         {{"com.apple.homed", 140}},
 	"fitnessServices":      {{"com.apple.fitnesscoachingd", 60}, {"com.apple.activityawardsd", 40}},
+	"familyServices":       {{"com.apple.familycircled", 20}, {"com.apple.askpermissiond", 10}},
+	"screenTime":           {{"com.apple.ScreenTimeAgent", 30}, {"com.apple.UsageTrackingAgent", 20}},
 	"newsServices":         {{"com.apple.newsd", 90}},
 	"weatherServices":      {{"com.apple.weatherd", 80}},
 	"tipsServices":         {{"com.apple.tipsd", 50}},
 	"gameServices":         {{"com.apple.gamed", 110}},
 	"mapsSync":             {{"com.apple.navd", 120}, {"com.apple.Maps.mapssyncd", 60}},
-	"assistantSuggestions": {{"com.apple.suggestd", 200}, {"com.apple.proactiveeventtrackerd", 90}},
+	"advertising":          {{"com.apple.ap.promotedcontentd", 25}},
 	"diagnosticReporting":  {{"com.apple.analyticsd", 120}, {"com.apple.osanalytics.osanalyticshelper", 70}},
+	"assistantSuggestions": {{"com.apple.suggestd", 200}, {"com.apple.proactiveeventtrackerd", 90}},
+	"appleIntelligence":    {{"com.apple.intelligenceplatformd", 45}, {"com.apple.generativeexperiencesd", 30}},
+	"appStoreServices":     {{"com.apple.appstored", 35}},
+	"appleMediaSync":       {{"com.apple.itunescloudd", 30}, {"com.apple.storebookkeeperd", 10}},
+	"mailServices":         {{"com.apple.email.maild", 35}},
+	"calendarServices":     {{"com.apple.calaccessd", 20}},
+	"reminderServices":     {{"com.apple.remindd", 20}},
+	"personalDataSync":     {{"com.apple.dataaccess.dataaccessd", 30}},
+	"safariSync":           {{"com.apple.SafariBookmarksSyncAgent", 15}},
+	"icloudSettingsSync":   {{"com.apple.syncdefaultsd", 15}},
+	"messagingMaintenance": {{"com.apple.imautomatichistorydeletionagent", 10}, {"com.apple.imtransferagent", 20}, {"com.apple.facetimemessagestored", 10}},
+	"watchConnectivity":    {{"com.apple.wcd", 15}, {"com.apple.companionappd", 15}},
+	"carPlay":              {{"com.apple.carkitd", 20}},
+	"tvRemote":             {{"com.apple.tvremoted", 15}},
+	"findMy":               {{"com.apple.icloud.searchpartyd", 25}, {"com.apple.icloud.findmydeviced", 20}},
+	"continuity":           {{"com.apple.rapportd", 20}},
+	"walletServices":       {{"com.apple.passd", 40}, {"com.apple.coreidvd", 15}},
+	"businessServices":     {{"com.apple.businessservicesd", 10}},
 }
 
 // unsupportedGroups are iOS groups with no narrow set of jobs to switch:
@@ -62,6 +85,15 @@ var unsupportedGroups = map[string]string{
 	"backgroundSync": "background app refresh shares its scheduler with the system; no job controls it alone",
 	"icloudSync":     "iCloud sync shares its daemons with account and CloudKit services",
 }
+
+// slimDefault is slim mode's default set: the groups slim mode has always
+// turned off, whose savings make the published slim figures. The groups
+// added later for the reference's full list (ADR 0089) trade features
+// away (restrictions, payments, companion devices, ...) for little memory,
+// so slim mode turns them off only when drivers.ios.slim.groups names them.
+var slimDefault = []string{"animations", "searchIndexing", "wallpaperRendering", "widgets", "liveActivities",
+	"photoAnalysis", "healthServices", "homeServices", "fitnessServices", "newsServices", "weatherServices",
+	"tipsServices", "gameServices", "mapsSync", "diagnosticReporting", "assistantSuggestions"}
 
 // ResourceLabels lists the launchd labels of an iOS group, for tests that
 // check the simulated SDK ships the same catalogue.
@@ -73,11 +105,23 @@ func ResourceLabels(group string) []string {
 	return out
 }
 
-// SlimGroups is slim mode's default set: every group the driver controls.
-func SlimGroups() []string {
+// ControlledGroups lists every group the driver has labels for, in
+// catalogue order.
+func ControlledGroups() []string {
 	var out []string
 	for _, g := range contract.ResourceGroupsFor(Platform) {
 		if _, ok := resourceCatalog[g]; ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// SlimGroups is slim mode's default set (slimDefault), in catalogue order.
+func SlimGroups() []string {
+	var out []string
+	for _, g := range ControlledGroups() {
+		if slices.Contains(slimDefault, g) {
 			out = append(out, g)
 		}
 	}

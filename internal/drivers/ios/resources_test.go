@@ -3,6 +3,7 @@ package ios
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,48 @@ func TestSlimFootprintAndGroups(t *testing.T) {
 	}
 	if s, err := (Slim{Groups: []string{"nonsense"}}).resolve(); err != nil || s.Enabled {
 		t.Fatalf("disabled slim: %+v %v", s, err)
+	}
+}
+
+// Every iOS group of the contract is controlled by labels, except
+// backgroundSync and icloudSync, which stay unsupported; slim mode's
+// default set is its original sixteen groups, all controlled, and the
+// groups added since are not in it (ADR 0089).
+func TestEveryIOSGroupButTheSharedOnesIsControlled(t *testing.T) {
+	var want []string
+	for _, g := range contract.ResourceGroupsFor(Platform) {
+		if g != "backgroundSync" && g != "icloudSync" {
+			want = append(want, g)
+		}
+	}
+	if got := ControlledGroups(); !slices.Equal(got, want) {
+		t.Fatalf("controlled %v\nwant %v", got, want)
+	}
+	if len(unsupportedGroups) != 2 || unsupportedGroups["backgroundSync"] == "" || unsupportedGroups["icloudSync"] == "" {
+		t.Fatalf("unsupported %v", unsupportedGroups)
+	}
+	for g, labels := range resourceCatalog {
+		if len(labels) == 0 {
+			t.Errorf("%s has no label", g)
+		}
+		for _, l := range labels {
+			if !strings.HasPrefix(l.Label, "com.apple.") || l.SaveMB <= 0 {
+				t.Errorf("%s: label %+v", g, l)
+			}
+		}
+	}
+	slim := SlimGroups()
+	if len(slim) != 16 {
+		t.Fatalf("slim default %v", slim)
+	}
+	for _, g := range slim {
+		if !slices.Contains(want, g) {
+			t.Errorf("slim default %s is not controlled", g)
+		}
+	}
+	for _, g := range []string{"familyServices", "screenTime", "walletServices", "watchConnectivity", "messagingMaintenance"} {
+		if slices.Contains(slim, g) {
+			t.Errorf("slim turns %s off by default", g)
+		}
 	}
 }

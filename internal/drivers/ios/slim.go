@@ -35,7 +35,7 @@ func (s Slim) resolve() (Slim, error) {
 	}
 	if len(bad) > 0 {
 		return Slim{}, fmt.Errorf("ios: drivers.ios.slim.groups: %s not controllable on iOS (known: %s)",
-			strings.Join(bad, ", "), strings.Join(SlimGroups(), ", "))
+			strings.Join(bad, ", "), strings.Join(ControlledGroups(), ", "))
 	}
 	s.Groups = slices.Clone(s.Groups)
 	slices.Sort(s.Groups)

@@ -112,6 +112,20 @@ const (
 	adrAndroidGranted = "0086" // an Android lease profile is granted with its evidence
 )
 
+// The catalogue's tests: the contract holds the reference's lists, and
+// each driver maps every group of its platform to commands the simulated
+// SDK accepts (ADR 0089).
+const (
+	unitCatalogueIsReference = "contract.TestResourceCatalogueIsTheReferenceList"
+	unitCatalogueAccepted    = "contract.TestEveryReferenceGroupIsAcceptedOnItsPlatformOnly"
+	unitIOSControlled        = "internal/drivers/ios.TestEveryIOSGroupButTheSharedOnesIsControlled"
+	unitAndroidControlled    = "internal/drivers/android.TestEveryAndroidGroupIsControlledOrNamedUncontrolled"
+	unitAndroidCoreAlone     = "internal/drivers/android.TestAndroidPackageGroupsLeaveTheCoreAlone"
+	simIOSEveryGroup         = "internal/simsdk.TestIOSEveryControlledGroupAgainstTheSimulatedRuntime"
+	simIOSNoIntelligence     = "internal/simsdk.TestIOSAppleIntelligenceIsUnsupportedOnARuntimeWithoutIt"
+	simAndroidEveryGroup     = "internal/simsdk.TestAndroidEveryPackageGroupAgainstTheSimulatedSDK"
+)
+
 var statements = []conformance.Statement{
 	// 1. Device resources: the description, inventory reads and reports.
 	{ID: "resources/1.1", Says: "A device's description puts static facts (OS version, runtime id, form factor) at the top level and live state under `runtime`, with no second name for either.",
@@ -210,7 +224,8 @@ var statements = []conformance.Statement{
 	{ID: "resources/5.8", Says: "iOS groups are narrow and disjoint: wallpaper, widgets and Live Activities each have their own switch, and nothing starts off.",
 		Tests: []string{unitIOSDisjoint, simIOSIndependent, e2eIOSDisabled}},
 	{ID: "resources/5.9", Says: "The iOS controls cover the reference's full list of service groups (family, Screen Time, App Store, mail and calendar, Safari, messaging, companion devices, Wallet and the rest).",
-		Gap: "simlock controls animations, searchIndexing, wallpaperRendering, widgets, liveActivities, photoAnalysis, health/home/fitness, news/weather/tips/game, mapsSync, assistantSuggestions and diagnosticReporting; the other groups are unknown names (BAD_REQUEST)."},
+		Tests: []string{unitCatalogueIsReference, unitCatalogueAccepted, unitIOSControlled, simIOSEveryGroup, simIOSNoIntelligence},
+		Note:  "Every group of the list is a set of launchd labels (ADR 0089); a runtime that ships none of a group's jobs reports it unsupported. Slim mode's default set is unchanged."},
 	{ID: "resources/5.10", Says: "Callers cannot pass launchd labels, shell commands or service paths.",
 		Tests: []string{unitInputValidated}},
 	{ID: "resources/5.11", Says: "Each group is checked against the booted runtime before any write; a missing label is reported and left out, and a group with none is unsupported.",
@@ -282,13 +297,14 @@ var statements = []conformance.Statement{
 	{ID: "resources/8.1", Says: "Android controls are opt-in and separate; an optional-app group disables only installed system packages of a fixed list, for the current user.",
 		Tests: []string{simAndroid}},
 	{ID: "resources/8.2", Says: "Packages holding a default role, the current input method and active accessibility services stay enabled, and without role inspection no package is disabled while settings still apply.",
-		Tests: []string{simAndroid}},
+		Tests: []string{simAndroid, simAndroidEveryGroup}},
 	{ID: "resources/8.3", Says: "The animations group puts the window, transition and animator scales all at 0 (off) or all at 1 (on).",
 		Tests: []string{e2eAndroidReceipt, simAndroid}},
 	{ID: "resources/8.4", Says: "screensavers controls dream activation on its own, and backup controls the current user's Backup Manager.",
 		Tests: []string{simAndroid}},
 	{ID: "resources/8.5", Says: "The Android controls cover the reference's full list of optional apps and feature tradeoffs (contacts, video, assistant, Digital Wellbeing, Health Connect, ad services and the rest).",
-		Gap: "simlock controls animations, screensavers, backup, mailApp, calendarApp, mapsApp, musicApp, photosApp, printing and googlePlayServices; the other groups are unknown names (BAD_REQUEST)."},
+		Tests: []string{unitCatalogueIsReference, unitCatalogueAccepted, unitAndroidControlled, unitAndroidCoreAlone, simAndroidEveryGroup},
+		Note:  "Each app group names its Google and AOSP package ids (ADR 0089); googleServicesFramework is its own group, apart from googlePlayServices."},
 	{ID: "resources/8.6", Says: "A restore receipt, passed back without resources, puts back exactly the prior values.",
 		Tests: []string{e2eAndroidReceipt, unitAndroidReceipt, simAndroid}},
 	{ID: "resources/8.7", Says: "A receipt applies only to the emulator serial, boot and user that issued it.",
