@@ -1,0 +1,134 @@
+package arch
+
+import (
+	"bufio"
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Size budgets (ADR 0091). Issue 24 sets the goal: core.Engine at most 80
+// methods and 25 fields, internal/daemon at most 3,500 lines of non-test
+// Go. The restructure gets there in steps, so each budget is a ratchet: the
+// figure the code has reached, which no change may grow. Lower a figure in
+// the change that shrinks the code; never raise it to let a feature land
+// on the engine or in the daemon: give the feature a book or a package.
+const (
+	engineMethodBudget = 208  // goal 80
+	engineFieldBudget  = 49   // goal 25
+	daemonLineBudget   = 6320 // goal 3,500
+)
+
+func TestEngineStaysWithinItsMethodAndFieldBudget(t *testing.T) {
+	methods, fields := typeSize(t, "internal/core", "Engine")
+	t.Logf("core.Engine: %d methods (budget %d), %d fields (budget %d)", methods, engineMethodBudget, fields, engineFieldBudget)
+	if methods > engineMethodBudget {
+		t.Errorf("core.Engine has %d methods, over its budget of %d: put the feature's methods on its book (ADR 0091)", methods, engineMethodBudget)
+	}
+	if fields > engineFieldBudget {
+		t.Errorf("core.Engine has %d fields, over its budget of %d: a feature's state belongs to its book (ADR 0091)", fields, engineFieldBudget)
+	}
+}
+
+func TestDaemonStaysWiring(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "internal", "daemon")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			lines++
+		}
+	}
+	t.Logf("internal/daemon: %d lines of non-test Go (budget %d)", lines, daemonLineBudget)
+	if lines > daemonLineBudget {
+		t.Errorf("internal/daemon has %d lines of non-test Go, over its budget of %d: a system's rules belong in its own package (ADR 0091)", lines, daemonLineBudget)
+	}
+}
+
+// typeSize counts the methods declared on typ (value or pointer receiver)
+// in pkg's non-test files, and the fields of its struct.
+func typeSize(t *testing.T, pkg, typ string) (methods, fields int) {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), filepath.FromSlash(pkg))
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	found := false
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv != nil && len(d.Recv.List) == 1 && recvName(d.Recv.List[0].Type) == typ {
+					methods++
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					ts, ok := s.(*ast.TypeSpec)
+					if !ok || ts.Name.Name != typ {
+						continue
+					}
+					st, ok := ts.Type.(*ast.StructType)
+					if !ok {
+						t.Fatalf("%s.%s is not a struct", pkg, typ)
+					}
+					found = true
+					for _, fl := range st.Fields.List {
+						fields += max(len(fl.Names), 1) // an embedded field has no names
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no struct %s in %s", typ, pkg)
+	}
+	return methods, fields
+}
+
+func recvName(e ast.Expr) string {
+	if s, ok := e.(*ast.StarExpr); ok {
+		e = s.X
+	}
+	if g, ok := e.(*ast.IndexExpr); ok {
+		e = g.X
+	}
+	if id, ok := e.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("no caller information")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
