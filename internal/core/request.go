@@ -129,7 +129,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		r.Spec = r.Group[0]
 	}
 	for _, sr := range append([]SpecRequest{r.Spec}, r.Group...) {
-		if err := r.Release.Validate(sr.Platform); err != nil {
+		if err := r.Release.Validate(sr.Platform, capabilitiesOf(e.drivers)); err != nil {
 			return Grant{}, err // reset.go: a policy the device cannot run
 		}
 	}
