@@ -73,7 +73,7 @@ type Config struct {
 	GroupBypass  int
 	// MaxConcurrentResetBoots bounds how many erase resets of session
 	// devices boot at once (0: no bound of their own; running capacity
-	// still applies). See reset_modes.go.
+	// still applies). See resetmodes.go.
 	MaxConcurrentResetBoots int
 	// SlotRebindWindow keeps a managed slot execution's lease (release
 	// policy none, which only a slot's execution may hold) at least this
@@ -121,9 +121,6 @@ type Engine struct {
 
 	hooks OpHooks
 	est   estimates // measured driver timings, for progress ETAs
-	// resets are the measured figures the reset choice follows
-	// (resetchoice.go).
-	resets resetFigures
 
 	bg       context.Context // cancelled on Stop: aborts background driver work
 	bgCancel context.CancelFunc
@@ -164,7 +161,7 @@ type Engine struct {
 	leaseWatch map[string]chan struct{} // lease id -> closed when it ends (leasewatch.go)
 	whyWatch   map[string][]*string     // lease id -> where its end reason goes (leasewatch.go)
 	reqs       *requestBook             // durable lease requests, see requests.go
-	rs         resetBook                // session resets of released leases (reset.go)
+	rs         resetBook                // session resets and the reset kind figures (resetbook.go)
 	goldens    goldenBook               // golden removals and refused builds (golden.go)
 	host       HostUsage                // the rest of the host, as the daemon last saw it (hostcap.go)
 
@@ -229,7 +226,9 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
-	e.attachGoldenGate()
+	attachGoldenGate(e.drivers, e)
+	e.goldens = newGoldenBook(e, e.drivers, d)
+	e.rs = newResetBook(e, cfg, d)
 	e.reqs = newRequestBook(cfg, d)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
@@ -520,4 +519,15 @@ func sortDevices(ds []DeviceRecord) {
 // now is the engine's notion of the current instant: UTC, truncated to the
 // millisecond the store keeps, so memory and disk never disagree about a
 // deadline.
+// stoppingLocked reports that Stop has begun; haltedLocked, that Stop or
+// an operator reset (Nuke) has: nothing new is started.
+func (e *Engine) stoppingLocked() bool { return e.stopping }
+func (e *Engine) haltedLocked() bool   { return e.stopping || e.maintenance }
+
+// waitersLocked are the queued requests, in FIFO order.
+func (e *Engine) waitersLocked() []*waiter { return e.queue.Entries() }
+
+// deviceLocked is device id's record, nil when there is none.
+func (e *Engine) deviceLocked(id string) *DeviceRecord { return e.devices[id] }
+
 func (e *Engine) now() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }

@@ -62,7 +62,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 	}
 	defer e.section(func() {
 		e.maintenance = false
-		e.forgetGoldensLocked()
+		e.goldens.forgetLocked()
 		e.emitLocked(events.Event{Type: "daemon.reset", Data: map[string]any{
 			"releasedLeases": len(rep.ReleasedLeases), "destroyedDevices": len(rep.DestroyedDevices), "failed": len(rep.Failed)}})
 		e.scheduleLocked()

@@ -204,7 +204,7 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 	// device (a resource call) looks again, and so does a refused golden
 	// build (a shutdown or destroy frees the room it was refused).
 	defer e.signalOpFreedLocked()
-	e.recheckGoldensLocked()
+	e.goldens.recheckLocked()
 	if serr := o.settle(o, opErr); serr != nil {
 		e.opLocks[o.id] = o.lock
 		wait := e.cfg.Quarantine.delay(o.tries)
@@ -256,6 +256,16 @@ func (e *Engine) runUnrecorded(ctx context.Context, info OpInfo, f func(ctx cont
 	}
 	e.hooks.AfterOp(info, err)
 	return err
+}
+
+// startOrDeferOpLocked starts o, or defers it behind the operation that
+// holds its device.
+func (e *Engine) startOrDeferOpLocked(o *deviceOp) error {
+	if e.opLocks[o.id] != "" {
+		e.deferOpLocked(o)
+		return nil
+	}
+	return e.startOpLocked(o)
 }
 
 // deferOpLocked queues o to run once the operation holding its device

@@ -154,7 +154,7 @@ func (e *Engine) retryOp(d DeviceRecord) *deviceOp {
 			e.emitLocked(events.Event{Type: "device.quarantine-recovered", DeviceID: id, Platform: o.rec.Platform,
 				Data: map[string]any{"disposition": string(StateDeleted), "op": string(o.kind)}})
 			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: o.rec.Platform, Reason: "quarantine-retry"})
-			e.resetDeviceGoneLocked(o.rec)
+			e.rs.resetDeviceGoneLocked(o.rec)
 		default:
 			return e.disposeLocked(id, "device.quarantine-recovered", lock, nil)
 		}
@@ -187,7 +187,7 @@ func (e *Engine) abandonOp(d DeviceRecord) *deviceOp {
 			e.emitLocked(events.Event{Type: "device.quarantine-abandoned", DeviceID: id, Platform: o.rec.Platform, Reason: o.rec.Health.QuarantineReason,
 				Data: map[string]any{"attempts": o.rec.Health.QuarantineAttempts}})
 			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: o.rec.Platform, Reason: "quarantine-abandoned"})
-			e.resetDeviceGoneLocked(o.rec)
+			e.rs.resetDeviceGoneLocked(o.rec)
 			e.scheduleLocked()
 			return nil
 		}}

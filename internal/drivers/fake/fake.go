@@ -25,7 +25,7 @@ type device struct {
 	running       bool
 	transitioning bool  // reads as booting/shutting down
 	markOK        *bool // provenance mark as last read, when set
-	baseline      bool  // a keep-booted baseline exists for this boot (reset.go)
+	baseline      bool  // a keep-booted baseline exists for this boot (resetbook.go)
 }
 
 // Driver is the scriptable fake.
