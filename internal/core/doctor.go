@@ -194,7 +194,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 				return
 			}
 		case f.Kind == FindingStalledTransition || f.Kind == FindingProvenanceDrift:
-			if err := e.quarantineLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
+			if err := e.quarantine.enterLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
 				f.Err = err.Error()
 				return
 			}

@@ -141,7 +141,7 @@ type Engine struct {
 	stopping    bool
 	maintenance bool // a reset (nuke) is running: nothing is granted or started
 
-	qtimers     map[string]ports.Timer // quarantine retry timers by device id
+	quarantine  quarantineBook         // devices out of service and their retries (quarantine.go)
 	stimers     map[string]ports.Timer // settlement retries the store refused, by device id
 	deferred    map[string]*deviceOp   // operations waiting for the one holding their device
 	opFreed     chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
@@ -216,7 +216,7 @@ func New(cfg Config, d Deps) *Engine {
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
 		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree, hooks: d.Hooks, quit: make(chan struct{}),
-		qtimers: map[string]ports.Timer{}, stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
+		stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
 		obs:     map[string]*observation{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
@@ -228,7 +228,10 @@ func New(cfg Config, d Deps) *Engine {
 	}
 	attachGoldenGate(e.drivers, e)
 	e.goldens = newGoldenBook(e, e.drivers, d)
-	e.rs = newResetBook(e, cfg, d)
+	e.rs = newResetBook(e, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
+		return e.quarantine.enterLocked(id, reason, op, causes...)
+	})
+	e.quarantine = newQuarantineBook(e, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newRequestBook(cfg, d)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
@@ -526,6 +529,9 @@ func (e *Engine) haltedLocked() bool   { return e.stopping || e.maintenance }
 
 // waitersLocked are the queued requests, in FIFO order.
 func (e *Engine) waitersLocked() []*waiter { return e.queue.Entries() }
+
+// opLockLocked names the operation holding device id ("" when none).
+func (e *Engine) opLockLocked(id string) string { return e.opLocks[id] }
 
 // deviceLocked is device id's record, nil when there is none.
 func (e *Engine) deviceLocked(id string) *DeviceRecord { return e.devices[id] }

@@ -198,7 +198,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 func (e *Engine) startReclaimLocked(id string) {
 	d := e.devices[id]
 	if _, ok := e.drivers[d.Platform]; !ok {
-		_ = e.quarantineLocked(id, "no-driver", OpKindReclaim)
+		_ = e.quarantine.enterLocked(id, "no-driver", OpKindReclaim)
 		return
 	}
 	if !d.Intent.Release.IsZero() {
@@ -239,7 +239,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 				e.log.Warn("purge failed", "device", id, "err", err)
 				failed := events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error(),
 					Data: map[string]any{"durationMs": o.elapsed(e.now())}}
-				if qerr := e.quarantineLocked(id, "purge-failed", OpKindReclaim, failed); qerr != nil {
+				if qerr := e.quarantine.enterLocked(id, "purge-failed", OpKindReclaim, failed); qerr != nil {
 					return qerr
 				}
 				e.scheduleLocked()
@@ -388,7 +388,7 @@ func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
 		if err := clear(); err != nil {
 			return nil, err
 		}
-		e.armQuarantineLocked(*e.devices[d.ID])
+		e.quarantine.armLocked(*e.devices[d.ID])
 		return nil, nil
 	case d.State == StateReclaiming && d.Intent.Op != OpKindShutdown:
 		// Cut off mid-purge: purge it again from the start.
@@ -593,10 +593,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		delete(e.timers, id)
 	}
 	e.goldens.stopTimersLocked()
-	for id, t := range e.qtimers {
-		t.Stop()
-		delete(e.qtimers, id)
-	}
+	e.quarantine.stopTimersLocked()
 	e.stopSettleTimersLocked()
 	e.mu.Unlock()
 	e.bgCancel()

@@ -52,10 +52,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 			e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: w.requester, Platform: w.spec.Platform,
 				Reason: "reset", Data: e.refusalData(w.owner, ErrCancelled)})
 		}
-		for id, t := range e.qtimers {
-			t.Stop()
-			delete(e.qtimers, id)
-		}
+		e.quarantine.stopTimersLocked()
 	})
 	if busy {
 		return rep, ErrMaintenance

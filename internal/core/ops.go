@@ -294,7 +294,7 @@ func (e *Engine) shutdownOp(id, lock, failReason string, done func(d DeviceRecor
 		settle: func(o *deviceOp, err error) error {
 			if err != nil {
 				e.log.Warn("shutdown failed", "device", id, "lock", lock, "err", err)
-				return e.quarantineLocked(id, failReason, OpKindShutdown)
+				return e.quarantine.enterLocked(id, failReason, OpKindShutdown)
 			}
 			d, serr := e.setStateLocked(id, StateShutdown)
 			if serr != nil {
@@ -321,7 +321,7 @@ func (e *Engine) destroyOp(id, lock, failReason string, done func(d DeviceRecord
 		settle: func(o *deviceOp, err error) error {
 			if err != nil {
 				e.log.Warn("destroy failed", "device", id, "lock", lock, "err", err)
-				return e.quarantineLocked(id, failReason, OpKindDestroy)
+				return e.quarantine.enterLocked(id, failReason, OpKindDestroy)
 			}
 			if cerr := e.commitLocked(Changes{DeleteDevices: []string{id}}); cerr != nil {
 				return cerr

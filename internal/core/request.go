@@ -782,7 +782,7 @@ func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) 
 		if d, ok := e.devices[id]; ok {
 			fresh = d.State == StateProvisioning
 		}
-		if qerr := e.quarantineLocked(id, "boot-failed", OpKindBoot); qerr != nil {
+		if qerr := e.quarantine.enterLocked(id, "boot-failed", OpKindBoot); qerr != nil {
 			return qerr
 		}
 		e.log.Warn("boot failed", "device", id, "err", err)

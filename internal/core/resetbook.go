@@ -43,6 +43,9 @@ type resetBook struct {
 	eng   resetEngine
 	log   *slog.Logger
 	hooks OpHooks
+	// quarantine takes a device whose destroy failed out of service for a
+	// destroy retry (quarantineBook.enterLocked).
+	quarantine func(id, reason string, op OpKind, causes ...events.Event) error
 
 	byLease map[string]*resetTrack
 	boots   chan struct{} // erase boots in flight (Config.MaxConcurrentResetBoots); nil: no bound
@@ -64,7 +67,6 @@ type resetEngine interface {
 	Driver(platform string) (Driver, bool)
 	updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord, error)
 	disposeLocked(id, fact, lock string, extra map[string]any) error
-	quarantineLocked(id, reason string, op OpKind, causes ...events.Event) error
 	scheduleLocked()
 	startOpLocked(o *deviceOp) error
 	startOrDeferOpLocked(o *deviceOp) error
@@ -75,8 +77,8 @@ type resetEngine interface {
 	finishWorkLocked(w *waiter, id string)
 }
 
-func newResetBook(eng resetEngine, cfg Config, d Deps) resetBook {
-	b := resetBook{eng: eng, log: d.Logger, hooks: d.Hooks, figures: &resetFigures{}}
+func newResetBook(eng resetEngine, cfg Config, d Deps, quarantine func(id, reason string, op OpKind, causes ...events.Event) error) resetBook {
+	b := resetBook{eng: eng, log: d.Logger, hooks: d.Hooks, quarantine: quarantine, figures: &resetFigures{}}
 	if cfg.MaxConcurrentResetBoots > 0 {
 		b.boots = make(chan struct{}, cfg.MaxConcurrentResetBoots)
 	}

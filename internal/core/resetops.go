@@ -79,7 +79,7 @@ func (b *resetBook) resetDestroyOp(id, leaseID string, p ReleasePolicy, r resetR
 			r.phase("destroy", took)
 			if err != nil {
 				b.log.Warn("session reset: destroy failed", "device", id, "err", err)
-				if qerr := b.eng.quarantineLocked(id, resetDestroyFailed, OpKindDestroy); qerr != nil {
+				if qerr := b.quarantine(id, resetDestroyFailed, OpKindDestroy); qerr != nil {
 					return qerr
 				}
 				if t := b.get(leaseID); t != nil {
