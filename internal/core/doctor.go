@@ -187,7 +187,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 		}
 		switch {
 		case lease != nil && (f.Kind == FindingMissing || f.Kind == FindingProvenanceDrift):
-			e.giveUpLocked(*lease, *d, f.Kind)
+			e.health.giveUpLocked(*lease, *d, f.Kind)
 		case f.Kind == FindingMissing:
 			if err := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
 				f.Err = err.Error()

@@ -145,8 +145,7 @@ type Engine struct {
 	stimers     map[string]ports.Timer // settlement retries the store refused, by device id
 	deferred    map[string]*deviceOp   // operations waiting for the one holding their device
 	opFreed     chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
-	obs         map[string]*observation
-	healthTimer ports.Timer
+	health      healthBook             // the leased devices' health monitor (health.go)
 	cleanTimer  ports.Timer
 	pressure    bool       // last disk pressure reading, for edge-triggering
 	warmSpecs   []warmSpec // the warm targets the planner fills now (refreshWarmLocked)
@@ -217,7 +216,6 @@ func New(cfg Config, d Deps) *Engine {
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
 		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree, hooks: d.Hooks, quit: make(chan struct{}),
 		stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
-		obs:     map[string]*observation{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
@@ -231,6 +229,7 @@ func New(cfg Config, d Deps) *Engine {
 	e.rs = newResetBook(e, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
 		return e.quarantine.enterLocked(id, reason, op, causes...)
 	})
+	e.health = newHealthBook(e, cfg.Health, d)
 	e.quarantine = newQuarantineBook(e, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newRequestBook(cfg, d)
 	e.failed = make(chan struct{})
@@ -532,6 +531,9 @@ func (e *Engine) waitersLocked() []*waiter { return e.queue.Entries() }
 
 // opLockLocked names the operation holding device id ("" when none).
 func (e *Engine) opLockLocked(id string) string { return e.opLocks[id] }
+
+// leaseLocked is lease id's record, nil when there is none.
+func (e *Engine) leaseLocked(id string) *LeaseRecord { return e.leases[id] }
 
 // deviceLocked is device id's record, nil when there is none.
 func (e *Engine) deviceLocked(id string) *DeviceRecord { return e.devices[id] }

@@ -160,7 +160,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 			keepIntent(id, l.Release, l.ID)(&d)
 		}
 		c.PutDevices = append(c.PutDevices, d)
-		delete(e.obs, d.ID)
+		e.health.forgetLocked(d.ID)
 	}
 	// Synchronous: a refused release must leave the lease held, and its
 	// purge starts in this section (ADR 0044).
@@ -564,7 +564,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
-		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer, e.demandTimer} {
+		for _, t := range []ports.Timer{e.health.timer, e.cleanTimer, e.demandTimer} {
 			if t != nil {
 				t.Stop()
 			}
