@@ -117,7 +117,6 @@ type Engine struct {
 	bus      *events.Bus
 	log      *slog.Logger
 	newID    func() string
-	diskFree func() (uint64, error)
 
 	hooks OpHooks
 	est   estimates // measured driver timings, for progress ETAs
@@ -146,11 +145,10 @@ type Engine struct {
 	deferred    map[string]*deviceOp   // operations waiting for the one holding their device
 	opFreed     chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
 	health      healthBook             // the leased devices' health monitor (health.go)
-	cleanTimer  ports.Timer
-	pressure    bool       // last disk pressure reading, for edge-triggering
-	warmSpecs   []warmSpec // the warm targets the planner fills now (refreshWarmLocked)
-	warmFloors  []warmSpec // the configured targets, resolved at startup
-	demand      demandBook // recorded concurrency per spec (demand.go)
+	cleanup     cleanupBook            // what cleanup passes keep between them (cleanup.go)
+	warmSpecs   []warmSpec             // the warm targets the planner fills now (refreshWarmLocked)
+	warmFloors  []warmSpec             // the configured targets, resolved at startup
+	demand      demandBook             // recorded concurrency per spec (demand.go)
 	demandTimer ports.Timer
 
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
@@ -214,7 +212,7 @@ func New(cfg Config, d Deps) *Engine {
 	cfg.Demand = cfg.Demand.withDefaults()
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
-		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree, hooks: d.Hooks, quit: make(chan struct{}),
+		log: d.Logger, newID: d.NewID, hooks: d.Hooks, quit: make(chan struct{}),
 		stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
@@ -230,6 +228,7 @@ func New(cfg Config, d Deps) *Engine {
 		return e.quarantine.enterLocked(id, reason, op, causes...)
 	})
 	e.health = newHealthBook(e, cfg.Health, d)
+	e.cleanup = newCleanupBook(cfg.Cleanup, d)
 	e.quarantine = newQuarantineBook(e, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newRequestBook(cfg, d)
 	e.failed = make(chan struct{})

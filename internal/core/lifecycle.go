@@ -564,7 +564,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
-		for _, t := range []ports.Timer{e.health.timer, e.cleanTimer, e.demandTimer} {
+		for _, t := range []ports.Timer{e.health.timer, e.demandTimer} {
 			if t != nil {
 				t.Stop()
 			}

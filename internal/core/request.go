@@ -605,7 +605,7 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 			w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(o.drv, OpBoot)})
 			w.begin(PhaseBoot, e.now())
 			defer func() { w.end(PhaseBoot, e.now()) }()
-			return e.measure(o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) })
+			return e.est.measure(e.now, o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) })
 		},
 		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
 	}
@@ -699,7 +699,7 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: e.est.of(drv, OpProvision) + e.est.of(drv, OpBoot)})
 	w.begin(PhaseProvision, e.now())
 	var prov Provisioned
-	err := e.measure(drv, OpProvision, func() (err error) { prov, err = drv.Provision(ctx, spec); return err })
+	err := e.est.measure(e.now, drv, OpProvision, func() (err error) { prov, err = drv.Provision(ctx, spec); return err })
 	w.end(PhaseProvision, e.now())
 	if err != nil {
 		return &provisionError{err}
@@ -745,7 +745,7 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(drv, OpBoot)})
 	w.begin(PhaseBoot, e.now())
 	defer func() { w.end(PhaseBoot, e.now()) }()
-	return e.measure(drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) })
+	return e.est.measure(e.now, drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) })
 }
 
 // workLock names the operation lock device work holds: the warm pool's own work is
