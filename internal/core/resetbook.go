@@ -36,9 +36,11 @@ type resetTrack struct {
 
 // resetBook is the session resets of released leases (ADR 0048) and the
 // figures the pool's purge chooses its reset kind by (resetchoice.go). Its
-// methods run inside the decision section, except the device work of a
-// reset's operations and purge, which run on the op path outside it (their
-// comments say so). It reaches the engine only through resetEngine.
+// methods run inside the decision section, except those that do device
+// work on the op path outside it: the modes (resetmodes.go), step,
+// takeResetBoot and the purge (resetchoice.go), which enter the section
+// themselves where they decide. It reaches the engine only through
+// resetEngine.
 type resetBook struct {
 	eng   resetEngine
 	log   *slog.Logger
@@ -73,7 +75,7 @@ type resetEngine interface {
 	runUnrecorded(ctx context.Context, info OpInfo, f func(ctx context.Context) error) error
 	purgeByErase(ctx context.Context, drv Driver, d DeviceRecord) (stopped bool, err error)
 	keepRunningAfterPurgeLocked(id string) bool
-	specWaitedForLocked(key string) bool
+	waitersLocked() []*waiter
 	finishWorkLocked(w *waiter, id string)
 }
 

@@ -89,8 +89,8 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 
 // specWaitedForLocked reports whether a queued request waits for a device
 // of spec key.
-func (e *Engine) specWaitedForLocked(key string) bool {
-	for _, w := range e.queue.Entries() {
+func (b *resetBook) specWaitedForLocked(key string) bool {
+	for _, w := range b.eng.waitersLocked() {
 		if w.spec.Key() == key {
 			return true
 		}
@@ -198,7 +198,7 @@ func (b *resetBook) purge(ctx context.Context, o *deviceOp) (stopped bool, kind 
 		return stopped, "", err
 	}
 	waited := false
-	b.eng.section(func() { waited = b.eng.specWaitedForLocked(key) })
+	b.eng.section(func() { waited = b.specWaitedForLocked(key) })
 	if b.figures.choose(key, c.CloneReady(o.rec.Spec), !waited) == ResetClone {
 		stopped, kind, err = b.purgeByClone(ctx, o, c)
 	} else {
