@@ -1,22 +1,22 @@
 package fake
 
 import (
-	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/android"
+	"github.com/simlock/simlock/internal/drivers/ios"
 )
 
 // Capabilities implements core.Driver: Caps when a test set it, otherwise
 // what the real driver of the fake's platform declares, so a fake "ios"
 // erases and a fake "android" keeps booted, as the real ones do.
 func (d *Driver) Capabilities() core.Capabilities {
-	if d.Caps != nil {
+	switch {
+	case d.Caps != nil:
 		return *d.Caps
-	}
-	switch d.platform {
-	case "ios":
-		return core.Capabilities{Devices: "iOS simulators", ResetModes: []string{contract.ResetErase}, StrictResources: true}
-	case "android":
-		return core.Capabilities{Devices: "Android emulators", ResetModes: []string{contract.ResetKeepBooted, contract.ResetSnapshot}}
+	case d.platform == ios.Platform:
+		return ios.Capabilities()
+	case d.platform == android.Platform:
+		return android.Capabilities()
 	}
 	return core.Capabilities{}
 }
