@@ -145,10 +145,10 @@ type Engine struct {
 	deferred    map[string]*deviceOp   // operations waiting for the one holding their device
 	opFreed     chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
 	health      healthBook             // the leased devices' health monitor (health.go)
-	cleanup     cleanupBook            // what cleanup passes keep between them (cleanup.go)
-	warmSpecs   []warmSpec             // the warm targets the planner fills now (refreshWarmLocked)
-	warmFloors  []warmSpec             // the configured targets, resolved at startup
-	demand      demandBook             // recorded concurrency per spec (demand.go)
+	cleanup     cleanupBook
+	warmSpecs   []warmSpec // the warm targets the planner fills now (refreshWarmLocked)
+	warmFloors  []warmSpec // the configured targets, resolved at startup
+	demand      demandBook // recorded concurrency per spec (demand.go)
 	demandTimer ports.Timer
 
 	foreign    map[string]string        // device id -> who else on the host holds it (SetForeignClaims)
@@ -517,9 +517,6 @@ func sortDevices(ds []DeviceRecord) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
 }
 
-// now is the engine's notion of the current instant: UTC, truncated to the
-// millisecond the store keeps, so memory and disk never disagree about a
-// deadline.
 // stoppingLocked reports that Stop has begun; haltedLocked, that Stop or
 // an operator reset (Nuke) has: nothing new is started.
 func (e *Engine) stoppingLocked() bool { return e.stopping }
@@ -537,4 +534,7 @@ func (e *Engine) leaseLocked(id string) *LeaseRecord { return e.leases[id] }
 // deviceLocked is device id's record, nil when there is none.
 func (e *Engine) deviceLocked(id string) *DeviceRecord { return e.devices[id] }
 
+// now is the engine's notion of the current instant: UTC, truncated to the
+// millisecond the store keeps, so memory and disk never disagree about a
+// deadline.
 func (e *Engine) now() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }

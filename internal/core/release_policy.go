@@ -33,9 +33,10 @@ type ReleasePolicy struct {
 func (p ReleasePolicy) IsZero() bool { return p == ReleasePolicy{} }
 
 // Validate checks that the policy's mode applies to platform, by what its
-// driver declares (caps holds every driver's Capabilities by platform):
-// erase is iOS's, keep-booted and snapshot Android's, and only keep-booted
-// takes a fallback (destroy or snapshot) and a use limit. A request with a
+// driver declares (caps holds every driver's Capabilities by platform; the
+// iOS driver runs erase, the Android driver keep-booted and snapshot), and
+// that only keep-booted takes a fallback (destroy or snapshot) and a use
+// limit. A request with a
 // policy its device cannot run is refused at admission rather than
 // destroyed at release.
 func (p ReleasePolicy) Validate(platform string, caps map[string]Capabilities) error {
