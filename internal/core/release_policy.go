@@ -36,9 +36,8 @@ func (p ReleasePolicy) IsZero() bool { return p == ReleasePolicy{} }
 // driver declares (caps holds every driver's Capabilities by platform; the
 // iOS driver runs erase, the Android driver keep-booted and snapshot), and
 // that only keep-booted takes a fallback (destroy or snapshot) and a use
-// limit. A request with a
-// policy its device cannot run is refused at admission rather than
-// destroyed at release.
+// limit. A request with a policy its device cannot run is refused at
+// admission rather than destroyed at release.
 func (p ReleasePolicy) Validate(platform string, caps map[string]Capabilities) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: release policy: %s", ErrBadRequest, fmt.Sprintf(format, a...))
@@ -46,7 +45,9 @@ func (p ReleasePolicy) Validate(platform string, caps map[string]Capabilities) e
 	switch p.Mode {
 	case "", contract.ResetDestroy, contract.ResetNone:
 	case contract.ResetErase, contract.ResetKeepBooted, contract.ResetSnapshot:
-		if !caps[platform].RunsReset(p.Mode) {
+		// A platform with no driver has no declaration to ask: the
+		// unsupported-platform refusal that follows answers it.
+		if c, ok := caps[platform]; ok && !c.RunsReset(p.Mode) {
 			return bad("%s is for %s, not %s", p.Mode, devicesRunning(caps, p.Mode), platform)
 		}
 	default:
