@@ -4,11 +4,14 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 const module = "github.com/simlock/simlock"
@@ -209,6 +212,83 @@ func TestNoDirectClockInCoreOrDrivers(t *testing.T) {
 				}
 				return true
 			})
+		}
+	}
+}
+
+// The core is platform-agnostic (adding a driver needs no core change): a
+// driver declares what it supports (core.Capabilities) and the core asks.
+// No Go token of internal/core outside comments and tests may name a
+// platform: no string literal "ios" or "android", no identifier with a
+// platform or platform tool word in it (AndroidHardware, IOSDriver,
+// simctlList, adbPort, emulatorOpts, avdName).
+func TestCoreNamesNoPlatform(t *testing.T) {
+	platforms := map[string]bool{"ios": true, "android": true}
+	words := map[string]bool{"ios": true, "android": true, "simctl": true, "adb": true, "emulator": true, "avd": true, "xcrun": true}
+	_, self, _, _ := runtime.Caller(0)
+	core := filepath.Join(filepath.Dir(self), "..", "core")
+	err := filepath.WalkDir(core, func(path string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0) // comments are not parsed
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				if n.Kind == token.STRING {
+					if v, err := strconv.Unquote(n.Value); err == nil && platforms[strings.ToLower(v)] {
+						t.Errorf("%s: platform name %s in the core; ask the driver's Capabilities instead", fset.Position(n.Pos()), n.Value)
+					}
+				}
+			case *ast.Ident:
+				for _, w := range identWords(n.Name) {
+					if words[strings.ToLower(w)] {
+						t.Errorf("%s: identifier %s names a platform in the core", fset.Position(n.Pos()), n.Name)
+						break
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// identWords splits a Go identifier into its words: "AndroidHardware" is
+// Android, Hardware; "IOSDriver" is IOS, Driver; "adb_port" is adb, port.
+func identWords(name string) []string {
+	var out []string
+	rs := []rune(name)
+	start := 0
+	for i := 1; i <= len(rs); i++ {
+		switch {
+		case i == len(rs):
+		case rs[i] == '_':
+		case unicode.IsUpper(rs[i]) && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1])):
+		case unicode.IsUpper(rs[i]) && unicode.IsUpper(rs[i-1]) && i+1 < len(rs) && unicode.IsLower(rs[i+1]):
+		default:
+			continue
+		}
+		if w := strings.Trim(string(rs[start:i]), "_"); w != "" {
+			out = append(out, w)
+		}
+		start = i
+	}
+	return out
+}
+
+func TestIdentWords(t *testing.T) {
+	for in, want := range map[string]string{"AndroidHardware": "Android Hardware", "IOSDriver": "IOS Driver",
+		"adb_port": "adb port", "simctlList": "simctl List", "Ios": "Ios", "loadBaseline": "load Baseline", "x": "x"} {
+		if got := strings.Join(identWords(in), " "); got != want {
+			t.Errorf("identWords(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

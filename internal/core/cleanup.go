@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -165,16 +166,43 @@ func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 	return v
 }
 
-func (e *Engine) readDisk() (uint64, bool) {
-	if e.diskFree == nil {
+// cleanupBook is what the cleanup passes keep between passes: the last
+// disk pressure reading, so the pressure fact is edge-triggered. Its
+// methods run inside the decision section, but for readDisk, which a pass
+// calls before it enters.
+type cleanupBook struct {
+	policy   CleanupPolicy
+	log      *slog.Logger
+	diskFree func() (uint64, error) // nil: unknown, disk pressure never detected
+	pressure bool                   // last disk pressure reading
+}
+
+func newCleanupBook(p CleanupPolicy, d Deps) cleanupBook {
+	return cleanupBook{policy: p, log: d.Logger, diskFree: d.DiskFree}
+}
+
+func (b *cleanupBook) readDisk() (uint64, bool) {
+	if b.diskFree == nil {
 		return 0, false
 	}
-	free, err := e.diskFree()
+	free, err := b.diskFree()
 	if err != nil {
-		e.log.Warn("cleanup: read free disk space", "err", err)
+		b.log.Warn("cleanup: read free disk space", "err", err)
 		return 0, false
 	}
 	return free, true
+}
+
+// notePressureLocked records v's disk pressure reading and emits one
+// disk.pressure-detected per crossing into pressure.
+func (b *cleanupBook) notePressureLocked(v CleanupView, free uint64, emit func(events.Event)) {
+	if p := v.Pressure(); p != b.pressure {
+		b.pressure = p
+		if p {
+			emit(events.Event{Type: "disk.pressure-detected", Data: map[string]any{
+				"freeBytes": free, "thresholdBytes": b.policy.DiskPressureFreeBytes}})
+		}
+	}
 }
 
 // RunCleanup runs one reconciliation pass. rule, when set, limits it to one
@@ -200,18 +228,11 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 		return nil, ErrStopping
 	}
 	defer done()
-	free, known := e.readDisk()
+	free, known := e.cleanup.readDisk()
 	var props []CleanupProposal
 	e.section(func() {
 		v := e.cleanupViewLocked(free, known)
-		// Edge-triggered: one fact per crossing into pressure.
-		if p := v.Pressure(); p != e.pressure {
-			e.pressure = p
-			if p {
-				e.emitLocked(events.Event{Type: "disk.pressure-detected", Data: map[string]any{
-					"freeBytes": free, "thresholdBytes": e.cfg.Cleanup.DiskPressureFreeBytes}})
-			}
-		}
+		e.cleanup.notePressureLocked(v, free, e.emitLocked)
 		props = reconcile(v, rules)
 	})
 	out := make([]CleanupResult, 0, len(props))

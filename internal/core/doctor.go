@@ -82,48 +82,9 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 					continue // never reached the driver
 				}
 				ob, present := byHandle[d.Handle]
-				locked := e.opLocks[d.ID] != ""
-				f := Finding{Platform: p, DeviceID: d.ID, Handle: d.Handle}
-				switch {
-				case (d.State == StateProvisioning || d.State == StateReclaiming) && now.Sub(d.StateSince) > stallThreshold(drv, d.State):
-					f.Kind = FindingStalledTransition
-					f.Detail = fmt.Sprintf("%s for %s", d.State, now.Sub(d.StateSince).Round(time.Second))
-					if locked {
-						f.Detail += " (its operation is still in flight)"
-					} else {
-						f.Action = "quarantine"
-					}
-				case !present:
-					f.Kind = FindingMissing
-					f.Detail = fmt.Sprintf("registry says %s, the root has no such device", d.State)
-					f.Action = "forget"
-					if e.leasedLocked(d.ID) {
-						f.Action = "release lease as device-lost"
-					}
-				case ob.Run == RunRunning && ob.MarkOK != nil && !*ob.MarkOK:
-					f.Kind = FindingProvenanceDrift
-					f.Detail = "the device's provenance mark does not match"
-					f.Action = "quarantine"
-					if e.leasedLocked(d.ID) {
-						f.Action = "release lease as device-lost"
-					}
-				case d.State == StateReady && ob.Run == RunStopped:
-					f.Kind = FindingForeignState
-					f.Detail = "registry says ready, the device is not running"
-					f.Action = "mark shutdown"
-				case d.State == StateShutdown && ob.Run == RunRunning:
-					f.Kind = FindingForeignState
-					f.Detail = "registry says shutdown, the device is running"
-					f.Action = "shut down"
-				case d.State == StateLeased && ob.Run == RunStopped:
-					f.Kind = FindingForeignState
-					f.Detail = "leased but not running; the health monitor recovers it"
-				default:
+				f, ok := diagnose(d, ob, present, e.opLocks[d.ID] != "", e.leasedLocked(d.ID), now, drv)
+				if !ok {
 					continue
-				}
-				if locked && f.Kind != FindingStalledTransition {
-					f.Action = ""
-					f.Detail += " (busy; left alone)"
 				}
 				fs = append(fs, f)
 			}
@@ -143,6 +104,56 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 	}
 	sort.SliceStable(findings, func(i, j int) bool { return findings[i].Platform < findings[j].Platform })
 	return findings, nil
+}
+
+// diagnose is doctor's verdict on registry record d against ob, the
+// driver's reading of it (present: the root has it), and whether there is
+// a finding at all; locked says an operation holds the device, leased that
+// a lease does. Like the planner it decides from what it is given only.
+func diagnose(d DeviceRecord, ob Observed, present, locked, leased bool, now time.Time, drv Driver) (Finding, bool) {
+	f := Finding{Platform: d.Platform, DeviceID: d.ID, Handle: d.Handle}
+	switch {
+	case (d.State == StateProvisioning || d.State == StateReclaiming) && now.Sub(d.StateSince) > stallThreshold(drv, d.State):
+		f.Kind = FindingStalledTransition
+		f.Detail = fmt.Sprintf("%s for %s", d.State, now.Sub(d.StateSince).Round(time.Second))
+		if locked {
+			f.Detail += " (its operation is still in flight)"
+		} else {
+			f.Action = "quarantine"
+		}
+	case !present:
+		f.Kind = FindingMissing
+		f.Detail = fmt.Sprintf("registry says %s, the root has no such device", d.State)
+		f.Action = "forget"
+		if leased {
+			f.Action = "release lease as device-lost"
+		}
+	case ob.Run == RunRunning && ob.MarkOK != nil && !*ob.MarkOK:
+		f.Kind = FindingProvenanceDrift
+		f.Detail = "the device's provenance mark does not match"
+		f.Action = "quarantine"
+		if leased {
+			f.Action = "release lease as device-lost"
+		}
+	case d.State == StateReady && ob.Run == RunStopped:
+		f.Kind = FindingForeignState
+		f.Detail = "registry says ready, the device is not running"
+		f.Action = "mark shutdown"
+	case d.State == StateShutdown && ob.Run == RunRunning:
+		f.Kind = FindingForeignState
+		f.Detail = "registry says shutdown, the device is running"
+		f.Action = "shut down"
+	case d.State == StateLeased && ob.Run == RunStopped:
+		f.Kind = FindingForeignState
+		f.Detail = "leased but not running; the health monitor recovers it"
+	default:
+		return Finding{}, false
+	}
+	if locked && f.Kind != FindingStalledTransition {
+		f.Action = ""
+		f.Detail += " (busy; left alone)"
+	}
+	return f, true
 }
 
 func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o DoctorOptions) {
@@ -187,14 +198,14 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 		}
 		switch {
 		case lease != nil && (f.Kind == FindingMissing || f.Kind == FindingProvenanceDrift):
-			e.giveUpLocked(*lease, *d, f.Kind)
+			e.health.giveUpLocked(*lease, *d, f.Kind)
 		case f.Kind == FindingMissing:
 			if err := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
 				f.Err = err.Error()
 				return
 			}
 		case f.Kind == FindingStalledTransition || f.Kind == FindingProvenanceDrift:
-			if err := e.quarantineLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
+			if err := e.quarantine.enterLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
 				f.Err = err.Error()
 				return
 			}

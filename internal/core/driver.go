@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/simlock/simlock/contract"
@@ -28,9 +29,17 @@ type SpecRequest struct {
 	// Resources is the lease request's resource profile, applied after
 	// boot and before the grant (ResourceController).
 	Resources map[string]contract.ResourceState
-	// Hardware is an Android request's emulator hardware, written to the
-	// AVD before boot; a driver that cannot honour it refuses the spec.
-	Hardware *contract.AndroidHardware
+	// Hardware is the device hardware the request asks for, handed to the
+	// driver unread (HardwareProfile); nil asks for none.
+	Hardware HardwareProfile
+}
+
+// HardwareProfile is a request's device hardware, opaque to the core: the
+// core only fingerprints it into its spec's key (ProfileOf) and hands it
+// to the driver, which alone reads it and refuses the spec when it cannot
+// honour it.
+type HardwareProfile interface {
+	Fingerprint() string
 }
 
 // Spec is a concrete device specification a driver resolved. Two devices with
@@ -187,6 +196,9 @@ type CatalogRuntime struct {
 // the root directory the driver owns.
 type Driver interface {
 	Platform() string
+	// Capabilities declares what the driver supports beyond the verbs; the
+	// core branches on it, never on the platform's name.
+	Capabilities() Capabilities
 	// ResolveSpec turns a request into a concrete spec, or fails with one of
 	// the spec errors below. It may install a missing runtime only when
 	// req.AllowDownload is set.
@@ -211,6 +223,28 @@ type Driver interface {
 	// RevalidateRoot re-proves that the root is simlock's own before a
 	// destructive sweep.
 	RevalidateRoot(ctx context.Context) error
+}
+
+// Capabilities is what a driver declares it can do, so that adding a
+// driver needs no change in the core (Nomad's driver capabilities).
+type Capabilities struct {
+	// Devices names the driver's devices for people ("iOS simulators"),
+	// in a refusal that points a request to the platform serving it.
+	Devices string
+	// ResetModes are the session reset modes the driver runs besides
+	// destroy and none, which every driver runs (contract.ResetErase,
+	// contract.ResetKeepBooted, contract.ResetSnapshot).
+	ResetModes []string
+	// StrictResources makes a lease request's resource step
+	// all-or-nothing: a result that did not observe every requested group
+	// as asked fails the request. Without it the lease is granted with the
+	// result, its success false visible.
+	StrictResources bool
+}
+
+// RunsReset reports whether the driver runs reset mode.
+func (c Capabilities) RunsReset(mode string) bool {
+	return slices.Contains(c.ResetModes, mode)
 }
 
 // Eraser is the optional driver ability to purge a device without booting

@@ -73,7 +73,7 @@ type Config struct {
 	GroupBypass  int
 	// MaxConcurrentResetBoots bounds how many erase resets of session
 	// devices boot at once (0: no bound of their own; running capacity
-	// still applies). See reset_modes.go.
+	// still applies). See resetmodes.go.
 	MaxConcurrentResetBoots int
 	// SlotRebindWindow keeps a managed slot execution's lease (release
 	// policy none, which only a slot's execution may hold) at least this
@@ -117,13 +117,9 @@ type Engine struct {
 	bus      *events.Bus
 	log      *slog.Logger
 	newID    func() string
-	diskFree func() (uint64, error)
 
 	hooks OpHooks
 	est   estimates // measured driver timings, for progress ETAs
-	// resets are the measured figures the reset choice follows
-	// (resetchoice.go).
-	resets resetFigures
 
 	bg       context.Context // cancelled on Stop: aborts background driver work
 	bgCancel context.CancelFunc
@@ -144,22 +140,19 @@ type Engine struct {
 	stopping    bool
 	maintenance bool // a reset (nuke) is running: nothing is granted or started
 
-	qtimers     map[string]ports.Timer // quarantine retry timers by device id
-	stimers     map[string]ports.Timer // settlement retries the store refused, by device id
-	deferred    map[string]*deviceOp   // operations waiting for the one holding their device
-	opFreed     chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
-	obs         map[string]*observation
-	healthTimer ports.Timer
-	cleanTimer  ports.Timer
-	pressure    bool // last disk pressure reading, for edge-triggering
-
-	slots   slotBook     // the devices managed slots hold (slotbook.go)
-	warm    warmBook     // the warm pool's targets and the demand they follow (warmbook.go)
-	watches watchBook    // who waits for a lease to end (watchbook.go)
-	reqs    *durableBook // durable lease requests (durablereq.go)
-	rs      resetBook    // session resets of released leases (reset.go)
-	goldens goldenBook   // golden removals and refused builds (golden.go)
-	host    hostBook     // the rest of the host, foreign claims and host waits (hostbook.go)
+	quarantine quarantineBook         // devices out of service and their retries (quarantine.go)
+	stimers    map[string]ports.Timer // settlement retries the store refused, by device id
+	deferred   map[string]*deviceOp   // operations waiting for the one holding their device
+	opFreed    chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
+	health     healthBook             // the leased devices' health monitor (health.go)
+	cleanup    cleanupBook            // the cleanup rules' disk reading and pressure edge (cleanup.go)
+	slots      slotBook               // the devices managed slots hold (slotbook.go)
+	warm       warmBook               // the warm pool's targets and the demand they follow (warmbook.go)
+	watches    watchBook              // who waits for a lease to end (watchbook.go)
+	reqs       *durableBook           // durable lease requests (durablereq.go)
+	rs         resetBook              // session resets and the reset kind figures (resetbook.go)
+	goldens    goldenBook             // golden removals and refused builds (golden.go)
+	host       hostBook               // the rest of the host, foreign claims and host waits (hostbook.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -199,9 +192,8 @@ func New(cfg Config, d Deps) *Engine {
 	cfg.Demand = cfg.Demand.withDefaults()
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
-		log: d.Logger, newID: d.NewID, diskFree: d.DiskFree, hooks: d.Hooks, quit: make(chan struct{}),
-		qtimers: map[string]ports.Timer{}, stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
-		obs:     map[string]*observation{},
+		log: d.Logger, newID: d.NewID, hooks: d.Hooks, quit: make(chan struct{}),
+		stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
 		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
 		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
@@ -211,7 +203,14 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
-	e.attachGoldenGate()
+	attachGoldenGate(e.drivers, e)
+	e.goldens = newGoldenBook(e, e.drivers, d)
+	e.rs = newResetBook(e, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
+		return e.quarantine.enterLocked(id, reason, op, causes...)
+	})
+	e.health = newHealthBook(e, cfg.Health, d)
+	e.cleanup = newCleanupBook(cfg.Cleanup, d)
+	e.quarantine = newQuarantineBook(e, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
@@ -500,6 +499,23 @@ func (e *Engine) queueEntriesLocked() []QueueEntry {
 func sortDevices(ds []DeviceRecord) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
 }
+
+// stoppingLocked reports that Stop has begun; haltedLocked, that Stop or
+// an operator reset (Nuke) has: nothing new is started.
+func (e *Engine) stoppingLocked() bool { return e.stopping }
+func (e *Engine) haltedLocked() bool   { return e.stopping || e.maintenance }
+
+// waitersLocked are the queued requests, in FIFO order.
+func (e *Engine) waitersLocked() []*waiter { return e.queue.Entries() }
+
+// opLockLocked names the operation holding device id ("" when none).
+func (e *Engine) opLockLocked(id string) string { return e.opLocks[id] }
+
+// leaseLocked is lease id's record, nil when there is none.
+func (e *Engine) leaseLocked(id string) *LeaseRecord { return e.leases[id] }
+
+// deviceLocked is device id's record, nil when there is none.
+func (e *Engine) deviceLocked(id string) *DeviceRecord { return e.devices[id] }
 
 // now is the engine's notion of the current instant: UTC, truncated to the
 // millisecond the store keeps, so memory and disk never disagree about a

@@ -43,12 +43,12 @@ func (s *estimates) of(drv Driver, op DriverOp) time.Duration {
 }
 
 // measure runs one driver operation and, when it succeeds, records how
-// long it took on the engine's clock.
-func (e *Engine) measure(drv Driver, op DriverOp, f func() error) error {
-	start := e.now()
+// long it took on now, the engine's clock.
+func (s *estimates) measure(now func() time.Time, drv Driver, op DriverOp, f func() error) error {
+	start := now()
 	err := f()
 	if err == nil {
-		e.est.observe(drv.Platform(), op, e.now().Sub(start))
+		s.observe(drv.Platform(), op, now().Sub(start))
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -115,8 +116,18 @@ type GoldenGated interface {
 
 // goldenBook is the engine's own state about goldens: the removals the
 // planner started, why the last build of a spec was refused (for doctor,
-// status and the retry), and the goldens whose removal failed.
+// status and the retry), and the goldens whose removal failed. Its methods
+// run inside the decision section; it reaches the engine only through
+// goldenEngine, and the drivers' goldens through drivers.
 type goldenBook struct {
+	eng     goldenEngine
+	drivers map[string]Driver // the engine's drivers, by platform (fixed at New)
+	clock   ports.Clock
+	log     *slog.Logger
+	// timers are the stuck goldens' backoff timers, by plan id; the
+	// engine's Stop stops them with its own (stopTimersLocked).
+	timers map[string]ports.Timer
+
 	reclaiming map[string]bool           // plan id -> removal in flight
 	refused    map[string]*goldenRefusal // goldenSpecKey -> the last refusal
 	// retrying holds the specs whose build the engine asked its driver
@@ -130,6 +141,29 @@ type goldenBook struct {
 	// stuck are goldens whose removal failed: not chosen again before
 	// their retryAt (a backoff, or every replan would retry at once).
 	stuck map[string]*stuckGolden
+}
+
+// goldenEngine is what the golden book needs of the engine, satisfied by
+// *Engine: the section and its facts, whether it is stopping or
+// resetting, the queue, the planner's input and a device's running
+// footprint, and the background work a removal or a retry runs in.
+type goldenEngine interface {
+	now() time.Time
+	section(f func())
+	emitLocked(ev events.Event)
+	pushLocked(w *waiter, p Progress)
+	scheduleLocked()
+	notifyPositions()
+	stoppingLocked() bool
+	haltedLocked() bool
+	waitersLocked() []*waiter
+	planInputLocked(queue []*waiter, warm bool) PlanInput
+	footprintLocked(s Spec) uint64
+	goBackground(f func(ctx context.Context))
+}
+
+func newGoldenBook(eng goldenEngine, drivers map[string]Driver, d Deps) goldenBook {
+	return goldenBook{eng: eng, drivers: drivers, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}}
 }
 
 // goldenRefusal is why the gate last refused a spec's golden.
@@ -174,12 +208,12 @@ func goldenPlanSpecKey(platform, model, runtime string) string {
 	return goldenIDPrefix + goldenSpecKey(platform, model, runtime)
 }
 
-// attachGoldenGate hands the engine to every driver that asks before it
-// builds a golden.
-func (e *Engine) attachGoldenGate() {
-	for _, drv := range e.drivers {
+// attachGoldenGate hands gate (the engine) to every driver that asks
+// before it builds a golden.
+func attachGoldenGate(drivers map[string]Driver, gate GoldenGate) {
+	for _, drv := range drivers {
 		if g, ok := drv.(GoldenGated); ok {
-			g.SetGoldenGate(e)
+			g.SetGoldenGate(gate)
 		}
 	}
 }
@@ -194,37 +228,41 @@ func (e *Engine) attachGoldenGate() {
 // golden never makes more simulators run than the limits allow.
 func (e *Engine) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, start func(GoldenAdmission)) GoldenAdmission {
 	verdict := GoldenRefused
-	e.section(func() {
-		key := goldenSpecKey(platform, g.ModelID, g.RuntimeID)
-		v, why := e.goldenVerdictLocked(nil, platform, g, inlineOK)
-		if v == GoldenRefused {
-			e.refuseGoldenLocked(platform, g.ModelID, g.RuntimeID, why)
-			return
-		}
-		delete(e.goldens.refused, key)
-		start(v)
-		verdict = v
-	})
+	e.section(func() { verdict = e.goldens.admitLocked(platform, g, inlineOK, start) })
 	return verdict
 }
 
-// goldenVerdictLocked is the gate's verdict on a build of want, with the
+// admitLocked is AdmitGoldenBuild's decision: the verdict, the refusal
+// recorded or cleared, and start told of an admission.
+func (b *goldenBook) admitLocked(platform string, g Golden, inlineOK bool, start func(GoldenAdmission)) GoldenAdmission {
+	key := goldenSpecKey(platform, g.ModelID, g.RuntimeID)
+	v, why := b.verdictLocked(nil, platform, g, inlineOK)
+	if v == GoldenRefused {
+		b.refuseLocked(platform, g.ModelID, g.RuntimeID, why)
+		return v
+	}
+	delete(b.refused, key)
+	start(v)
+	return v
+}
+
+// verdictLocked is the gate's verdict on a build of want, with the
 // reason of a refusal. in is a plan input the caller built already (nil:
 // build one), so the retry step, which judges every refused spec in one
 // schedule, builds it once, not once per spec.
-func (e *Engine) goldenVerdictLocked(in *PlanInput, platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
-	if e.stopping || e.maintenance {
+func (b *goldenBook) verdictLocked(in *PlanInput, platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
+	if b.eng.haltedLocked() {
 		return GoldenRefused, "the daemon is stopping or resetting"
 	}
 	queuedHere := false
-	for _, w := range e.queue.Entries() {
+	for _, w := range b.eng.waitersLocked() {
 		if !w.working && w.device == "" {
 			return GoldenRefused, "a request is waiting for capacity"
 		}
 		queuedHere = queuedHere || w.spec.Platform == platform || len(w.group) > 0
 	}
 	if in == nil {
-		pi := e.planInputLocked(nil, false)
+		pi := b.eng.planInputLocked(nil, false)
 		in = &pi
 	}
 	replaces := false
@@ -249,7 +287,7 @@ func (e *Engine) goldenVerdictLocked(in *PlanInput, platform string, want Golden
 			return GoldenRefused, "it would take the last managed slot (" + l + ")"
 		}
 	}
-	if len(g.blocks(platform, e.footprintLocked(Spec{Platform: platform}), false)) == 0 {
+	if len(g.blocks(platform, b.eng.footprintLocked(Spec{Platform: platform}), false)) == 0 {
 		return GoldenBackground, ""
 	}
 	if inlineOK && !queuedHere {
@@ -258,20 +296,20 @@ func (e *Engine) goldenVerdictLocked(in *PlanInput, platform string, want Golden
 	return GoldenRefused, "no running room beside the devices, and no idle provision to build it in"
 }
 
-// refuseGoldenLocked records why a spec's golden was not built, logging
+// refuseLocked records why a spec's golden was not built, logging
 // only a change of reason (a provision asks at each request).
-func (e *Engine) refuseGoldenLocked(platform, model, runtime, why string) {
+func (b *goldenBook) refuseLocked(platform, model, runtime, why string) {
 	key := goldenSpecKey(platform, model, runtime)
-	if e.goldens.refused == nil {
-		e.goldens.refused = map[string]*goldenRefusal{}
+	if b.refused == nil {
+		b.refused = map[string]*goldenRefusal{}
 	}
-	if r := e.goldens.refused[key]; r == nil || r.why != why {
-		e.log.Info("golden not built", "platform", platform, "deviceType", model, "runtime", runtime, "why", why)
+	if r := b.refused[key]; r == nil || r.why != why {
+		b.log.Info("golden not built", "platform", platform, "deviceType", model, "runtime", runtime, "why", why)
 	}
-	e.goldens.refused[key] = &goldenRefusal{platform: platform, model: model, runtime: runtime, why: why}
+	b.refused[key] = &goldenRefusal{platform: platform, model: model, runtime: runtime, why: why}
 }
 
-// retryGoldensLocked runs at the end of every schedule: when something
+// retryLocked runs at the end of every schedule: when something
 // that may clear a refusal happened since the last look, and no request
 // waits, each refused spec the gate would now admit beside the devices is
 // asked of its driver in the background, one at a time per spec. The
@@ -279,174 +317,173 @@ func (e *Engine) refuseGoldenLocked(platform, model, runtime, why string) {
 // golden views); the driver's own checks and commands run outside it.
 // The answer does not schedule again: a build the gate refuses after all
 // waits for the next event that may clear it, never for itself.
-func (e *Engine) retryGoldensLocked() {
-	if !e.goldens.recheck || e.stopping {
+func (b *goldenBook) retryLocked() {
+	if !b.recheck || b.eng.stoppingLocked() {
 		return
 	}
-	e.goldens.recheck = false
-	if len(e.goldens.refused) == 0 {
+	b.recheck = false
+	if len(b.refused) == 0 {
 		return
 	}
-	for _, w := range e.queue.Entries() {
+	for _, w := range b.eng.waitersLocked() {
 		if !w.working && w.device == "" {
 			return // the gate refuses while a request waits, whatever else freed
 		}
 	}
 	// One snapshot for every refused spec of this look: judging each
 	// rebuilt the whole plan input (every device, every driver's goldens).
-	in := e.planInputLocked(nil, false)
-	keys := make([]string, 0, len(e.goldens.refused))
-	for k := range e.goldens.refused {
+	in := b.eng.planInputLocked(nil, false)
+	keys := make([]string, 0, len(b.refused))
+	for k := range b.refused {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		r := e.goldens.refused[key]
-		ens, ok := e.drivers[r.platform].(GoldenEnsurer)
-		if !ok || e.goldens.retrying[key] {
+		r := b.refused[key]
+		ens, ok := b.drivers[r.platform].(GoldenEnsurer)
+		if !ok || b.retrying[key] {
 			continue
 		}
-		if v, why := e.goldenVerdictLocked(&in, r.platform, Golden{ModelID: r.model, RuntimeID: r.runtime}, false); v != GoldenBackground {
+		if v, why := b.verdictLocked(&in, r.platform, Golden{ModelID: r.model, RuntimeID: r.runtime}, false); v != GoldenBackground {
 			if why != "" && why != r.why {
-				e.refuseGoldenLocked(r.platform, r.model, r.runtime, why)
+				b.refuseLocked(r.platform, r.model, r.runtime, why)
 			}
 			continue
 		}
-		if e.goldens.retrying == nil {
-			e.goldens.retrying = map[string]bool{}
+		if b.retrying == nil {
+			b.retrying = map[string]bool{}
 		}
-		e.goldens.retrying[key] = true
+		b.retrying[key] = true
 		spec := Spec{Platform: r.platform, ModelID: r.model, RuntimeID: r.runtime}
-		e.log.Info("retrying a refused golden build", "platform", r.platform, "deviceType", r.model, "runtime", r.runtime, "refusedFor", r.why)
-		e.goBackground(func(ctx context.Context) {
+		b.log.Info("retrying a refused golden build", "platform", r.platform, "deviceType", r.model, "runtime", r.runtime, "refusedFor", r.why)
+		b.eng.goBackground(func(ctx context.Context) {
 			err := ens.EnsureGolden(ctx, spec)
-			e.section(func() {
-				delete(e.goldens.retrying, key)
+			b.eng.section(func() {
+				delete(b.retrying, key)
 				switch {
 				case err == nil:
 					// Admitted (the gate dropped the refusal) or not
 					// needed: a fresh golden exists.
-					delete(e.goldens.refused, key)
+					delete(b.refused, key)
 				case errors.Is(err, ErrGoldenRefused):
 					// The gate recorded the new reason.
 				default:
 					// Kept: the error may be passing (a tool that failed
 					// once), and only a later event asks again, never
 					// this answer; the fingerprint it costs is cached.
-					e.log.Warn("a retried golden build did not start", "platform", spec.Platform, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
+					b.log.Warn("a retried golden build did not start", "platform", spec.Platform, "deviceType", spec.ModelID, "runtime", spec.RuntimeID, "err", err)
 				}
 			})
 		})
 	}
 }
 
-// recheckGoldensLocked marks that a refused golden build may be possible
+// recheckLocked marks that a refused golden build may be possible
 // now; the next schedule looks.
-func (e *Engine) recheckGoldensLocked() { e.goldens.recheck = true }
+func (b *goldenBook) recheckLocked() { b.recheck = true }
 
-// startGoldenReclaimLocked deletes golden plan device id through its
+// reclaimForLocked deletes golden plan device id through its
 // driver so that w gets the managed slot it held (the planner chose it
 // as the last eviction candidate). The waiter counts as evicting until
 // the removal settles, then is planned again.
-func (e *Engine) startGoldenReclaimLocked(w *waiter, id string) {
+func (b *goldenBook) reclaimForLocked(w *waiter, id string) {
 	platform, handle, ok := strings.Cut(strings.TrimPrefix(id, goldenIDPrefix), ":")
-	gr, can := e.drivers[platform].(GoldenReclaimer)
-	if !ok || !can || e.goldens.reclaiming[id] || e.stopping {
+	gr, can := b.drivers[platform].(GoldenReclaimer)
+	if !ok || !can || b.reclaiming[id] || b.eng.stoppingLocked() {
 		return
 	}
-	if e.goldens.reclaiming == nil {
-		e.goldens.reclaiming = map[string]bool{}
+	if b.reclaiming == nil {
+		b.reclaiming = map[string]bool{}
 	}
-	e.goldens.reclaiming[id] = true
+	b.reclaiming[id] = true
 	w.evicting = true
-	e.goBackground(func(ctx context.Context) {
-		w.begin(PhaseEvict, e.now())
+	b.eng.goBackground(func(ctx context.Context) {
+		w.begin(PhaseEvict, b.eng.now())
 		err := gr.RemoveGolden(ctx, handle)
-		w.end(PhaseEvict, e.now())
-		e.section(func() {
-			delete(e.goldens.reclaiming, id)
+		w.end(PhaseEvict, b.eng.now())
+		b.eng.section(func() {
+			delete(b.reclaiming, id)
 			w.evicting = false
 			if errors.Is(err, ErrGoldenBusy) {
-				e.log.Info("a golden to reclaim is being built; planning again", "golden", id)
+				b.log.Info("a golden to reclaim is being built; planning again", "golden", id)
 			} else if err != nil {
-				e.stuckGoldenLocked(id, err)
+				b.stuckLocked(id, err)
 			} else {
-				e.unstickGoldenLocked(id)
-				e.log.Info("golden reclaimed for a request", "golden", id)
-				e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: platform, Reason: "golden-reclaimed"})
+				b.unstickLocked(id)
+				b.log.Info("golden reclaimed for a request", "golden", id)
+				b.eng.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: platform, Reason: "golden-reclaimed"})
 			}
-			if !e.stopping {
-				e.scheduleLocked()
+			if !b.eng.stoppingLocked() {
+				b.eng.scheduleLocked()
 			}
 		})
 	})
-	e.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: e.drivers[platform].Estimate(OpDestroy)})
+	b.eng.pushLocked(w, Progress{Phase: "evicting", DeviceID: id, ETA: b.drivers[platform].Estimate(OpDestroy)})
 }
 
-// stuckGoldenLocked records a failed removal of golden plan id: it is not
+// stuckLocked records a failed removal of golden plan id: it is not
 // chosen again before its backoff ends, and a clock timer then plans
 // again, so a request still waiting for the slot gets another try.
-func (e *Engine) stuckGoldenLocked(id string, err error) {
-	if e.goldens.stuck == nil {
-		e.goldens.stuck = map[string]*stuckGolden{}
+func (b *goldenBook) stuckLocked(id string, err error) {
+	if b.stuck == nil {
+		b.stuck = map[string]*stuckGolden{}
 	}
-	s := e.goldens.stuck[id]
+	s := b.stuck[id]
 	if s == nil {
 		s = &stuckGolden{delay: stuckGoldenFirst}
-		e.goldens.stuck[id] = s
+		b.stuck[id] = s
 	} else {
 		s.delay = min(2*s.delay, stuckGoldenCap)
 	}
-	s.retryAt, s.err = e.clock.Now().Add(s.delay), err.Error()
-	e.log.Warn("reclaiming a golden failed; it stays and is tried again later", "golden", id, "retryIn", s.delay, "err", err)
-	tk := stuckTimerKey(id)
-	if t, ok := e.timers[tk]; ok {
+	s.retryAt, s.err = b.clock.Now().Add(s.delay), err.Error()
+	b.log.Warn("reclaiming a golden failed; it stays and is tried again later", "golden", id, "retryIn", s.delay, "err", err)
+	if t, ok := b.timers[id]; ok {
 		t.Stop()
 	}
-	// In e.timers, so Stop stops it with the lease timers. The callback
+	// In b.timers, which Stop stops with the lease timers. The callback
 	// drops only its own entry: a timer stopped too late to keep it from
 	// firing must not take a newer backoff's timer out of the map. (tm is
 	// set under the section the callback must take first.)
 	var tm ports.Timer
-	tm = e.clock.AfterFunc(s.delay, func() {
-		e.section(func() {
-			if e.timers[tk] != tm {
+	tm = b.clock.AfterFunc(s.delay, func() {
+		b.eng.section(func() {
+			if b.timers[id] != tm {
 				return // superseded or unstuck meanwhile
 			}
-			delete(e.timers, tk)
-			if !e.goldenExistsLocked(id) {
+			delete(b.timers, id)
+			if !b.existsLocked(id) {
 				// Gone another way (a reset, a stale rebuild): nothing
 				// to back off from any more.
-				delete(e.goldens.stuck, id)
+				delete(b.stuck, id)
 			}
-			if !e.stopping {
-				e.scheduleLocked()
+			if !b.eng.stoppingLocked() {
+				b.eng.scheduleLocked()
 			}
 		})
-		e.notifyPositions()
+		b.eng.notifyPositions()
 	})
-	e.timers[tk] = tm
+	b.timers[id] = tm
 }
 
-// forgetGoldensLocked starts clone provisioning over after a reset: the
+// forgetLocked starts clone provisioning over after a reset: the
 // reset removed the goldens, so no refused build is owed a retry (the
 // next provision asks again, as on a fresh daemon). Without it, the
 // schedule that ends the reset would rebuild a golden the moment the reset
 // reported the host empty. A stuck golden the reset could not remove
 // either keeps its backoff.
-func (e *Engine) forgetGoldensLocked() {
-	e.goldens.refused, e.goldens.recheck = nil, false
-	for id := range e.goldens.stuck {
-		if !e.goldenExistsLocked(id) {
-			e.unstickGoldenLocked(id)
+func (b *goldenBook) forgetLocked() {
+	b.refused, b.recheck = nil, false
+	for id := range b.stuck {
+		if !b.existsLocked(id) {
+			b.unstickLocked(id)
 		}
 	}
 }
 
-// goldenExistsLocked reports whether some driver still keeps golden plan
+// existsLocked reports whether some driver still keeps golden plan
 // id (from memory, as GoldenKeeper promises).
-func (e *Engine) goldenExistsLocked(id string) bool {
-	for p, drv := range e.drivers {
+func (b *goldenBook) existsLocked(id string) bool {
+	for p, drv := range b.drivers {
 		if k, ok := drv.(GoldenKeeper); ok {
 			for _, g := range k.Goldens() {
 				if goldenPlanID(p, g.Handle) == id {
@@ -458,22 +495,20 @@ func (e *Engine) goldenExistsLocked(id string) bool {
 	return false
 }
 
-// unstickGoldenLocked forgets id's backoff: removed, it needs none.
-func (e *Engine) unstickGoldenLocked(id string) {
-	if t, ok := e.timers[stuckTimerKey(id)]; ok {
+// unstickLocked forgets id's backoff: removed, it needs none.
+func (b *goldenBook) unstickLocked(id string) {
+	if t, ok := b.timers[id]; ok {
 		t.Stop()
-		delete(e.timers, stuckTimerKey(id))
+		delete(b.timers, id)
 	}
-	delete(e.goldens.stuck, id)
+	delete(b.stuck, id)
 }
-
-func stuckTimerKey(id string) string { return "stuck-" + id }
 
 // stuckNowLocked reports whether golden plan id is still within the
 // backoff of a failed removal.
-func (e *Engine) stuckNowLocked(id string) bool {
-	s := e.goldens.stuck[id]
-	return s != nil && e.clock.Now().Before(s.retryAt)
+func (b *goldenBook) stuckNowLocked(id string) bool {
+	s := b.stuck[id]
+	return s != nil && b.clock.Now().Before(s.retryAt)
 }
 
 // Golden states as doctor and status show them.
@@ -523,35 +558,7 @@ type GoldenReport struct {
 // It runs no command: the drivers' Goldens answer from memory.
 func (e *Engine) GoldenStatus() GoldenReport {
 	var out GoldenReport
-	e.section(func() {
-		for p, drv := range e.drivers {
-			k, ok := drv.(GoldenKeeper)
-			if !ok {
-				continue
-			}
-			for _, g := range k.Goldens() {
-				id := goldenPlanID(p, g.Handle)
-				gd := GoldenDevice{Platform: p, Golden: g, Reclaiming: e.goldens.reclaiming[id], State: GoldenStateReady}
-				s := e.goldens.stuck[id]
-				switch {
-				case gd.Reclaiming:
-					gd.State = GoldenStateReclaiming
-				case g.Building || g.Busy:
-					gd.State = GoldenStateBuilding
-				case s != nil:
-					gd.State = GoldenStateStuck
-				}
-				if s != nil {
-					gd.RetryAt, gd.StuckErr = s.retryAt, s.err
-				}
-				out.Devices = append(out.Devices, gd)
-			}
-		}
-		for k, r := range e.goldens.refused {
-			out.Refused = append(out.Refused, GoldenRefusal{Key: k, Platform: r.platform, ModelID: r.model, RuntimeID: r.runtime,
-				Reason: r.why, Retrying: e.goldens.retrying[k]})
-		}
-	})
+	e.section(func() { out = e.goldens.statusLocked() })
 	sort.Slice(out.Devices, func(i, j int) bool {
 		if out.Devices[i].Platform != out.Devices[j].Platform {
 			return out.Devices[i].Platform < out.Devices[j].Platform
@@ -564,14 +571,14 @@ func (e *Engine) GoldenStatus() GoldenReport {
 	return out
 }
 
-// goldenPlanDevicesLocked are the goldens as the planner sees them: never
+// planDevicesLocked are the goldens as the planner sees them: never
 // usable (so nothing grants or boots them), counted as managed, and as
 // running with a reservation while they are being built. A shut-down one
 // whose driver can delete it is Reclaimable: the planner's last eviction
 // candidate when the managed limit binds; one being deleted is Leaving.
-func (e *Engine) goldenPlanDevicesLocked() []PlanDevice {
+func (b *goldenBook) planDevicesLocked() []PlanDevice {
 	var out []PlanDevice
-	for p, drv := range e.drivers {
+	for p, drv := range b.drivers {
 		k, ok := drv.(GoldenKeeper)
 		if !ok {
 			continue
@@ -581,8 +588,8 @@ func (e *Engine) goldenPlanDevicesLocked() []PlanDevice {
 			id := goldenPlanID(p, g.Handle)
 			out = append(out, PlanDevice{ID: id, Platform: p,
 				SpecKey: goldenPlanSpecKey(p, g.ModelID, g.RuntimeID), State: StateGolden,
-				Reserved: g.Building, Leaving: e.goldens.reclaiming[id], Reclaimable: canRemove && !g.Building && !g.Busy && !e.stuckNowLocked(id),
-				RAM: e.footprintLocked(Spec{Platform: p})})
+				Reserved: g.Building, Leaving: b.reclaiming[id], Reclaimable: canRemove && !g.Building && !g.Busy && !b.stuckNowLocked(id),
+				RAM: b.eng.footprintLocked(Spec{Platform: p})})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -592,7 +599,7 @@ func (e *Engine) goldenPlanDevicesLocked() []PlanDevice {
 // addGoldensLocked charges the goldens to a capacity report as the
 // planner charges them: managed, and reserved while being built.
 func (e *Engine) addGoldensLocked(r *CapacityReport) {
-	for _, g := range e.goldenPlanDevicesLocked() {
+	for _, g := range e.goldens.planDevicesLocked() {
 		u := r.Platforms[g.Platform]
 		u.Managed++
 		u.Goldens++
@@ -605,5 +612,46 @@ func (e *Engine) addGoldensLocked(r *CapacityReport) {
 			r.Global.RAMBytes += g.RAM
 		}
 		r.Platforms[g.Platform] = u
+	}
+}
+
+// statusLocked is GoldenStatus's reading, unsorted.
+func (b *goldenBook) statusLocked() GoldenReport {
+	var out GoldenReport
+	for p, drv := range b.drivers {
+		k, ok := drv.(GoldenKeeper)
+		if !ok {
+			continue
+		}
+		for _, g := range k.Goldens() {
+			id := goldenPlanID(p, g.Handle)
+			gd := GoldenDevice{Platform: p, Golden: g, Reclaiming: b.reclaiming[id], State: GoldenStateReady}
+			s := b.stuck[id]
+			switch {
+			case gd.Reclaiming:
+				gd.State = GoldenStateReclaiming
+			case g.Building || g.Busy:
+				gd.State = GoldenStateBuilding
+			case s != nil:
+				gd.State = GoldenStateStuck
+			}
+			if s != nil {
+				gd.RetryAt, gd.StuckErr = s.retryAt, s.err
+			}
+			out.Devices = append(out.Devices, gd)
+		}
+	}
+	for k, r := range b.refused {
+		out.Refused = append(out.Refused, GoldenRefusal{Key: k, Platform: r.platform, ModelID: r.model, RuntimeID: r.runtime,
+			Reason: r.why, Retrying: b.retrying[k]})
+	}
+	return out
+}
+
+// stopTimersLocked stops the stuck goldens' backoff timers (Stop).
+func (b *goldenBook) stopTimersLocked() {
+	for id, t := range b.timers {
+		t.Stop()
+		delete(b.timers, id)
 	}
 }

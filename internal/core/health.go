@@ -2,10 +2,43 @@ package core
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/ports"
 )
+
+// healthBook is the leased-device health monitor's state: the debounce of
+// each watched device's reads and the timer of the next pass. Its methods
+// run inside the decision section; it reaches the engine only through
+// healthEngine.
+type healthBook struct {
+	eng    healthEngine
+	policy HealthPolicy
+	log    *slog.Logger
+	obs    map[string]*observation
+	timer  ports.Timer // the next pass (StartHealthMonitor)
+}
+
+// healthEngine is what the health monitor needs of the engine, satisfied
+// by *Engine: its clock and facts, the leases, the device commits, the
+// device-operation path and the lease's end.
+type healthEngine interface {
+	now() time.Time
+	emitLocked(ev events.Event)
+	leaseLocked(id string) *LeaseRecord
+	updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord, error)
+	startOpLocked(o *deviceOp) error
+	releaseLocked(l LeaseRecord, reason string) error
+}
+
+func newHealthBook(eng healthEngine, p HealthPolicy, d Deps) healthBook {
+	return healthBook{eng: eng, policy: p, log: d.Logger, obs: map[string]*observation{}}
+}
+
+// forgetLocked drops device id's debounce state (its lease ended).
+func (b *healthBook) forgetLocked(id string) { delete(b.obs, id) }
 
 // observation is the health monitor's debounce state for one leased device.
 type observation struct {
@@ -29,7 +62,7 @@ func (e *Engine) armHealthLocked() {
 	if e.stopping {
 		return
 	}
-	e.healthTimer = e.clock.AfterFunc(e.cfg.Health.Interval, func() {
+	e.health.timer = e.clock.AfterFunc(e.cfg.Health.Interval, func() {
 		e.HealthTick(e.bg)
 		e.mu.Lock()
 		e.armHealthLocked()
@@ -98,42 +131,7 @@ func (e *Engine) HealthTick(ctx context.Context) {
 				if !ok {
 					continue
 				}
-				ob := e.obs[d.ID]
-				if ob == nil {
-					ob = &observation{}
-					e.obs[d.ID] = ob
-				}
-				o, present := m[d.Handle]
-				switch {
-				case !present:
-					ob.missing++
-					if ob.missing >= stable {
-						e.giveUpLocked(l, *d, "device-missing")
-					}
-				case o.Run == RunRunning:
-					ob.stopped, ob.missing = 0, 0
-					if o.MarkOK != nil && !*o.MarkOK {
-						e.giveUpLocked(l, *d, "provenance-drift")
-					}
-				case o.Run == RunTransitioning:
-					// Booting or shutting down looks like "stopped" for a
-					// moment on both platforms; it proves nothing.
-					ob.missing = 0
-				default:
-					ob.missing = 0
-					ob.stopped++
-					if ob.stopped < stable {
-						continue
-					}
-					ob.stopped = 0
-					e.emitLocked(events.Event{Type: "device.crash-detected", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
-						Platform: d.Platform, Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": d.Health.RecoveryAttempts}})
-					if d.Health.RecoveryAttempts >= e.cfg.Health.MaxRecoveryAttempts {
-						e.giveUpLocked(l, *d, "max-recovery-attempts")
-						continue
-					}
-					e.startRecoveryLocked(l, d.ID)
-				}
+				e.health.observeLocked(l, *d, m, stable)
 			}
 		}
 	})
@@ -146,48 +144,92 @@ func (e *Engine) HealthTick(ctx context.Context) {
 // leased throughout (no new state); the op lock keeps any other operation
 // off it, and a release meanwhile queues its purge behind the reboot
 // (startReclaimLocked) instead of overlapping it.
-func (e *Engine) startRecoveryLocked(l LeaseRecord, id string) {
+func (b *healthBook) startRecoveryLocked(l LeaseRecord, id string) {
 	o := &deviceOp{kind: OpKindRecover, lock: "recovery", id: id,
 		mark: func(d *DeviceRecord) {
 			d.Health.RecoveryAttempts++
-			d.Health.RecoveringSince = e.now()
+			d.Health.RecoveringSince = b.eng.now()
 		},
 		run: func(ctx context.Context, o *deviceOp) error { return o.drv.MakeReady(ctx, o.rec.Ref()) },
 		settle: func(o *deviceOp, err error) error {
-			if cur, ok := e.leases[l.ID]; !ok || !cur.Holds(id) {
+			if cur := b.eng.leaseLocked(l.ID); cur == nil || !cur.Holds(id) {
 				// Released while it rebooted: the release reset the
 				// recovery bookkeeping, the purge runs next, and nobody
 				// holds a lease to be told it recovered.
 				return nil
 			}
-			if _, uerr := e.updateLocked(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
+			if _, uerr := b.eng.updateLocked(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
 				return uerr
 			}
 			attempts := o.rec.Health.RecoveryAttempts
 			if err != nil {
 				// The next ticks observe it stopped again and either retry
 				// or give up once the budget is spent.
-				e.log.Warn("crash recovery failed", "device", id, "attempt", attempts, "err", err)
+				b.log.Warn("crash recovery failed", "device", id, "attempt", attempts, "err", err)
 				return nil
 			}
-			delete(e.obs, id)
-			e.emitLocked(events.Event{Type: "device.recovered", DeviceID: id, LeaseID: l.ID, RequesterID: l.RequesterID, Platform: o.rec.Platform,
+			delete(b.obs, id)
+			b.eng.emitLocked(events.Event{Type: "device.recovered", DeviceID: id, LeaseID: l.ID, RequesterID: l.RequesterID, Platform: o.rec.Platform,
 				Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": attempts}})
 			return nil
 		}}
-	if err := e.startOpLocked(o); err != nil {
-		e.log.Warn("crash recovery not started", "device", id, "err", err)
+	if err := b.eng.startOpLocked(o); err != nil {
+		b.log.Warn("crash recovery not started", "device", id, "err", err)
 	}
 }
 
 // giveUpLocked ends a lease whose device cannot be vouched for. It goes
 // through the ordinary release path, so lease.released (reason device-lost)
 // stays the one place a lease ends.
-func (e *Engine) giveUpLocked(l LeaseRecord, d DeviceRecord, reason string) {
-	delete(e.obs, d.ID)
-	e.emitLocked(events.Event{Type: "device.recovery-failed", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
+func (b *healthBook) giveUpLocked(l LeaseRecord, d DeviceRecord, reason string) {
+	delete(b.obs, d.ID)
+	b.eng.emitLocked(events.Event{Type: "device.recovery-failed", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
 		Platform: d.Platform, Reason: reason, Data: map[string]any{"ownerId": l.OwnerID}})
-	if err := e.releaseLocked(l, ReasonDeviceLost); err != nil {
-		e.log.Error("releasing a lost device's lease failed", "lease", l.ID, "err", err)
+	if err := b.eng.releaseLocked(l, ReasonDeviceLost); err != nil {
+		b.log.Error("releasing a lost device's lease failed", "lease", l.ID, "err", err)
+	}
+}
+
+// observeLocked judges leased device d of lease l against m, its
+// platform's fresh listing by handle: stable consecutive reads of it
+// stopped are a crash (a recovery, or the lease's end once the recovery
+// budget is spent); stable reads of it missing, or its provenance mark
+// drifted while it runs, end the lease.
+func (b *healthBook) observeLocked(l LeaseRecord, d DeviceRecord, m map[string]Observed, stable int) {
+	ob := b.obs[d.ID]
+	if ob == nil {
+		ob = &observation{}
+		b.obs[d.ID] = ob
+	}
+	o, present := m[d.Handle]
+	switch {
+	case !present:
+		ob.missing++
+		if ob.missing >= stable {
+			b.giveUpLocked(l, d, "device-missing")
+		}
+	case o.Run == RunRunning:
+		ob.stopped, ob.missing = 0, 0
+		if o.MarkOK != nil && !*o.MarkOK {
+			b.giveUpLocked(l, d, "provenance-drift")
+		}
+	case o.Run == RunTransitioning:
+		// Booting or shutting down looks like "stopped" for a
+		// moment on both platforms; it proves nothing.
+		ob.missing = 0
+	default:
+		ob.missing = 0
+		ob.stopped++
+		if ob.stopped < stable {
+			return
+		}
+		ob.stopped = 0
+		b.eng.emitLocked(events.Event{Type: "device.crash-detected", DeviceID: d.ID, LeaseID: l.ID, RequesterID: l.RequesterID,
+			Platform: d.Platform, Data: map[string]any{"ownerId": l.OwnerID, "recoveryAttempts": d.Health.RecoveryAttempts}})
+		if d.Health.RecoveryAttempts >= b.policy.MaxRecoveryAttempts {
+			b.giveUpLocked(l, d, "max-recovery-attempts")
+			return
+		}
+		b.startRecoveryLocked(l, d.ID)
 	}
 }

@@ -153,14 +153,14 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		d.Health.RecoveringSince = time.Time{}
 		// The purge's intent goes in the same commit: reclaiming is
 		// already the record a crash needs to finish it. A session's
-		// release policy goes with it (reset.go): a restart that finds it
+		// release policy goes with it (resetbook.go): a restart that finds it
 		// destroys the device.
 		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
 		if !l.Release.IsZero() {
 			keepIntent(id, l.Release, l.ID)(&d)
 		}
 		c.PutDevices = append(c.PutDevices, d)
-		delete(e.obs, d.ID)
+		e.health.forgetLocked(d.ID)
 	}
 	// Synchronous: a refused release must leave the lease held, and its
 	// purge starts in this section (ADR 0044).
@@ -182,7 +182,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	e.emitLocked(events.Event{Type: "lease.released", LeaseID: l.ID, DeviceID: l.DeviceID, RequesterID: l.RequesterID, Platform: l.Platform, Reason: reason, Data: owner})
 	e.warm.sample(e.viewLocked(), false) // every release is a demand sample (warmbook.go)
 	if !l.Release.IsZero() && len(held) > 0 {
-		e.openResetLocked(l, len(held))
+		e.rs.openResetLocked(l, len(held))
 	}
 	for _, id := range held {
 		e.startReclaimLocked(id)
@@ -198,20 +198,15 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 func (e *Engine) startReclaimLocked(id string) {
 	d := e.devices[id]
 	if _, ok := e.drivers[d.Platform]; !ok {
-		_ = e.quarantineLocked(id, "no-driver", OpKindReclaim)
+		_ = e.quarantine.enterLocked(id, "no-driver", OpKindReclaim)
 		return
 	}
 	if !d.Intent.Release.IsZero() {
 		// A session's release: its own reset, not the pool's purge.
-		e.startResetLocked(id, d.Intent.LeaseID, d.Intent.Release)
+		e.rs.startResetLocked(id, d.Intent.LeaseID, d.Intent.Release)
 		return
 	}
-	o := e.reclaimOp(id)
-	if e.opLocks[id] != "" {
-		e.deferOpLocked(o)
-		return
-	}
-	if err := e.startOpLocked(o); err != nil {
+	if err := e.startOrDeferOpLocked(e.reclaimOp(id)); err != nil {
 		// Only a stop refuses here; the device stays reclaiming and the
 		// next start purges it.
 		e.log.Warn("purge not started", "device", id, "err", err)
@@ -224,7 +219,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 	return &deviceOp{kind: OpKindReclaim, lock: "reclaim", id: id,
 		run: func(ctx context.Context, o *deviceOp) error {
 			var err error
-			stopped, kind, err = e.purge(ctx, o)
+			stopped, kind, err = e.rs.purge(ctx, o)
 			o.down = err == nil && stopped
 			return err
 		},
@@ -244,7 +239,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 				e.log.Warn("purge failed", "device", id, "err", err)
 				failed := events.Event{Type: "device.purge-failed", DeviceID: id, Platform: o.rec.Platform, Reason: err.Error(),
 					Data: map[string]any{"durationMs": o.elapsed(e.now())}}
-				if qerr := e.quarantineLocked(id, "purge-failed", OpKindReclaim, failed); qerr != nil {
+				if qerr := e.quarantine.enterLocked(id, "purge-failed", OpKindReclaim, failed); qerr != nil {
 					return qerr
 				}
 				e.scheduleLocked()
@@ -377,8 +372,8 @@ func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
 		return nil, e.commitLocked(Changes{DeleteDevices: []string{d.ID}})
 	case !d.Intent.Release.IsZero() && d.State != StateQuarantined:
 		// Cut off in a session's reset, whatever its mode: a device whose
-		// reset nobody saw finish is never handed out again (reset.go).
-		return e.recoverResetLocked(d), nil
+		// reset nobody saw finish is never handed out again (resetbook.go).
+		return e.rs.recoverResetLocked(d), nil
 	case d.Intent.Op == OpKindDestroy && d.State != StateQuarantined:
 		// The destroy may or may not have happened: finish it.
 		return e.destroyOp(d.ID, "converge", "destroy-failed", func(DeviceRecord) {
@@ -393,7 +388,7 @@ func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
 		if err := clear(); err != nil {
 			return nil, err
 		}
-		e.armQuarantineLocked(*e.devices[d.ID])
+		e.quarantine.armLocked(*e.devices[d.ID])
 		return nil, nil
 	case d.State == StateReclaiming && d.Intent.Op != OpKindShutdown:
 		// Cut off mid-purge: purge it again from the start.
@@ -569,7 +564,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		for _, w := range waiters {
 			e.removeLocked(w)
 		}
-		for _, t := range []ports.Timer{e.healthTimer, e.cleanTimer, e.warm.timer} {
+		for _, t := range []ports.Timer{e.health.timer, e.warm.timer} {
 			if t != nil {
 				t.Stop()
 			}
@@ -597,10 +592,8 @@ func (e *Engine) Stop(ctx context.Context) {
 		t.Stop()
 		delete(e.timers, id)
 	}
-	for id, t := range e.qtimers {
-		t.Stop()
-		delete(e.qtimers, id)
-	}
+	e.goldens.stopTimersLocked()
+	e.quarantine.stopTimersLocked()
 	e.stopSettleTimersLocked()
 	e.mu.Unlock()
 	e.bgCancel()

@@ -52,17 +52,14 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 			e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: w.requester, Platform: w.spec.Platform,
 				Reason: "reset", Data: e.refusalData(w.owner, ErrCancelled)})
 		}
-		for id, t := range e.qtimers {
-			t.Stop()
-			delete(e.qtimers, id)
-		}
+		e.quarantine.stopTimersLocked()
 	})
 	if busy {
 		return rep, ErrMaintenance
 	}
 	defer e.section(func() {
 		e.maintenance = false
-		e.forgetGoldensLocked()
+		e.goldens.forgetLocked()
 		e.emitLocked(events.Event{Type: "daemon.reset", Data: map[string]any{
 			"releasedLeases": len(rep.ReleasedLeases), "destroyedDevices": len(rep.DestroyedDevices), "failed": len(rep.Failed)}})
 		e.scheduleLocked()

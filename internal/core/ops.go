@@ -204,7 +204,7 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 	// device (a resource call) looks again, and so does a refused golden
 	// build (a shutdown or destroy frees the room it was refused).
 	defer e.signalOpFreedLocked()
-	e.recheckGoldensLocked()
+	e.goldens.recheckLocked()
 	if serr := o.settle(o, opErr); serr != nil {
 		e.opLocks[o.id] = o.lock
 		wait := e.cfg.Quarantine.delay(o.tries)
@@ -258,6 +258,16 @@ func (e *Engine) runUnrecorded(ctx context.Context, info OpInfo, f func(ctx cont
 	return err
 }
 
+// startOrDeferOpLocked starts o, or defers it behind the operation that
+// holds its device.
+func (e *Engine) startOrDeferOpLocked(o *deviceOp) error {
+	if e.opLocks[o.id] != "" {
+		e.deferOpLocked(o)
+		return nil
+	}
+	return e.startOpLocked(o)
+}
+
 // deferOpLocked queues o to run once the operation holding its device
 // settles. A later deferral for the same device replaces an earlier one.
 func (e *Engine) deferOpLocked(o *deviceOp) {
@@ -284,7 +294,7 @@ func (e *Engine) shutdownOp(id, lock, failReason string, done func(d DeviceRecor
 		settle: func(o *deviceOp, err error) error {
 			if err != nil {
 				e.log.Warn("shutdown failed", "device", id, "lock", lock, "err", err)
-				return e.quarantineLocked(id, failReason, OpKindShutdown)
+				return e.quarantine.enterLocked(id, failReason, OpKindShutdown)
 			}
 			d, serr := e.setStateLocked(id, StateShutdown)
 			if serr != nil {
@@ -311,7 +321,7 @@ func (e *Engine) destroyOp(id, lock, failReason string, done func(d DeviceRecord
 		settle: func(o *deviceOp, err error) error {
 			if err != nil {
 				e.log.Warn("destroy failed", "device", id, "lock", lock, "err", err)
-				return e.quarantineLocked(id, failReason, OpKindDestroy)
+				return e.quarantine.enterLocked(id, failReason, OpKindDestroy)
 			}
 			if cerr := e.commitLocked(Changes{DeleteDevices: []string{id}}); cerr != nil {
 				return cerr

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/core/events"
 )
 
 // DeviceState is a state of the shared device lifecycle.
@@ -166,4 +167,72 @@ func (c Changes) Empty() bool {
 type Store interface {
 	Load(ctx context.Context) (Snapshot, error)
 	Apply(ctx context.Context, c Changes) error
+}
+
+// updateLocked applies f to a copy of device id and commits it. Leaving the
+// quarantined state clears the quarantine bookkeeping, so no code path can
+// forget to.
+func (e *Engine) updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord, error) {
+	cur, ok := e.devices[id]
+	if !ok {
+		return DeviceRecord{}, ErrUnknownDevice
+	}
+	d := *cur
+	f(&d)
+	if d.State != cur.State {
+		d.StateSince = e.now()
+	}
+	if d.State != StateQuarantined {
+		d.Health.QuarantineReason, d.Health.QuarantineAttempts = "", 0
+		d.Health.QuarantineOp = ""
+		d.Health.NextRetryAt = time.Time{}
+	}
+	if e.opLocks[id] == "" {
+		// No operation holds the device, so none is in flight: any commit
+		// made now is a settlement (or a plain registry change) and the
+		// intent is over.
+		d.Intent = DeviceIntent{}
+	}
+	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
+		return DeviceRecord{}, err
+	}
+	return d, nil
+}
+
+// disposeLocked settles a device that has just been purged or booted
+// outside any lease: back to ready when running capacity permits, shut down
+// (as a follow-up operation under lock) otherwise. fact is emitted with the
+// disposition. The planner runs again either way, so a waiter for exactly
+// this device is granted the moment it settles.
+func (e *Engine) disposeLocked(id, fact, lock string, extra map[string]any) error {
+	d, ok := e.devices[id]
+	if !ok {
+		return nil
+	}
+	p := d.Platform
+	if e.runningOverLocked(p) {
+		o := e.shutdownOp(id, lock, "shutdown-failed", func(d DeviceRecord) {
+			e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: withData(extra, "disposition", string(StateShutdown))})
+		})
+		if err := e.startOpLocked(o); err == nil {
+			return nil
+		}
+		// Stopping: nothing new begins, so keep the device warm instead.
+	}
+	if _, err := e.updateLocked(id, func(r *DeviceRecord) { r.State = StateReady }); err != nil {
+		return err
+	}
+	e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: withData(extra, "disposition", string(StateReady))})
+	e.scheduleLocked()
+	return nil
+}
+
+// withData is a copy of extra with key set, for a fact's data.
+func withData(extra map[string]any, key string, v any) map[string]any {
+	out := make(map[string]any, len(extra)+1)
+	for k, x := range extra {
+		out[k] = x
+	}
+	out[key] = v
+	return out
 }

@@ -2,6 +2,8 @@ package core
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/simlock/simlock/contract"
@@ -30,24 +32,23 @@ type ReleasePolicy struct {
 // IsZero reports the pool's own purge.
 func (p ReleasePolicy) IsZero() bool { return p == ReleasePolicy{} }
 
-// Validate checks that the policy's mode applies to platform: erase is
-// iOS's, keep-booted and snapshot Android's, and only keep-booted takes a
-// fallback (destroy or snapshot) and a use limit. A request with a policy
-// its device cannot run is refused at admission rather than destroyed at
-// release.
-func (p ReleasePolicy) Validate(platform string) error {
+// Validate checks that the policy's mode applies to platform, by what its
+// driver declares (caps holds every driver's Capabilities by platform; the
+// iOS driver runs erase, the Android driver keep-booted and snapshot), and
+// that only keep-booted takes a fallback (destroy or snapshot) and a use
+// limit. A request with a policy its device cannot run is refused at
+// admission rather than destroyed at release.
+func (p ReleasePolicy) Validate(platform string, caps map[string]Capabilities) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: release policy: %s", ErrBadRequest, fmt.Sprintf(format, a...))
 	}
 	switch p.Mode {
 	case "", contract.ResetDestroy, contract.ResetNone:
-	case contract.ResetErase:
-		if platform != "ios" {
-			return bad("erase is for iOS simulators, not %s", platform)
-		}
-	case contract.ResetKeepBooted, contract.ResetSnapshot:
-		if platform != "android" {
-			return bad("%s is for Android emulators, not %s", p.Mode, platform)
+	case contract.ResetErase, contract.ResetKeepBooted, contract.ResetSnapshot:
+		// A platform with no driver has no declaration to ask: the
+		// unsupported-platform refusal that follows answers it.
+		if c, ok := caps[platform]; ok && !c.RunsReset(p.Mode) {
+			return bad("%s is for %s, not %s", p.Mode, devicesRunning(caps, p.Mode), platform)
 		}
 	default:
 		return bad("unknown mode %q", p.Mode)
@@ -62,4 +63,24 @@ func (p ReleasePolicy) Validate(platform string) error {
 		return bad("maxUses and the timeout must not be negative")
 	}
 	return nil
+}
+
+// devicesRunning names, for a refusal, the devices whose driver runs reset
+// mode (the first platform's, in name order, when several do).
+func devicesRunning(caps map[string]Capabilities, mode string) string {
+	for _, p := range slices.Sorted(maps.Keys(caps)) {
+		if caps[p].RunsReset(mode) && caps[p].Devices != "" {
+			return caps[p].Devices
+		}
+	}
+	return "no configured platform"
+}
+
+// capabilitiesOf is every driver's declaration, by platform.
+func capabilitiesOf(drivers map[string]Driver) map[string]Capabilities {
+	caps := make(map[string]Capabilities, len(drivers))
+	for p, d := range drivers {
+		caps[p] = d.Capabilities()
+	}
+	return caps
 }

@@ -99,9 +99,9 @@ type waiter struct {
 	bypassed   int              // how often requests behind the group were served before it
 	prep       map[string]bool  // devices whose work was started for the group, until it settles
 	prepared   bool             // work was started for the group at least once
-	release    ReleasePolicy    // what the lease's release does to its devices (reset.go)
+	release    ReleasePolicy    // what the lease's release does to its devices (resetbook.go)
 	system     string           // the owner-system mark it is served from (DeviceRecord.OwnerSystem)
-	baselined  bool             // its keep-booted baseline step ran (reset_modes.go)
+	baselined  bool             // its keep-booted baseline step ran (resetmodes.go)
 }
 
 // request serves one admission of a stored request (see Request in
@@ -129,8 +129,8 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		r.Spec = r.Group[0]
 	}
 	for _, sr := range append([]SpecRequest{r.Spec}, r.Group...) {
-		if err := r.Release.Validate(sr.Platform); err != nil {
-			return Grant{}, err // reset.go: a policy the device cannot run
+		if err := r.Release.Validate(sr.Platform, capabilitiesOf(e.drivers)); err != nil {
+			return Grant{}, err // release_policy.go: a policy the device cannot run
 		}
 	}
 	if r.Release.Mode == contract.ResetNone && r.Slot == "" {
@@ -277,7 +277,7 @@ func (e *Engine) withdrawLocked(w *waiter, ev events.Event) {
 // behind a request queued a moment ago).
 func (e *Engine) removeLocked(w *waiter) {
 	e.queue.Remove(w)
-	e.recheckGoldensLocked() // a refused golden build may wait for this request only
+	e.goldens.recheckLocked() // a refused golden build may wait for this request only
 }
 
 // refusalData is a request event's data: its owner, and the refusal's code
@@ -410,7 +410,7 @@ func (e *Engine) scheduleLocked() {
 	for _, d := range ds {
 		e.planLocked(d, queue)
 	}
-	e.retryGoldensLocked()
+	e.goldens.retryLocked()
 }
 
 // planLocked applies one decision. Waiting is the absence of an action:
@@ -458,7 +458,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 			Leaving: e.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
-	in.Devices = append(in.Devices, e.goldenPlanDevicesLocked()...)
+	in.Devices = append(in.Devices, e.goldens.planDevicesLocked()...)
 	for _, w := range queue {
 		if len(w.group) > 0 {
 			in.Queue = append(in.Queue, e.groupPlanLocked(w))
@@ -564,8 +564,8 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		e.startTuneLocked(w, id)
 		return
 	}
-	if e.baselineBeforeGrantLocked(w, id) {
-		return // the keep-booted baseline's settlement grants (reset_modes.go)
+	if e.rs.baselineBeforeGrantLocked(w, id) {
+		return // the keep-booted baseline's settlement grants (resetmodes.go)
 	}
 	now := e.now()
 	d := *e.devices[id]
@@ -606,7 +606,7 @@ func (e *Engine) startBootLocked(w *waiter, id string) {
 			w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(o.drv, OpBoot)})
 			w.begin(PhaseBoot, e.now())
 			defer func() { w.end(PhaseBoot, e.now()) }()
-			return e.measure(o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) })
+			return e.est.measure(e.now, o.drv, OpBoot, func() error { return o.drv.MakeReady(ctx, o.rec.Ref()) })
 		},
 		settle: func(o *deviceOp, err error) error { return e.settleBootLocked(w, id, err, "device.booted") },
 	}
@@ -700,7 +700,7 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	w.push(Progress{Phase: "provisioning", DeviceID: id, ETA: e.est.of(drv, OpProvision) + e.est.of(drv, OpBoot)})
 	w.begin(PhaseProvision, e.now())
 	var prov Provisioned
-	err := e.measure(drv, OpProvision, func() (err error) { prov, err = drv.Provision(ctx, spec); return err })
+	err := e.est.measure(e.now, drv, OpProvision, func() (err error) { prov, err = drv.Provision(ctx, spec); return err })
 	w.end(PhaseProvision, e.now())
 	if err != nil {
 		return &provisionError{err}
@@ -746,7 +746,7 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	w.push(Progress{Phase: "booting", DeviceID: id, ETA: e.est.of(drv, OpBoot)})
 	w.begin(PhaseBoot, e.now())
 	defer func() { w.end(PhaseBoot, e.now()) }()
-	return e.measure(drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) })
+	return e.est.measure(e.now, drv, OpBoot, func() error { return drv.MakeReady(ctx, ref) })
 }
 
 // workLock names the operation lock device work holds: the warm pool's own work is
@@ -783,7 +783,7 @@ func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) 
 		if d, ok := e.devices[id]; ok {
 			fresh = d.State == StateProvisioning
 		}
-		if qerr := e.quarantineLocked(id, "boot-failed", OpKindBoot); qerr != nil {
+		if qerr := e.quarantine.enterLocked(id, "boot-failed", OpKindBoot); qerr != nil {
 			return qerr
 		}
 		e.log.Warn("boot failed", "device", id, "err", err)
@@ -867,7 +867,7 @@ func (e *Engine) dropWaiterLocked(w *waiter, err error) {
 // the driver acts, so a crash in between is finished by the next start.
 func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 	if isGoldenPlanID(id) {
-		e.startGoldenReclaimLocked(w, id)
+		e.goldens.reclaimForLocked(w, id)
 		return
 	}
 	d := *e.devices[id]

@@ -89,8 +89,8 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 
 // specWaitedForLocked reports whether a queued request waits for a device
 // of spec key.
-func (e *Engine) specWaitedForLocked(key string) bool {
-	for _, w := range e.queue.Entries() {
+func (b *resetBook) specWaitedForLocked(key string) bool {
+	for _, w := range b.eng.waitersLocked() {
 		if w.spec.Key() == key {
 			return true
 		}
@@ -134,31 +134,25 @@ func (f *resetFigures) figureLocked(key string) *resetFigure {
 	return r
 }
 
-// ResetFigure reports the moving figure of a reset kind for a spec key as
-// measured on this machine (status, tests).
-func (e *Engine) ResetFigure(specKey, kind string) (time.Duration, bool) {
-	return e.resets.figure(specKey, kind)
-}
-
 // purgeByClone is the clone reset: a fresh clone of the golden is made
 // first and recorded in the device's place (so a crash between the steps
 // leaves the registry naming a device that exists), the old device is
 // deleted as a teardown of its own (its host claim goes with it), and the
 // clone is claimed and booted. A clone that cannot be made leaves the old
 // device untouched, and the purge falls back to an erase.
-func (e *Engine) purgeByClone(ctx context.Context, o *deviceOp, c Cloner) (stopped bool, kind string, err error) {
+func (b *resetBook) purgeByClone(ctx context.Context, o *deviceOp, c Cloner) (stopped bool, kind string, err error) {
 	old := o.rec
 	prov, err := c.CloneDevice(ctx, old.Spec)
 	if err != nil {
-		e.log.Info("clone reset not possible; erasing instead", "device", o.id, "err", err)
-		stopped, err = e.purgeByErase(ctx, o.drv, o.rec)
+		b.log.Info("clone reset not possible; erasing instead", "device", o.id, "err", err)
+		stopped, err = b.eng.purgeByErase(ctx, o.drv, o.rec)
 		return stopped, ResetErase, err
 	}
 	var ref DeviceRef
 	var cerr error
-	e.section(func() {
+	b.eng.section(func() {
 		var d DeviceRecord
-		d, cerr = e.updateLocked(o.id, func(d *DeviceRecord) {
+		d, cerr = b.eng.updateLocked(o.id, func(d *DeviceRecord) {
 			d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
 		})
 		if cerr == nil {
@@ -167,22 +161,22 @@ func (e *Engine) purgeByClone(ctx context.Context, o *deviceOp, c Cloner) (stopp
 	})
 	if cerr != nil {
 		if derr := o.drv.Destroy(ctx, DeviceRef{ID: o.id, Handle: prov.Handle, Name: prov.Name, Spec: old.Spec, Attrs: prov.Attrs, Data: prov.Data}); derr != nil {
-			e.log.Error("destroying an unrecorded clone failed; doctor --purge-orphans finds it", "handle", prov.Handle, "err", derr)
+			b.log.Error("destroying an unrecorded clone failed; doctor --purge-orphans finds it", "handle", prov.Handle, "err", derr)
 		}
 		return false, ResetClone, fmt.Errorf("record the clone: %w", cerr)
 	}
 	gone := OpInfo{Kind: OpKindDestroy, Lock: o.lock, DeviceID: o.id, Platform: old.Platform, Handle: old.Handle, Attrs: old.Attrs}
-	if derr := e.runUnrecorded(ctx, gone, func(ctx context.Context) error { return o.drv.Destroy(ctx, old.Ref()) }); derr != nil {
+	if derr := b.eng.runUnrecorded(ctx, gone, func(ctx context.Context) error { return o.drv.Destroy(ctx, old.Ref()) }); derr != nil {
 		// The record names the clone now; the old device is an orphan
 		// for doctor --purge-orphans, and the reset goes on.
-		e.log.Warn("clone reset: deleting the replaced device failed", "device", o.id, "handle", old.Handle, "err", derr)
+		b.log.Warn("clone reset: deleting the replaced device failed", "device", o.id, "handle", old.Handle, "err", derr)
 	}
 	info := o.info()
-	if herr := e.hooks.Created(ctx, info); herr != nil {
+	if herr := b.hooks.Created(ctx, info); herr != nil {
 		return false, ResetClone, fmt.Errorf("claim the clone: %w", herr)
 	}
 	keep := true
-	e.section(func() { keep = e.keepRunningAfterPurgeLocked(o.id) })
+	b.eng.section(func() { keep = b.eng.keepRunningAfterPurgeLocked(o.id) })
 	if !keep {
 		return true, ResetClone, nil
 	}
@@ -194,25 +188,25 @@ func (e *Engine) purgeByClone(ctx context.Context, o *deviceOp, c Cloner) (stopp
 // of a reset that ended booted into the figure of its kind. A reset that
 // skipped the boot is not comparable, so it is not counted. With a driver
 // that cannot clone there is one kind, reported as "".
-func (e *Engine) purge(ctx context.Context, o *deviceOp) (stopped bool, kind string, err error) {
-	start := e.now()
+func (b *resetBook) purge(ctx context.Context, o *deviceOp) (stopped bool, kind string, err error) {
+	start := b.eng.now()
 	key := o.rec.Spec.Key()
 	c, ok := o.drv.(Cloner)
 	if !ok {
 		// One way to reset (Android's snapshot restore): nothing to choose.
-		stopped, err = e.purgeByErase(ctx, o.drv, o.rec)
+		stopped, err = b.eng.purgeByErase(ctx, o.drv, o.rec)
 		return stopped, "", err
 	}
 	waited := false
-	e.section(func() { waited = e.specWaitedForLocked(key) })
-	if e.resets.choose(key, c.CloneReady(o.rec.Spec), !waited) == ResetClone {
-		stopped, kind, err = e.purgeByClone(ctx, o, c)
+	b.eng.section(func() { waited = b.specWaitedForLocked(key) })
+	if b.figures.choose(key, c.CloneReady(o.rec.Spec), !waited) == ResetClone {
+		stopped, kind, err = b.purgeByClone(ctx, o, c)
 	} else {
 		kind = ResetErase
-		stopped, err = e.purgeByErase(ctx, o.drv, o.rec)
+		stopped, err = b.eng.purgeByErase(ctx, o.drv, o.rec)
 	}
 	if err == nil && !stopped {
-		e.resets.observe(key, kind, e.now().Sub(start))
+		b.figures.observe(key, kind, b.eng.now().Sub(start))
 	}
 	return stopped, kind, err
 }

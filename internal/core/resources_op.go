@@ -28,7 +28,7 @@ type ResourceCall struct {
 
 // ProfileOf is the profile fingerprint a request's resources and hardware
 // add to its spec's key ("" when it asks for neither).
-func ProfileOf(resources map[string]contract.ResourceState, hw *contract.AndroidHardware) string {
+func ProfileOf(resources map[string]contract.ResourceState, hw HardwareProfile) string {
 	var parts []string
 	if fp := contract.ResourceFingerprint(resources); fp != "" {
 		parts = append(parts, fp)
@@ -245,10 +245,11 @@ type resourceOutcome struct {
 }
 
 // profileUnproven says whether a lease-time result must fail the request:
-// on iOS any requested group not observed as asked does (all-or-nothing);
-// on Android the lease is granted with the result, success false visible.
-func profileUnproven(platform string, res contract.ResourceResult) bool {
-	return platform == "ios" && !res.Success
+// where the driver declares its resources all-or-nothing (iOS), any
+// requested group not observed as asked does; elsewhere (Android) the
+// lease is granted with the result, success false visible.
+func profileUnproven(caps Capabilities, res contract.ResourceResult) bool {
+	return caps.StrictResources && !res.Success
 }
 
 // startTuneLocked applies w's resource profile to ready device id before
@@ -272,7 +273,7 @@ func (e *Engine) startTuneLocked(w *waiter, id string) {
 	}, &out)
 	o.settle = func(o *deviceOp, err error) error {
 		w.working = false
-		if err == nil && !profileUnproven(o.rec.Platform, out) {
+		if err == nil && !profileUnproven(o.drv.Capabilities(), out) {
 			res := out
 			w.tuned = &resourceOutcome{result: &res}
 			e.finishWorkLocked(w, id)

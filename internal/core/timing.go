@@ -133,7 +133,7 @@ func (w *waiter) end(phase string, at time.Time) {
 // stampLease adds the request's identity and timing to a lease at its grant.
 func (w *waiter) stampLease(l *LeaseRecord, at time.Time) {
 	if w != nil {
-		l.Release = w.release // what this lease's release will do (reset.go)
+		l.Release = w.release // what this lease's release will do (resetbook.go)
 	}
 	if w != nil && w.rq != nil {
 		l.RequestID = w.rq.id

@@ -705,7 +705,7 @@ func engineConfig(c config.Config) core.Config {
 		SlotRebindWindow: ms(c.Slots.RebindWindowMs),
 	}
 	if c.Sessions != nil {
-		out.MaxConcurrentResetBoots = c.Sessions.Limits.MaxConcurrentResetBoots // session resets (core/reset_modes.go)
+		out.MaxConcurrentResetBoots = c.Sessions.Limits.MaxConcurrentResetBoots // session resets (core/resetmodes.go)
 	}
 	for _, t := range c.WarmPool.Targets {
 		out.WarmTargets = append(out.WarmTargets, core.WarmTarget{Count: t.Count,

@@ -272,11 +272,14 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 	r := core.Request{
 		DeviceID: in.Device,
 		Spec: core.SpecRequest{Platform: in.Platform, Model: in.Model, OSVersion: in.OSVersion, AllowDownload: allow,
-			Resources: in.Resources, Hardware: in.Hardware},
+			Resources: in.Resources},
 		TTL:     time.Duration(in.TTLMs) * time.Millisecond,
 		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
 		NoWait:  in.NoWait, RequesterID: req, OwnerID: owner, IdempotencyKey: in.IdempotencyKey,
 		Group: groupIn(in.Devices, allow),
+	}
+	if in.Hardware != nil {
+		r.Spec.Hardware = in.Hardware // never a nil pointer in the interface
 	}
 	// A component install the driver reports for this requester marks the
 	// lease's admission path as download.

@@ -6,6 +6,8 @@ import (
 
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/drivers/android"
+	"github.com/simlock/simlock/internal/drivers/ios"
 )
 
 // The operator's reset choices map onto core release policies the core
@@ -30,7 +32,7 @@ func TestReleasePolicyForMapsTheOperatorsChoice(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s %+v: %+v, want %+v", c.platform, c.s, got, c.want)
 		}
-		if err := got.Validate(c.platform); err != nil {
+		if err := got.Validate(c.platform, map[string]core.Capabilities{ios.Platform: ios.Capabilities(), android.Platform: android.Capabilities()}); err != nil {
 			t.Errorf("%s: the core refuses %+v: %v", c.platform, got, err)
 		}
 	}

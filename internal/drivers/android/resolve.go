@@ -39,9 +39,13 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 		return core.Spec{}, core.NewSpecError(core.ErrUnsupportedPlatform,
 			fmt.Sprintf("the android driver cannot serve platform %q", req.Platform), "platform", req.Platform)
 	}
-	if req.Hardware != nil {
+	hw, ok := req.Hardware.(*contract.AndroidHardware)
+	if req.Hardware != nil && !ok {
+		return core.Spec{}, fmt.Errorf("%w: the android driver reads only Android hardware, not %T", core.ErrBadRequest, req.Hardware)
+	}
+	if hw != nil {
 		// Refused before any listing: a bad request costs no tool run.
-		if err := req.Hardware.Validate(); err != nil {
+		if err := hw.Validate(); err != nil {
 			return core.Spec{}, err
 		}
 	}
@@ -87,7 +91,7 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 		img, ok = pickImage(list.images, prof, api, d.abi)
 	}
 	if ok {
-		return withHardware(d.specFor(prof, img), req.Hardware)
+		return withHardware(d.specFor(prof, img), hw)
 	}
 
 	want := wantedPackage(prof, api, d.abi)
@@ -102,7 +106,7 @@ func (d *Driver) ResolveSpec(ctx context.Context, req core.SpecRequest) (core.Sp
 	if err != nil {
 		return core.Spec{}, err
 	}
-	return withHardware(d.specFor(prof, img), req.Hardware)
+	return withHardware(d.specFor(prof, img), hw)
 }
 
 func (d *Driver) specFor(prof deviceProfile, img systemImage) core.Spec {

@@ -25,7 +25,7 @@ type device struct {
 	running       bool
 	transitioning bool  // reads as booting/shutting down
 	markOK        *bool // provenance mark as last read, when set
-	baseline      bool  // a keep-booted baseline exists for this boot (reset.go)
+	baseline      bool  // a keep-booted baseline exists for this boot (resetbook.go)
 }
 
 // Driver is the scriptable fake.
@@ -59,6 +59,9 @@ type Driver struct {
 	// Fail maps an operation ("provision", "boot", "reclaim", "shutdown",
 	// "destroy") to how many of its next calls fail.
 	Fail map[string]int
+	// Caps, when set, is what Capabilities declares instead of the real
+	// platform driver's declaration (capabilities.go).
+	Caps *core.Capabilities
 	// Cat, when set, is what Catalog answers instead of one built from
 	// Models and DefaultOS (a test feeds a real driver's catalog through).
 	Cat *core.Catalog

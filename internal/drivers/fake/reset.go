@@ -8,7 +8,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 )
 
-// Resetting is the fake with every session reset ability (reset.go in
+// Resetting is the fake with every session reset ability (resetbook.go in
 // core): erase and verify, keep-booted cleaning against a baseline, and
 // a data wipe. Each verb is recorded ("verify", "capture", "clean",
 // "health", "wipe-data") and fails as SetFail scripts it.
