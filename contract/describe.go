@@ -32,6 +32,13 @@ type AndroidImage struct {
 	BasedOn *string `json:"basedOn"`
 }
 
+// Orientations a DeviceRuntime may state: the shape the screen has now,
+// after its current rotation (portrait: taller than wide).
+const (
+	OrientationPortrait  = "portrait"
+	OrientationLandscape = "landscape"
+)
+
 // Readiness values of DeviceRuntime: what the driver's own listing last
 // showed of the device process.
 const (
@@ -50,7 +57,11 @@ type DeviceRuntime struct {
 	Readiness *string `json:"readiness"`
 	// Lease is the id of the lease holding the device, null when idle.
 	Lease *string `json:"lease"`
-	// Locked (keyguard) and Orientation are not probed yet: null.
+	// Locked says whether the keyguard (lock screen) is showing, and
+	// Orientation is portrait or landscape, as the driver's live probe read
+	// them (Android: dumpsys window, docs/adr/0090). Null where the probe
+	// could not tell, did not finish in time, or the platform has no safe
+	// way to read them (iOS).
 	Locked      *bool   `json:"locked"`
 	Orientation *string `json:"orientation"`
 	// ServiceStatus is present only when a driver observed it.

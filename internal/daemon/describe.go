@@ -19,9 +19,10 @@ import (
 // describeDevice is the one projection of a registry record onto the
 // canonical description (docs/adr/0039): every frontend's devices, lease
 // grants included, come from here. Static facts are what the driver
-// stated under core.AttrFactPrefix when it made the device; readiness is
-// the driver listing's observation when one is known (nil: not known).
-func describeDevice(r core.DeviceRecord, leaseID string, run *core.RunState) contract.Device {
+// stated under core.AttrFactPrefix when it made the device; readiness and
+// the live facts (locked, orientation; docs/adr/0090) are the driver
+// listing's observation when one is known (nil: not known).
+func describeDevice(r core.DeviceRecord, leaseID string, obs *deviceObservation) contract.Device {
 	out := contract.Device{ID: r.ID, Platform: r.Platform, Model: r.Spec.Model, OSVersion: r.Spec.OSVersion,
 		Name: r.Name, Simulated: r.Simulated,
 		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC(), FormFactor: contract.FormFactorUnknown,
@@ -69,10 +70,26 @@ func describeDevice(r core.DeviceRecord, leaseID string, run *core.RunState) con
 			BasedOn: str(facts[core.FactImageBasedOn])}
 	}
 	out.Runtime = contract.DeviceRuntime{Lifecycle: string(r.State), Lease: str(leaseID)}
-	if run != nil {
-		out.Runtime.Readiness = str(string(*run))
+	if obs != nil {
+		out.Runtime.Readiness = str(string(obs.Run))
+		if obs.Live.Locked != nil {
+			locked := *obs.Live.Locked
+			out.Runtime.Locked = &locked
+		}
+		switch o := obs.Live.Orientation; o {
+		case contract.OrientationPortrait, contract.OrientationLandscape:
+			out.Runtime.Orientation = &o
+		}
 	}
 	return out
+}
+
+// deviceObservation is one device as its platform's shared listing saw
+// it: the run state and, for a running device whose driver can read them
+// (core.LiveObserver), its live facts.
+type deviceObservation struct {
+	Run  core.RunState
+	Live core.LiveState
 }
 
 func str(s string) *string {
@@ -115,42 +132,79 @@ type inventory struct {
 	driver func(platform string) (core.Driver, bool)
 
 	mu      sync.Mutex
-	devices map[string]*listcache.Shared[map[string]core.RunState]
+	devices map[string]*listcache.Shared[map[string]deviceObservation]
 	catalog map[string]*listcache.Shared[core.Catalog]
 }
 
 func newInventory(base context.Context, cfg config.Inventory, clock ports.Clock, driver func(string) (core.Driver, bool)) *inventory {
 	return &inventory{cfg: cfg, clock: clock, base: base, driver: driver,
-		devices: map[string]*listcache.Shared[map[string]core.RunState]{}, catalog: map[string]*listcache.Shared[core.Catalog]{}}
+		devices: map[string]*listcache.Shared[map[string]deviceObservation]{}, catalog: map[string]*listcache.Shared[core.Catalog]{}}
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-func (inv *inventory) deviceReads(platform string) *listcache.Shared[map[string]core.RunState] {
+// deviceReads is a platform's shared device listing: the driver's
+// ListManaged, then the live facts of the devices it saw running.
+func (inv *inventory) deviceReads(platform string) *listcache.Shared[map[string]deviceObservation] {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	s, ok := inv.devices[platform]
 	if !ok {
-		s = listcache.NewShared(inv.base, listcache.SharedOptions[map[string]core.RunState]{
+		s = listcache.NewShared(inv.base, listcache.SharedOptions[map[string]deviceObservation]{
 			TTL: inventoryTTL, Cap: ms(inv.cfg.BackgroundCapMs), Clock: inv.clock,
-			Read: func(ctx context.Context) (map[string]core.RunState, error) {
+			Read: func(ctx context.Context) (map[string]deviceObservation, error) {
 				drv, ok := inv.driver(platform)
 				if !ok {
-					return map[string]core.RunState{}, nil
+					return map[string]deviceObservation{}, nil
 				}
 				obs, err := drv.ListManaged(ctx)
 				if err != nil {
 					return nil, err
 				}
-				out := make(map[string]core.RunState, len(obs))
+				out := make(map[string]deviceObservation, len(obs))
 				for _, o := range obs {
-					out[o.Handle] = o.Run
+					out[o.Handle] = deviceObservation{Run: o.Run}
+				}
+				if lo, ok := drv.(core.LiveObserver); ok {
+					observeLive(ctx, lo, out)
 				}
 				return out, nil
 			}})
 		inv.devices[platform] = s
 	}
 	return s
+}
+
+// observeLive reads the live facts of every running device in devs at
+// once and waits for all of them. The driver bounds each read; one that
+// fails leaves only that device's facts unknown, never the listing.
+func observeLive(ctx context.Context, lo core.LiveObserver, devs map[string]deviceObservation) {
+	type read struct {
+		handle string
+		live   core.LiveState
+	}
+	var running []string
+	for h, o := range devs {
+		if o.Run == core.RunRunning {
+			running = append(running, h)
+		}
+	}
+	ch := make(chan read, len(running))
+	for _, h := range running {
+		go func() {
+			live, err := lo.ObserveLive(ctx, h)
+			if err != nil {
+				live = core.LiveState{}
+			}
+			ch <- read{h, live}
+		}()
+	}
+	for range running {
+		r := <-ch
+		o := devs[r.handle]
+		o.Live = r.live
+		devs[r.handle] = o
+	}
 }
 
 func (inv *inventory) catalogReads(platform string) *listcache.Shared[core.Catalog] {
@@ -180,7 +234,7 @@ func (inv *inventory) invalidate(e events.Event) {
 	case strings.HasPrefix(e.Type, "device."):
 		if e.Platform == "" {
 			inv.mu.Lock()
-			all := make([]*listcache.Shared[map[string]core.RunState], 0, len(inv.devices))
+			all := make([]*listcache.Shared[map[string]deviceObservation], 0, len(inv.devices))
 			for _, s := range inv.devices {
 				all = append(all, s)
 			}
@@ -261,17 +315,17 @@ func outcomeOf[T any](o listcache.Outcome[T]) outcome {
 }
 
 // observe reads every platform's device listing at once, each within
-// budget, and returns the run states it got and the gaps.
-func (inv *inventory) observe(ctx context.Context, platforms []string, budget time.Duration) (map[string]map[string]core.RunState, *gaps) {
+// budget, and returns the observations it got and the gaps.
+func (inv *inventory) observe(ctx context.Context, platforms []string, budget time.Duration) (map[string]map[string]deviceObservation, *gaps) {
 	type res struct {
 		p string
-		o listcache.Outcome[map[string]core.RunState]
+		o listcache.Outcome[map[string]deviceObservation]
 	}
 	ch := make(chan res, len(platforms))
 	for _, p := range platforms {
 		go func() { ch <- res{p, inv.deviceReads(p).Within(ctx, budget)} }()
 	}
-	runs := map[string]map[string]core.RunState{}
+	runs := map[string]map[string]deviceObservation{}
 	g := &gaps{}
 	for range platforms {
 		r := <-ch
@@ -304,22 +358,22 @@ func (d *Daemon) listDevices(ctx context.Context, in contract.ListGetIn) contrac
 	runs, g := d.inv.observe(ctx, d.engine.Platforms(), budget)
 	out := contract.ListGetOut{Devices: []contract.Device{}}
 	for _, r := range snap.Devices {
-		var run *core.RunState
+		var obs *deviceObservation
 		if m, ok := runs[r.Platform]; ok {
-			if st, ok := m[r.Handle]; ok {
-				run = &st
+			if o, ok := m[r.Handle]; ok {
+				obs = &o
 			}
 		}
 		if in.Booted {
-			booted := run != nil && *run == core.RunRunning
-			if run == nil {
+			booted := obs != nil && obs.Run == core.RunRunning
+			if obs == nil {
 				booted = r.State == core.StateReady || r.State == core.StateLeased
 			}
 			if !booted {
 				continue
 			}
 		}
-		out.Devices = append(out.Devices, describeDevice(r, leaseOf[r.ID], run))
+		out.Devices = append(out.Devices, describeDevice(r, leaseOf[r.ID], obs))
 	}
 	out.Enrichment = g.enrichment()
 	return out
@@ -330,8 +384,8 @@ func (d *Daemon) catalogWithin(ctx context.Context, platform string) listcache.O
 	return d.inv.catalogReads(platform).Within(ctx, ms(d.cfg.Inventory.CatalogBudgetMs))
 }
 
-// known is the device's run state from a fresh shared listing, or nil.
-func (inv *inventory) known(platform, handle string) *core.RunState {
+// known is the device's observation from a fresh shared listing, or nil.
+func (inv *inventory) known(platform, handle string) *deviceObservation {
 	if inv == nil {
 		return nil
 	}

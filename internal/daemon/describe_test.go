@@ -90,7 +90,7 @@ func TestDescribeIOSDeviceStatesEveryKey(t *testing.T) {
 
 	// Observed and leased: the live state says so.
 	run := core.RunRunning
-	m = encode(t, describeDevice(r, "lease_1", &run))
+	m = encode(t, describeDevice(r, "lease_1", &deviceObservation{Run: run}))
 	rt = m["runtime"].(map[string]any)
 	if rt["readiness"] != "running" || rt["lease"] != "lease_1" {
 		t.Errorf("runtime: %v", rt)
@@ -190,4 +190,25 @@ func TestListAndBootedViewDescribeTheLeasedDevice(t *testing.T) {
 	if err != nil || cat.Enrichment == nil || !cat.Enrichment.Complete {
 		t.Fatalf("catalog %+v %v", cat.Enrichment, err)
 	}
+}
+
+// The live facts a listing read are the description's runtime.locked and
+// runtime.orientation; an orientation outside the contract's two values
+// is not repeated, and without an observation both stay null.
+func TestDescribeStatesTheObservedLiveFacts(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	r := core.DeviceRecord{ID: "dev_3", Platform: "android", Handle: "simlock_cd34", State: core.StateLeased, StateSince: at, CreatedAt: at}
+	unlocked := false
+	obs := &deviceObservation{Run: core.RunRunning, Live: core.LiveState{Locked: &unlocked, Orientation: contract.OrientationPortrait}}
+	rt := encode(t, describeDevice(r, "lease_3", obs))["runtime"].(map[string]any)
+	if rt["locked"] != false || rt["orientation"] != "portrait" {
+		t.Errorf("runtime %v", rt)
+	}
+	obs.Live.Orientation = "sideways"
+	rt = encode(t, describeDevice(r, "lease_3", obs))["runtime"].(map[string]any)
+	requireNull(t, rt, "orientation")
+	rt = encode(t, describeDevice(r, "lease_3", &deviceObservation{Run: core.RunRunning}))["runtime"].(map[string]any)
+	requireNull(t, rt, "locked", "orientation")
+	rt = encode(t, describeDevice(r, "lease_3", nil))["runtime"].(map[string]any)
+	requireNull(t, rt, "readiness", "locked", "orientation")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,7 +72,7 @@ func newTestInventory(t *testing.T) (*inventory, *slowDriver, *fake.Clock) {
 }
 
 type observed struct {
-	runs map[string]map[string]core.RunState
+	runs map[string]map[string]deviceObservation
 	e    *contract.Enrichment
 }
 
@@ -113,7 +114,7 @@ func TestInventoryAnswersAtTheBudgetAndTheRetryIsComplete(t *testing.T) {
 	close(gate)
 	spin(t, "background listing kept", func() bool { return inv.known("ios", "h1") != nil })
 	runs, g := inv.observe(context.Background(), []string{"ios"}, budget)
-	if e := g.enrichment(); !e.Complete || runs["ios"]["h1"] != core.RunRunning {
+	if e := g.enrichment(); !e.Complete || runs["ios"]["h1"].Run != core.RunRunning {
 		t.Fatalf("retry: %+v %v", e, runs)
 	}
 	if n := drv.lists.Load(); n != 1 {
@@ -174,4 +175,74 @@ func TestInventoryRetryOfAnOvertakenListingIsSuperseded(t *testing.T) {
 		t.Fatalf("retry after the change: %+v", o.e)
 	}
 	close(gate)
+}
+
+// liveDriver lists three devices, two running, and reads the live facts of
+// one of the running ones; the other's read fails.
+type liveDriver struct {
+	*fakedrv.Driver
+	mu     sync.Mutex
+	probed []string
+}
+
+func (d *liveDriver) ListManaged(context.Context) ([]core.Observed, error) {
+	return []core.Observed{{Handle: "h1", Run: core.RunRunning}, {Handle: "h2", Run: core.RunStopped}, {Handle: "h3", Run: core.RunRunning}}, nil
+}
+
+func (d *liveDriver) ObserveLive(_ context.Context, handle string) (core.LiveState, error) {
+	d.mu.Lock()
+	d.probed = append(d.probed, handle)
+	d.mu.Unlock()
+	if handle == "h3" {
+		return core.LiveState{Locked: new(bool), Orientation: contract.OrientationPortrait}, errors.New("adb shell dumpsys window: context deadline exceeded")
+	}
+	locked := true
+	return core.LiveState{Locked: &locked, Orientation: contract.OrientationLandscape}, nil
+}
+
+// Device resources, statements 1.6 and 1.7: the shared listing reads the
+// live facts of the devices it saw running, and only of those; a read
+// that fails leaves that device's facts unknown (whatever it returned
+// with the error) and the listing complete.
+func TestInventoryReadsLiveFactsOfRunningDevicesOnly(t *testing.T) {
+	clock := fake.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	drv := &liveDriver{Driver: fakedrv.New("android")}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	inv := newInventory(ctx, config.Default().Inventory, clock, func(p string) (core.Driver, bool) { return drv, p == "android" })
+
+	runs, g := inv.observe(context.Background(), []string{"android"}, time.Minute)
+	if e := g.enrichment(); !e.Complete {
+		t.Fatalf("enrichment %+v", e)
+	}
+	h1, h2, h3 := runs["android"]["h1"], runs["android"]["h2"], runs["android"]["h3"]
+	if h1.Run != core.RunRunning || h1.Live.Locked == nil || !*h1.Live.Locked || h1.Live.Orientation != contract.OrientationLandscape {
+		t.Errorf("h1 %+v", h1)
+	}
+	if h2.Run != core.RunStopped || h2.Live != (core.LiveState{}) {
+		t.Errorf("the stopped h2 has live facts: %+v", h2)
+	}
+	if h3.Run != core.RunRunning || h3.Live != (core.LiveState{}) {
+		t.Errorf("h3's failed read left facts: %+v", h3)
+	}
+	drv.mu.Lock()
+	probed := append([]string(nil), drv.probed...)
+	drv.mu.Unlock()
+	slices.Sort(probed)
+	if !slices.Equal(probed, []string{"h1", "h3"}) {
+		t.Errorf("probed %v, want the running h1 and h3", probed)
+	}
+
+	// The description carries them; status reads them from the kept listing.
+	r := core.DeviceRecord{ID: "dev_1", Platform: "android", Handle: "h1", State: core.StateLeased}
+	rt := encode(t, describeDevice(r, "lease_1", inv.known("android", "h1")))["runtime"].(map[string]any)
+	if rt["locked"] != true || rt["orientation"] != "landscape" || rt["readiness"] != "running" {
+		t.Errorf("h1's runtime %v", rt)
+	}
+	r.Handle = "h3"
+	rt = encode(t, describeDevice(r, "lease_1", inv.known("android", "h3")))["runtime"].(map[string]any)
+	requireNull(t, rt, "locked", "orientation")
+	if rt["readiness"] != "running" {
+		t.Errorf("h3's runtime %v", rt)
+	}
 }

@@ -92,7 +92,12 @@ func (sh *devShell) screencap(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// input taps and types (android_input.go checks the arguments).
+// input taps and types (android_input.go checks the arguments); the keys
+// that act on the screen change it (android_window.go).
 func (sh *devShell) input(args []string, stdout, stderr io.Writer) int {
-	return inputCommand(args, stdout, stderr)
+	code := inputCommand(args, stdout, stderr)
+	if code == 0 {
+		sh.screenKeys(args)
+	}
+	return code
 }

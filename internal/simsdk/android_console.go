@@ -157,6 +157,9 @@ func (s *sdk) consoleLoad(ctx context.Context, r *emuRun, name string) (string, 
 			cur.OnlineAt = &online
 			cur.BootedAt = nil
 			cur.BootID = snapshotBootID(meta)
+			// A snapshot does not record the screen; the guest comes
+			// back awake and unlocked, as every baseline was taken.
+			cur.ScreenOff, cur.Keyguard = false, false
 			if meta.BootLeft >= 0 {
 				booted := until.Add(meta.BootLeft)
 				cur.BootedAt = &booted

@@ -64,6 +64,11 @@ type emuRun struct {
 	// Running are the packages am started and nothing stopped since,
 	// the foreground one last (android_am.go).
 	Running []string `json:"running,omitempty"`
+	// ScreenOff and Keyguard are the screen as the power and menu keys
+	// left it (android_window.go): a boot or a snapshot load starts awake
+	// and unlocked.
+	ScreenOff bool `json:"screenOff,omitempty"`
+	Keyguard  bool `json:"keyguard,omitempty"`
 }
 
 func (r *emuRun) serial() string { return emulatorSerial(r.ConsolePort) }

@@ -9,9 +9,11 @@ import (
 )
 
 // `input [<source>] [-d DISPLAY] <command> [args]` injects events. The
-// simulated screen has nothing to act on, so a well-formed command does
-// nothing and succeeds; what is checked is the argument forms, because a
-// client that sends a malformed one must fail here as it would on a device.
+// simulated screen has nothing to act on, so a well-formed command
+// succeeds and does nothing, except the power, sleep, wakeup and menu
+// keys, which act on the screen and its lock (android_window.go); what is
+// checked is the argument forms, because a client that sends a malformed
+// one must fail here as it would on a device.
 // The texts follow AOSP's InputShellCommand as publicly reported (no
 // capture): an unknown command is refused with a usage text, a wrong
 // argument count or a non-number escapes as a Java exception (exit 255).

@@ -368,10 +368,16 @@ func (sh *devShell) dumpsys(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == "account" {
 		return sh.dumpsysAccount(stdout)
 	}
+	if len(args) > 0 && args[0] == "window" {
+		return sh.dumpsysWindow(args[1:], stdout, stderr) // android_window.go
+	}
 	return notSimulated("dumpsys "+strings.Join(args, " "), stderr)
 }
 
 func (sh *devShell) wm(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == "dismiss-keyguard" {
+		return sh.dismissKeyguard(stderr) // android_window.go
+	}
 	return sh.wmCommand(args, stdout, stderr)
 }
 

@@ -36,8 +36,9 @@ import (
 //	pm disable-user|enable|default-state [--user N] PKG
 //	pm list users  pm grant|revoke  wm size|density  find  dumpsys account  (android_keepbooted.go)
 //	settings  cmd role|activity  bmgr  dumpsys package PKG  (android_settings.go)
+//	dumpsys window [policy|displays]  wm dismiss-keyguard  (android_window.go)
 //	cat /proc/sys/kernel/random/boot_id, /proc/meminfo
-//	input ...         (accepted, no effect)
+//	input ...         (checked; only the screen keys have an effect)
 //
 // Error texts are those of Android's toybox and mksh ("cat: F: No such file
 // or directory", "/system/bin/sh: X: inaccessible or not found"), not

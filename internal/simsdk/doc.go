@@ -78,7 +78,8 @@
 //     devices [-l], wait-for[-TRANSPORT]-STATE, get-state, get-serialno,
 //     start-server, kill-server, shell [CMD...] (a small sh: echo, cat, rm,
 //     mkdir, touch, ls, grep, getprop, setprop, pm, id, sleep, sh -c,
-//     settings, cmd role|activity, bmgr, dumpsys package, with quoting,
+//     settings, cmd role|activity, bmgr, dumpsys package, dumpsys window
+//     [policy|displays], wm dismiss-keyguard, with quoting,
 //     redirections, ; && || |; cat of the boot id and /proc/meminfo), emu (kill, ping, avd name|status,
 //     avd snapshot list|save|load|delete NAME), install, uninstall, push,
 //     pull, root, unroot.
@@ -97,7 +98,10 @@
 //     [--brief] INTENT, cmd package has-feature F (and cmd package list|
 //     path|install|uninstall, which is pm); input's real argument forms
 //     (text, keyevent, tap, swipe, draganddrop, press, roll, motionevent,
-//     keycombination, scroll), checked and without effect. An installed
+//     keycombination, scroll), checked and without effect but for the
+//     screen keys (POWER, SLEEP, WAKEUP, MENU), which turn the screen off
+//     and on and show or dismiss its lock screen as `dumpsys window`
+//     reports it (android_window.go). An installed
 //     APK's package is the one its binary manifest names (else the file
 //     name without ".apk"), its launcher activity <package>/.MainActivity;
 //     adb
@@ -239,6 +243,9 @@
 //	                devices`, `adb devices`, `emulator -list-avds`) answer
 //	                MS milliseconds (not scaled) late, for the inventory
 //	                budgets (docs/adr/0039)
+//	window-dump-slow=MS  Android only: `adb shell dumpsys window`, the
+//	                live-state probe, answers MS milliseconds (not scaled)
+//	                late, for the probe's bound (docs/adr/0090)
 //	launchctl-missing=LABEL  iOS: the booted runtime does not ship the
 //	                launchd job LABEL (print finds no service, bootstrap
 //	                finds no file); may be given more than once

@@ -24,6 +24,9 @@ const (
 	// the role service.
 	faultRoleUnavailable = "role-unavailable"
 	faultSlowProbe       = "slow-probe"
+	// faultWindowDumpSlow delays `dumpsys window`, the Android live-state
+	// probe (android_window.go).
+	faultWindowDumpSlow = "window-dump-slow"
 
 	faultLaunchctlMissing   = "launchctl-missing"
 	faultLaunchctlWriteNoop = "launchctl-write-noop"
@@ -43,6 +46,7 @@ var faultTakesValue = map[string]bool{
 	faultSnapshotFail:    false,
 	faultRoleUnavailable: false,
 	faultSlowProbe:       true,
+	faultWindowDumpSlow:  true,
 
 	faultLaunchctlMissing:   true,
 	faultLaunchctlWriteNoop: false,
@@ -89,7 +93,7 @@ func parseFaults(spec string) ([]fault, error) {
 		case !takes && hasValue:
 			return nil, fmt.Errorf("fault %q takes no value", item)
 		}
-		if f.Name == faultCrashAfter || f.Name == faultSlowProbe || f.Name == faultLaunchctlSlow {
+		if f.Name == faultCrashAfter || f.Name == faultSlowProbe || f.Name == faultLaunchctlSlow || f.Name == faultWindowDumpSlow {
 			if ms, err := strconv.Atoi(f.Value); err != nil || ms < 0 {
 				return nil, fmt.Errorf("fault %q: value must be milliseconds >= 0", item)
 			}
@@ -101,7 +105,7 @@ func parseFaults(spec string) ([]fault, error) {
 
 func knownFaults() string {
 	return strings.Join([]string{faultBootFail, faultBootHang, faultCrashAfter + "=MS",
-		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail, faultRoleUnavailable, faultSlowProbe + "=MS",
+		faultEraseFail, faultCreateFail, faultInstallFail, faultInstallNoop, faultShutdownHang, faultSnapshotFail, faultRoleUnavailable, faultSlowProbe + "=MS", faultWindowDumpSlow + "=MS",
 		faultLaunchctlMissing + "=LABEL", faultLaunchctlWriteNoop, faultLaunchctlSlow + "=MS"}, ", ")
 }
 

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/simlock/simlock/contract"
 )
 
 // seedDir adds every capture under testdata/dir to f's corpus, so plain
@@ -231,6 +233,31 @@ func FuzzParseOSRequest(f *testing.F) {
 		// The spelling a spec reports resolves back to the same level.
 		if again, err := parseOSRequest(releaseForAPI(api)); err != nil || again != api {
 			t.Fatalf("%q → %d → %q → %d, %v", s, api, releaseForAPI(api), again, err)
+		}
+	})
+}
+
+func FuzzParseDumpsysWindow(f *testing.F) {
+	seedDir(f, "real")
+	f.Add([]byte("  Display: mDisplayId=0\n    init=1080x2400 cur=2400x1080\n    mRotation=ROTATION_90 x={[(\n    isKeyguardShowing=true\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ws := parseDumpsysWindow(b)
+		if ws.Rotation < -1 || ws.Rotation > 3 {
+			t.Fatalf("rotation %d", ws.Rotation)
+		}
+		switch ws.Orientation {
+		case "", contract.OrientationPortrait, contract.OrientationLandscape:
+		default:
+			t.Fatalf("orientation %q", ws.Orientation)
+		}
+		// An orientation is only ever stated with the rotation it came from.
+		if ws.Orientation != "" && ws.Rotation < 0 {
+			t.Fatalf("orientation %q without a rotation", ws.Orientation)
+		}
+		// Line endings do not change the reading.
+		crlf := parseDumpsysWindow([]byte(strings.ReplaceAll(string(b), "\n", "\r\n")))
+		if lockOf(crlf.Locked) != lockOf(ws.Locked) || crlf.Rotation != ws.Rotation || crlf.Orientation != ws.Orientation {
+			t.Fatalf("CRLF changed the reading: %+v vs %+v", crlf, ws)
 		}
 	})
 }

@@ -58,7 +58,7 @@ func goDocs() map[string]string {
 		"DeviceRuntime":                            "DeviceRuntime is a device's live state.",
 		"DeviceRuntime.Lease":                      "Lease is the id of the lease holding the device, null when idle.",
 		"DeviceRuntime.Lifecycle":                  "Lifecycle is the registry state (ready, leased, reclaiming, ...).",
-		"DeviceRuntime.Locked":                     "Locked (keyguard) and Orientation are not probed yet: null.",
+		"DeviceRuntime.Locked":                     "Locked says whether the keyguard (lock screen) is showing, and Orientation is portrait or landscape, as the driver's live probe read them (Android: dumpsys window, docs/adr/0090). Null where the probe could not tell, did not finish in time, or the platform has no safe way to read them (iOS).",
 		"DeviceRuntime.Readiness":                  "Readiness is the device process as the driver's listing observed it (running, stopped, transitioning); null when the observation did not finish within the read's budget (see Enrichment).",
 		"DeviceRuntime.ServiceStatus":              "ServiceStatus is present only when a driver observed it.",
 		"DeviceSpec":                               "DeviceSpec is one member of a multi-device lease request (LeaseRequestIn.Devices): what a single request names with its platform, model and osVersion fields.",

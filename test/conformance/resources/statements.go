@@ -52,6 +52,7 @@ const (
 	unitUnprovableDaemon = "internal/daemon.TestUnprovableLeaseProfileIsRefusedAndLeavesNoDevice"
 	unitAndroidReceipt   = "internal/daemon.TestAndroidLeaseCarriesItsReceiptAndRestores"
 	unitNoReconciler     = "internal/daemon.TestReconcileOnADriverWithoutReconcilerIsRefusedBeforeAnyCall"
+	unitLiveInventory    = "internal/daemon.TestInventoryReadsLiveFactsOfRunningDevicesOnly"
 
 	unitSharedLate     = "internal/drivers/listcache.TestSharedAnswersWithinBudgetAndServesTheLateRead"
 	unitSharedBurst    = "internal/drivers/listcache.TestSharedBurstStartsOneRead"
@@ -64,6 +65,8 @@ const (
 	unitGiveUp         = "internal/drivers/listcache.TestACallerThatGivesUpDoesNotFailTheOthers"
 
 	unitAndroidFacts    = "internal/drivers/android.TestFactsFromCapturedConfigINI"
+	unitWindowCaptures  = "internal/drivers/android.TestParseDumpsysWindowCaptures"
+	unitWindowUnknowns  = "internal/drivers/android.TestParseDumpsysWindowUnknowns"
 	unitAndroidProvFact = "internal/drivers/android.TestProvisionStatesTheAVDsFacts"
 	unitAndroidForm     = "internal/drivers/android.TestFormFactorFromTheAVDProfile"
 	unitAndroidWhole    = "internal/drivers/android.TestGroupStateNeedsTheWholeGroup"
@@ -85,6 +88,7 @@ const (
 	simIOSRecord        = "internal/simsdk.TestIOSResourcesRecordForgetsDeletedDevices"
 	simAndroid          = "internal/simsdk.TestAndroidResourcesAgainstTheSimulatedSDK"
 	simAndroidAudio     = "internal/simsdk.TestAndroidAudioFlagAndGPUModeAgainstTheSimulatedSDK"
+	simAndroidLive      = "internal/simsdk.TestAndroidLiveStateAgainstTheSimulatedSDK"
 
 	unitCoreIndependent  = "internal/core.TestResourceSetIsVerifiedByAnIndependentRead"
 	unitCoreSerializes   = "internal/core.TestResourceCallSerializesWithTheReclaim"
@@ -141,9 +145,11 @@ var statements = []conformance.Statement{
 		Tests: []string{e2eEveryKey},
 		Note:  "simlock leases no physical devices; an iOS simulator has no image, and its `image` is null."},
 	{ID: "resources/1.6", Says: "On Android, `runtime.locked` comes from the keyguard probe.",
-		Gap: "`runtime.locked` is always null on Android; no real dumpsys captures exist yet to build the keyguard parser from."},
+		Tests: []string{unitWindowCaptures, unitLiveInventory, simAndroidLive},
+		Note:  "The probe is `adb shell dumpsys window`, read with the device listing: locked is whether the lock screen shows, null when the dump does not say or its readings disagree (ADR 0090)."},
 	{ID: "resources/1.7", Says: "On Android, `runtime.orientation` is read from the screen's current rotation, within a time bound.",
-		Gap: "`runtime.orientation` is always null on Android, for the same want of real dumpsys captures."},
+		Tests: []string{unitWindowCaptures, unitWindowUnknowns, unitLiveInventory, simAndroidLive},
+		Note:  "portrait or landscape: display 0's rotation applied to its natural size, cross-checked with its current size; the same dump, bounded at 2 s per device, and a probe that fails or times out leaves the facts null (ADR 0090)."},
 	{ID: "resources/1.8", Says: "Without a safe way to read them (on iOS today), `locked` and `orientation` are null.",
 		Tests: []string{e2eEveryKey}},
 	{ID: "resources/1.9", Says: "Read-only inventory shares one successful probe per stage for a short time (2.5 s), and callers arriving meanwhile join it.",
