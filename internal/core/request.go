@@ -548,12 +548,16 @@ func (e *Engine) keepRunningAfterPurgeLocked(id string) bool {
 	return true
 }
 
+// lastUse is when a caller last had the device: its last release, or for
+// a device never leased, when it entered its state. A purge or a warm boot
+// after the release is the pool's work, not a use: counting it let two
+// devices released in one order swap places in the LRU order whenever the
+// first one's purge happened to finish last.
 func lastUse(d *DeviceRecord) time.Time {
-	t := d.StateSince
-	if d.LastReleasedAt.After(t) {
-		t = d.LastReleasedAt
+	if !d.LastReleasedAt.IsZero() {
+		return d.LastReleasedAt
 	}
-	return t
+	return d.StateSince
 }
 
 // grantLocked commits a lease on ready device id for w.
