@@ -331,6 +331,16 @@ func TestSessionsReachTheDaemonOnlyThroughTheirInterfaces(t *testing.T) {
 		"internal/cli", "internal/store", "internal/simsdk", "client")
 }
 
+// The device-claims system and host capacity (internal/claims) build on
+// the host registry and reach the engine, the bus and the daemon's driver
+// wiring through the interfaces and Config fields they declare: they
+// depend on no daemon, no driver, no frontend, no CLI and neither of the
+// other systems, not even transitively.
+func TestClaimsReachTheDaemonOnlyThroughTheirPorts(t *testing.T) {
+	noDepsOn(t, "internal/claims", "internal/daemon", "internal/drivers/", "internal/transport/",
+		"internal/cli", "internal/sessions", "internal/slots", "internal/simsdk", "client")
+}
+
 // noDepsOn fails for each package of the module that pkg depends on,
 // directly or not, and that banned names: a path, or a prefix when it ends
 // in a slash.

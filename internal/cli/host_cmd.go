@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/simlock/simlock/internal/claims"
 	"github.com/simlock/simlock/internal/daemon"
 	"github.com/simlock/simlock/internal/hostreg"
 )
@@ -44,7 +45,7 @@ func (a *app) hostRepairCmd() *cobra.Command {
 			"unless --force.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := daemon.RepairOptions{HostDir: a.hostDir(), Homes: homes, Force: force, ReopenWait: wait}
+			o := claims.RepairOptions{HostDir: a.hostDir(), Homes: homes, Force: force, ReopenWait: wait}
 			if !a.jsonOut {
 				o.Progress = func(format string, args ...any) { a.printf(format+"\n", args...) }
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/claims"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
@@ -21,7 +22,7 @@ import (
 // held, parks them until let go: a test can prove a path wrote nothing, or
 // did not wait for a write.
 type countingStore struct {
-	claimStore
+	claims.Store
 	mu     sync.Mutex
 	writes int
 	hold   chan struct{} // non-nil: writes wait for it to close
@@ -39,27 +40,27 @@ func (s *countingStore) count() {
 
 func (s *countingStore) Claim(ctx context.Context, c hostreg.Claim) error {
 	s.count()
-	return s.claimStore.Claim(ctx, c)
+	return s.Store.Claim(ctx, c)
 }
 
 func (s *countingStore) Adopt(ctx context.Context, c hostreg.Claim) (hostreg.Claim, error) {
 	s.count()
-	return s.claimStore.Adopt(ctx, c)
+	return s.Store.Adopt(ctx, c)
 }
 
 func (s *countingStore) Release(ctx context.Context, k hostreg.Key, o hostreg.Owner) error {
 	s.count()
-	return s.claimStore.Release(ctx, k, o)
+	return s.Store.Release(ctx, k, o)
 }
 
 func (s *countingStore) MarkReleasing(ctx context.Context, k hostreg.Key, o hostreg.Owner) error {
 	s.count()
-	return s.claimStore.MarkReleasing(ctx, k, o)
+	return s.Store.MarkReleasing(ctx, k, o)
 }
 
 func (s *countingStore) MarkReleaseFailed(ctx context.Context, k hostreg.Key, o hostreg.Owner, steps []string) error {
 	s.count()
-	return s.claimStore.MarkReleaseFailed(ctx, k, o, steps)
+	return s.Store.MarkReleaseFailed(ctx, k, o, steps)
 }
 
 func (s *countingStore) n() int {
@@ -71,10 +72,11 @@ func (s *countingStore) n() int {
 // wrapStore puts a counting store in front of the daemon's registry. It
 // swaps under the claims' lock, which every write holds.
 func wrapStore(d *Daemon) *countingStore {
-	d.claims.mu.Lock()
-	defer d.claims.mu.Unlock()
-	cs := &countingStore{claimStore: d.claims.store}
-	d.claims.store = cs
+	var cs *countingStore
+	d.claims.WrapStore(func(s claims.Store) claims.Store {
+		cs = &countingStore{Store: s}
+		return cs
+	})
 	return cs
 }
 
@@ -112,7 +114,7 @@ func keyOf(t *testing.T, f *fixture, deviceID string) hostreg.Key {
 	if !ok {
 		t.Fatalf("no device %s", deviceID)
 	}
-	k, err := f.d.deviceKey(dev.Platform, dev.Handle, dev.Attrs)
+	k, err := f.d.claims.DeviceKey(dev.Platform, dev.Handle, dev.Attrs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestClaimsFollowTheDeviceLifecycle(t *testing.T) {
 	f.d.engine.WaitIdle() // the purge ran on a device already claimed
 	eventually(t, "the idle claim", func() bool {
 		st, ok := claimOf(t, f.d, key)
-		return ok && st.Claim.Kind == hostreg.KindTransient && st.Claim.Command == claimIdle
+		return ok && st.Claim.Kind == hostreg.KindTransient && st.Claim.Command == claims.IdleCommand
 	})
 	if n := cs.n(); n != 1 {
 		t.Fatalf("the purge of a claimed device made %d registry writes, want 1 (the lease writer's)", n)
@@ -387,7 +389,7 @@ func TestAForeignClaimSeenByTheWatcherKeepsADeviceOutOfThePool(t *testing.T) {
 	if err := f.d.host.Claim(ctx, hostreg.Claim{Key: phone, Kind: hostreg.KindTransient, Command: "boot", Owner: foreign, ClaimedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	f.d.kickHost()
+	f.d.claims.Kick()
 	eventually(t, "the watcher to see the foreign claim", func() bool {
 		_, held := f.d.engine.ForeignHolder(la.Device.ID)
 		return held
@@ -479,17 +481,17 @@ func TestAPurgeThatLeftTheDeviceDownClearsTheClaim(t *testing.T) {
 	dev, _ := f.d.engine.Device(la.Device.ID)
 	key := keyOf(t, f, dev.ID)
 	op := core.OpInfo{Kind: core.OpKindReclaim, Lock: "reclaim", DeviceID: dev.ID, Platform: dev.Platform, Handle: dev.Handle, Attrs: dev.Attrs, LeftDown: true}
-	f.d.claims.AfterOp(op, errors.New("erase failed"))
+	f.d.claims.Hooks().AfterOp(op, errors.New("erase failed"))
 	if _, ok := claimOf(t, f.d, key); !ok {
 		t.Fatal("a failed purge dropped the claim")
 	}
 	op.LeftDown = false
-	f.d.claims.AfterOp(op, nil)
+	f.d.claims.Hooks().AfterOp(op, nil)
 	if _, ok := claimOf(t, f.d, key); !ok {
 		t.Fatal("a purge that left the device running dropped the claim")
 	}
 	op.LeftDown = true
-	f.d.claims.AfterOp(op, nil)
+	f.d.claims.Hooks().AfterOp(op, nil)
 	if st, ok := claimOf(t, f.d, key); ok {
 		t.Fatalf("a purge that left the device shut down kept its claim: %+v", st)
 	}

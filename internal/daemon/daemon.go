@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/claims"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
@@ -76,16 +77,8 @@ type Daemon struct {
 	// (worker mode); self is this daemon as a claim owner there.
 	host     *hostreg.DB
 	self     hostreg.Owner
-	roots    map[string]string // platform → absolute device root
-	hostSubs []hostSub
-	slotSubs []func(context.Context) bool
-	hostKick chan struct{}
-	hostDir  string           // the host registry's directory (absolute)
-	hostFile string           // identity of the host.db file d.host has open (host_records.go)
-	claims   *claims          // the op hooks: this home's claims in the host registry
+	claims   *claims.System   // this home's claims and host capacity (internal/claims); nil in gateway mode
 	slots    *slots.Manager   // managed slot executions (internal/slots)
-	hostUse  *hostUsage       // other homes' and external devices, for the host limit (hostusage.go)
-	waiters  *hostWaiters     // host-limited waiters of every home (hostwaiters.go)
 	gw       *gateway.Gateway // gateway mode only
 	http     *httpapi.Server
 	httpDone chan struct{} // closed when the HTTP server has returned
@@ -223,7 +216,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	_ = os.WriteFile(paths.PID, []byte(fmt.Sprint(d.pid)), 0o600)
 	// What `daemon stop` proves before it signals: pid and start identity.
-	if err := d.writeDaemonRecord(o.Home); err != nil {
+	if err := claims.WriteDaemonRecord(o.Home, d.startedAt, d.log); err != nil {
 		return fail(err)
 	}
 
@@ -274,14 +267,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return fail(err)
 	}
 	stats := o.Stats
-	d.claims = newClaims(d.host, d.self, o.Clock, d.deviceKey, d.kickHost, ports.Module(o.Logger, "claims"))
 	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
-		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: waitFirstHooks{OpHooks: d.claims, d: d},
+		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims.Hooks(),
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
-	d.setupHostWaiters() // before setupHostUsage: see hostwaiters.go
-	d.setupHostUsage(drivers)
-	d.setupHostAdmission() // hostadmit.go
+	d.claims.Bind(d.engine, drivers) // host waiters, usage and admission
 	d.sessions = d.newBroker(o)
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 
@@ -343,16 +333,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// restored (or the moment the gate opens) is still owed to its owner.
 	d.startPushes(sctx)
 	// The lease writer follows the bus from before convergence too, so a
-	// restored or early lease reaches its claim record.
-	d.claims.followLeases(sctx, d.bus)
-	go d.claims.writeLeases(sctx)
-	// Other owners' claims keep this home's devices out of its pool; the
-	// watcher refreshes the engine's in-memory copy when they change.
-	d.onHostChange(func(st []hostreg.Status) {
-		d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
-	})
-	// A claim another daemon took or cleared ends this home's lease on it.
-	d.onHostChange(d.watchOwnership(sctx))
+	// restored or early lease reaches its claim record; the foreign
+	// snapshot and the ownership check follow the host watcher.
+	d.claims.FollowLeases(sctx)
 
 	// 5. Converge in the background behind the readiness gate.
 	cctx, cancelConverge := context.WithCancel(context.Background())
@@ -361,19 +344,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		defer close(d.converged)
 		err := d.engine.Converge(cctx)
 		if err == nil {
-			// Claims before the gate opens: this home's previous daemon's
-			// are taken back, every device it runs is claimed, and devices
-			// other owners hold leave the pool, so no request is served on
-			// a device whose ownership is not yet known.
-			if st, ierr := d.host.Inspect(sctx); ierr != nil {
-				d.log.Error("read the host registry after convergence; claims are taken on first use", "err", ierr)
-			} else {
-				lost := d.claims.reconcile(sctx, d.engine.Devices(), d.engine.Leases(), st)
-				d.engine.SetForeignClaims(d.claims.foreignFrom(d.engine.Devices(), st))
-				// The invariant (ADR 0059): a restored lease whose claim is
-				// not this home's ends now, before anyone is let in.
-				d.endLost(lost)
-			}
+			// Claims before the gate opens, and the restored leases whose
+			// claims are not this home's end (ADR 0059).
+			d.claims.Restore(sctx)
 			// Slot devices leave the general pool before anyone is served.
 			d.slots.Start(sctx)
 			// Before the gate opens, so no upload races the sweep.
@@ -411,11 +384,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			case <-sctx.Done():
 			}
 		}()
-		go d.watchHost(sctx)
-		d.waiters.started.Store(true)
-		go d.publishWaiters(sctx)
-		go d.reclaimOrphans(sctx, o.Getenv)
-		go d.probeExternal(sctx)
+		// The host watcher, the waiters' publisher, the orphan reclaimer
+		// and the external-device probe.
+		d.claims.StartLoops(sctx)
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.
 		go func() {
@@ -639,10 +610,7 @@ func (d *Daemon) shutdown() {
 	cancel()
 	d.cancel()
 	if d.claims != nil {
-		<-d.claims.done // the lease writer is done with the host registry
-	}
-	if d.waiters != nil && d.waiters.started.Load() {
-		<-d.waiters.done // this home's waiters are cleared from the host registry
+		d.claims.Wait() // the lease writer and the waiters' publisher are done with the host registry
 	}
 	d.srv.CloseAll()
 	if d.httpDone != nil {

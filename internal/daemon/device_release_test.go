@@ -42,7 +42,7 @@ func (f *fixture) onlyDevice() (core.DeviceRecord, hostreg.Key) {
 	if len(devs) != 1 {
 		f.t.Fatalf("devices: %+v", devs)
 	}
-	k, err := f.d.deviceKey(devs[0].Platform, devs[0].Handle, devs[0].Attrs)
+	k, err := f.d.claims.DeviceKey(devs[0].Platform, devs[0].Handle, devs[0].Attrs)
 	if err != nil {
 		f.t.Fatal(err)
 	}

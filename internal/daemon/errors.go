@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/claims"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/hostreg"
@@ -48,7 +49,7 @@ func toContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeDiscoveryIncomplete, "%s", err.Error()).WithRetryAfter(slots.DiscoveryRetryMs).
 			WithNext("retry after retryAfterMs: the daemon reads the host registry's slot tables again at every host poll; `simlock daemon logs` says why they could not be read")
 	}
-	if ce := capacityExhausted(err); ce != nil {
+	if ce := claims.CapacityExhausted(err); ce != nil {
 		return ce
 	}
 	var re *core.RequestError
@@ -67,7 +68,7 @@ func toContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeUnknownLease, "%s", err.Error()).WithDetails("requestId", ge.RequestID, "leaseId", ge.LeaseID).
 			WithNext("the request's lease has ended; use a new idempotency key for a new lease")
 	}
-	if ce := deviceReleaseError(err); ce != nil {
+	if ce := claims.DeviceReleaseError(err); ce != nil {
 		return ce
 	}
 	var ru *core.ResourceUnprovenError

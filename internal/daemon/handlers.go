@@ -55,7 +55,7 @@ func (d *Daemon) registerCommon(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.DaemonStop, func(ctx context.Context, call *dispatch.Call, in contract.DaemonStopIn) (contract.DaemonStopOut, error) {
 		out := contract.DaemonStopOut{Stopping: true}
 		if in.Clean {
-			out.Clean = d.cleanBeforeStop(ctx)
+			out.Clean = d.claims.CleanBeforeStop(ctx)
 		}
 		call.After(func() { go d.requestStop() })
 		return out, nil
@@ -125,7 +125,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.DeviceExec, d.deviceExec)
 	dispatch.Handle(disp, contract.DeviceUpload, d.deviceUpload)
 	d.registerResources(disp)
-	dispatch.Handle(disp, contract.DeviceRelease, d.deviceRelease)
+	dispatch.Handle(disp, contract.DeviceRelease, d.claims.DeviceRelease)
 	d.registerSessions(disp)
 	d.registerSlots(disp)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
@@ -401,9 +401,7 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	if len(c.DeviceRAM) > 0 {
 		out.Capacity.DeviceRAMBytes = c.DeviceRAM
 	}
-	if d.hostUse != nil {
-		out.Capacity.Host = d.hostCapacityOut(c.Host)
-	}
+	out.Capacity.Host = d.claims.HostCapacityOut(c.Host)
 	for p, u := range c.Platforms {
 		pl := c.Limits.Platforms[p]
 		out.Capacity.Platforms[p] = contract.PlatformCapacity{MaxRunning: pl.MaxRunning, MaxManaged: pl.MaxManaged,

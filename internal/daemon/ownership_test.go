@@ -180,7 +180,7 @@ func TestTheWatcherEndsALeaseWhoseClaimAnotherHomeTook(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(f.drv.Calls())
-	f.d.kickHost()
+	f.d.claims.Kick()
 	eventually(t, "the lease to end as lost", func() bool {
 		r, _ := lostReason(f.d, la.LeaseID)
 		return r == hostreg.ReasonClaimHeldElsewhere

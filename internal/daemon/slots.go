@@ -14,7 +14,7 @@ import (
 
 func newSlotManager(d *Daemon, log *slog.Logger) *slots.Manager {
 	return slots.New(slots.Config{Engine: d.engine, Registry: d.host, Self: d.self, Clock: d.clock, Logger: log,
-		MaxDevicesPerPrincipal: d.cfg.Slots.MaxDevicesPerPrincipal, ToContract: toContractError, OnSlotChange: d.onSlotChange})
+		MaxDevicesPerPrincipal: d.cfg.Slots.MaxDevicesPerPrincipal, ToContract: toContractError, OnSlotChange: d.claims.OnSlotChange})
 }
 
 func (d *Daemon) registerSlots(disp *dispatch.Dispatcher) {

@@ -28,12 +28,12 @@ func (d *Daemon) resolveTarget(ctx context.Context, platform, sel string) (id, p
 		if dev.Platform != plat || dev.Handle == "" {
 			continue
 		}
-		if k, kerr := d.deviceKey(dev.Platform, dev.Handle, dev.Attrs); kerr == nil && k == key {
+		if k, kerr := d.claims.DeviceKey(dev.Platform, dev.Handle, dev.Attrs); kerr == nil && k == key {
 			found = &dev
 			break
 		}
 	}
-	if !d.claims.holds(key) {
+	if !d.claims.Holds(key) {
 		if err := d.refuseForeign(ctx, key); err != nil {
 			return "", "", err
 		}
@@ -46,11 +46,11 @@ func (d *Daemon) resolveTarget(ctx context.Context, platform, sel string) (id, p
 	if err := d.slots.GuardHandle(ctx, handle); err != nil {
 		return "", "", err
 	}
-	if err := d.claims.claimAdopted(ctx, key); err != nil {
+	if err := d.claims.ClaimAdopted(ctx, key); err != nil {
 		return "", "", err
 	}
 	rec, aerr := d.engine.AdoptDevice(ctx, plat, handle)
-	if rerr := d.claims.release(ctx, key); rerr != nil {
+	if rerr := d.claims.ReleaseAdopted(ctx, key); rerr != nil {
 		d.log.Warn("drop the claim taken to adopt a device", "key", key, "err", rerr)
 	}
 	if errors.Is(aerr, core.ErrDeviceNotFound) {
@@ -70,7 +70,7 @@ func (d *Daemon) resolveTarget(ctx context.Context, platform, sel string) (id, p
 // UDID / AVD name of platform.
 func (d *Daemon) targetKey(platform, sel string) (key hostreg.Key, plat, handle string, err error) {
 	if dev, ok := d.engine.Device(sel); ok {
-		k, err := d.deviceKey(dev.Platform, dev.Handle, dev.Attrs)
+		k, err := d.claims.DeviceKey(dev.Platform, dev.Handle, dev.Attrs)
 		if err != nil {
 			return "", "", "", contract.Errorf(contract.CodeBadRequest, "device %s has no host key: %v", sel, err)
 		}
@@ -84,8 +84,8 @@ func (d *Daemon) targetKey(platform, sel string) (key hostreg.Key, plat, handle 
 		case strings.HasPrefix(string(k), "android:avd:"):
 			rest := strings.TrimPrefix(string(k), "android:avd:")
 			name, root, _ := strings.Cut(rest, ":")
-			if root != d.roots["android"] {
-				return "", "", "", contract.Errorf(contract.CodeUnknownDevice, "AVD %s lives in %s, not in this daemon's root %s", name, root, d.roots["android"])
+			if root != d.claims.Roots()["android"] {
+				return "", "", "", contract.Errorf(contract.CodeUnknownDevice, "AVD %s lives in %s, not in this daemon's root %s", name, root, d.claims.Roots()["android"])
 			}
 			return k, plat, name, nil
 		}
@@ -102,7 +102,7 @@ func (d *Daemon) targetKey(platform, sel string) (key hostreg.Key, plat, handle 
 		}
 		fallthrough // no platform named: an AVD name, then
 	case "android":
-		k, err := d.deviceKey("android", sel, nil)
+		k, err := d.claims.DeviceKey("android", sel, nil)
 		if err != nil {
 			return "", "", "", contract.Errorf(contract.CodeUnknownDevice, "%q is neither a device id of this daemon nor an AVD name: %v", sel, err)
 		}

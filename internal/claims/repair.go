@@ -1,4 +1,4 @@
-package daemon
+package claims
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/hostreg"
-	"github.com/simlock/simlock/internal/store"
 )
 
 // RepairOptions configure RepairHost.
@@ -33,6 +32,9 @@ type RepairOptions struct {
 	// Progress is told each step as it happens (nil: silent).
 	Progress func(format string, args ...any)
 	Now      func() time.Time
+	// LoadStore reads the devices and leases of the home store at path
+	// (the daemon's home store, which this package does not open).
+	LoadStore func(ctx context.Context, path string) (core.Snapshot, error)
 }
 
 // RepairReport is what `simlock host repair --json` prints.
@@ -149,7 +151,7 @@ func RepairHost(ctx context.Context, o RepairOptions) (RepairReport, error) {
 				break
 			}
 			defer release()
-			snap, serr := readHomeStore(ctx, h.Home)
+			snap, serr := readHomeStore(ctx, h.Home, o.LoadStore)
 			if serr != nil {
 				rh.State, rh.Error = "unreadable", serr.Error()
 				break
@@ -270,7 +272,7 @@ func homesToRepair(dir string, extra []string, warn func(string, ...any)) []host
 
 // readHomeStore reads a stopped home's devices and leases. The caller
 // holds the home lock, so no daemon has the store open.
-func readHomeStore(ctx context.Context, home string) (core.Snapshot, error) {
+func readHomeStore(ctx context.Context, home string, load func(context.Context, string) (core.Snapshot, error)) (core.Snapshot, error) {
 	p := config.PathsFor(home).DB
 	if _, err := os.Stat(p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -278,12 +280,7 @@ func readHomeStore(ctx context.Context, home string) (core.Snapshot, error) {
 		}
 		return core.Snapshot{}, err
 	}
-	db, err := store.Open(ctx, p)
-	if err != nil {
-		return core.Snapshot{}, err
-	}
-	defer db.Close()
-	return db.Load(ctx)
+	return load(ctx, p)
 }
 
 // stoppedHomeClaims are the claims a stopped home's running devices need:

@@ -1,4 +1,4 @@
-package daemon
+package claims
 
 import (
 	"context"
@@ -33,8 +33,8 @@ type hostUsage struct {
 
 // externalEvery is how often external devices are counted: a few host
 // polls, since a count shells out (simctl list, adb devices).
-func (d *Daemon) externalEvery() time.Duration {
-	every := time.Duration(d.cfg.Capacity.Host.PollIntervalMs) * time.Millisecond
+func (s *System) externalEvery() time.Duration {
+	every := time.Duration(s.hostCfg.PollIntervalMs) * time.Millisecond
 	if every <= 0 {
 		every = time.Second
 	}
@@ -44,7 +44,7 @@ func (d *Daemon) externalEvery() time.Duration {
 // setupHostUsage subscribes to the host watcher, finds the drivers that can
 // count external devices, and gives the engine the configured host limits
 // before anything is planned.
-func (d *Daemon) setupHostUsage(drivers []core.Driver) {
+func (s *System) setupHostUsage(drivers []core.Driver) {
 	u := &hostUsage{others: map[string]int{}, external: map[string]int{}, extKnown: map[string]bool{},
 		extErr: map[string]string{}, counters: map[string]core.ExternalCounter{}}
 	for _, drv := range drivers {
@@ -52,15 +52,15 @@ func (d *Daemon) setupHostUsage(drivers []core.Driver) {
 			u.counters[drv.Platform()] = c
 		}
 	}
-	d.hostUse = u
-	d.onHostChange(func(claims []hostreg.Status) {
-		others := otherHomesRunning(claims, d.self.Home)
+	s.hostUse = u
+	s.OnHostChange(func(claims []hostreg.Status) {
+		others := otherHomesRunning(claims, s.self.Home)
 		u.mu.Lock()
 		u.others = others
 		u.mu.Unlock()
-		d.pushHostUsage()
+		s.pushHostUsage()
 	})
-	d.pushHostUsage()
+	s.pushHostUsage()
 }
 
 // otherHomesRunning counts, by platform, the claims held by homes other
@@ -87,11 +87,11 @@ func otherHomesRunning(claims []hostreg.Status, self string) map[string]int {
 
 // pushHostUsage hands the current view to the engine, which replans: a
 // waiter is woken when another daemon freed room.
-func (d *Daemon) pushHostUsage() {
-	u := d.hostUse
+func (s *System) pushHostUsage() {
+	u := s.hostUse
 	u.pushMu.Lock()
 	defer u.pushMu.Unlock()
-	hc := d.cfg.Capacity.Host
+	hc := s.hostCfg
 	hu := core.HostUsage{MaxRunning: hc.MaxRunning, Platforms: map[string]int{}}
 	for p, pl := range hc.Platforms {
 		hu.Platforms[p] = pl.MaxRunning
@@ -99,16 +99,16 @@ func (d *Daemon) pushHostUsage() {
 	u.mu.Lock()
 	hu.Others, hu.External = maps.Clone(u.others), maps.Clone(u.external)
 	u.mu.Unlock()
-	hu.Waiting = d.othersWaiting() // hostwaiters.go
-	d.engine.SetHostUsage(hu)
+	hu.Waiting = s.othersWaiting() // hostwaiters.go
+	s.engine.SetHostUsage(hu)
 }
 
 // probeExternal counts external devices now and then every externalEvery,
 // until ctx ends. A failed count keeps the last good one: unknown is never
 // zero once something was seen. Before the first success the count is 0 and
 // status says it is not known.
-func (d *Daemon) probeExternal(ctx context.Context) {
-	u := d.hostUse
+func (s *System) probeExternal(ctx context.Context) {
+	u := s.hostUse
 	if len(u.counters) == 0 {
 		return
 	}
@@ -127,7 +127,7 @@ func (d *Daemon) probeExternal(ctx context.Context) {
 			u.mu.Lock()
 			if err != nil {
 				if u.extErr[p] != err.Error() {
-					d.log.Warn("count devices running outside simlock; keeping the last count", "platform", p, "count", u.external[p], "err", err)
+					s.log.Warn("count devices running outside simlock; keeping the last count", "platform", p, "count", u.external[p], "err", err)
 				}
 				u.extErr[p] = err.Error()
 			} else {
@@ -138,29 +138,33 @@ func (d *Daemon) probeExternal(ctx context.Context) {
 			u.mu.Unlock()
 		}
 		if changed {
-			d.pushHostUsage()
+			s.pushHostUsage()
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.clock.After(d.externalEvery()):
+		case <-s.clock.After(s.externalEvery()):
 		}
 	}
 }
 
-// hostCapacityOut is status.get's host view: the engine's counts, as the
-// planner used them, with what this daemon knows about its external probes.
-func (d *Daemon) hostCapacityOut(r core.HostReport) *contract.HostCapacity {
+// HostCapacityOut is status.get's host view: the engine's counts, as the
+// planner used them, with what this daemon knows about its external probes
+// (nil before Bind, or without a system: a gateway).
+func (s *System) HostCapacityOut(r core.HostReport) *contract.HostCapacity {
+	if s == nil || s.hostUse == nil {
+		return nil
+	}
 	out := &contract.HostCapacity{MaxRunning: r.MaxRunning, Booted: r.Booted, Ours: r.Ours, OtherHomes: r.OtherHomes,
 		ExternalDevices: r.External, Platforms: map[string]contract.HostPlatformCapacity{}}
 	var known map[string]bool
 	var errs map[string]string
-	if u := d.hostUse; u != nil {
+	if u := s.hostUse; u != nil {
 		u.mu.Lock()
 		known, errs = maps.Clone(u.extKnown), maps.Clone(u.extErr)
 		u.mu.Unlock()
 	}
-	out.Waiters, out.Yielded = d.hostWaitersOut(), r.Yielded // hostwaiters.go
+	out.Waiters, out.Yielded = s.hostWaitersOut(), r.Yielded // hostwaiters.go
 	for p, pr := range r.Platforms {
 		out.Platforms[p] = contract.HostPlatformCapacity{MaxRunning: pr.MaxRunning, Booted: pr.Booted, Ours: pr.Ours,
 			OtherHomes: pr.OtherHomes, ExternalDevices: pr.External, ExternalKnown: known[p], ExternalError: errs[p]}
@@ -168,10 +172,10 @@ func (d *Daemon) hostCapacityOut(r core.HostReport) *contract.HostCapacity {
 	return out
 }
 
-// capacityExhausted maps a refusal at the host's limit (errors.go calls it
-// first): CAPACITY_EXHAUSTED, retryable, with the figures a caller needs.
+// CapacityExhausted maps a refusal at the host's limit (the daemon's error
+// mapping calls it first): CAPACITY_EXHAUSTED, retryable, with the figures a caller needs.
 // nil for any other error.
-func capacityExhausted(err error) *contract.Error {
+func CapacityExhausted(err error) *contract.Error {
 	var he *core.HostCapacityError
 	if !errors.As(err, &he) {
 		return nil

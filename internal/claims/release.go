@@ -1,10 +1,9 @@
-package daemon
+package claims
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
-	"github.com/simlock/simlock/internal/drivers/android"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 )
@@ -22,39 +20,37 @@ import (
 // wait for a released device's reclaim to settle before shutting it down.
 const settleTimeout = 2 * time.Minute
 
-// deviceRelease gives back the device a host-registry key names, the way
+// DeviceRelease gives back the device a host-registry key names, the way
 // the daemon gives back any device: the lease holding it is released
 // through the ordinary path, the reclaim settles, and the running device is
 // shut down through the op executor, whose teardown clears the claim last.
 // `simlock device release` and `--force` call it on the owning daemon.
-func (d *Daemon) deviceRelease(ctx context.Context, _ *dispatch.Call, in contract.DeviceReleaseIn) (contract.DeviceReleaseOut, error) {
+func (s *System) DeviceRelease(ctx context.Context, _ *dispatch.Call, in contract.DeviceReleaseIn) (contract.DeviceReleaseOut, error) {
 	key, err := hostreg.ParseKey(in.DeviceKey)
 	if err != nil {
 		return contract.DeviceReleaseOut{}, contract.Errorf(contract.CodeBadRequest, "%v", err).
 			WithNext("pass a key as `simlock device status` prints it")
 	}
 	out := contract.DeviceReleaseOut{DeviceKey: string(key)}
-	rec, ok := d.deviceByKey(key)
+	rec, ok := s.deviceByKey(key)
 	if !ok {
-		return out, contract.Errorf(contract.CodeUnknownDevice, "this daemon (%s) has no device %s", d.self.Home, key).
+		return out, contract.Errorf(contract.CodeUnknownDevice, "this daemon (%s) has no device %s", s.self.Home, key).
 			WithNext("`simlock device status " + string(key) + "` shows who holds it")
 	}
 	out.DeviceID = rec.ID
-	if err := d.slots.GuardDevice(rec.ID); err != nil {
+	if err := s.guard(rec.ID); err != nil {
 		return out, err
 	}
 	// The claim reads releasing from here on (the reference's close order:
 	// mark releasing, tear down, clear the claim last), and claimed again
 	// if the release ends with no teardown under way.
-	if d.claims != nil {
-		if err := d.claims.beginRelease(ctx, key); err != nil {
-			return out, err
-		}
+	if err := s.claims.beginRelease(ctx, key); err != nil {
+		return out, err
 	}
-	for _, l := range d.engine.Leases() {
+	for _, l := range s.engine.Leases() {
 		if l.Holds(rec.ID) {
-			if err := d.engine.Release(l.ID); err != nil && !errors.Is(err, core.ErrUnknownLease) {
-				d.endRelease(ctx, key, rec.ID)
+			if err := s.engine.Release(l.ID); err != nil && !errors.Is(err, core.ErrUnknownLease) {
+				s.endRelease(ctx, key, rec.ID)
 				return out, err
 			}
 			out.LeaseID, out.Action = l.ID, "lease-released"
@@ -70,10 +66,10 @@ func (d *Daemon) deviceRelease(ctx context.Context, _ *dispatch.Call, in contrac
 	done := make(chan settled, 1)
 	go func() {
 		bg := context.WithoutCancel(ctx)
-		stopped, err := d.shutdownSettled(bg, rec.ID, "device-release")
+		stopped, err := s.shutdownSettled(bg, rec.ID, "device-release")
 		tearingDown := stopped || out.LeaseID != "" && (errors.Is(err, errNotSettled) || errors.Is(err, core.ErrUnknownDevice))
 		if !tearingDown {
-			d.endRelease(bg, key, rec.ID) // no teardown under way: the claim is claimed again
+			s.endRelease(bg, key, rec.ID) // no teardown under way: the claim is claimed again
 		}
 		done <- settled{stopped, err}
 	}()
@@ -100,28 +96,25 @@ func (d *Daemon) deviceRelease(ctx context.Context, _ *dispatch.Call, in contrac
 
 // endRelease puts key's claim back to claimed (with the lease holding
 // device, if any) after a release that did not tear the device down.
-func (d *Daemon) endRelease(ctx context.Context, key hostreg.Key, device string) {
-	if d.claims == nil {
-		return
-	}
+func (s *System) endRelease(ctx context.Context, key hostreg.Key, device string) {
 	lease := ""
-	for _, l := range d.engine.Leases() {
+	for _, l := range s.engine.Leases() {
 		if l.Holds(device) {
 			lease = l.ID
 		}
 	}
-	d.claims.endRelease(context.WithoutCancel(ctx), key, lease)
+	s.claims.endRelease(context.WithoutCancel(ctx), key, lease)
 }
 
 var errNotSettled = errors.New("the device did not settle")
 
 // shutdownSettled waits (bounded) for id to leave the transient states a
 // release puts it in, then shuts it down if it is running and idle.
-func (d *Daemon) shutdownSettled(ctx context.Context, id, lock string) (bool, error) {
+func (s *System) shutdownSettled(ctx context.Context, id, lock string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	for {
-		r, ok := d.engine.Device(id)
+		r, ok := s.engine.Device(id)
 		if !ok {
 			return false, core.ErrUnknownDevice
 		}
@@ -131,40 +124,41 @@ func (d *Daemon) shutdownSettled(ctx context.Context, id, lock string) (bool, er
 		select {
 		case <-ctx.Done():
 			return false, fmt.Errorf("%w: %s is still %s", errNotSettled, id, r.State)
-		case <-d.clock.After(50 * time.Millisecond):
+		case <-s.clock.After(50 * time.Millisecond):
 		}
 	}
-	return d.engine.ShutdownIdle(ctx, id, lock)
+	return s.engine.ShutdownIdle(ctx, id, lock)
 }
 
 // deviceByKey finds this daemon's device with the canonical key.
-func (d *Daemon) deviceByKey(key hostreg.Key) (core.DeviceRecord, bool) {
-	for _, r := range d.engine.Devices() {
+func (s *System) deviceByKey(key hostreg.Key) (core.DeviceRecord, bool) {
+	for _, r := range s.engine.Devices() {
 		if r.Handle == "" {
 			continue
 		}
-		if k, err := d.deviceKey(r.Platform, r.Handle, r.Attrs); err == nil && k == key {
+		if k, err := s.DeviceKey(r.Platform, r.Handle, r.Attrs); err == nil && k == key {
 			return r, true
 		}
 	}
 	return core.DeviceRecord{}, false
 }
 
-// cleanBeforeStop is daemon.stop's clean pass: every lease is released
+// CleanBeforeStop is daemon.stop's clean pass: every lease is released
 // through the ordinary path, and every device left running is shut down
 // once its reclaim settled, each through the op executor so that its
 // claim is cleared by the ordinary teardown. What could not be shut down
-// is reported, never assumed.
-func (d *Daemon) cleanBeforeStop(ctx context.Context) *contract.DaemonCleanReport {
+// is reported, never assumed. Without a system or an engine (a gateway)
+// nothing runs, and the report is empty.
+func (s *System) CleanBeforeStop(ctx context.Context) *contract.DaemonCleanReport {
 	rep := &contract.DaemonCleanReport{ReleasedLeases: []string{}, ShutDown: []string{}}
-	if d.engine == nil {
+	if s == nil || s.engine == nil {
 		return rep
 	}
-	if ids := d.engine.ReleaseWhere(func(core.LeaseRecord) bool { return true }); ids != nil {
+	if ids := s.engine.ReleaseWhere(func(core.LeaseRecord) bool { return true }); ids != nil {
 		rep.ReleasedLeases = ids
 	}
-	for _, r := range d.engine.Devices() {
-		_, err := d.shutdownSettled(ctx, r.ID, "clean")
+	for _, r := range s.engine.Devices() {
+		_, err := s.shutdownSettled(ctx, r.ID, "clean")
 		switch {
 		case errors.Is(err, core.ErrUnknownDevice):
 			// destroyed by its reclaim: nothing runs
@@ -180,8 +174,9 @@ func (d *Daemon) cleanBeforeStop(ctx context.Context) *contract.DaemonCleanRepor
 	return rep
 }
 
-// deviceReleaseError maps the refusals of this file (errors.go calls it).
-func deviceReleaseError(err error) *contract.Error {
+// DeviceReleaseError maps the refusals of this file (the daemon's error
+// mapping calls it).
+func DeviceReleaseError(err error) *contract.Error {
 	if errors.Is(err, core.ErrDeviceBusy) {
 		return contract.Errorf(contract.CodeDeviceInUse, "%s", err.Error()).
 			WithNext("retry once the device's operation settled, or `simlock device status` to see it")
@@ -189,7 +184,26 @@ func deviceReleaseError(err error) *contract.Error {
 	return nil
 }
 
-// ReconcileDevice shuts down the device key names the way ownerHome's own
+// DriverBuilder builds ownerHome's driver for platform over the owner's
+// configuration, the way that home's daemon builds it (the daemon's driver
+// wiring), allocating nothing on the owner's behalf; done releases what
+// the driver needed.
+type DriverBuilder func(ctx context.Context, ownerHome string, cfg config.Config, getenv func(string) string, platform string) (drv core.Driver, done func(), err error)
+
+// Recovery reaches another home's devices as that home's daemon would
+// (Owners): through the platform driver Build makes over the owner's
+// roots, and by their processes, listed with Runner, once the tools cannot
+// see them. Getenv is the environment the owners' roots and the host
+// directory are read from (nil: the process's).
+type Recovery struct {
+	Build  DriverBuilder
+	Runner ports.ProcessRunner
+	Getenv func(string) string
+}
+
+var _ Owners = Recovery{}
+
+// Reconcile shuts down the device key names the way ownerHome's own
 // daemon would, for `device release --stale` and `--force` when that daemon
 // is gone or cannot cooperate: the owner's configuration gives its device
 // roots, and the platform driver built over them runs its ordinary
@@ -199,10 +213,11 @@ func deviceReleaseError(err error) *contract.Error {
 // A device its root no longer holds is reported as gone (notFound); when
 // the root itself is gone, its device may still run, and is found and
 // ended by its process (orphanproc.go).
-func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (notFound bool, err error) {
-	drv, ref, root, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+func (rc Recovery) Reconcile(ctx context.Context, ownerHome string, key hostreg.Key) (notFound bool, err error) {
+	getenv := rc.Getenv
+	drv, ref, root, done, err := rc.ownerDriver(ctx, ownerHome, key)
 	if gone := (rootGoneError{}); errors.As(err, &gone) {
-		found, err := endDeviceProcs(ctx, ports.ExecRunner{}, gone.root, key, consolePortOf(ctx, getenv, ownerHome, key))
+		found, err := endDeviceProcs(ctx, rc.Runner, gone.root, key, consolePortOf(ctx, getenv, ownerHome, key))
 		return !found && err == nil, err
 	}
 	if err != nil {
@@ -215,7 +230,7 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 	// home's adb server no longer knows is out of their sight while its
 	// process runs. Whatever still runs the device is ended by its process
 	// before the caller clears the claim (orphanproc.go).
-	found, err := endDeviceProcs(ctx, ports.ExecRunner{}, root, key, consolePortOf(ctx, getenv, ownerHome, key))
+	found, err := endDeviceProcs(ctx, rc.Runner, root, key, consolePortOf(ctx, getenv, ownerHome, key))
 	switch {
 	case err != nil:
 		return false, err
@@ -227,15 +242,16 @@ func ReconcileDevice(ctx context.Context, ownerHome string, getenv func(string) 
 	return notFound, nil
 }
 
-// ObserveDevice lists the owner's root for the device key names, the way
-// ReconcileDevice reaches it, and says whether it runs there; it changes
+// Observe lists the owner's root for the device key names, the way
+// Reconcile reaches it, and says whether it runs there; it changes
 // nothing. The automatic reclaim (ownership.go) asks it before deciding
 // whether a dead owner's device must be shut down or only its claim
 // cleared.
-func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (hostreg.DeviceRun, error) {
-	drv, ref, root, done, err := ownerDriver(ctx, ownerHome, getenv, key)
+func (rc Recovery) Observe(ctx context.Context, ownerHome string, key hostreg.Key) (hostreg.DeviceRun, error) {
+	getenv := rc.Getenv
+	drv, ref, root, done, err := rc.ownerDriver(ctx, ownerHome, key)
 	if gone := (rootGoneError{}); errors.As(err, &gone) {
-		return observeDeviceProcs(ctx, ports.ExecRunner{}, gone.root, key, consolePortOf(ctx, getenv, ownerHome, key))
+		return observeDeviceProcs(ctx, rc.Runner, gone.root, key, consolePortOf(ctx, getenv, ownerHome, key))
 	}
 	if err != nil {
 		return hostreg.DeviceUnknown, err
@@ -263,7 +279,7 @@ func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) st
 	// a fresh driver knows an emulator by its home's adb server, which
 	// forgets it when restarted, and one launched just before its daemon
 	// died may not have announced itself yet. Its process still names it.
-	if run, err := observeDeviceProcs(ctx, ports.ExecRunner{}, root, key, consolePortOf(ctx, getenv, ownerHome, key)); err != nil || run == hostreg.DeviceRunning {
+	if run, err := observeDeviceProcs(ctx, rc.Runner, root, key, consolePortOf(ctx, getenv, ownerHome, key)); err != nil || run == hostreg.DeviceRunning {
 		return hostreg.DeviceRunning, err
 	}
 	return listed, nil
@@ -273,9 +289,10 @@ func ObserveDevice(ctx context.Context, ownerHome string, getenv func(string) st
 var errRootGone = errors.New("the owner's device root no longer exists")
 
 // ownerDriver builds the platform driver of ownerHome for key, over the
-// owner's roots (see ReconcileDevice), and the device reference it names.
+// owner's roots (see Reconcile), and the device reference it names.
 // done releases what the driver needed (the host registry, for Android).
-func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) string, key hostreg.Key) (drv core.Driver, ref core.DeviceRef, root string, done func(), err error) {
+func (rc Recovery) ownerDriver(ctx context.Context, ownerHome string, key hostreg.Key) (drv core.Driver, ref core.DeviceRef, root string, done func(), err error) {
+	getenv := rc.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -283,9 +300,7 @@ func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) stri
 	if err != nil {
 		return nil, ref, "", nil, fmt.Errorf("read the owner's configuration: %w", err)
 	}
-	o := Options{Home: ownerHome, Config: cfg, Getenv: getenv, Clock: ports.SystemClock{}, Runner: ports.ExecRunner{},
-		Stats: ports.HostStats{}, FS: ports.OSFilesystem{}, Logger: slog.New(slog.DiscardHandler)}
-	roots, err := deviceRoots(o)
+	roots, err := DeviceRoots(cfg, ownerHome)
 	if err != nil {
 		return nil, ref, "", nil, err
 	}
@@ -311,64 +326,8 @@ func ownerDriver(ctx context.Context, ownerHome string, getenv func(string) stri
 		return nil, ref, "", nil, rootGoneError{root: roots[platform]}
 	}
 	root = roots[platform]
-	done = func() {}
-	// The owner's private adb server port is leased in the host registry:
-	// reach the owner's server there, and allocate nothing on its behalf.
-	var ap android.PortAllocator
-	if platform == "android" {
-		host, err := hostreg.Open(ctx, config.HostDir(getenv))
-		if err != nil {
-			return nil, ref, "", nil, fmt.Errorf("open the host registry: %w", err)
-		}
-		done = func() { host.Close() }
-		ap = ownerPorts{HostPorts: &android.HostPorts{DB: host}, home: ownerHome}
-	}
-	drivers, err := buildDrivers(o, func(string) func(core.Diagnostic) { return func(core.Diagnostic) {} }, ap)
-	if err != nil {
-		done()
+	if drv, done, err = rc.Build(ctx, ownerHome, cfg, getenv, platform); err != nil {
 		return nil, ref, "", nil, err
 	}
-	for _, drv := range drivers {
-		if drv.Platform() == platform {
-			return drv, ref, root, done, nil
-		}
-	}
-	done()
-	return nil, ref, "", nil, fmt.Errorf("the %s tools are not available here, so the device could not be shut down", platform)
+	return drv, ref, root, done, nil
 }
-
-// ownerPorts answers an Android driver built for recovery with the ports
-// another home leased, read from the host registry; it leases none itself
-// (LeasedPorts is the registry's own answer, from HostPorts).
-type ownerPorts struct {
-	*android.HostPorts
-	home string
-}
-
-var errRecoveryLeasesNoPorts = errors.New("recovery leases no ports")
-
-// ADBServerPort is the owner home's leased adb server port.
-func (p ownerPorts) ADBServerPort(ctx context.Context) (int, error) {
-	all, err := p.DB.Ports(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, st := range all {
-		if l := st.Lease; l.Purpose == hostreg.PortADBServer && l.Owner.Home == p.home {
-			return l.Port, nil
-		}
-	}
-	return 0, fmt.Errorf("the host registry names no adb server port for %s", p.home)
-}
-
-// ConsolePort hands back the port the AVD already records: recovery only
-// reaches an emulator that runs there, and leases nothing new.
-func (ownerPorts) ConsolePort(_ context.Context, _ string, want int) (int, error) {
-	if want == 0 {
-		return 0, errRecoveryLeasesNoPorts
-	}
-	return want, nil
-}
-
-// ReleaseConsole leaves the owner's lease alone: recovery frees no ports.
-func (ownerPorts) ReleaseConsole(context.Context, string, int) error { return nil }

@@ -1,4 +1,4 @@
-package daemon
+package claims
 
 import (
 	"context"
@@ -44,21 +44,21 @@ type hostWaiters struct {
 // first, so the push that follows a generation move carries the claims and
 // the waiters of the same read (a waiter just served and its new claim are
 // never counted twice).
-func (d *Daemon) setupHostWaiters() {
+func (s *System) setupHostWaiters() {
 	hw := &hostWaiters{kick: make(chan struct{}, 1), done: make(chan struct{}), others: map[string]int{}}
-	d.waiters = hw
-	d.engine.OnHostWaitChange(func() {
+	s.waiters = hw
+	s.engine.OnHostWaitChange(func() {
 		select {
 		case hw.kick <- struct{}{}:
 		default:
 		}
 	})
-	d.onHostChange(func([]hostreg.Status) { d.readWaiters(context.Background(), false) })
+	s.OnHostChange(func([]hostreg.Status) { s.readWaiters(context.Background(), false) })
 }
 
 // othersWaiting is what pushHostUsage hands the engine.
-func (d *Daemon) othersWaiting() map[string]int {
-	hw := d.waiters
+func (s *System) othersWaiting() map[string]int {
+	hw := s.waiters
 	if hw == nil {
 		return nil
 	}
@@ -71,12 +71,12 @@ func (d *Daemon) othersWaiting() map[string]int {
 // rows of owners proven gone; with push it tells the engine when the other
 // homes' share changed (the watcher's own push follows otherwise). A failed
 // read keeps the last view.
-func (d *Daemon) readWaiters(ctx context.Context, push bool) {
+func (s *System) readWaiters(ctx context.Context, push bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	all, err := d.host.Waiters(ctx)
+	all, err := s.host.Waiters(ctx)
 	if err != nil {
-		d.log.Warn("read the host registry's waiters; keeping the last view", "err", err)
+		s.log.Warn("read the host registry's waiters; keeping the last view", "err", err)
 		return
 	}
 	var live, stale []hostreg.WaiterStatus
@@ -87,27 +87,27 @@ func (d *Daemon) readWaiters(ctx context.Context, push bool) {
 			continue
 		}
 		live = append(live, w)
-		if w.Owner.Home != d.self.Home {
+		if w.Owner.Home != s.self.Home {
 			others[w.Platform] += w.Count
 		}
 	}
 	if len(stale) > 0 {
-		if n, err := d.host.PruneWaiters(ctx, stale); err != nil {
-			d.log.Warn("prune waiters of owners that are gone", "err", err)
+		if n, err := s.host.PruneWaiters(ctx, stale); err != nil {
+			s.log.Warn("prune waiters of owners that are gone", "err", err)
 		} else if n > 0 {
-			d.log.Info("pruned waiters of owners that are gone", "rows", n, "home", stale[0].Owner.Home, "why", stale[0].Detail)
+			s.log.Info("pruned waiters of owners that are gone", "rows", n, "home", stale[0].Owner.Home, "why", stale[0].Detail)
 		}
 	}
-	hw := d.waiters
+	hw := s.waiters
 	hw.mu.Lock()
 	changed := !maps.Equal(hw.others, others)
 	hw.live, hw.others = live, others
 	hw.mu.Unlock()
 	if changed && len(others) > 0 {
-		d.log.Info("another home waits for host room", "waiting", others)
+		s.log.Info("another home waits for host room", "waiting", others)
 	}
 	if changed && push {
-		d.pushHostUsage()
+		s.pushHostUsage()
 	}
 }
 
@@ -116,27 +116,27 @@ func (d *Daemon) readWaiters(ctx context.Context, push bool) {
 // daemon that stopped. While other homes' rows are seen it reads them
 // again every few polls, so a waiter whose daemon died (it wrote nothing
 // more, so the generation may not move) stops counting.
-func (d *Daemon) publishWaiters(ctx context.Context) {
-	hw := d.waiters
+func (s *System) publishWaiters(ctx context.Context) {
+	hw := s.waiters
 	defer close(hw.done)
-	every := time.Duration(d.cfg.Capacity.Host.PollIntervalMs) * time.Millisecond
+	every := time.Duration(s.hostCfg.PollIntervalMs) * time.Millisecond
 	if every <= 0 {
 		every = time.Second
 	}
 	for {
-		recheck := d.clock.After(5 * every)
-		if err := d.syncWaiters(ctx); err != nil {
+		recheck := s.clock.After(5 * every)
+		if err := s.syncWaiters(ctx); err != nil {
 			if ctx.Err() == nil {
-				d.log.Warn("publish this home's waiters; retrying", "err", err)
+				s.log.Warn("publish this home's waiters; retrying", "err", err)
 			}
-			recheck = d.clock.After(every)
+			recheck = s.clock.After(every)
 		}
 		select {
 		case <-ctx.Done():
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			hw.writeMu.Lock()
-			if err := d.host.SetWaiters(cctx, d.self, nil); err != nil {
-				d.log.Warn("clear this home's waiters at stop", "err", err)
+			if err := s.host.SetWaiters(cctx, s.self, nil); err != nil {
+				s.log.Warn("clear this home's waiters at stop", "err", err)
 			}
 			hw.closed = true
 			hw.writeMu.Unlock()
@@ -144,8 +144,8 @@ func (d *Daemon) publishWaiters(ctx context.Context) {
 			return
 		case <-hw.kick:
 		case <-recheck:
-			if len(d.othersWaiting()) > 0 {
-				d.readWaiters(ctx, true)
+			if len(s.othersWaiting()) > 0 {
+				s.readWaiters(ctx, true)
 			}
 		}
 	}
@@ -155,18 +155,18 @@ func (d *Daemon) publishWaiters(ctx context.Context) {
 // what this home last wrote. It is called by the publisher and before
 // every device operation (waitFirstHooks), so a waiter's row is gone
 // before the claim of the device that serves it is written.
-func (d *Daemon) syncWaiters(ctx context.Context) error {
-	hw := d.waiters
+func (s *System) syncWaiters(ctx context.Context) error {
+	hw := s.waiters
 	hw.writeMu.Lock()
 	defer hw.writeMu.Unlock()
 	if hw.closed {
 		return nil
 	}
-	now := d.engine.HostWaits()
+	now := s.engine.HostWaits()
 	if hw.written && sameHostWaits(now, hw.last) {
 		return nil
 	}
-	if err := d.host.SetWaiters(ctx, d.self, d.waiterRows(now)); err != nil {
+	if err := s.host.SetWaiters(ctx, s.self, s.waiterRows(now)); err != nil {
 		return err
 	}
 	hw.last, hw.written = now, true
@@ -180,22 +180,22 @@ func (d *Daemon) syncWaiters(ctx context.Context) error {
 // more warm device for a waiter already served).
 type waitFirstHooks struct {
 	core.OpHooks
-	d *Daemon
+	s *System
 }
 
 func (h waitFirstHooks) BeforeOp(ctx context.Context, op core.OpInfo) error {
-	if hw := h.d.waiters; hw != nil && hw.started.Load() {
-		if err := h.d.syncWaiters(ctx); err != nil && ctx.Err() == nil {
-			h.d.log.Warn("publish this home's waiters before a device operation", "device", op.DeviceID, "err", err)
+	if hw := h.s.waiters; hw != nil && hw.started.Load() {
+		if err := h.s.syncWaiters(ctx); err != nil && ctx.Err() == nil {
+			h.s.log.Warn("publish this home's waiters before a device operation", "device", op.DeviceID, "err", err)
 		}
 	}
 	return h.OpHooks.BeforeOp(ctx, op)
 }
 
-func (d *Daemon) waiterRows(ws []core.HostWait) []hostreg.Waiter {
+func (s *System) waiterRows(ws []core.HostWait) []hostreg.Waiter {
 	out := make([]hostreg.Waiter, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, hostreg.Waiter{Owner: d.self, Platform: w.Platform, Limit: w.Limit, Count: w.Count, Since: w.Since})
+		out = append(out, hostreg.Waiter{Owner: s.self, Platform: w.Platform, Limit: w.Limit, Count: w.Count, Since: w.Since})
 	}
 	return out
 }
@@ -213,18 +213,18 @@ func sameHostWaits(a, b []core.HostWait) bool {
 }
 
 // hostWaitersOut is status.get's list of the host's waiters.
-func (d *Daemon) hostWaitersOut() []contract.HostWaiter {
+func (s *System) hostWaitersOut() []contract.HostWaiter {
 	out := []contract.HostWaiter{}
-	hw := d.waiters
+	hw := s.waiters
 	if hw == nil {
 		return out
 	}
 	hw.mu.Lock()
 	live := hw.live
 	hw.mu.Unlock()
-	now := d.clock.Now()
+	now := s.clock.Now()
 	for _, w := range live {
-		out = append(out, contract.HostWaiter{Home: w.Owner.Home, Self: w.Owner.Home == d.self.Home, Platform: w.Platform,
+		out = append(out, contract.HostWaiter{Home: w.Owner.Home, Self: w.Owner.Home == s.self.Home, Platform: w.Platform,
 			Limit: w.Limit, Count: w.Count, Since: w.Since, AgeMs: max(0, now.Sub(w.Since).Milliseconds())})
 	}
 	return out

@@ -1,9 +1,11 @@
-package daemon
+package claims
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/simlock/simlock/internal/hostreg"
 )
@@ -13,20 +15,21 @@ import (
 // its home in the host directory, which `simlock host repair` reads to find
 // every home when host.db is damaged. Both are written atomically.
 
-// writeDaemonRecord writes daemon.json: this process's pid and start
-// identity. Without a start identity (a platform the prober does not
-// know) nothing is written, and `daemon stop` then refuses to signal.
-func (d *Daemon) writeDaemonRecord(home string) error {
+// WriteDaemonRecord writes daemon.json into home: this process's pid and
+// start identity, and when it started. Without a start identity (a
+// platform the prober does not know) nothing is written, and `daemon stop`
+// then refuses to signal.
+func WriteDaemonRecord(home string, startedAt time.Time, log *slog.Logger) error {
 	abs, err := filepath.Abs(home)
 	if err != nil {
 		return err
 	}
 	self, err := hostreg.Self(abs)
 	if err != nil {
-		d.log.Warn("no start identity for this process: `daemon stop` will not signal it", "err", err)
+		log.Warn("no start identity for this process: `daemon stop` will not signal it", "err", err)
 		return nil
 	}
-	r := hostreg.HomeRecord{Home: self.Home, PID: self.PID, Start: self.Start, StartedAt: d.startedAt.UnixMilli()}
+	r := hostreg.HomeRecord{Home: self.Home, PID: self.PID, Start: self.Start, StartedAt: startedAt.UnixMilli()}
 	return hostreg.WriteHomeRecord(filepath.Join(abs, hostreg.DaemonRecordFile), r)
 }
 
@@ -34,17 +37,17 @@ func (d *Daemon) writeDaemonRecord(home string) error {
 // its device roots and the identity of the registry file it has open. A
 // failed write only costs the repair a home it must be told about
 // (--include-home), so it is logged, not fatal.
-func (d *Daemon) recordHome(dir string) {
-	d.hostDir = dir
-	d.hostFile, _ = hostreg.FileIdentity(d.host.File())
-	d.writeHomeRecord()
+func (s *System) recordHome(dir string) {
+	s.hostDir = dir
+	s.hostFile, _ = hostreg.FileIdentity(s.host.File())
+	s.writeHomeRecord()
 }
 
-func (d *Daemon) writeHomeRecord() {
-	r := hostreg.HomeRecord{Home: d.self.Home, PID: d.self.PID, Start: d.self.Start, StartedAt: d.startedAt.UnixMilli(),
-		Roots: d.roots, Registry: d.hostFile}
-	if err := hostreg.WriteHomeRecord(hostreg.HomeRecordPath(d.hostDir, d.self.Home), r); err != nil {
-		d.log.Warn("record this home in the host directory (host repair will not find it by itself)", "err", err)
+func (s *System) writeHomeRecord() {
+	r := hostreg.HomeRecord{Home: s.self.Home, PID: s.self.PID, Start: s.self.Start, StartedAt: s.startedAt.UnixMilli(),
+		Roots: s.roots, Registry: s.hostFile}
+	if err := hostreg.WriteHomeRecord(hostreg.HomeRecordPath(s.hostDir, s.self.Home), r); err != nil {
+		s.log.Warn("record this home in the host directory (host repair will not find it by itself)", "err", err)
 	}
 }
 
@@ -53,27 +56,27 @@ func (d *Daemon) writeHomeRecord() {
 // repair` moved a damaged one aside and made a fresh one), it reopens the
 // registry, writes every claim it holds into the new file, and records the
 // new file's identity, which is how the repair learns it has moved.
-func (d *Daemon) followReplacedRegistry(ctx context.Context) {
-	if d.host == nil || d.hostDir == "" {
+func (s *System) followReplacedRegistry(ctx context.Context) {
+	if s.host == nil || s.hostDir == "" {
 		return
 	}
-	id, err := hostreg.FileIdentity(d.host.File())
-	if err != nil || id == "" || id == d.hostFile {
+	id, err := hostreg.FileIdentity(s.host.File())
+	if err != nil || id == "" || id == s.hostFile {
 		return // unreadable or mid-repair (moved aside, not yet made): next tick
 	}
-	if err := d.host.Reopen(ctx); err != nil {
-		d.log.Error("reopen the replaced host registry", "file", d.host.File(), "err", err)
+	if err := s.host.Reopen(ctx); err != nil {
+		s.log.Error("reopen the replaced host registry", "file", s.host.File(), "err", err)
 		return
 	}
-	d.hostFile, _ = hostreg.FileIdentity(d.host.File())
-	n, err := d.claims.reassert(ctx)
+	s.hostFile, _ = hostreg.FileIdentity(s.host.File())
+	n, err := s.claims.reassert(ctx)
 	if err != nil {
-		d.log.Error("write this home's claims into the replaced host registry", "err", err)
+		s.log.Error("write this home's claims into the replaced host registry", "err", err)
 	}
-	d.log.Warn("the host registry was replaced (host repair): reopened it and wrote this home's claims into it",
-		"file", d.host.File(), "claims", n)
-	d.writeHomeRecord()
-	d.kickHost()
+	s.log.Warn("the host registry was replaced (host repair): reopened it and wrote this home's claims into it",
+		"file", s.host.File(), "claims", n)
+	s.writeHomeRecord()
+	s.Kick()
 }
 
 // reassert writes every claim this daemon holds into the registry again,
@@ -86,7 +89,7 @@ func (c *claims) reassert(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for key, h := range c.held {
-		cl := hostreg.Claim{Key: key, Kind: hostreg.KindTransient, Command: claimIdle, Owner: c.self, ClaimedAt: c.now()}
+		cl := hostreg.Claim{Key: key, Kind: hostreg.KindTransient, Command: IdleCommand, Owner: c.self, ClaimedAt: c.now()}
 		if h.lease != "" {
 			cl.Kind, cl.Command, cl.LeaseID = hostreg.KindLease, "", h.lease
 		}

@@ -1,4 +1,4 @@
-package daemon
+package claims
 
 import (
 	"context"
@@ -98,19 +98,19 @@ func (c *claims) lostFrom(ctx context.Context, statuses []hostreg.Status) []lost
 // owner), after publishing claim.lost with the key. The device's purge
 // that follows asks the claim hooks first: a device another owner holds
 // is refused before any platform command, and stays out of the pool.
-func (d *Daemon) endLost(lost []lostClaim) {
+func (s *System) endLost(lost []lostClaim) {
 	for _, lc := range lost {
-		d.log.Warn("a lease's device claim is not this home's; ending the lease", "key", lc.key, "device", lc.device,
+		s.log.Warn("a lease's device claim is not this home's; ending the lease", "key", lc.key, "device", lc.device,
 			"reason", lc.trust.Reason, "detail", lc.trust.Detail)
-		for _, l := range d.engine.Leases() {
+		for _, l := range s.engine.Leases() {
 			if !l.Holds(lc.device) || (lc.lease != "" && l.ID != lc.lease) {
 				continue
 			}
-			d.bus.Publish(events.Event{Type: "claim.lost", LeaseID: l.ID, DeviceID: lc.device, RequesterID: l.RequesterID,
+			s.bus.Publish(events.Event{Type: "claim.lost", LeaseID: l.ID, DeviceID: lc.device, RequesterID: l.RequesterID,
 				Platform: l.Platform, Reason: lc.trust.Reason,
 				Data: map[string]any{"deviceKey": string(lc.key), "detail": lc.trust.Detail, "ownerId": l.OwnerID}})
-			if err := d.engine.ReleaseWith(l.ID, l.Release, lc.trust.Reason); err != nil && !errors.Is(err, core.ErrUnknownLease) {
-				d.log.Error("end a lease whose device claim was lost", "lease", l.ID, "err", err)
+			if err := s.engine.ReleaseWith(l.ID, l.Release, lc.trust.Reason); err != nil && !errors.Is(err, core.ErrUnknownLease) {
+				s.log.Error("end a lease whose device claim was lost", "lease", l.ID, "err", err)
 			}
 		}
 	}
@@ -118,11 +118,11 @@ func (d *Daemon) endLost(lost []lostClaim) {
 
 // watchOwnership is the host watcher's subscriber for the invariant: it
 // ends the leases whose claims another daemon took or cleared.
-func (d *Daemon) watchOwnership(ctx context.Context) hostSub {
+func (s *System) watchOwnership(ctx context.Context) hostSub {
 	return func(st []hostreg.Status) {
-		if lost := d.claims.lostFrom(ctx, st); len(lost) > 0 {
-			d.endLost(lost)
-			d.kickHost() // refresh the foreign snapshot with the device now someone else's
+		if lost := s.claims.lostFrom(ctx, st); len(lost) > 0 {
+			s.endLost(lost)
+			s.Kick() // refresh the foreign snapshot with the device now someone else's
 		}
 	}
 }
@@ -133,8 +133,7 @@ func (d *Daemon) watchOwnership(ctx context.Context) hostSub {
 // orphaned: the grace window of a home that may be restarting counts from
 // there. It is touched only by reclaimOrphans' goroutine.
 type reclaimer struct {
-	seen   map[string]time.Time
-	getenv func(string) string // the daemon's environment, for the owners' roots
+	seen map[string]time.Time
 }
 
 func recordID(st hostreg.Status) string {
@@ -146,35 +145,35 @@ func recordID(st hostreg.Status) string {
 // capacity.host.pollIntervalMs and reconciles each as
 // hostreg.ReclaimDecision says. It polls by itself because an owner's
 // death changes no row: the generation counter never announces it.
-func (d *Daemon) reclaimOrphans(ctx context.Context, getenv func(string) string) {
-	every := time.Duration(d.cfg.Capacity.Host.PollIntervalMs) * time.Millisecond
+func (s *System) reclaimOrphans(ctx context.Context) {
+	every := time.Duration(s.hostCfg.PollIntervalMs) * time.Millisecond
 	if every <= 0 {
 		every = time.Second
 	}
-	r := &reclaimer{seen: map[string]time.Time{}, getenv: getenv}
+	r := &reclaimer{seen: map[string]time.Time{}}
 	for {
-		d.reclaimPass(ctx, r)
+		s.reclaimPass(ctx, r)
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.clock.After(every):
+		case <-s.clock.After(every):
 		}
 	}
 }
 
-func (d *Daemon) reclaimPass(ctx context.Context, r *reclaimer) {
-	orphans, err := d.host.Orphans(ctx)
+func (s *System) reclaimPass(ctx context.Context, r *reclaimer) {
+	orphans, err := s.host.Orphans(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Warn("list the host registry's orphaned claims", "err", err)
+			s.log.Warn("list the host registry's orphaned claims", "err", err)
 		}
 		return
 	}
-	now := d.clock.Now()
+	now := s.clock.Now()
 	live := map[string]bool{}
-	grace := d.cfg.Capacity.Host.OrphanGrace()
+	grace := s.hostCfg.OrphanGrace()
 	for _, st := range orphans {
-		if st.Claim.Owner.Home == d.self.Home {
+		if st.Claim.Owner.Home == s.self.Home {
 			continue // this home's own: its restart adopts them
 		}
 		id := recordID(st)
@@ -186,10 +185,10 @@ func (d *Daemon) reclaimPass(ctx context.Context, r *reclaimer) {
 		if ctx.Err() != nil {
 			return
 		}
-		run := probeOrphan(ctx, st, r.getenv)
-		switch act := hostreg.ReclaimDecision(st, d.self.Home, run, now.Sub(first), grace, now); act {
+		run := s.probeOrphan(ctx, st)
+		switch act := hostreg.ReclaimDecision(st, s.self.Home, run, now.Sub(first), grace, now); act {
 		case hostreg.ReclaimClear, hostreg.ReclaimShutDown:
-			d.reclaim(ctx, r, st, act, run)
+			s.reclaim(ctx, st, act, run)
 		}
 	}
 	for id := range r.seen {
@@ -203,18 +202,18 @@ func (d *Daemon) reclaimPass(ctx context.Context, r *reclaimer) {
 // with the owner's roots when it may run, clear the claim, and say so.
 // Any failure leaves the claim (marked, so the next attempt after
 // hostreg.ReclaimTimeout starts over); nothing is freed unproven.
-func (d *Daemon) reclaim(ctx context.Context, r *reclaimer, st hostreg.Status, act hostreg.ReclaimAction, run hostreg.DeviceRun) {
-	marked, err := d.host.BeginReclaim(ctx, st.Key, st, d.clock.Now())
+func (s *System) reclaim(ctx context.Context, st hostreg.Status, act hostreg.ReclaimAction, run hostreg.DeviceRun) {
+	marked, err := s.host.BeginReclaim(ctx, st.Key, st, s.clock.Now())
 	if err != nil {
 		// Another daemon won, or the owner came back: nothing to do.
-		d.log.Debug("orphan not reclaimed here", "key", st.Key, "err", err)
+		s.log.Debug("orphan not reclaimed here", "key", st.Key, "err", err)
 		return
 	}
 	action := "cleared"
 	if act == hostreg.ReclaimShutDown {
-		notFound, err := ReconcileDevice(ctx, st.Claim.Owner.Home, r.getenv, st.Key)
+		notFound, err := s.owners.Reconcile(ctx, st.Claim.Owner.Home, st.Key)
 		if err != nil {
-			d.log.Warn("reclaim an orphaned claim: the device could not be shut down, so the claim stays", "key", st.Key,
+			s.log.Warn("reclaim an orphaned claim: the device could not be shut down, so the claim stays", "key", st.Key,
 				"ownerHome", st.Claim.Owner.Home, "err", err)
 			return
 		}
@@ -224,22 +223,22 @@ func (d *Daemon) reclaim(ctx context.Context, r *reclaimer, st hostreg.Status, a
 		}
 	}
 	c := st.Claim
-	cleared, err := d.host.FinishReclaim(ctx, st.Key, marked, hostreg.Reclaimed{Key: st.Key, Owner: c.Owner, LeaseID: c.LeaseID,
-		Reason: st.Liveness, Action: action, By: d.self, At: d.clock.Now()})
+	cleared, err := s.host.FinishReclaim(ctx, st.Key, marked, hostreg.Reclaimed{Key: st.Key, Owner: c.Owner, LeaseID: c.LeaseID,
+		Reason: st.Liveness, Action: action, By: s.self, At: s.clock.Now()})
 	if err != nil || !cleared {
-		d.log.Warn("reclaim an orphaned claim: the claim was not cleared", "key", st.Key, "cleared", cleared, "err", err)
+		s.log.Warn("reclaim an orphaned claim: the claim was not cleared", "key", st.Key, "cleared", cleared, "err", err)
 		return
 	}
-	d.bus.Publish(events.Event{Type: "claim.reclaimed", Platform: st.Key.Platform(), LeaseID: c.LeaseID, Reason: string(st.Liveness),
+	s.bus.Publish(events.Event{Type: "claim.reclaimed", Platform: st.Key.Platform(), LeaseID: c.LeaseID, Reason: string(st.Liveness),
 		Data: map[string]any{"deviceKey": string(st.Key), "ownerHome": c.Owner.Home, "ownerPid": c.Owner.PID, "action": action,
 			"device": string(run), "detail": st.Detail}})
-	d.kickHost()
+	s.Kick()
 }
 
 // probeOrphan says whether an orphan's device runs, through its owner's
 // roots, without shutting anything down (any doubt is DeviceUnknown).
-func probeOrphan(ctx context.Context, st hostreg.Status, getenv func(string) string) hostreg.DeviceRun {
-	run, err := ObserveDevice(ctx, st.Claim.Owner.Home, getenv, st.Key)
+func (s *System) probeOrphan(ctx context.Context, st hostreg.Status) hostreg.DeviceRun {
+	run, err := s.owners.Observe(ctx, st.Claim.Owner.Home, st.Key)
 	if err != nil {
 		return hostreg.DeviceUnknown
 	}

@@ -1,4 +1,4 @@
-package daemon
+package claims
 
 import (
 	"context"
@@ -55,21 +55,21 @@ func (c *claims) finishStart(device string) {
 // setupHostAdmission gives the claim hooks the registry's admission, with
 // the host limits the engine plans with and the external devices this
 // daemon last counted.
-func (d *Daemon) setupHostAdmission() {
-	c := d.claims
+func (s *System) setupHostAdmission() {
+	c := s.claims
 	c.starting = map[string]bool{}
 	c.admit = func(ctx context.Context, op core.OpInfo) error {
-		max, platforms := d.engine.HostLimits()
+		max, platforms := s.engine.HostLimits()
 		if max <= 0 && len(platforms) == 0 {
 			return nil
 		}
 		var external map[string]int
-		if u := d.hostUse; u != nil {
+		if u := s.hostUse; u != nil {
 			u.mu.Lock()
 			external = maps.Clone(u.external)
 			u.mu.Unlock()
 		}
-		err := d.host.Admit(ctx, hostreg.Admission{Owner: d.self, DeviceID: op.DeviceID, Platform: op.Platform, At: d.clock.Now(),
+		err := s.host.Admit(ctx, hostreg.Admission{Owner: s.self, DeviceID: op.DeviceID, Platform: op.Platform, At: s.clock.Now(),
 			MaxRunning: max, Platforms: platforms, External: external})
 		var hf *hostreg.HostFullError
 		if !errors.As(err, &hf) {
@@ -79,7 +79,7 @@ func (d *Daemon) setupHostAdmission() {
 			return nil
 		}
 		he := &core.HostCapacityError{Limit: core.LimitHost, Max: hf.Max, Booted: hf.Counted, Platform: op.Platform,
-			RetryAfter: 2 * d.externalEvery() / 5} // two watcher polls: another home's change is seen by then
+			RetryAfter: 2 * s.externalEvery() / 5} // two watcher polls: another home's change is seen by then
 		if hf.Limit != "host" {
 			he.Limit = core.HostPlatformLimit(hf.Limit)
 		}
@@ -93,10 +93,10 @@ func (d *Daemon) setupHostAdmission() {
 	c.endStart = func(device string) {
 		ctx, cancel := context.WithTimeout(context.Background(), claimWriteTimeout)
 		defer cancel()
-		if err := d.host.EndStart(ctx, d.self, device); err != nil {
+		if err := s.host.EndStart(ctx, s.self, device); err != nil {
 			// A live owner's stale row only narrows the host until this
 			// daemon stops; the next admission of the device replaces it.
-			d.log.Warn("end a start in the host registry", "device", device, "err", err)
+			s.log.Warn("end a start in the host registry", "device", device, "err", err)
 		}
 	}
 }
