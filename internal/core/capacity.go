@@ -180,21 +180,6 @@ func isRunningState(s DeviceState) bool {
 	return false
 }
 
-// holdsReservationLocked reports whether device work in flight holds a
-// running reservation for d: a provision or a boot of a shut-down device
-// counts as running from the moment it is decided until its outcome is
-// committed, so nothing else can take the slot meanwhile.
-func (e *Engine) holdsReservationLocked(d *DeviceRecord) bool {
-	if isRunningState(d.State) {
-		return false
-	}
-	switch e.opLocks[d.ID] {
-	case "boot", "provision", "warm":
-		return true
-	}
-	return false
-}
-
 // footprintLocked is the RAM one running device of spec is charged: the
 // spec's own figure when its driver gave one, else the driver's figure for
 // the platform, else a default.
@@ -256,7 +241,7 @@ func (e *Engine) capacityLocked() CapacityReport {
 	for p := range e.drivers {
 		r.Platforms[p] = UsageReport{}
 	}
-	for _, d := range e.devices {
+	for _, d := range e.reg.devices {
 		if d.State == StateDeleted {
 			continue
 		}
@@ -268,7 +253,7 @@ func (e *Engine) capacityLocked() CapacityReport {
 		case isRunningState(d.State):
 			u.Running++
 			r.Global.Running++
-		case e.holdsReservationLocked(d):
+		case e.reg.holdsReservation(d):
 			u.Reserved++
 			r.Global.Reserved++
 		default:
@@ -301,8 +286,8 @@ func (e *Engine) Status() StatusSnapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacityLocked(),
-		Leases: make([]LeaseRecord, 0, len(e.leases)), Queue: e.queueEntriesLocked()}
-	for _, l := range e.leases {
+		Leases: make([]LeaseRecord, 0, len(e.reg.leases)), Queue: e.queueEntriesLocked()}
+	for _, l := range e.reg.leases {
 		s.Leases = append(s.Leases, *l)
 	}
 	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].GrantedAt.Before(s.Leases[j].GrantedAt) })

@@ -146,7 +146,7 @@ type CleanupResult struct {
 func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{}, Keep: e.warm.keep(e.viewLocked()),
 		ShutdownOnly: map[string]bool{}, DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
-	for _, d := range e.devices {
+	for _, d := range e.reg.devices {
 		v.Devices = append(v.Devices, *d)
 		// Cleanup acts only on idle inventory the general pool owns, and
 		// stops (only) idle slot devices.
@@ -157,7 +157,7 @@ func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 			v.Claimed[d.ID] = true
 		}
 	}
-	for _, l := range e.leases {
+	for _, l := range e.reg.leases {
 		for _, id := range l.DeviceIDs() {
 			v.Leased[id] = true
 		}
@@ -252,13 +252,13 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (executed bool, skipped, errText string) {
 	var o *deviceOp
 	e.section(func() {
-		cur, ok := e.devices[p.DeviceID]
+		cur, ok := e.reg.devices[p.DeviceID]
 		switch {
 		case !ok:
 			skipped = "no longer managed"
-		case e.opLocks[cur.ID] != "":
-			skipped = "busy with " + e.opLocks[cur.ID]
-		case e.leasedLocked(cur.ID):
+		case e.reg.opLocks[cur.ID] != "":
+			skipped = "busy with " + e.reg.opLocks[cur.ID]
+		case e.reg.leased(cur.ID):
 			skipped = "leased"
 		case p.Action == ActionShutdown && cur.State != StateReady,
 			p.Action == ActionDestroy && cur.State != StateReady && cur.State != StateShutdown:
@@ -296,15 +296,6 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 		return false, "", err.Error()
 	}
 	return true, "", ""
-}
-
-func (e *Engine) leasedLocked(deviceID string) bool {
-	for _, l := range e.leases {
-		if l.Holds(deviceID) {
-			return true
-		}
-	}
-	return false
 }
 
 // StartReaper runs cleanup passes on its triggers: lease.released,

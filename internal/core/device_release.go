@@ -18,10 +18,10 @@ var ErrDeviceBusy = errors.New("device busy")
 func (e *Engine) ShutdownIdle(ctx context.Context, id, lock string) (stopped bool, err error) {
 	var o *deviceOp
 	e.section(func() {
-		if err = e.untouchedLocked(id); err != nil {
+		if err = e.reg.untouched(id); err != nil {
 			return
 		}
-		cur := e.devices[id]
+		cur := e.reg.devices[id]
 		switch {
 		case cur.State == StateShutdown:
 			// nothing runs
@@ -41,18 +41,4 @@ func (e *Engine) ShutdownIdle(ctx context.Context, id, lock string) (stopped boo
 		return false, fmt.Errorf("%w: %v", ErrDeviceBusy, err)
 	}
 	return err == nil, err
-}
-
-// untouchedLocked refuses an idle-device operation on a device that is
-// unknown, busy with another operation, or leased.
-func (e *Engine) untouchedLocked(id string) error {
-	switch {
-	case e.devices[id] == nil:
-		return ErrUnknownDevice
-	case e.opLocks[id] != "":
-		return fmt.Errorf("%w: %s is busy with %s", ErrDeviceBusy, id, e.opLocks[id])
-	case e.leasedLocked(id):
-		return fmt.Errorf("%w: %s is leased", ErrDeviceBusy, id)
-	}
-	return nil
 }

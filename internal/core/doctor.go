@@ -82,7 +82,7 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 					continue // never reached the driver
 				}
 				ob, present := byHandle[d.Handle]
-				f, ok := diagnose(d, ob, present, e.opLocks[d.ID] != "", e.leasedLocked(d.ID), now, drv)
+				f, ok := diagnose(d, ob, present, e.reg.opLocks[d.ID] != "", e.reg.leased(d.ID), now, drv)
 				if !ok {
 					continue
 				}
@@ -184,13 +184,13 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 	}
 	var shutdown *deviceOp
 	e.section(func() {
-		d, ok := e.devices[f.DeviceID]
-		if !ok || e.opLocks[d.ID] != "" {
+		d, ok := e.reg.devices[f.DeviceID]
+		if !ok || e.reg.opLocks[d.ID] != "" {
 			f.Err = "changed since it was inspected; run doctor again"
 			return
 		}
 		var lease *LeaseRecord
-		for _, l := range e.leases {
+		for _, l := range e.reg.leases {
 			if l.Holds(d.ID) {
 				lc := *l
 				lease = &lc
@@ -210,7 +210,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 				return
 			}
 		case f.Kind == FindingForeignState && d.State == StateReady:
-			if _, err := e.setStateLocked(d.ID, StateShutdown); err != nil {
+			if _, err := e.reg.setState(d.ID, StateShutdown); err != nil {
 				f.Err = err.Error()
 				return
 			}
@@ -232,7 +232,7 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 			f.Err = err.Error()
 		default:
 			e.section(func() {
-				if d, ok := e.devices[f.DeviceID]; ok {
+				if d, ok := e.reg.devices[f.DeviceID]; ok {
 					e.fixedLocked(f, *d)
 				}
 			})

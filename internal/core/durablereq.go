@@ -162,24 +162,24 @@ type durableBook struct {
 	byID      map[string]*requestEntry
 	byKey     map[string]*requestEntry
 	seq       int64
-	wg        sync.WaitGroup // admissions being served
+	grantOf   func(LeaseRecord) Grant // the grant a lease answers with (registry.grantOf)
+	wg        sync.WaitGroup          // admissions being served
 }
 
 // durableEngine is what the durable book asks of the engine inside the
-// section: its clock, its single writer for receipts, the section's facts
-// and the grant a lease answers with.
+// section: its clock, its single writer for receipts and the section's
+// facts.
 type durableEngine interface {
 	now() time.Time
 	putReceiptLocked(rec RequestRecord) (uint64, error)
 	emitLocked(ev events.Event)
-	grantOfLocked(l LeaseRecord) Grant
 }
 
 // newDurableBook is the book of d's receipt store (an in-memory one when
 // d names none); d's logger and id source are already defaulted.
-func newDurableBook(cfg Config, d Deps) *durableBook {
+func newDurableBook(cfg Config, d Deps, reg *registry) *durableBook {
 	b := &durableBook{store: d.Requests, classify: d.Classify, retention: cfg.RequestRetention,
-		newID: d.NewID, clock: d.Clock, log: d.Logger,
+		newID: d.NewID, clock: d.Clock, log: d.Logger, grantOf: reg.grantOf,
 		byID: map[string]*requestEntry{}, byKey: map[string]*requestEntry{}}
 	if b.store == nil {
 		b.store = NewMemoryRequests()
@@ -222,7 +222,7 @@ func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)
 	b := e.reqs
 	fp := fingerprint(r)
 	e.mu.Lock()
-	rq, replay, serve, err := b.admit(e, r, fp, e.leases)
+	rq, replay, serve, err := b.admit(e, r, fp, e.reg.leases)
 	var out *outcome
 	if rq != nil {
 		out = rq.out
@@ -269,7 +269,7 @@ func (b *durableBook) admit(eng durableEngine, r Request, fp string, leases map[
 				x.callers++
 				return x, nil, false, nil
 			case !x.rec.Interrupted:
-				res := b.replay(x, leases, eng.grantOfLocked)
+				res := b.replay(x, leases, b.grantOf)
 				return nil, &res, false, nil
 			}
 			rq = x // interrupted: admit it again under the same id
@@ -562,7 +562,7 @@ func (e *Engine) RequestStatus(id string) (RequestStatus, error) {
 		}
 	}
 	if st.Record.State == RequestGranted {
-		if l, ok := e.leases[rq.rec.LeaseID]; ok && l.RequestID == id {
+		if l, ok := e.reg.leases[rq.rec.LeaseID]; ok && l.RequestID == id {
 			lc := *l
 			st.Lease = &lc
 		}
@@ -584,10 +584,10 @@ func (e *Engine) recoverRequests(ctx context.Context) error {
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := b.recover(ctx, recs, e.now(), e.leases); err != nil {
+	if err := b.recover(ctx, recs, e.now(), e.reg.leases); err != nil {
 		return err
 	}
-	b.arm(e.timers, e.pruneRequests)
+	b.arm(e.reg.timers, e.pruneRequests)
 	return nil
 }
 
@@ -647,8 +647,8 @@ func (e *Engine) pruneRequests() {
 		e.mu.Unlock()
 		return
 	}
-	e.reqs.prune(e.now(), e.leases)
-	e.reqs.arm(e.timers, e.pruneRequests)
+	e.reqs.prune(e.now(), e.reg.leases)
+	e.reqs.arm(e.reg.timers, e.pruneRequests)
 	e.mu.Unlock()
 }
 

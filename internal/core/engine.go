@@ -127,13 +127,9 @@ type Engine struct {
 	loops    sync.WaitGroup // the reaper loop, health ticks, cleanup and doctor passes
 	quit     chan struct{}  // closed when Stop begins: long-lived loops return
 
-	mu          sync.Mutex // the decision section
-	devices     map[string]*DeviceRecord
-	leases      map[string]*LeaseRecord
-	byRequester map[string]string // requester id -> lease id
-	timers      map[string]ports.Timer
+	mu          sync.Mutex           // the decision section
+	reg         registry             // devices, leases, lease timers and op locks (registry.go)
 	queue       waitq.Queue[*waiter] // pending requests, FIFO (shared with the gateway: internal/waitq)
-	opLocks     map[string]string    // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
 	pending     []events.Event       // facts committed in this section, published as one batch before unlock
 	inSection   bool                 // f of section is running: emitLocked batches into pending
 	afterUnlock []func()             // pushes to callers, run after unlock: a slow client must never stall a decision
@@ -143,7 +139,6 @@ type Engine struct {
 	quarantine quarantineBook         // devices out of service and their retries (quarantine.go)
 	stimers    map[string]ports.Timer // settlement retries the store refused, by device id
 	deferred   map[string]*deviceOp   // operations waiting for the one holding their device
-	opFreed    chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
 	health     healthBook             // the leased devices' health monitor (health.go)
 	cleanup    cleanupBook            // the cleanup rules' disk reading and pressure edge (cleanup.go)
 	slots      slotBook               // the devices managed slots hold (slotbook.go)
@@ -194,24 +189,23 @@ func New(cfg Config, d Deps) *Engine {
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
 		log: d.Logger, newID: d.NewID, hooks: d.Hooks, quit: make(chan struct{}),
 		stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
-		drivers: map[string]Driver{}, devices: map[string]*DeviceRecord{},
-		leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
-		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
-		slots: newSlotBook(),
-		warm:  warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
+		drivers: map[string]Driver{},
+		slots:   newSlotBook(),
+		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
+	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
 	attachGoldenGate(e.drivers, e)
 	e.goldens = newGoldenBook(e, e.drivers, d)
-	e.rs = newResetBook(e, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
+	e.rs = newResetBook(e, &e.reg, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
 		return e.quarantine.enterLocked(id, reason, op, causes...)
 	})
-	e.health = newHealthBook(e, cfg.Health, d)
+	e.health = newHealthBook(e, &e.reg, cfg.Health, d)
 	e.cleanup = newCleanupBook(cfg.Cleanup, d)
-	e.quarantine = newQuarantineBook(e, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
-	e.reqs = newDurableBook(cfg, d)
+	e.quarantine = newQuarantineBook(e, &e.reg, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
+	e.reqs = newDurableBook(cfg, d, &e.reg)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
@@ -342,7 +336,10 @@ func LegalTransition(from, to DeviceState) bool {
 // is for the paths that must handle a refusal (device operations and their
 // settlement); the hot paths use commitAsyncLocked.
 func (e *Engine) commitLocked(c Changes) error {
-	if err := e.checkLocked(c); err != nil {
+	if e.broken != nil {
+		return e.broken
+	}
+	if err := e.reg.check(c); err != nil {
 		return err
 	}
 	en, err := e.wr.enqueue(&c, nil, true)
@@ -353,7 +350,7 @@ func (e *Engine) commitLocked(c Changes) error {
 	if err != nil {
 		return fmt.Errorf("persist registry change: %w", err)
 	}
-	e.applyLocked(c)
+	e.reg.apply(c)
 	return nil
 }
 
@@ -366,7 +363,10 @@ func (e *Engine) commitAsyncLocked(c Changes) (uint64, error) {
 	if !e.inSection {
 		return 0, e.commitLocked(c)
 	}
-	if err := e.checkLocked(c); err != nil {
+	if e.broken != nil {
+		return 0, e.broken
+	}
+	if err := e.reg.check(c); err != nil {
 		return 0, err
 	}
 	en, err := e.wr.enqueue(&c, nil, false)
@@ -374,51 +374,8 @@ func (e *Engine) commitAsyncLocked(c Changes) (uint64, error) {
 		return 0, fmt.Errorf("persist registry change: %w", err)
 	}
 	e.secTicket = en.ticket
-	e.applyLocked(c)
+	e.reg.apply(c)
 	return en.ticket, nil
-}
-
-func (e *Engine) checkLocked(c Changes) error {
-	if e.broken != nil {
-		return e.broken
-	}
-	for _, d := range c.PutDevices {
-		if cur, ok := e.devices[d.ID]; ok && !LegalTransition(cur.State, d.State) {
-			return fmt.Errorf("%w: device %s %s -> %s", ErrIllegalState, d.ID, cur.State, d.State)
-		}
-	}
-	return nil
-}
-
-func (e *Engine) applyLocked(c Changes) {
-	for _, d := range c.PutDevices {
-		if cur, ok := e.devices[d.ID]; ok && cur.State != d.State {
-			e.emitLocked(events.Event{Type: "device.state-changed", DeviceID: d.ID, Platform: d.Platform,
-				Data: map[string]any{"from": string(cur.State), "to": string(d.State)}})
-		}
-		d := d
-		e.devices[d.ID] = &d
-	}
-	for _, id := range c.DeleteDevices {
-		delete(e.devices, id)
-	}
-	for _, l := range c.PutLeases {
-		l := l
-		e.leases[l.ID] = &l
-		e.byRequester[l.RequesterID] = l.ID
-	}
-	for _, id := range c.DeleteLeases {
-		if l, ok := e.leases[id]; ok {
-			delete(e.byRequester, l.RequesterID)
-			delete(e.leases, id)
-			e.watches.gone(id)
-		}
-	}
-}
-
-// setStateLocked moves one device to state and persists it.
-func (e *Engine) setStateLocked(id string, st DeviceState) (DeviceRecord, error) {
-	return e.updateLocked(id, func(d *DeviceRecord) { d.State = st })
 }
 
 // ---- reads ----
@@ -427,8 +384,8 @@ func (e *Engine) setStateLocked(id string, st DeviceState) (DeviceRecord, error)
 func (e *Engine) Devices() []DeviceRecord {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]DeviceRecord, 0, len(e.devices))
-	for _, d := range e.devices {
+	out := make([]DeviceRecord, 0, len(e.reg.devices))
+	for _, d := range e.reg.devices {
 		out = append(out, *d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -439,7 +396,7 @@ func (e *Engine) Devices() []DeviceRecord {
 func (e *Engine) Device(id string) (DeviceRecord, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	if !ok {
 		return DeviceRecord{}, false
 	}
@@ -450,8 +407,8 @@ func (e *Engine) Device(id string) (DeviceRecord, bool) {
 func (e *Engine) Leases() []LeaseRecord {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]LeaseRecord, 0, len(e.leases))
-	for _, l := range e.leases {
+	out := make([]LeaseRecord, 0, len(e.reg.leases))
+	for _, l := range e.reg.leases {
 		out = append(out, *l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GrantedAt.Before(out[j].GrantedAt) })
@@ -462,7 +419,7 @@ func (e *Engine) Leases() []LeaseRecord {
 func (e *Engine) Lease(id string) (LeaseRecord, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	l, ok := e.leases[id]
+	l, ok := e.reg.leases[id]
 	if !ok {
 		return LeaseRecord{}, false
 	}
@@ -507,15 +464,6 @@ func (e *Engine) haltedLocked() bool   { return e.stopping || e.maintenance }
 
 // waitersLocked are the queued requests, in FIFO order.
 func (e *Engine) waitersLocked() []*waiter { return e.queue.Entries() }
-
-// opLockLocked names the operation holding device id ("" when none).
-func (e *Engine) opLockLocked(id string) string { return e.opLocks[id] }
-
-// leaseLocked is lease id's record, nil when there is none.
-func (e *Engine) leaseLocked(id string) *LeaseRecord { return e.leases[id] }
-
-// deviceLocked is device id's record, nil when there is none.
-func (e *Engine) deviceLocked(id string) *DeviceRecord { return e.devices[id] }
 
 // now is the engine's notion of the current instant: UTC, truncated to the
 // millisecond the store keeps, so memory and disk never disagree about a

@@ -135,7 +135,7 @@ func (e *Engine) groupPlanLocked(w *waiter) PlanWaiter {
 // still in flight; once all of it settled the group is planned again.
 func (e *Engine) groupPreparingLocked(w *waiter) bool {
 	for id := range w.prep {
-		if _, ok := e.devices[id]; ok && e.opLocks[id] != "" {
+		if _, ok := e.reg.devices[id]; ok && e.reg.opLocks[id] != "" {
 			return true
 		}
 		delete(w.prep, id)
@@ -215,7 +215,7 @@ func (e *Engine) grantGroupLocked(w *waiter, members []Decision) {
 	ids := make([]string, len(members))
 	devs := make([]DeviceRecord, len(members))
 	for i, m := range members {
-		d := *e.devices[m.DeviceID]
+		d := *e.reg.devices[m.DeviceID]
 		d.State, d.StateSince, d.LastLeasedAt = StateLeased, now, now
 		ids[i], devs[i] = d.ID, d
 	}
@@ -305,24 +305,6 @@ func groupPrint(g []SpecRequest) []string {
 		out = append(out, m.Platform+"/"+m.Model+"/"+m.OSVersion)
 	}
 	return out
-}
-
-// grantOfLocked is the grant a lease stands for, every member included.
-func (e *Engine) grantOfLocked(l LeaseRecord) Grant {
-	g := Grant{Lease: l}
-	for i, id := range l.DeviceIDs() {
-		var d DeviceRecord
-		if dp, ok := e.devices[id]; ok {
-			d = *dp
-		}
-		if i == 0 {
-			g.Device = d
-		}
-		if len(l.Members) > 0 {
-			g.Members = append(g.Members, d)
-		}
-	}
-	return g
 }
 
 // noWaitGroupLocked refuses a noWait group that must wait after work was

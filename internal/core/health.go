@@ -15,6 +15,7 @@ import (
 // healthEngine.
 type healthBook struct {
 	eng    healthEngine
+	reg    *registry // the leases, and the device commits
 	policy HealthPolicy
 	log    *slog.Logger
 	obs    map[string]*observation
@@ -22,19 +23,17 @@ type healthBook struct {
 }
 
 // healthEngine is what the health monitor needs of the engine, satisfied
-// by *Engine: its clock and facts, the leases, the device commits, the
-// device-operation path and the lease's end.
+// by *Engine: its clock and facts, the device-operation path and the
+// lease's end.
 type healthEngine interface {
 	now() time.Time
 	emitLocked(ev events.Event)
-	leaseLocked(id string) *LeaseRecord
-	updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord, error)
 	startOpLocked(o *deviceOp) error
 	releaseLocked(l LeaseRecord, reason string) error
 }
 
-func newHealthBook(eng healthEngine, p HealthPolicy, d Deps) healthBook {
-	return healthBook{eng: eng, policy: p, log: d.Logger, obs: map[string]*observation{}}
+func newHealthBook(eng healthEngine, reg *registry, p HealthPolicy, d Deps) healthBook {
+	return healthBook{eng: eng, reg: reg, policy: p, log: d.Logger, obs: map[string]*observation{}}
 }
 
 // forgetLocked drops device id's debounce state (its lease ended).
@@ -83,9 +82,9 @@ func (e *Engine) HealthTick(ctx context.Context) {
 	defer done()
 	e.mu.Lock()
 	platforms := map[string]bool{}
-	for _, l := range e.leases {
+	for _, l := range e.reg.leases {
 		for _, id := range l.DeviceIDs() {
-			if d, ok := e.devices[id]; ok {
+			if d, ok := e.reg.devices[id]; ok {
 				platforms[d.Platform] = true
 			}
 		}
@@ -115,16 +114,16 @@ func (e *Engine) HealthTick(ctx context.Context) {
 			return
 		}
 		stable := e.cfg.Health.StableObservations
-		for _, lid := range sortedLeaseIDs(e.leases) {
-			l := *e.leases[lid]
+		for _, lid := range sortedLeaseIDs(e.reg.leases) {
+			l := *e.reg.leases[lid]
 			// Every member of a multi-device lease is watched; losing one
 			// ends the whole lease, as a release would.
 			for _, id := range l.DeviceIDs() {
-				if _, live := e.leases[lid]; !live {
+				if _, live := e.reg.leases[lid]; !live {
 					break
 				}
-				d, ok := e.devices[id]
-				if !ok || e.opLocks[d.ID] != "" || d.Handle == "" {
+				d, ok := e.reg.devices[id]
+				if !ok || e.reg.opLocks[d.ID] != "" || d.Handle == "" {
 					continue
 				}
 				m, ok := seen[d.Platform]
@@ -152,13 +151,13 @@ func (b *healthBook) startRecoveryLocked(l LeaseRecord, id string) {
 		},
 		run: func(ctx context.Context, o *deviceOp) error { return o.drv.MakeReady(ctx, o.rec.Ref()) },
 		settle: func(o *deviceOp, err error) error {
-			if cur := b.eng.leaseLocked(l.ID); cur == nil || !cur.Holds(id) {
+			if cur := b.reg.lease(l.ID); cur == nil || !cur.Holds(id) {
 				// Released while it rebooted: the release reset the
 				// recovery bookkeeping, the purge runs next, and nobody
 				// holds a lease to be told it recovered.
 				return nil
 			}
-			if _, uerr := b.eng.updateLocked(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
+			if _, uerr := b.reg.update(id, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} }); uerr != nil {
 				return uerr
 			}
 			attempts := o.rec.Health.RecoveryAttempts

@@ -19,7 +19,7 @@ const (
 
 // armExpiryLocked (re)arms the single expiry timer of l.
 func (e *Engine) armExpiryLocked(l LeaseRecord) {
-	if t, ok := e.timers[l.ID]; ok {
+	if t, ok := e.reg.timers[l.ID]; ok {
 		t.Stop()
 	}
 	d := l.ExpiresAt.Sub(e.clock.Now())
@@ -27,7 +27,7 @@ func (e *Engine) armExpiryLocked(l LeaseRecord) {
 		d = 0
 	}
 	id := l.ID
-	e.timers[id] = e.clock.AfterFunc(d, func() { e.expire(id) })
+	e.reg.timers[id] = e.clock.AfterFunc(d, func() { e.expire(id) })
 }
 
 // expire ends a lease whose deadline has passed. A renew that raced the
@@ -35,7 +35,7 @@ func (e *Engine) armExpiryLocked(l LeaseRecord) {
 func (e *Engine) expire(id string) {
 	var released bool
 	e.section(func() {
-		l, ok := e.leases[id]
+		l, ok := e.reg.leases[id]
 		if !ok || e.stopping {
 			return
 		}
@@ -67,7 +67,7 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 	// renews, so a synchronous commit here queued grants behind the disk),
 	// and the caller is answered only once the new deadline is durable.
 	durable := e.sectionDurable(func() {
-		cur, ok := e.leases[id]
+		cur, ok := e.reg.leases[id]
 		if !ok {
 			err = ErrUnknownLease
 			return
@@ -103,7 +103,7 @@ func (e *Engine) Renew(id string, ttl time.Duration) (LeaseRecord, error) {
 func (e *Engine) Release(id string) error {
 	var err error
 	derr := e.sectionDurable(func() {
-		l, ok := e.leases[id]
+		l, ok := e.reg.leases[id]
 		if !ok {
 			err = ErrUnknownLease
 			return
@@ -121,8 +121,8 @@ func (e *Engine) Release(id string) error {
 func (e *Engine) ReleaseWhere(match func(LeaseRecord) bool) []string {
 	var ids []string
 	e.section(func() {
-		for _, id := range sortedLeaseIDs(e.leases) {
-			l := *e.leases[id]
+		for _, id := range sortedLeaseIDs(e.reg.leases) {
+			l := *e.reg.leases[id]
 			if match(l) && e.releaseLocked(l, ReasonReleased) == nil {
 				ids = append(ids, id)
 			}
@@ -139,7 +139,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 	c := Changes{DeleteLeases: []string{l.ID}}
 	var held []string // every member still in the registry, purged as one release
 	for _, id := range l.DeviceIDs() {
-		dev, ok := e.devices[id]
+		dev, ok := e.reg.devices[id]
 		if !ok {
 			continue
 		}
@@ -168,9 +168,9 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 		return err
 	}
 	e.watches.tell(l.ID, reason)
-	if t, ok := e.timers[l.ID]; ok {
+	if t, ok := e.reg.timers[l.ID]; ok {
 		t.Stop()
-		delete(e.timers, l.ID)
+		delete(e.reg.timers, l.ID)
 	}
 	owner := map[string]any{"ownerId": l.OwnerID}
 	if len(l.Members) > 0 {
@@ -196,7 +196,7 @@ func (e *Engine) releaseLocked(l LeaseRecord, reason string) error {
 // device (a crash recovery still rebooting it), the purge waits for it
 // rather than overlapping it.
 func (e *Engine) startReclaimLocked(id string) {
-	d := e.devices[id]
+	d := e.reg.devices[id]
 	if _, ok := e.drivers[d.Platform]; !ok {
 		_ = e.quarantine.enterLocked(id, "no-driver", OpKindReclaim)
 		return
@@ -227,7 +227,7 @@ func (e *Engine) reclaimOp(id string) *deviceOp {
 			if err == nil && stopped {
 				// Erased and left shut down: the planner had no use for it
 				// running (it would have been evicted at once).
-				if _, uerr := e.setStateLocked(id, StateShutdown); uerr != nil {
+				if _, uerr := e.reg.setState(id, StateShutdown); uerr != nil {
 					return uerr
 				}
 				e.emitLocked(events.Event{Type: "device.reclaimed", DeviceID: id, Platform: o.rec.Platform,
@@ -290,7 +290,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 	e.section(func() {
 		for _, d := range snap.Devices {
 			d := d
-			e.devices[d.ID] = &d
+			e.reg.devices[d.ID] = &d
 		}
 		rebindBy := e.clock.Now().Add(e.cfg.SlotRebindWindow)
 		for _, l := range snap.Leases {
@@ -300,11 +300,11 @@ func (e *Engine) Converge(ctx context.Context) error {
 				// heartbeats could not reach the daemon while it was away.
 				l.ExpiresAt = rebindBy
 			}
-			e.leases[l.ID] = &l
-			e.byRequester[l.RequesterID] = l.ID
+			e.reg.leases[l.ID] = &l
+			e.reg.byRequester[l.RequesterID] = l.ID
 		}
-		for _, id := range sortedLeaseIDs(e.leases) {
-			e.armExpiryLocked(*e.leases[id])
+		for _, id := range sortedLeaseIDs(e.reg.leases) {
+			e.armExpiryLocked(*e.reg.leases[id])
 		}
 		for _, d := range e.Sorted() {
 			if d.State == StateProvisioning && d.Handle == "" {
@@ -362,7 +362,7 @@ func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
 		if d.Intent == (DeviceIntent{}) && d.Health.RecoveringSince.IsZero() {
 			return nil
 		}
-		_, err := e.updateLocked(d.ID, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} })
+		_, err := e.reg.update(d.ID, func(r *DeviceRecord) { r.Health.RecoveringSince = time.Time{} })
 		return err
 	}
 	switch {
@@ -388,7 +388,7 @@ func (e *Engine) recoverLocked(d DeviceRecord) (*deviceOp, error) {
 		if err := clear(); err != nil {
 			return nil, err
 		}
-		e.quarantine.armLocked(*e.devices[d.ID])
+		e.quarantine.armLocked(*e.reg.devices[d.ID])
 		return nil, nil
 	case d.State == StateReclaiming && d.Intent.Op != OpKindShutdown:
 		// Cut off mid-purge: purge it again from the start.
@@ -426,7 +426,7 @@ func (e *Engine) purgeInterruptedProvisions(ctx context.Context, p string, n int
 	var unknown []Observed
 	e.section(func() {
 		known := map[string]bool{}
-		for _, d := range e.devices {
+		for _, d := range e.reg.devices {
 			if d.Platform == p {
 				known[d.Handle] = true
 			}
@@ -472,7 +472,7 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 	for _, p := range e.Platforms() {
 		var any bool
 		e.section(func() {
-			for _, d := range e.devices {
+			for _, d := range e.reg.devices {
 				any = any || d.Platform == p && d.State == StateReady
 			}
 		})
@@ -485,7 +485,7 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 		}
 		var missing bool
 		e.section(func() {
-			for _, d := range e.devices {
+			for _, d := range e.reg.devices {
 				_, found := seen[d.Handle]
 				missing = missing || d.Platform == p && d.State == StateReady && !found
 			}
@@ -498,7 +498,7 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 		}
 		e.section(func() {
 			for _, d := range e.Sorted() {
-				if d.Platform != p || d.State != StateReady || e.opLocks[d.ID] != "" {
+				if d.Platform != p || d.State != StateReady || e.reg.opLocks[d.ID] != "" {
 					continue
 				}
 				run, ok := seen[d.Handle]
@@ -511,7 +511,7 @@ func (e *Engine) reconcileReady(ctx context.Context) {
 				case !ok:
 					// Missing once, present (or unknown) the second time.
 				case run == RunStopped:
-					if _, err := e.setStateLocked(d.ID, StateShutdown); err == nil {
+					if _, err := e.reg.setState(d.ID, StateShutdown); err == nil {
 						e.emitLocked(events.Event{Type: "device.found-stopped", DeviceID: d.ID, Platform: p})
 					}
 				}
@@ -536,8 +536,8 @@ func (e *Engine) listRun(ctx context.Context, p string) (map[string]RunState, bo
 
 // Sorted returns device records sorted by id; callers hold the lock.
 func (e *Engine) Sorted() []DeviceRecord {
-	out := make([]DeviceRecord, 0, len(e.devices))
-	for _, d := range e.devices {
+	out := make([]DeviceRecord, 0, len(e.reg.devices))
+	for _, d := range e.reg.devices {
 		out = append(out, *d)
 	}
 	sortDevices(out)
@@ -588,10 +588,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		<-done
 	}
 	e.mu.Lock()
-	for id, t := range e.timers {
-		t.Stop()
-		delete(e.timers, id)
-	}
+	e.reg.stopTimers()
 	e.goldens.stopTimersLocked()
 	e.quarantine.stopTimersLocked()
 	e.stopSettleTimersLocked()

@@ -34,8 +34,8 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 			return
 		}
 		e.maintenance = true
-		for _, id := range sortedLeaseIDs(e.leases) {
-			if e.releaseLocked(*e.leases[id], "reset") == nil {
+		for _, id := range sortedLeaseIDs(e.reg.leases) {
+			if e.releaseLocked(*e.reg.leases[id], "reset") == nil {
 				rep.ReleasedLeases = append(rep.ReleasedLeases, id)
 			}
 		}

@@ -120,29 +120,29 @@ func (e *Engine) beginOpLocked(o *deviceOp) error {
 	if e.stopping {
 		return ErrStopping
 	}
-	cur, ok := e.devices[o.id]
+	cur, ok := e.reg.devices[o.id]
 	if !ok {
 		return ErrUnknownDevice
 	}
-	if l := e.opLocks[o.id]; l != "" {
+	if l := e.reg.opLocks[o.id]; l != "" {
 		return errBusy{l}
 	}
 	drv, ok := e.drivers[cur.Platform]
 	if !ok {
 		return fmt.Errorf("no driver for platform %q", cur.Platform)
 	}
-	e.opLocks[o.id] = o.lock
+	e.reg.opLocks[o.id] = o.lock
 	o.began = e.now()
 	o.rec = *cur
 	if cur.Intent.Op != o.kind || o.mark != nil {
-		d, err := e.updateLocked(o.id, func(d *DeviceRecord) {
+		d, err := e.reg.update(o.id, func(d *DeviceRecord) {
 			d.Intent = DeviceIntent{Op: o.kind, Since: e.now()}
 			if o.mark != nil {
 				o.mark(d)
 			}
 		})
 		if err != nil {
-			delete(e.opLocks, o.id)
+			delete(e.reg.opLocks, o.id)
 			return fmt.Errorf("record %s intent: %w", o.kind, err)
 		}
 		o.rec = d
@@ -199,14 +199,14 @@ func (e *Engine) execOp(ctx context.Context, o *deviceOp) error {
 // device whose record lags reality) and the settlement is tried again on
 // the quarantine backoff; a restart meanwhile recovers from the intent.
 func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
-	delete(e.opLocks, o.id)
+	delete(e.reg.opLocks, o.id)
 	// Whatever the settlement does next, an operation waiting for this
 	// device (a resource call) looks again, and so does a refused golden
 	// build (a shutdown or destroy frees the room it was refused).
-	defer e.signalOpFreedLocked()
+	defer e.reg.signalFreed()
 	e.goldens.recheckLocked()
 	if serr := o.settle(o, opErr); serr != nil {
-		e.opLocks[o.id] = o.lock
+		e.reg.opLocks[o.id] = o.lock
 		wait := e.cfg.Quarantine.delay(o.tries)
 		o.tries++
 		e.log.Error("settling a device operation failed; retrying", "device", o.id, "op", o.kind, "retryIn", wait, "err", serr)
@@ -218,7 +218,7 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 				delete(e.stimers, o.id)
 				// Once stopping, the store may be closing: the intent on
 				// disk lets the next start finish the job instead.
-				if e.stopping || e.opLocks[o.id] != o.lock || o.settled {
+				if e.stopping || e.reg.opLocks[o.id] != o.lock || o.settled {
 					return
 				}
 				e.settleOpLocked(o, opErr)
@@ -228,7 +228,7 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 		return
 	}
 	o.settled = true
-	if next, ok := e.deferred[o.id]; ok && e.opLocks[o.id] == "" {
+	if next, ok := e.deferred[o.id]; ok && e.reg.opLocks[o.id] == "" {
 		// An operation that had to wait for this one (a purge behind a
 		// crash recovery) runs now, under its own lock and intent.
 		delete(e.deferred, o.id)
@@ -237,10 +237,10 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 		}
 		return
 	}
-	if d, ok := e.devices[o.id]; ok && d.Intent != (DeviceIntent{}) && e.opLocks[o.id] == "" {
+	if d, ok := e.reg.devices[o.id]; ok && d.Intent != (DeviceIntent{}) && e.reg.opLocks[o.id] == "" {
 		// The settlement changed nothing on this record (a failure that
 		// leaves the state as it was), so clear the intent on its own.
-		if _, err := e.updateLocked(o.id, func(*DeviceRecord) {}); err != nil {
+		if _, err := e.reg.update(o.id, func(*DeviceRecord) {}); err != nil {
 			e.log.Warn("clear a settled intent", "device", o.id, "err", err)
 		}
 	}
@@ -261,7 +261,7 @@ func (e *Engine) runUnrecorded(ctx context.Context, info OpInfo, f func(ctx cont
 // startOrDeferOpLocked starts o, or defers it behind the operation that
 // holds its device.
 func (e *Engine) startOrDeferOpLocked(o *deviceOp) error {
-	if e.opLocks[o.id] != "" {
+	if e.reg.opLocks[o.id] != "" {
 		e.deferOpLocked(o)
 		return nil
 	}
@@ -281,7 +281,7 @@ func (e *Engine) deferOpLocked(o *deviceOp) {
 func (e *Engine) dropLocked(id string) {
 	if err := e.commitLocked(Changes{DeleteDevices: []string{id}}); err != nil {
 		e.log.Error("forget a device that was never created", "device", id, "err", err)
-		delete(e.devices, id)
+		delete(e.reg.devices, id)
 	}
 }
 
@@ -296,7 +296,7 @@ func (e *Engine) shutdownOp(id, lock, failReason string, done func(d DeviceRecor
 				e.log.Warn("shutdown failed", "device", id, "lock", lock, "err", err)
 				return e.quarantine.enterLocked(id, failReason, OpKindShutdown)
 			}
-			d, serr := e.setStateLocked(id, StateShutdown)
+			d, serr := e.reg.setState(id, StateShutdown)
 			if serr != nil {
 				return serr
 			}

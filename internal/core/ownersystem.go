@@ -23,7 +23,7 @@ import (
 // unwantedLocked reports whether d is a marked device no request holds or
 // ever held: made for a request that left before the grant.
 func (e *Engine) unwantedLocked(d *DeviceRecord) bool {
-	return d.OwnerSystem != "" && d.LastLeasedAt.IsZero() && e.idleInventoryLocked(d) && !e.leasedLocked(d.ID)
+	return d.OwnerSystem != "" && d.LastLeasedAt.IsZero() && e.idleInventoryLocked(d) && !e.reg.leased(d.ID)
 }
 
 // retireOp is the destroy of an owner-system device, reported as
@@ -40,7 +40,7 @@ func (e *Engine) retireOp(id, reason string) *deviceOp {
 // stopping engine begins nothing: the next start finds the device and
 // applies the same rule (retireUnwanted).
 func (e *Engine) retireUnwantedLocked(id string) {
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	if !ok || !e.unwantedLocked(d) {
 		return
 	}
@@ -57,7 +57,7 @@ func (e *Engine) retireUnwanted(ctx context.Context) {
 	var ops []*deviceOp
 	e.section(func() {
 		for _, d := range e.Sorted() {
-			if cur := e.devices[d.ID]; cur != nil && e.unwantedLocked(cur) {
+			if cur := e.reg.devices[d.ID]; cur != nil && e.unwantedLocked(cur) {
 				ops = append(ops, e.retireOp(d.ID, "preparation-ended"))
 			}
 		}
@@ -80,11 +80,11 @@ func (e *Engine) RetireIdle(id, sys string) error {
 	}
 	var err error
 	e.section(func() {
-		d, ok := e.devices[id]
+		d, ok := e.reg.devices[id]
 		switch {
 		case !ok:
 			return // gone already
-		case !e.poolMayUseLocked(d, sys) || e.leasedLocked(id):
+		case !e.poolMayUseLocked(d, sys) || e.reg.leased(id):
 			err = fmt.Errorf("%w: device %s is not an idle device of %s", ErrBadRequest, id, sys)
 			return
 		}

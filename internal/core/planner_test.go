@@ -203,19 +203,19 @@ func TestSweepVictims(t *testing.T) {
 // One predicate decides whether the general pool may use a device; every
 // path (planner, warm pool, cleanup, eviction, startup sweep) asks it.
 func TestGeneralPoolMayUse(t *testing.T) {
-	e := &Engine{opLocks: map[string]string{}}
+	e := &Engine{reg: registry{opLocks: map[string]string{}}}
 	for st, ok := range map[DeviceState]bool{StateReady: true, StateShutdown: true, StateLeased: false, StateReclaiming: false,
 		StateQuarantined: false, StateProvisioning: false, StateDeleted: false} {
 		if got := e.generalPoolMayUseLocked(&DeviceRecord{ID: "d", State: st}); got != ok {
 			t.Errorf("%s: %v, want %v", st, got, ok)
 		}
 	}
-	e.opLocks["d"] = "cleanup"
+	e.reg.opLocks["d"] = "cleanup"
 	if e.generalPoolMayUseLocked(&DeviceRecord{ID: "d", State: StateReady}) {
 		t.Error("a device an operation holds is the pool's")
 	}
 	// The same answer reaches the planner and the cleanup view.
-	e.devices = map[string]*DeviceRecord{"d": {ID: "d", State: StateReady, Platform: "ios"}}
+	e.reg.devices = map[string]*DeviceRecord{"d": {ID: "d", State: StateReady, Platform: "ios"}}
 	e.strategy, e.drivers, e.clock = FixedStrategy{}, map[string]Driver{}, nil
 	if in := e.planInputLocked(nil, false); in.Devices[0].Usable {
 		t.Error("planner sees a held device as usable")

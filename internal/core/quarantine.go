@@ -15,6 +15,7 @@ import (
 // which enters it; it reaches the engine only through quarantineEngine.
 type quarantineBook struct {
 	eng    quarantineEngine
+	reg    *registry // the device records and their commits
 	policy QuarantinePolicy
 	clock  ports.Clock
 	log    *slog.Logger
@@ -25,26 +26,22 @@ type quarantineBook struct {
 }
 
 // quarantineEngine is what quarantine needs of the engine, satisfied by
-// *Engine: the section and its facts, the device records and their
-// commits, the drivers and the one device-operation path.
+// *Engine: the section and its facts, the drivers and the one
+// device-operation path.
 type quarantineEngine interface {
 	now() time.Time
 	section(f func())
 	emitLocked(ev events.Event)
 	commitLocked(c Changes) error
-	deviceLocked(id string) *DeviceRecord
-	opLockLocked(id string) string
 	haltedLocked() bool
 	Driver(platform string) (Driver, bool)
-	updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord, error)
-	setStateLocked(id string, st DeviceState) (DeviceRecord, error)
 	disposeLocked(id, fact, lock string, extra map[string]any) error
 	scheduleLocked()
 	startOpLocked(o *deviceOp) error
 }
 
-func newQuarantineBook(eng quarantineEngine, p QuarantinePolicy, d Deps, deviceGone func(DeviceRecord)) quarantineBook {
-	return quarantineBook{eng: eng, policy: p, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}, deviceGone: deviceGone}
+func newQuarantineBook(eng quarantineEngine, reg *registry, p QuarantinePolicy, d Deps, deviceGone func(DeviceRecord)) quarantineBook {
+	return quarantineBook{eng: eng, reg: reg, policy: p, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}, deviceGone: deviceGone}
 }
 
 // stopTimersLocked stops every retry timer (Stop, and Nuke before it
@@ -64,7 +61,7 @@ func (b *quarantineBook) stopTimersLocked() {
 // the quarantine (a purge that failed): they are published first, so an
 // observer reads the cause before its consequence.
 func (b *quarantineBook) enterLocked(id, reason string, op OpKind, causes ...events.Event) error {
-	d, err := b.eng.updateLocked(id, func(d *DeviceRecord) {
+	d, err := b.reg.update(id, func(d *DeviceRecord) {
 		d.State = StateQuarantined
 		d.Health.QuarantineReason = reason
 		d.Health.QuarantineOp = op
@@ -106,8 +103,8 @@ func (b *quarantineBook) armLocked(d DeviceRecord) {
 func (b *quarantineBook) retry(id string) {
 	b.eng.section(func() {
 		delete(b.timers, id)
-		d := b.eng.deviceLocked(id)
-		if d == nil || d.State != StateQuarantined || b.eng.opLockLocked(id) != "" || b.eng.haltedLocked() {
+		d := b.reg.device(id)
+		if d == nil || d.State != StateQuarantined || b.reg.opLock(id) != "" || b.eng.haltedLocked() {
 			return
 		}
 		if _, ok := b.eng.Driver(d.Platform); !ok {
@@ -144,7 +141,7 @@ func (b *quarantineBook) retryOp(d DeviceRecord) *deviceOp {
 	}
 	o.settle = func(o *deviceOp, err error) error {
 		if err != nil {
-			d, uerr := b.eng.updateLocked(id, func(d *DeviceRecord) {
+			d, uerr := b.reg.update(id, func(d *DeviceRecord) {
 				d.Health.QuarantineAttempts++
 				d.Health.NextRetryAt = b.eng.now().Add(b.policy.delay(d.Health.QuarantineAttempts))
 			})
@@ -160,7 +157,7 @@ func (b *quarantineBook) retryOp(d DeviceRecord) *deviceOp {
 		}
 		switch o.kind {
 		case OpKindShutdown:
-			d, serr := b.eng.setStateLocked(id, StateShutdown)
+			d, serr := b.reg.setState(id, StateShutdown)
 			if serr != nil {
 				return serr
 			}
@@ -193,7 +190,7 @@ func (b *quarantineBook) abandonOp(d DeviceRecord) *deviceOp {
 		settle: func(o *deviceOp, err error) error {
 			if err != nil {
 				b.log.Error("destroying an abandoned quarantined device failed", "device", id, "err", err)
-				cur, uerr := b.eng.updateLocked(id, func(r *DeviceRecord) { r.Health.NextRetryAt = b.eng.now().Add(b.policy.Cap) })
+				cur, uerr := b.reg.update(id, func(r *DeviceRecord) { r.Health.NextRetryAt = b.eng.now().Add(b.policy.Cap) })
 				if uerr != nil {
 					return uerr
 				}
@@ -218,7 +215,7 @@ func (b *quarantineBook) abandonOp(d DeviceRecord) *deviceOp {
 func (e *Engine) DestroyExhausted(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	return ok && d.State == StateQuarantined && d.Health.QuarantineOp == OpKindDestroy && e.quarantine.retriesUsed(*d)
 }
 

@@ -169,43 +169,13 @@ type Store interface {
 	Apply(ctx context.Context, c Changes) error
 }
 
-// updateLocked applies f to a copy of device id and commits it. Leaving the
-// quarantined state clears the quarantine bookkeeping, so no code path can
-// forget to.
-func (e *Engine) updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord, error) {
-	cur, ok := e.devices[id]
-	if !ok {
-		return DeviceRecord{}, ErrUnknownDevice
-	}
-	d := *cur
-	f(&d)
-	if d.State != cur.State {
-		d.StateSince = e.now()
-	}
-	if d.State != StateQuarantined {
-		d.Health.QuarantineReason, d.Health.QuarantineAttempts = "", 0
-		d.Health.QuarantineOp = ""
-		d.Health.NextRetryAt = time.Time{}
-	}
-	if e.opLocks[id] == "" {
-		// No operation holds the device, so none is in flight: any commit
-		// made now is a settlement (or a plain registry change) and the
-		// intent is over.
-		d.Intent = DeviceIntent{}
-	}
-	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{d}}); err != nil {
-		return DeviceRecord{}, err
-	}
-	return d, nil
-}
-
 // disposeLocked settles a device that has just been purged or booted
 // outside any lease: back to ready when running capacity permits, shut down
 // (as a follow-up operation under lock) otherwise. fact is emitted with the
 // disposition. The planner runs again either way, so a waiter for exactly
 // this device is granted the moment it settles.
 func (e *Engine) disposeLocked(id, fact, lock string, extra map[string]any) error {
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	if !ok {
 		return nil
 	}
@@ -219,7 +189,7 @@ func (e *Engine) disposeLocked(id, fact, lock string, extra map[string]any) erro
 		}
 		// Stopping: nothing new begins, so keep the device warm instead.
 	}
-	if _, err := e.updateLocked(id, func(r *DeviceRecord) { r.State = StateReady }); err != nil {
+	if _, err := e.reg.update(id, func(r *DeviceRecord) { r.State = StateReady }); err != nil {
 		return err
 	}
 	e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: withData(extra, "disposition", string(StateReady))})

@@ -298,7 +298,7 @@ func (e *Engine) checkRequester(id string) error {
 }
 
 func (e *Engine) checkRequesterLocked(id string) error {
-	if lid, ok := e.byRequester[id]; ok {
+	if lid, ok := e.reg.byRequester[id]; ok {
 		return &RequesterLeasedError{LeaseID: lid}
 	}
 	for _, w := range e.queue.Entries() {
@@ -452,10 +452,10 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in := PlanInput{Limits: e.strategy.Limits()}
 	in.Host = e.host.resolved(in.Limits)
-	for _, d := range e.devices {
+	for _, d := range e.reg.devices {
 		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
-			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Yields: e.slotYieldsLocked(d), Reserved: e.holdsReservationLocked(d),
-			Leaving: e.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
+			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Yields: e.slotYieldsLocked(d), Reserved: e.reg.holdsReservation(d),
+			Leaving: e.reg.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
 	in.Devices = append(in.Devices, e.goldens.planDevicesLocked()...)
@@ -509,7 +509,7 @@ func (e *Engine) poolMayUseLocked(d *DeviceRecord, system string) bool {
 // known at all), ready or shut down. The planner sees it as Usable and
 // matches the mark per waiter.
 func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
-	if e.opLocks[d.ID] != "" {
+	if e.reg.opLocks[d.ID] != "" {
 		return false
 	}
 	if _, held := e.host.holder(d.ID); held {
@@ -527,7 +527,7 @@ func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
 // for a waiter it cannot serve. Booting it then would only cost a boot and
 // a shutdown nobody uses.
 func (e *Engine) keepRunningAfterPurgeLocked(id string) bool {
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	if !ok {
 		return false
 	}
@@ -572,7 +572,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 		return // the keep-booted baseline's settlement grants (resetmodes.go)
 	}
 	now := e.now()
-	d := *e.devices[id]
+	d := *e.reg.devices[id]
 	d.State = StateLeased
 	d.StateSince = now
 	d.LastLeasedAt = now
@@ -712,7 +712,7 @@ func (e *Engine) provisionAndBoot(ctx context.Context, o *deviceOp, w *waiter, s
 	var ref DeviceRef
 	var cerr error
 	e.section(func() {
-		d := *e.devices[id]
+		d := *e.reg.devices[id]
 		d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
 		if prov.RAMBytes > 0 {
 			d.Spec.RAMBytes = prov.RAMBytes // charged from now on, by capacity and status
@@ -784,7 +784,7 @@ func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) 
 	}
 	if err != nil {
 		fresh := false
-		if d, ok := e.devices[id]; ok {
+		if d, ok := e.reg.devices[id]; ok {
 			fresh = d.State == StateProvisioning
 		}
 		if qerr := e.quarantine.enterLocked(id, "boot-failed", OpKindBoot); qerr != nil {
@@ -805,7 +805,7 @@ func (e *Engine) settleBootLocked(w *waiter, id string, err error, fact string) 
 		}
 		return nil
 	}
-	d, serr := e.setStateLocked(id, StateReady)
+	d, serr := e.reg.setState(id, StateReady)
 	if serr != nil {
 		return serr
 	}
@@ -874,7 +874,7 @@ func (e *Engine) startEvictLocked(w *waiter, id string, destroy bool) {
 		e.goldens.reclaimForLocked(w, id)
 		return
 	}
-	d := *e.devices[id]
+	d := *e.reg.devices[id]
 	drv := e.drivers[d.Platform]
 	var o *deviceOp
 	if destroy {

@@ -43,6 +43,7 @@ type resetTrack struct {
 // resetEngine.
 type resetBook struct {
 	eng   resetEngine
+	reg   *registry // the device records and their commits
 	log   *slog.Logger
 	hooks OpHooks
 	// quarantine takes a device whose destroy failed out of service for a
@@ -57,17 +58,15 @@ type resetBook struct {
 }
 
 // resetEngine is what resets need of the engine, all of it satisfied by
-// *Engine: its clock and facts, the device records and their commits, the
-// one device-operation path, the queue's demand and the waiter a baseline
+// *Engine: its clock and facts, the disposal of a device, the one
+// device-operation path, the queue's demand and the waiter a baseline
 // capture grants.
 type resetEngine interface {
 	now() time.Time
 	section(f func())
 	emitLocked(ev events.Event)
 	commitLocked(c Changes) error
-	deviceLocked(id string) *DeviceRecord
 	Driver(platform string) (Driver, bool)
-	updateLocked(id string, f func(d *DeviceRecord)) (DeviceRecord, error)
 	disposeLocked(id, fact, lock string, extra map[string]any) error
 	scheduleLocked()
 	startOpLocked(o *deviceOp) error
@@ -79,8 +78,8 @@ type resetEngine interface {
 	finishWorkLocked(w *waiter, id string)
 }
 
-func newResetBook(eng resetEngine, cfg Config, d Deps, quarantine func(id, reason string, op OpKind, causes ...events.Event) error) resetBook {
-	b := resetBook{eng: eng, log: d.Logger, hooks: d.Hooks, quarantine: quarantine, figures: &resetFigures{}}
+func newResetBook(eng resetEngine, reg *registry, cfg Config, d Deps, quarantine func(id, reason string, op OpKind, causes ...events.Event) error) resetBook {
+	b := resetBook{eng: eng, reg: reg, log: d.Logger, hooks: d.Hooks, quarantine: quarantine, figures: &resetFigures{}}
 	if cfg.MaxConcurrentResetBoots > 0 {
 		b.boots = make(chan struct{}, cfg.MaxConcurrentResetBoots)
 	}
@@ -149,7 +148,7 @@ func (e *Engine) ReleaseWith(leaseID string, p ReleasePolicy, reason string) err
 	}
 	var err error
 	derr := e.sectionDurable(func() {
-		l, ok := e.leases[leaseID]
+		l, ok := e.reg.leases[leaseID]
 		if !ok {
 			err = ErrUnknownLease
 			return
@@ -184,7 +183,7 @@ func resetModeOf(p ReleasePolicy) string {
 func (b *resetBook) openResetLocked(l LeaseRecord, members int) {
 	now := b.eng.now()
 	reuse := 0
-	if d := b.eng.deviceLocked(l.DeviceID); d != nil {
+	if d := b.reg.device(l.DeviceID); d != nil {
 		reuse = d.ReuseCount
 	}
 	b.open(l.ID, &resetTrack{

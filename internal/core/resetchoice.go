@@ -152,7 +152,7 @@ func (b *resetBook) purgeByClone(ctx context.Context, o *deviceOp, c Cloner) (st
 	var cerr error
 	b.eng.section(func() {
 		var d DeviceRecord
-		d, cerr = b.eng.updateLocked(o.id, func(d *DeviceRecord) {
+		d, cerr = b.reg.update(o.id, func(d *DeviceRecord) {
 			d.Handle, d.Name, d.Attrs, d.Simulated, d.Data = prov.Handle, prov.Name, prov.Attrs, prov.Simulated, prov.Data
 		})
 		if cerr == nil {

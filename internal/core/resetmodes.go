@@ -240,7 +240,7 @@ func (b *resetBook) baselineBeforeGrantLocked(w *waiter, id string) bool {
 	if w.release.Mode != contract.ResetKeepBooted || w.baselined {
 		return false
 	}
-	drv, _ := b.eng.Driver(b.eng.deviceLocked(id).Platform)
+	drv, _ := b.eng.Driver(b.reg.device(id).Platform)
 	kb, ok := drv.(KeepBootedCleaner)
 	if !ok {
 		return false

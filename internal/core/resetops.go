@@ -146,7 +146,7 @@ func (b *resetBook) resetOp(id, leaseID string, p ReleasePolicy) *deviceOp {
 				b.startResetDestroyLocked(id, leaseID, p, r)
 				return nil
 			}
-			d, err := b.eng.updateLocked(id, func(d *DeviceRecord) { d.ReuseCount++ })
+			d, err := b.reg.update(id, func(d *DeviceRecord) { d.ReuseCount++ })
 			if err != nil {
 				return err
 			}

@@ -62,7 +62,7 @@ func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call Resour
 		var wait chan struct{}
 		var err error
 		e.section(func() {
-			l, ok := e.leases[leaseID]
+			l, ok := e.reg.leases[leaseID]
 			if !ok {
 				err = ErrUnknownLease
 				return
@@ -79,7 +79,7 @@ func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call Resour
 			err = e.beginOpLocked(o)
 			var busy errBusy
 			if errors.As(err, &busy) {
-				wait, err = e.opFreed, nil
+				wait, err = e.reg.opFreed, nil
 				return
 			}
 			if err == nil {
@@ -107,7 +107,7 @@ func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call Resour
 // reconcilableLocked says whether device id's driver serves
 // resources.reconcile (a ResourceReconciler).
 func (e *Engine) reconcilableLocked(id string) error {
-	rec, ok := e.devices[id]
+	rec, ok := e.reg.devices[id]
 	if !ok {
 		return ErrUnknownLease
 	}
@@ -116,12 +116,6 @@ func (e *Engine) reconcilableLocked(id string) error {
 		return fmt.Errorf("%w: %s devices keep no record of simlock's overrides to compare with", ErrReconcileUnsupported, rec.Platform)
 	}
 	return nil
-}
-
-// signalOpFreedLocked wakes every resource call waiting for an op lock.
-func (e *Engine) signalOpFreedLocked() {
-	close(e.opFreed)
-	e.opFreed = make(chan struct{})
 }
 
 // resourceOp is a device operation that makes one resource call and stores
@@ -320,7 +314,7 @@ func (e *Engine) discardTunedLocked(w *waiter, id string) error {
 		return nil
 	}
 	now := e.now()
-	if _, err := e.updateLocked(id, func(d *DeviceRecord) {
+	if _, err := e.reg.update(id, func(d *DeviceRecord) {
 		d.State, d.StateSince = StateReclaiming, now
 		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
 	}); err != nil {

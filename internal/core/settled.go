@@ -8,12 +8,12 @@ package core
 func (e *Engine) DeviceSettled(id string) (settled bool, next <-chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	if !ok {
 		return true, nil
 	}
-	if e.opLocks[id] == "" && (d.State == StateReady || d.State == StateShutdown) && !e.leasedLocked(id) {
+	if e.reg.opLocks[id] == "" && (d.State == StateReady || d.State == StateShutdown) && !e.reg.leased(id) {
 		return true, nil
 	}
-	return false, e.opFreed
+	return false, e.reg.opFreed
 }

@@ -143,7 +143,7 @@ func (e *Engine) slotMayUseLocked(w *waiter, d *DeviceRecord) bool {
 	if s, ok := e.slots.slotOf(d.ID); !ok || s != w.slot {
 		return false
 	}
-	if e.opLocks[d.ID] != "" {
+	if e.reg.opLocks[d.ID] != "" {
 		return false
 	}
 	if _, held := e.host.holder(d.ID); held {
@@ -206,13 +206,13 @@ func (e *Engine) waitOpSettled(ctx context.Context, id, what string) (DeviceReco
 		var rec DeviceRecord
 		var gone bool
 		e.section(func() {
-			d, ok := e.devices[id]
+			d, ok := e.reg.devices[id]
 			switch {
 			case !ok:
 				gone = true
 				delete(e.slots.made, id)
-			case e.opLocks[id] != "":
-				wait = e.opFreed
+			case e.reg.opLocks[id] != "":
+				wait = e.reg.opFreed
 			default:
 				rec = *d
 			}
@@ -241,7 +241,7 @@ func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
 	var o *deviceOp
 	var err error
 	e.section(func() {
-		if err = e.untouchedLocked(id); err == nil {
+		if err = e.reg.untouched(id); err == nil {
 			o = e.destroyOp(id, "slot-replace", "slot-destroy-failed", func(DeviceRecord) { delete(e.slots.made, id) })
 		}
 	})
@@ -294,13 +294,13 @@ func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[strin
 // flight (PinSlot), which is about to take it.
 func (e *Engine) slotYieldsLocked(d *DeviceRecord) bool {
 	slot, ok := e.slots.slotOf(d.ID)
-	if !ok || d.State != StateReady || e.opLocks[d.ID] != "" || e.slots.pinned(slot) {
+	if !ok || d.State != StateReady || e.reg.opLocks[d.ID] != "" || e.slots.pinned(slot) {
 		return false
 	}
 	if _, held := e.host.holder(d.ID); held {
 		return false
 	}
-	return !e.leasedLocked(d.ID)
+	return !e.reg.leased(d.ID)
 }
 
 // PinSlot keeps slot's device from yielding while an acquisition of that
@@ -331,15 +331,15 @@ func (e *Engine) ShutdownAssigned(ctx context.Context, id string) error {
 	var o *deviceOp
 	var err error
 	e.section(func() {
-		if err = e.untouchedLocked(id); err != nil {
+		if err = e.reg.untouched(id); err != nil {
 			return
 		}
 		if _, ok := e.slots.slotOf(id); !ok {
 			err = fmt.Errorf("%w: %s is not a slot device", ErrBadRequest, id)
 			return
 		}
-		if !e.slotYieldsLocked(e.devices[id]) {
-			err = fmt.Errorf("%w: %s is %s, or its slot's acquisition is in flight", ErrDeviceBusy, id, e.devices[id].State)
+		if !e.slotYieldsLocked(e.reg.devices[id]) {
+			err = fmt.Errorf("%w: %s is %s, or its slot's acquisition is in flight", ErrDeviceBusy, id, e.reg.devices[id].State)
 			return
 		}
 		o = e.shutdownOp(id, "slot-yield", "slot-shutdown-failed", func(d DeviceRecord) {
@@ -365,7 +365,7 @@ func (e *Engine) ShutdownAssigned(ctx context.Context, id string) error {
 func (e *Engine) BootBlocked(id string) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	if !ok || d.State != StateShutdown {
 		return nil
 	}
@@ -413,7 +413,7 @@ func (e *Engine) MakeRoom(ctx context.Context, req SpecRequest, freeing string) 
 			return
 		}
 		binding = nil
-		p := e.devices[victim].Platform
+		p := e.reg.devices[victim].Platform
 		o = e.shutdownOp(victim, "evict", "eviction-failed", func(DeviceRecord) {
 			e.emitLocked(events.Event{Type: "device.evicted", DeviceID: victim, Platform: p, Reason: "slot-boot"})
 		})

@@ -13,7 +13,7 @@ import (
 func (e *Engine) targetSpec(id, platform string) (Spec, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, ok := e.devices[id]
+	d, ok := e.reg.devices[id]
 	if !ok {
 		return Spec{}, fmt.Errorf("%w: %s", ErrUnknownDevice, id)
 	}
@@ -35,7 +35,7 @@ func (e *Engine) serveTargetedLocked(queue []*waiter) {
 		if w.device == "" || w.working || w.evicting {
 			continue
 		}
-		d, ok := e.devices[w.device]
+		d, ok := e.reg.devices[w.device]
 		if !ok {
 			e.dropWaiterLocked(w, fmt.Errorf("%w: %s is gone", ErrUnknownDevice, w.device))
 			continue
@@ -105,7 +105,7 @@ type Described struct {
 func (e *Engine) FindDevice(platform, handle string) (DeviceRecord, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, d := range e.devices {
+	for _, d := range e.reg.devices {
 		if d.Platform == platform && d.Handle == handle {
 			return *d, true
 		}
@@ -135,7 +135,7 @@ func (e *Engine) AdoptDevice(ctx context.Context, platform, handle string) (Devi
 	}
 	var rec DeviceRecord
 	e.section(func() {
-		for _, d := range e.devices {
+		for _, d := range e.reg.devices {
 			if d.Platform == platform && d.Handle == handle {
 				rec = *d
 				return

@@ -17,7 +17,7 @@ type watchBook struct {
 func (e *Engine) LeaseEnded(leaseID string) <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.leases[leaseID]; !ok {
+	if _, ok := e.reg.leases[leaseID]; !ok {
 		ch := make(chan struct{})
 		close(ch)
 		return ch
@@ -56,7 +56,7 @@ func (e *Engine) LeaseEndedWhy(leaseID string) (<-chan struct{}, func() string) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	why := new(string)
-	if _, ok := e.leases[leaseID]; ok {
+	if _, ok := e.reg.leases[leaseID]; ok {
 		e.watches.watchWhy(leaseID, why)
 	}
 	return ch, func() string {

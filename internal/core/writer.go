@@ -258,21 +258,10 @@ func (e *Engine) storeFailed(err error) {
 		var waiters []*waiter
 		e.mu.Lock()
 		e.broken = err
-		if lerr == nil {
-			e.devices = map[string]*DeviceRecord{}
-			for _, d := range snap.Devices {
-				d := d
-				e.devices[d.ID] = &d
-			}
-			e.leases, e.byRequester = map[string]*LeaseRecord{}, map[string]string{}
-			for _, l := range snap.Leases {
-				l := l
-				e.leases[l.ID] = &l
-				e.byRequester[l.RequesterID] = l.ID
-			}
-		} else {
-			e.devices, e.leases, e.byRequester = map[string]*DeviceRecord{}, map[string]*LeaseRecord{}, map[string]string{}
+		if lerr != nil {
+			snap = Snapshot{}
 		}
+		e.reg.reload(snap)
 		waiters = append(waiters, e.queue.Entries()...)
 		for _, w := range waiters {
 			e.removeLocked(w)
