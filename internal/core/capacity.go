@@ -286,7 +286,7 @@ func (e *Engine) Status() StatusSnapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacityLocked(),
-		Leases: make([]LeaseRecord, 0, len(e.reg.leases)), Queue: e.queueEntriesLocked()}
+		Leases: make([]LeaseRecord, 0, len(e.reg.leases)), Queue: e.queue.list()}
 	for _, l := range e.reg.leases {
 		s.Leases = append(s.Leases, *l)
 	}

@@ -360,7 +360,7 @@ func (e *Engine) enterPass(ctx context.Context) (context.Context, func(), bool) 
 func (e *Engine) enterLoop() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.stopping {
+	if e.halt.stopping {
 		return false
 	}
 	e.loops.Add(1)

@@ -643,7 +643,7 @@ func (b *durableBook) arm(timers map[string]ports.Timer, fire func()) {
 // than the retention window, unless the engine is stopping.
 func (e *Engine) pruneRequests() {
 	e.mu.Lock()
-	if e.stopping {
+	if e.halt.stopping {
 		e.mu.Unlock()
 		return
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/ports"
-	"github.com/simlock/simlock/internal/waitq"
 )
 
 // Errors the engine returns; the daemon maps them to contract codes.
@@ -127,14 +126,13 @@ type Engine struct {
 	loops    sync.WaitGroup // the reaper loop, health ticks, cleanup and doctor passes
 	quit     chan struct{}  // closed when Stop begins: long-lived loops return
 
-	mu          sync.Mutex           // the decision section
-	reg         registry             // devices, leases, lease timers and op locks (registry.go)
-	queue       waitq.Queue[*waiter] // pending requests, FIFO (shared with the gateway: internal/waitq)
-	pending     []events.Event       // facts committed in this section, published as one batch before unlock
-	inSection   bool                 // f of section is running: emitLocked batches into pending
-	afterUnlock []func()             // pushes to callers, run after unlock: a slow client must never stall a decision
-	stopping    bool
-	maintenance bool // a reset (nuke) is running: nothing is granted or started
+	mu          sync.Mutex     // the decision section
+	reg         registry       // devices, leases, lease timers and op locks (registry.go)
+	queue       queue          // pending requests, FIFO (queue.go)
+	pending     []events.Event // facts committed in this section, published as one batch before unlock
+	inSection   bool           // f of section is running: emitLocked batches into pending
+	afterUnlock []func()       // pushes to callers, run after unlock: a slow client must never stall a decision
+	halt        halt           // Stop or a reset (nuke) has begun: nothing is granted or started
 
 	quarantine quarantineBook         // devices out of service and their retries (quarantine.go)
 	stimers    map[string]ports.Timer // settlement retries the store refused, by device id
@@ -193,18 +191,19 @@ func New(cfg Config, d Deps) *Engine {
 		slots:   newSlotBook(),
 		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
+	e.queue.left = e.goldens.recheckLocked
 	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
 	attachGoldenGate(e.drivers, e)
-	e.goldens = newGoldenBook(e, e.drivers, d)
-	e.rs = newResetBook(e, &e.reg, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
+	e.goldens = newGoldenBook(e, &e.queue, &e.halt, e.drivers, d)
+	e.rs = newResetBook(e, &e.reg, &e.queue, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
 		return e.quarantine.enterLocked(id, reason, op, causes...)
 	})
 	e.health = newHealthBook(e, &e.reg, cfg.Health, d)
 	e.cleanup = newCleanupBook(cfg.Cleanup, d)
-	e.quarantine = newQuarantineBook(e, &e.reg, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
+	e.quarantine = newQuarantineBook(e, &e.reg, &e.halt, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d, &e.reg)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
@@ -251,7 +250,7 @@ func (e *Engine) sectionDurable(f func()) error {
 	e.inSection = true
 	e.secTicket = 0
 	f()
-	if told := e.host.noteWaits(&e.queue); told != nil {
+	if told := e.host.noteWaits(&e.queue.Queue); told != nil {
 		e.afterUnlock = append(e.afterUnlock, told)
 	}
 	e.inSection = false
@@ -440,30 +439,21 @@ type QueueEntry struct {
 func (e *Engine) Queue() []QueueEntry {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.queueEntriesLocked()
-}
-
-// queueEntriesLocked lists the queue oldest first; Position is the place
-// in the FIFO, counting requests whose device work is already running.
-func (e *Engine) queueEntriesLocked() []QueueEntry {
-	out := make([]QueueEntry, 0, e.queue.Len())
-	for i, w := range e.queue.Entries() {
-		out = append(out, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
-	}
-	return out
+	return e.queue.list()
 }
 
 func sortDevices(ds []DeviceRecord) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
 }
 
-// stoppingLocked reports that Stop has begun; haltedLocked, that Stop or
-// an operator reset (Nuke) has: nothing new is started.
-func (e *Engine) stoppingLocked() bool { return e.stopping }
-func (e *Engine) haltedLocked() bool   { return e.stopping || e.maintenance }
+// halt says whether the engine starts new work: not once Stop has begun
+// (stopping) nor while an operator reset (Nuke) runs (maintenance). It is
+// read and set inside the decision section; books that must start nothing
+// then are handed it.
+type halt struct{ stopping, maintenance bool }
 
-// waitersLocked are the queued requests, in FIFO order.
-func (e *Engine) waitersLocked() []*waiter { return e.queue.Entries() }
+// halted reports that Stop or a reset has begun: nothing new is started.
+func (h *halt) halted() bool { return h.stopping || h.maintenance }
 
 // now is the engine's notion of the current instant: UTC, truncated to the
 // millisecond the store keeps, so memory and disk never disagree about a

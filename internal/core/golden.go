@@ -121,6 +121,8 @@ type GoldenGated interface {
 // goldenEngine, and the drivers' goldens through drivers.
 type goldenBook struct {
 	eng     goldenEngine
+	queue   *queue            // the requests a golden build is for
+	halt    *halt             // no build or removal starts once the engine halts
 	drivers map[string]Driver // the engine's drivers, by platform (fixed at New)
 	clock   ports.Clock
 	log     *slog.Logger
@@ -144,8 +146,7 @@ type goldenBook struct {
 }
 
 // goldenEngine is what the golden book needs of the engine, satisfied by
-// *Engine: the section and its facts, whether it is stopping or
-// resetting, the queue, the planner's input and a device's running
+// *Engine: the section and its facts, the planner's input and a device's running
 // footprint, and the background work a removal or a retry runs in.
 type goldenEngine interface {
 	now() time.Time
@@ -154,16 +155,13 @@ type goldenEngine interface {
 	pushLocked(w *waiter, p Progress)
 	scheduleLocked()
 	notifyPositions()
-	stoppingLocked() bool
-	haltedLocked() bool
-	waitersLocked() []*waiter
 	planInputLocked(queue []*waiter, warm bool) PlanInput
 	footprintLocked(s Spec) uint64
 	goBackground(f func(ctx context.Context))
 }
 
-func newGoldenBook(eng goldenEngine, drivers map[string]Driver, d Deps) goldenBook {
-	return goldenBook{eng: eng, drivers: drivers, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}}
+func newGoldenBook(eng goldenEngine, q *queue, h *halt, drivers map[string]Driver, d Deps) goldenBook {
+	return goldenBook{eng: eng, queue: q, halt: h, drivers: drivers, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}}
 }
 
 // goldenRefusal is why the gate last refused a spec's golden.
@@ -251,11 +249,11 @@ func (b *goldenBook) admitLocked(platform string, g Golden, inlineOK bool, start
 // build one), so the retry step, which judges every refused spec in one
 // schedule, builds it once, not once per spec.
 func (b *goldenBook) verdictLocked(in *PlanInput, platform string, want Golden, inlineOK bool) (GoldenAdmission, string) {
-	if b.eng.haltedLocked() {
+	if b.halt.halted() {
 		return GoldenRefused, "the daemon is stopping or resetting"
 	}
 	queuedHere := false
-	for _, w := range b.eng.waitersLocked() {
+	for _, w := range b.queue.Entries() {
 		if !w.working && w.device == "" {
 			return GoldenRefused, "a request is waiting for capacity"
 		}
@@ -318,14 +316,14 @@ func (b *goldenBook) refuseLocked(platform, model, runtime, why string) {
 // The answer does not schedule again: a build the gate refuses after all
 // waits for the next event that may clear it, never for itself.
 func (b *goldenBook) retryLocked() {
-	if !b.recheck || b.eng.stoppingLocked() {
+	if !b.recheck || b.halt.stopping {
 		return
 	}
 	b.recheck = false
 	if len(b.refused) == 0 {
 		return
 	}
-	for _, w := range b.eng.waitersLocked() {
+	for _, w := range b.queue.Entries() {
 		if !w.working && w.device == "" {
 			return // the gate refuses while a request waits, whatever else freed
 		}
@@ -389,7 +387,7 @@ func (b *goldenBook) recheckLocked() { b.recheck = true }
 func (b *goldenBook) reclaimForLocked(w *waiter, id string) {
 	platform, handle, ok := strings.Cut(strings.TrimPrefix(id, goldenIDPrefix), ":")
 	gr, can := b.drivers[platform].(GoldenReclaimer)
-	if !ok || !can || b.reclaiming[id] || b.eng.stoppingLocked() {
+	if !ok || !can || b.reclaiming[id] || b.halt.stopping {
 		return
 	}
 	if b.reclaiming == nil {
@@ -413,7 +411,7 @@ func (b *goldenBook) reclaimForLocked(w *waiter, id string) {
 				b.log.Info("golden reclaimed for a request", "golden", id)
 				b.eng.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: platform, Reason: "golden-reclaimed"})
 			}
-			if !b.eng.stoppingLocked() {
+			if !b.halt.stopping {
 				b.eng.scheduleLocked()
 			}
 		})
@@ -456,7 +454,7 @@ func (b *goldenBook) stuckLocked(id string, err error) {
 				// to back off from any more.
 				delete(b.stuck, id)
 			}
-			if !b.eng.stoppingLocked() {
+			if !b.halt.stopping {
 				b.eng.scheduleLocked()
 			}
 		})

@@ -226,11 +226,11 @@ func (e *Engine) grantGroupLocked(w *waiter, members []Decision) {
 	w.stampLease(&l, now)
 	if err := e.commitLocked(Changes{PutDevices: devs, PutLeases: []LeaseRecord{l}, PutRequests: e.reqs.grantedReceipt(e.store, w, l)}); err != nil {
 		e.log.Error("group grant commit failed", "devices", ids, "err", err)
-		e.removeLocked(w)
+		e.queue.remove(w)
 		w.deliver(result{err: err})
 		return
 	}
-	e.removeLocked(w)
+	e.queue.remove(w)
 	e.armExpiryLocked(l)
 	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: ids[0], RequesterID: l.RequesterID, Platform: l.Platform,
 		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID,

@@ -58,7 +58,7 @@ func (e *Engine) StartHealthMonitor() {
 }
 
 func (e *Engine) armHealthLocked() {
-	if e.stopping {
+	if e.halt.stopping {
 		return
 	}
 	e.health.timer = e.clock.AfterFunc(e.cfg.Health.Interval, func() {
@@ -110,7 +110,7 @@ func (e *Engine) HealthTick(ctx context.Context) {
 		seen[p] = m
 	}
 	e.section(func() {
-		if e.stopping || e.maintenance {
+		if e.halt.halted() {
 			return
 		}
 		stable := e.cfg.Health.StableObservations

@@ -188,7 +188,7 @@ func (e *Engine) SetHostUsage(u HostUsage) {
 	e.section(func() {
 		e.host.usage = u
 		e.scheduleLocked()
-		if !e.stopping && !e.maintenance {
+		if !e.halt.halted() {
 			e.host.shed(e.planInputLocked(nil, false), e.viewLocked(), e)
 		}
 	})

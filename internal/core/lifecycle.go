@@ -36,7 +36,7 @@ func (e *Engine) expire(id string) {
 	var released bool
 	e.section(func() {
 		l, ok := e.reg.leases[id]
-		if !ok || e.stopping {
+		if !ok || e.halt.stopping {
 			return
 		}
 		if e.clock.Now().Before(l.ExpiresAt) {
@@ -552,17 +552,17 @@ func (e *Engine) Sorted() []DeviceRecord {
 func (e *Engine) Stop(ctx context.Context) {
 	var waiters []*waiter
 	e.section(func() {
-		if !e.stopping {
+		if !e.halt.stopping {
 			close(e.quit)
 		}
-		e.stopping = true
+		e.halt.stopping = true
 		for _, w := range e.queue.Entries() {
 			if !w.working {
 				waiters = append(waiters, w)
 			}
 		}
 		for _, w := range waiters {
-			e.removeLocked(w)
+			e.queue.remove(w)
 		}
 		for _, t := range []ports.Timer{e.health.timer, e.warm.timer} {
 			if t != nil {

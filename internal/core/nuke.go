@@ -29,11 +29,11 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 	var cancelled []*waiter
 	var busy bool
 	e.section(func() {
-		if e.maintenance {
+		if e.halt.maintenance {
 			busy = true
 			return
 		}
-		e.maintenance = true
+		e.halt.maintenance = true
 		for _, id := range sortedLeaseIDs(e.reg.leases) {
 			if e.releaseLocked(*e.reg.leases[id], "reset") == nil {
 				rep.ReleasedLeases = append(rep.ReleasedLeases, id)
@@ -48,7 +48,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 			}
 		}
 		for _, w := range cancelled {
-			e.removeLocked(w)
+			e.queue.remove(w)
 			e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: w.requester, Platform: w.spec.Platform,
 				Reason: "reset", Data: e.refusalData(w.owner, ErrCancelled)})
 		}
@@ -58,7 +58,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 		return rep, ErrMaintenance
 	}
 	defer e.section(func() {
-		e.maintenance = false
+		e.halt.maintenance = false
 		e.goldens.forgetLocked()
 		e.emitLocked(events.Event{Type: "daemon.reset", Data: map[string]any{
 			"releasedLeases": len(rep.ReleasedLeases), "destroyedDevices": len(rep.DestroyedDevices), "failed": len(rep.Failed)}})

@@ -117,7 +117,7 @@ func (e errBusy) Error() string { return "device busy with " + e.lock }
 // the engine is stopping no operation begins: whatever is left undone is
 // recovered by the next start from the registry.
 func (e *Engine) beginOpLocked(o *deviceOp) error {
-	if e.stopping {
+	if e.halt.stopping {
 		return ErrStopping
 	}
 	cur, ok := e.reg.devices[o.id]
@@ -218,7 +218,7 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 				delete(e.stimers, o.id)
 				// Once stopping, the store may be closing: the intent on
 				// disk lets the next start finish the job instead.
-				if e.stopping || e.reg.opLocks[o.id] != o.lock || o.settled {
+				if e.halt.stopping || e.reg.opLocks[o.id] != o.lock || o.settled {
 					return
 				}
 				e.settleOpLocked(o, opErr)

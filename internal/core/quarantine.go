@@ -16,6 +16,7 @@ import (
 type quarantineBook struct {
 	eng    quarantineEngine
 	reg    *registry // the device records and their commits
+	halt   *halt     // no retry starts once the engine halts
 	policy QuarantinePolicy
 	clock  ports.Clock
 	log    *slog.Logger
@@ -33,15 +34,14 @@ type quarantineEngine interface {
 	section(f func())
 	emitLocked(ev events.Event)
 	commitLocked(c Changes) error
-	haltedLocked() bool
 	Driver(platform string) (Driver, bool)
 	disposeLocked(id, fact, lock string, extra map[string]any) error
 	scheduleLocked()
 	startOpLocked(o *deviceOp) error
 }
 
-func newQuarantineBook(eng quarantineEngine, reg *registry, p QuarantinePolicy, d Deps, deviceGone func(DeviceRecord)) quarantineBook {
-	return quarantineBook{eng: eng, reg: reg, policy: p, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}, deviceGone: deviceGone}
+func newQuarantineBook(eng quarantineEngine, reg *registry, h *halt, p QuarantinePolicy, d Deps, deviceGone func(DeviceRecord)) quarantineBook {
+	return quarantineBook{eng: eng, reg: reg, halt: h, policy: p, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}, deviceGone: deviceGone}
 }
 
 // stopTimersLocked stops every retry timer (Stop, and Nuke before it
@@ -104,7 +104,7 @@ func (b *quarantineBook) retry(id string) {
 	b.eng.section(func() {
 		delete(b.timers, id)
 		d := b.reg.device(id)
-		if d == nil || d.State != StateQuarantined || b.reg.opLock(id) != "" || b.eng.haltedLocked() {
+		if d == nil || d.State != StateQuarantined || b.reg.opLock(id) != "" || b.halt.halted() {
 			return
 		}
 		if _, ok := b.eng.Driver(d.Platform); !ok {

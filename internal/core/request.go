@@ -142,12 +142,14 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	if !ok {
 		return Grant{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", r.Spec.Platform), "platforms", e.Platforms())
 	}
-	if err := e.checkRequester(r.RequesterID); err != nil {
+	e.mu.Lock()
+	err := e.queue.admits(&e.reg, r.RequesterID)
+	e.mu.Unlock()
+	if err != nil {
 		return Grant{}, err
 	}
 	r.Spec.RequesterID = r.RequesterID
 	var spec Spec
-	var err error
 	if r.DeviceID != "" {
 		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
 		if err == nil {
@@ -187,11 +189,11 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 	var refuse error
 	e.section(func() {
-		if e.stopping {
+		if e.halt.stopping {
 			refuse = ErrStopping
 			return
 		}
-		if e.maintenance {
+		if e.halt.maintenance {
 			refuse = ErrMaintenance
 			return
 		}
@@ -203,7 +205,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			refuse = ErrAssignedUnknown
 			return
 		}
-		if err := e.checkRequesterLocked(r.RequesterID); err != nil {
+		if err := e.queue.admits(&e.reg, r.RequesterID); err != nil {
 			refuse = err
 			return
 		}
@@ -216,7 +218,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		// the planner changed nothing for a request it could not serve.
 		if r.NoWait && !w.working && !w.evicting && len(w.prep) == 0 && e.queue.Contains(w) {
 			refuse = e.host.refusal(w, e.planInputLocked)
-			e.removeLocked(w)
+			e.queue.remove(w)
 			e.emitLocked(refusedEvent(w, refuse, e.refusalData(w.owner, refuse)))
 			return
 		}
@@ -266,18 +268,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 // (ADR 0057), and the requests behind it must not wait for an unrelated
 // event.
 func (e *Engine) withdrawLocked(w *waiter, ev events.Event) {
-	e.removeLocked(w)
+	e.queue.remove(w)
 	e.emitLocked(ev)
 	e.scheduleLocked()
-}
-
-// removeLocked takes w out of the queue. Its callers other than
-// withdrawLocked schedule later on their own (a reset when it ends, a
-// grant in the planner) or need not (a noWait refusal: nothing stands
-// behind a request queued a moment ago).
-func (e *Engine) removeLocked(w *waiter) {
-	e.queue.Remove(w)
-	e.goldens.recheckLocked() // a refused golden build may wait for this request only
 }
 
 // refusalData is a request event's data: its owner, and the refusal's code
@@ -289,27 +282,6 @@ func (e *Engine) refusalData(owner string, err error) map[string]any {
 		d["code"] = c
 	}
 	return d
-}
-
-func (e *Engine) checkRequester(id string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.checkRequesterLocked(id)
-}
-
-func (e *Engine) checkRequesterLocked(id string) error {
-	if lid, ok := e.reg.byRequester[id]; ok {
-		return &RequesterLeasedError{LeaseID: lid}
-	}
-	for _, w := range e.queue.Entries() {
-		// A cancelled or abandoned request whose device work is still
-		// finishing is no longer the requester's: it only leaves a warm
-		// device behind, so it blocks nothing.
-		if w.requester == id && !w.abandoned {
-			return ErrRequesterQueue
-		}
-	}
-	return nil
 }
 
 // abandon withdraws a request whose caller went away. Work already in
@@ -333,13 +305,8 @@ func (e *Engine) Cancel(requester string) error {
 	var found bool
 	var w *waiter
 	e.section(func() {
-		for _, x := range e.queue.Entries() {
-			if x.requester == requester && !x.abandoned {
-				w, found = x, true
-				break
-			}
-		}
-		if !found {
+		w = e.queue.pendingOf(requester)
+		if found = w != nil; !found {
 			return
 		}
 		ev := events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: e.refusalData(w.owner, ErrCancelled)}
@@ -399,7 +366,7 @@ func (w *waiter) pushPosition(pos int, stamp uint64) {
 // them in queue order. Plan has already charged each decision against the
 // ones before it, so applying them one after another never over-commits.
 func (e *Engine) scheduleLocked() {
-	if e.stopping || e.maintenance || e.broken != nil {
+	if e.halt.halted() || e.broken != nil {
 		return
 	}
 	e.serveTargetedLocked(e.queue.Entries())
@@ -587,11 +554,11 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	ticket, err := e.commitAsyncLocked(Changes{PutDevices: []DeviceRecord{d}, PutLeases: []LeaseRecord{l}, PutRequests: e.reqs.grantedReceipt(e.store, w, l)})
 	if err != nil {
 		e.log.Error("grant commit failed", "device", id, "err", err)
-		e.removeLocked(w)
+		e.queue.remove(w)
 		w.deliver(result{err: err})
 		return
 	}
-	e.removeLocked(w)
+	e.queue.remove(w)
 	e.armExpiryLocked(l)
 	e.emitLocked(events.Event{Type: "lease.granted", LeaseID: l.ID, DeviceID: id, RequesterID: l.RequesterID, Platform: d.Platform,
 		Data: map[string]any{"ttlMs": l.TTL.Milliseconds(), "waitedMs": now.Sub(w.enqueuedAt).Milliseconds(), "ownerId": l.OwnerID,
@@ -646,7 +613,7 @@ func (e *Engine) startProvisionLocked(w *waiter, spec Spec) string {
 	if err := e.commitLocked(Changes{PutDevices: []DeviceRecord{rec}}); err != nil {
 		e.log.Error("record a new device", "err", err)
 		if w != nil {
-			e.removeLocked(w)
+			e.queue.remove(w)
 			w.deliver(result{err: err})
 		}
 		return ""
@@ -826,7 +793,7 @@ func (e *Engine) replanLocked(w *waiter) {
 	w.working = false
 	w.phase = "queued"
 	if w.abandoned || !e.queue.Contains(w) {
-		e.removeLocked(w)
+		e.queue.remove(w)
 	}
 	e.scheduleLocked()
 }
@@ -843,7 +810,7 @@ func (w *waiter) push(p Progress) {
 func (e *Engine) finishWorkLocked(w *waiter, id string) {
 	w.working = false
 	if w.abandoned || !e.queue.Contains(w) {
-		e.removeLocked(w)
+		e.queue.remove(w)
 		e.retireUnwantedLocked(id)
 		e.scheduleLocked()
 		return
@@ -861,7 +828,7 @@ func (e *Engine) failWorkLocked(w *waiter, err error) {
 // the stack already).
 func (e *Engine) dropWaiterLocked(w *waiter, err error) {
 	w.working = false
-	e.removeLocked(w)
+	e.queue.remove(w)
 	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error(), Data: e.refusalData(w.owner, err)})
 	w.deliver(result{err: err})
 }

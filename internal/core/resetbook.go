@@ -44,6 +44,7 @@ type resetTrack struct {
 type resetBook struct {
 	eng   resetEngine
 	reg   *registry // the device records and their commits
+	queue *queue    // the queue's demand, which the reset kind choice weighs
 	log   *slog.Logger
 	hooks OpHooks
 	// quarantine takes a device whose destroy failed out of service for a
@@ -59,8 +60,7 @@ type resetBook struct {
 
 // resetEngine is what resets need of the engine, all of it satisfied by
 // *Engine: its clock and facts, the disposal of a device, the one
-// device-operation path, the queue's demand and the waiter a baseline
-// capture grants.
+// device-operation path and the waiter a baseline capture grants.
 type resetEngine interface {
 	now() time.Time
 	section(f func())
@@ -74,12 +74,11 @@ type resetEngine interface {
 	runUnrecorded(ctx context.Context, info OpInfo, f func(ctx context.Context) error) error
 	purgeByErase(ctx context.Context, drv Driver, d DeviceRecord) (stopped bool, err error)
 	keepRunningAfterPurgeLocked(id string) bool
-	waitersLocked() []*waiter
 	finishWorkLocked(w *waiter, id string)
 }
 
-func newResetBook(eng resetEngine, reg *registry, cfg Config, d Deps, quarantine func(id, reason string, op OpKind, causes ...events.Event) error) resetBook {
-	b := resetBook{eng: eng, reg: reg, log: d.Logger, hooks: d.Hooks, quarantine: quarantine, figures: &resetFigures{}}
+func newResetBook(eng resetEngine, reg *registry, q *queue, cfg Config, d Deps, quarantine func(id, reason string, op OpKind, causes ...events.Event) error) resetBook {
+	b := resetBook{eng: eng, reg: reg, queue: q, log: d.Logger, hooks: d.Hooks, quarantine: quarantine, figures: &resetFigures{}}
 	if cfg.MaxConcurrentResetBoots > 0 {
 		b.boots = make(chan struct{}, cfg.MaxConcurrentResetBoots)
 	}

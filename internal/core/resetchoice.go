@@ -90,7 +90,7 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 // specWaitedForLocked reports whether a queued request waits for a device
 // of spec key.
 func (b *resetBook) specWaitedForLocked(key string) bool {
-	for _, w := range b.eng.waitersLocked() {
+	for _, w := range b.queue.Entries() {
 		if w.spec.Key() == key {
 			return true
 		}

@@ -285,7 +285,7 @@ func (e *Engine) startTuneLocked(w *waiter, id string) {
 			return serr
 		}
 		if w.abandoned || !e.queue.Contains(w) {
-			e.removeLocked(w)
+			e.queue.remove(w)
 			e.scheduleLocked()
 			return nil
 		}

@@ -171,7 +171,7 @@ func (e *Engine) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, n
 	spec.NameHint = name
 	var id string
 	e.section(func() {
-		if e.stopping {
+		if e.halt.stopping {
 			err = ErrStopping
 			return
 		}

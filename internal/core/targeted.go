@@ -141,7 +141,7 @@ func (e *Engine) AdoptDevice(ctx context.Context, platform, handle string) (Devi
 				return
 			}
 		}
-		if e.stopping {
+		if e.halt.stopping {
 			err = ErrStopping
 			return
 		}

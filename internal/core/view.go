@@ -18,5 +18,5 @@ type registryView struct {
 
 // viewLocked is the registry as the books read it, inside the section.
 func (e *Engine) viewLocked() registryView {
-	return registryView{devices: e.reg.devices, leases: e.reg.leases, opLocks: e.reg.opLocks, queue: &e.queue, pool: e.generalPoolMayUseLocked}
+	return registryView{devices: e.reg.devices, leases: e.reg.leases, opLocks: e.reg.opLocks, queue: &e.queue.Queue, pool: e.generalPoolMayUseLocked}
 }

@@ -293,12 +293,12 @@ func (b *warmBook) arm(stopping bool, fire func()) {
 // one that grew is filled.
 func (e *Engine) demandTick() {
 	e.section(func() {
-		if e.stopping {
+		if e.halt.stopping {
 			return
 		}
 		e.warm.sample(e.viewLocked(), true)
 		e.scheduleLocked()
-		e.warm.arm(e.stopping, e.demandTick)
+		e.warm.arm(e.halt.stopping, e.demandTick)
 	})
 }
 
@@ -338,7 +338,7 @@ func (e *Engine) resolveWarmTargets(ctx context.Context) {
 	e.section(func() {
 		e.warm.floors = out
 		e.scheduleLocked()
-		e.warm.arm(e.stopping, e.demandTick)
+		e.warm.arm(e.halt.stopping, e.demandTick)
 	})
 }
 

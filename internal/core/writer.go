@@ -264,7 +264,7 @@ func (e *Engine) storeFailed(err error) {
 		e.reg.reload(snap)
 		waiters = append(waiters, e.queue.Entries()...)
 		for _, w := range waiters {
-			e.removeLocked(w)
+			e.queue.remove(w)
 		}
 		e.mu.Unlock()
 		for _, w := range waiters {

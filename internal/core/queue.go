@@ -1,0 +1,56 @@
+package core
+
+import "github.com/simlock/simlock/internal/waitq"
+
+// queue is the engine's pending requests in FIFO order (a waitq.Queue,
+// the same queue the gateway keeps) and what a request leaving it sets
+// off. Its methods run only inside the decision section.
+type queue struct {
+	waitq.Queue[*waiter]
+	// left is told when a request leaves the queue: a refused golden build
+	// may wait for that request only (goldenBook.recheckLocked).
+	left func()
+}
+
+// remove takes w out of the queue. The engine's withdrawLocked also plans
+// again; a caller of remove alone schedules later on its own (a reset when
+// it ends, a grant in the planner) or need not (a noWait refusal: nothing
+// stands behind a request queued a moment ago).
+func (q *queue) remove(w *waiter) {
+	q.Remove(w)
+	q.left()
+}
+
+// list is the queue oldest first; Position is the place in the FIFO,
+// counting requests whose device work is already running.
+func (q *queue) list() []QueueEntry {
+	out := make([]QueueEntry, 0, q.Len())
+	for i, w := range q.Entries() {
+		out = append(out, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
+	}
+	return out
+}
+
+// pendingOf is requester's request in the queue, nil when it has none. A
+// cancelled or abandoned request whose device work is still finishing is
+// no longer the requester's: it only leaves a warm device behind.
+func (q *queue) pendingOf(requester string) *waiter {
+	for _, w := range q.Entries() {
+		if w.requester == requester && !w.abandoned {
+			return w
+		}
+	}
+	return nil
+}
+
+// admits refuses a request from a requester who already holds a lease in
+// reg or has a request pending here.
+func (q *queue) admits(reg *registry, requester string) error {
+	if lid, ok := reg.byRequester[requester]; ok {
+		return &RequesterLeasedError{LeaseID: lid}
+	}
+	if q.pendingOf(requester) != nil {
+		return ErrRequesterQueue
+	}
+	return nil
+}
