@@ -146,6 +146,7 @@ type Engine struct {
 	rs         resetBook              // session resets and the reset kind figures (resetbook.go)
 	goldens    goldenBook             // golden removals and refused builds (golden.go)
 	host       hostBook               // the rest of the host, foreign claims and host waits (hostbook.go)
+	groups     groupBook              // multi-device requests' bounds, plans and preparation (group.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -192,6 +193,8 @@ func New(cfg Config, d Deps) *Engine {
 		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
 	e.queue.left = e.goldens.recheckLocked
+	e.groups = groupBook{maxSize: cfg.MaxGroupSize, bypass: cfg.GroupBypass, limits: func() Limits { return e.strategy.Limits() },
+		footprint: e.footprintLocked, reg: &e.reg, ops: e, log: d.Logger}
 	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
@@ -218,9 +221,12 @@ func randomID() string {
 }
 
 // Platforms lists the platforms with a driver, sorted.
-func (e *Engine) Platforms() []string {
+func (e *Engine) Platforms() []string { return platformsOf(e.drivers) }
+
+// platformsOf lists the platforms drivers serve, sorted.
+func platformsOf(drivers map[string]Driver) []string {
 	var ps []string
-	for p := range e.drivers {
+	for p := range drivers {
 		ps = append(ps, p)
 	}
 	sort.Strings(ps)

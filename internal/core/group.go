@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -121,21 +122,43 @@ func (p *planner) heldBack(w PlanWaiter) (Decision, bool) {
 
 // ---- the engine's side ----
 
-// groupPlanLocked is a group waiter as the planner sees it.
-func (e *Engine) groupPlanLocked(w *waiter) PlanWaiter {
+// groupBook is what the engine keeps for multi-device requests (ADR
+// 0043): the size bound and the bypass budget, and how a group is planned,
+// prepared and checked. Its methods run only inside the decision section
+// (check before it); the group's device work goes through groupOps.
+type groupBook struct {
+	maxSize, bypass int
+	limits          func() Limits     // the capacity strategy's limits, read when a group is checked
+	footprint       func(Spec) uint64 // a running device's RAM (footprintLocked)
+	reg             *registry
+	ops             groupOps
+	log             *slog.Logger
+}
+
+// groupOps is the device work a group's preparation starts, satisfied by
+// *Engine: a boot or a provision as the general pool's own work, and the
+// group's own eviction.
+type groupOps interface {
+	startBootLocked(w *waiter, id string)
+	startProvisionLocked(w *waiter, spec Spec) string
+	startEvictLocked(w *waiter, id string, destroy bool)
+}
+
+// plan is a group waiter as the planner sees it.
+func (b *groupBook) plan(w *waiter) PlanWaiter {
 	pw := PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), NoWait: w.noWait,
-		Working: w.evicting || e.groupPreparingLocked(w), Blocking: w.bypassed >= e.cfg.GroupBypass}
+		Working: w.evicting || b.preparing(w), Blocking: w.bypassed >= b.bypass}
 	for _, s := range w.group {
-		pw.Group = append(pw.Group, PlanWaiter{Platform: s.Platform, SpecKey: s.Key(), RAM: e.footprintLocked(s)})
+		pw.Group = append(pw.Group, PlanWaiter{Platform: s.Platform, SpecKey: s.Key(), RAM: b.footprint(s)})
 	}
 	return pw
 }
 
-// groupPreparingLocked reports whether device work started for group w is
-// still in flight; once all of it settled the group is planned again.
-func (e *Engine) groupPreparingLocked(w *waiter) bool {
+// preparing reports whether device work started for group w is still in
+// flight; once all of it settled the group is planned again.
+func (b *groupBook) preparing(w *waiter) bool {
 	for id := range w.prep {
-		if _, ok := e.reg.devices[id]; ok && e.reg.opLocks[id] != "" {
+		if _, ok := b.reg.devices[id]; ok && b.reg.opLocks[id] != "" {
 			return true
 		}
 		delete(w.prep, id)
@@ -143,9 +166,9 @@ func (e *Engine) groupPreparingLocked(w *waiter) bool {
 	return false
 }
 
-// countBypassLocked charges every waiting group with the requests behind
-// it on its platforms that this plan serves.
-func (e *Engine) countBypassLocked(ds []Decision, queue []*waiter) {
+// countBypass charges every waiting group with the requests behind it on
+// its platforms that this plan serves.
+func (b *groupBook) countBypass(ds []Decision, queue []*waiter) {
 	var open []*waiter
 	for _, d := range ds {
 		if d.Waiter < 0 {
@@ -164,10 +187,10 @@ func (e *Engine) countBypassLocked(ds []Decision, queue []*waiter) {
 			continue
 		}
 		for _, g := range open {
-			if g.groupHasPlatform(w.spec.Platform) && g.bypassed < e.cfg.GroupBypass {
+			if g.groupHasPlatform(w.spec.Platform) && g.bypassed < b.bypass {
 				g.bypassed++
-				if g.bypassed == e.cfg.GroupBypass {
-					e.log.Debug("group request's bypass budget spent; holding capacity for it", "requester", g.requester)
+				if g.bypassed == b.bypass {
+					b.log.Debug("group request's bypass budget spent; holding capacity for it", "requester", g.requester)
 				}
 			}
 		}
@@ -183,11 +206,11 @@ func (w *waiter) groupHasPlatform(p string) bool {
 	return false
 }
 
-// prepareGroupLocked starts the device work a group needs before it can be
-// granted at once. Boots and provisions run as the general pool's own work
+// prepare starts the device work a group needs before it can be granted
+// at once. Boots and provisions run as the general pool's own work
 // (nothing is held for the group); an eviction is the group's, so it is
 // not started twice.
-func (e *Engine) prepareGroupLocked(w *waiter, work []Decision) {
+func (b *groupBook) prepare(w *waiter, work []Decision) {
 	w.prepared = true
 	if w.prep == nil {
 		w.prep = map[string]bool{}
@@ -196,14 +219,14 @@ func (e *Engine) prepareGroupLocked(w *waiter, work []Decision) {
 		switch d.Kind {
 		case DecideBoot:
 			w.prep[d.DeviceID] = true
-			e.startBootLocked(nil, d.DeviceID)
+			b.ops.startBootLocked(nil, d.DeviceID)
 		case DecideProvision:
-			if id := e.startProvisionLocked(nil, w.group[d.Waiter]); id != "" {
+			if id := b.ops.startProvisionLocked(nil, w.group[d.Waiter]); id != "" {
 				w.prep[id] = true
 			}
 		case DecideEvict:
 			if !w.evicting {
-				e.startEvictLocked(w, d.DeviceID, d.Destroy)
+				b.ops.startEvictLocked(w, d.DeviceID, d.Destroy)
 			}
 		}
 	}
@@ -239,17 +262,17 @@ func (e *Engine) grantGroupLocked(w *waiter, members []Decision) {
 	w.deliver(result{grant: Grant{Lease: l, Device: devs[0], Members: devs}})
 }
 
-// checkGroup refuses a group the engine could never grant: too many
-// members, a member a single request could not have, or more devices of a
-// platform than its limits ever allow running at once.
-func (e *Engine) checkGroup(g []SpecRequest) error {
-	if len(g) > e.cfg.MaxGroupSize {
-		return fmt.Errorf("%w: %d devices asked for, at most %d (queue.maxGroupSize)", ErrBadRequest, len(g), e.cfg.MaxGroupSize)
+// check refuses a group the engine could never grant: too many members,
+// a member a single request could not have, or more devices of a platform
+// than its limits ever allow running at once.
+func (b *groupBook) check(g []SpecRequest) error {
+	if len(g) > b.maxSize {
+		return fmt.Errorf("%w: %d devices asked for, at most %d (queue.maxGroupSize)", ErrBadRequest, len(g), b.maxSize)
 	}
 	if len(g) < 2 {
 		return fmt.Errorf("%w: a device group needs at least two devices", ErrBadRequest)
 	}
-	lim := e.strategy.Limits()
+	lim := b.limits()
 	per := map[string]int{}
 	for _, s := range g {
 		if s.Platform == "" {
@@ -278,15 +301,15 @@ func (e *Engine) checkGroup(g []SpecRequest) error {
 
 // resolveGroup resolves every member's spec through its platform's driver
 // (outside the decision section, as a single request's spec is).
-func (e *Engine) resolveGroup(ctx context.Context, r Request) ([]Spec, error) {
+func resolveGroup(ctx context.Context, drivers map[string]Driver, r Request) ([]Spec, error) {
 	if len(r.Group) == 0 {
 		return nil, nil
 	}
 	out := make([]Spec, 0, len(r.Group))
 	for _, m := range r.Group {
-		drv, ok := e.drivers[m.Platform]
+		drv, ok := drivers[m.Platform]
 		if !ok {
-			return nil, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", m.Platform), "platforms", e.Platforms())
+			return nil, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", m.Platform), "platforms", platformsOf(drivers))
 		}
 		m.RequesterID = r.RequesterID
 		s, err := drv.ResolveSpec(ctx, m)
@@ -307,14 +330,12 @@ func groupPrint(g []SpecRequest) []string {
 	return out
 }
 
-// noWaitGroupLocked refuses a noWait group that must wait after work was
-// started for it (the devices it prepared were taken meanwhile): noWait
-// never queues, and the group holds nothing, so nothing is lost.
-func (e *Engine) noWaitGroupLocked(w *waiter) {
-	if len(w.group) == 0 || !w.noWait || !w.prepared || len(w.prep) > 0 || !e.queue.Contains(w) {
-		return
-	}
-	e.dropWaiterLocked(w, e.host.refusal(w, e.planInputLocked))
+// noWaitStranded reports a noWait group in q that must wait after work
+// was started for it (the devices it prepared were taken meanwhile): it is
+// refused, since noWait never queues, and the group holds nothing, so
+// nothing is lost.
+func noWaitStranded(w *waiter, q *queue) bool {
+	return len(w.group) > 0 && w.noWait && w.prepared && len(w.prep) == 0 && q.Contains(w)
 }
 
 // requestPlatform is the platform a receipt records: a group's first

@@ -123,7 +123,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		return Grant{}, fmt.Errorf("%w: asked for %s, at most %s", ErrTTLTooLong, ttl, e.cfg.MaxTTL)
 	}
 	if len(r.Group) > 0 {
-		if err := e.checkGroup(r.Group); err != nil {
+		if err := e.groups.check(r.Group); err != nil {
 			return Grant{}, err
 		}
 		r.Spec = r.Group[0]
@@ -167,7 +167,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	if err != nil {
 		return Grant{}, err
 	}
-	group, err := e.resolveGroup(ctx, r)
+	group, err := resolveGroup(ctx, e.drivers, r)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -373,7 +373,7 @@ func (e *Engine) scheduleLocked() {
 	e.warm.refresh(e.viewLocked())
 	queue := e.queue.Entries()
 	ds := Plan(e.planInputLocked(queue, true))
-	e.countBypassLocked(ds, queue)
+	e.groups.countBypass(ds, queue)
 	for _, d := range ds {
 		e.planLocked(d, queue)
 	}
@@ -401,12 +401,14 @@ func (e *Engine) planLocked(d Decision, queue []*waiter) {
 	case DecideWait:
 		if w != nil {
 			w.waitLimit = d.Limit
-			e.noWaitGroupLocked(w)
+			if noWaitStranded(w, &e.queue) {
+				e.dropWaiterLocked(w, e.host.refusal(w, e.planInputLocked))
+			}
 		}
 	case DecideGrantGroup:
 		e.grantGroupLocked(w, d.Members)
 	case DecidePrepareGroup:
-		e.prepareGroupLocked(w, d.Members)
+		e.groups.prepare(w, d.Members)
 	case DecideEvict:
 		e.log.Debug("evicting to unblock a limit", "device", d.DeviceID, "limit", d.Limit, "destroy", d.Destroy, "then", string(d.Then), "requester", w.requester)
 		e.startEvictLocked(w, d.DeviceID, d.Destroy)
@@ -428,7 +430,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in.Devices = append(in.Devices, e.goldens.planDevicesLocked()...)
 	for _, w := range queue {
 		if len(w.group) > 0 {
-			in.Queue = append(in.Queue, e.groupPlanLocked(w))
+			in.Queue = append(in.Queue, e.groups.plan(w))
 			continue
 		}
 		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
