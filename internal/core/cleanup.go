@@ -151,9 +151,9 @@ func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
 		// Cleanup acts only on idle inventory the general pool owns, and
 		// stops (only) idle slot devices.
 		switch {
-		case e.slotYieldsLocked(d):
+		case e.pool.slotYields(d):
 			v.ShutdownOnly[d.ID] = true
-		case !e.generalPoolMayUseLocked(d):
+		case !e.pool.general(d):
 			v.Claimed[d.ID] = true
 		}
 	}
@@ -263,9 +263,9 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 		case p.Action == ActionShutdown && cur.State != StateReady,
 			p.Action == ActionDestroy && cur.State != StateReady && cur.State != StateShutdown:
 			skipped = "now " + string(cur.State)
-		case p.Action == ActionShutdown && e.slotYieldsLocked(cur):
+		case p.Action == ActionShutdown && e.pool.slotYields(cur):
 			// An idle slot device: stopped, never destroyed (ADR 0062).
-		case !e.generalPoolMayUseLocked(cur):
+		case !e.pool.general(cur):
 			skipped = "not the general pool's"
 		case e.drivers[cur.Platform] == nil:
 			skipped = "no driver"

@@ -147,6 +147,7 @@ type Engine struct {
 	goldens    goldenBook             // golden removals and refused builds (golden.go)
 	host       hostBook               // the rest of the host, foreign claims and host waits (hostbook.go)
 	groups     groupBook              // multi-device requests' bounds, plans and preparation (group.go)
+	pool       pool                   // which devices each pool may use (pool.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -193,6 +194,7 @@ func New(cfg Config, d Deps) *Engine {
 		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
 	e.queue.left = e.goldens.recheckLocked
+	e.pool = pool{reg: &e.reg, host: &e.host, slots: &e.slots}
 	e.groups = groupBook{maxSize: cfg.MaxGroupSize, bypass: cfg.GroupBypass, limits: func() Limits { return e.strategy.Limits() },
 		footprint: e.footprintLocked, reg: &e.reg, ops: e, log: d.Logger}
 	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)

@@ -9,7 +9,7 @@ import (
 
 // Owner-system devices (ADR 0063). A device made for a request that
 // carries an owner-system mark (Request.OwnerSystem) keeps the mark for
-// its whole life: the general pool never uses it (generalPoolMayUseLocked)
+// its whole life: the general pool never uses it (pool.general)
 // and only requests of the same mark are served it. The core knows no
 // system by name; it applies two rules that follow from the mark alone:
 //
@@ -19,12 +19,6 @@ import (
 //     so it is destroyed rather than left idle;
 //   - the owner system may retire one of its idle devices (RetireIdle),
 //     to keep its own device budget.
-
-// unwantedLocked reports whether d is a marked device no request holds or
-// ever held: made for a request that left before the grant.
-func (e *Engine) unwantedLocked(d *DeviceRecord) bool {
-	return d.OwnerSystem != "" && d.LastLeasedAt.IsZero() && e.idleInventoryLocked(d) && !e.reg.leased(d.ID)
-}
 
 // retireOp is the destroy of an owner-system device, reported as
 // device.destroyed with reason.
@@ -41,7 +35,7 @@ func (e *Engine) retireOp(id, reason string) *deviceOp {
 // applies the same rule (retireUnwanted).
 func (e *Engine) retireUnwantedLocked(id string) {
 	d, ok := e.reg.devices[id]
-	if !ok || !e.unwantedLocked(d) {
+	if !ok || !e.pool.unwanted(d) {
 		return
 	}
 	if err := e.startOpLocked(e.retireOp(id, "preparation-abandoned")); err != nil {
@@ -57,7 +51,7 @@ func (e *Engine) retireUnwanted(ctx context.Context) {
 	var ops []*deviceOp
 	e.section(func() {
 		for _, d := range e.Sorted() {
-			if cur := e.reg.devices[d.ID]; cur != nil && e.unwantedLocked(cur) {
+			if cur := e.reg.devices[d.ID]; cur != nil && e.pool.unwanted(cur) {
 				ops = append(ops, e.retireOp(d.ID, "preparation-ended"))
 			}
 		}
@@ -84,7 +78,7 @@ func (e *Engine) RetireIdle(id, sys string) error {
 		switch {
 		case !ok:
 			return // gone already
-		case !e.poolMayUseLocked(d, sys) || e.reg.leased(id):
+		case !e.pool.of(d, sys) || e.reg.leased(id):
 			err = fmt.Errorf("%w: device %s is not an idle device of %s", ErrBadRequest, id, sys)
 			return
 		}

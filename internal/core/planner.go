@@ -29,15 +29,15 @@ type PlanDevice struct {
 	Platform string
 	SpecKey  string
 	State    DeviceState
-	// Usable: idle inventory (idleInventoryLocked). A device that is not
+	// Usable: idle inventory (pool.idle). A device that is not
 	// usable still counts against capacity.
 	Usable bool
 	// System is its owner-system mark: only a waiter of the same System
 	// is granted or booted it ("" is the general pool, so Usable with an
-	// empty System is generalPoolMayUseLocked). Evictions and sweeps,
+	// empty System is pool.general). Evictions and sweeps,
 	// which serve nobody with the device, take any mark.
 	System string
-	// Yields: not usable, but an idle slot device (slotYieldsLocked) a
+	// Yields: not usable, but an idle slot device (pool.slotYields) a
 	// running limit may shut down for anyone's start, as it would a warm
 	// device. It is never destroyed, so it eases running limits only.
 	Yields bool

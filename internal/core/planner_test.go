@@ -204,14 +204,15 @@ func TestSweepVictims(t *testing.T) {
 // path (planner, warm pool, cleanup, eviction, startup sweep) asks it.
 func TestGeneralPoolMayUse(t *testing.T) {
 	e := &Engine{reg: registry{opLocks: map[string]string{}}}
+	e.pool = pool{reg: &e.reg, host: &e.host, slots: &e.slots}
 	for st, ok := range map[DeviceState]bool{StateReady: true, StateShutdown: true, StateLeased: false, StateReclaiming: false,
 		StateQuarantined: false, StateProvisioning: false, StateDeleted: false} {
-		if got := e.generalPoolMayUseLocked(&DeviceRecord{ID: "d", State: st}); got != ok {
+		if got := e.pool.general(&DeviceRecord{ID: "d", State: st}); got != ok {
 			t.Errorf("%s: %v, want %v", st, got, ok)
 		}
 	}
 	e.reg.opLocks["d"] = "cleanup"
-	if e.generalPoolMayUseLocked(&DeviceRecord{ID: "d", State: StateReady}) {
+	if e.pool.general(&DeviceRecord{ID: "d", State: StateReady}) {
 		t.Error("a device an operation holds is the pool's")
 	}
 	// The same answer reaches the planner and the cleanup view.

@@ -51,7 +51,7 @@ type DeviceRecord struct {
 	// OwnerSystem marks a device that belongs to one system beside the
 	// general pool (the session broker's devices): set from the request
 	// that made it, it keeps the device out of the general pool for its
-	// whole life (generalPoolMayUseLocked), and only requests carrying the
+	// whole life (pool.general), and only requests carrying the
 	// same mark are served it. The core forwards it and knows no system
 	// by name (ADR 0063).
 	OwnerSystem string

@@ -423,7 +423,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 	in.Host = e.host.resolved(in.Limits)
 	for _, d := range e.reg.devices {
 		in.Devices = append(in.Devices, PlanDevice{ID: d.ID, Platform: d.Platform, SpecKey: d.Spec.Key(), State: d.State,
-			Usable: e.idleInventoryLocked(d), System: d.OwnerSystem, Yields: e.slotYieldsLocked(d), Reserved: e.reg.holdsReservation(d),
+			Usable: e.pool.idle(d), System: d.OwnerSystem, Yields: e.pool.slotYields(d), Reserved: e.reg.holdsReservation(d),
 			Leaving: e.reg.opLocks[d.ID] == "converge", RAM: e.footprintLocked(d.Spec), LastUse: lastUse(d)})
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].ID < in.Devices[j].ID })
@@ -450,44 +450,6 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 		}
 	}
 	return in
-}
-
-// generalPoolMayUseLocked is the one answer to "may the general pool use
-// this device": grant it, boot it, evict it, count it as warm, clean it up
-// or shut it down in the startup sweep. Every one of those paths asks here,
-// so a device taken out of the pool (an operation in flight today; a slot
-// assignment or a host-wide claim later) leaves all of them at once. Only
-// idle inventory qualifies; each path then selects the exact state it acts
-// on.
-//
-// A device with an owner-system mark is never the general pool's: it is
-// served only to requests of its own system (poolMayUseLocked), so a
-// session's device can never reach a plain lease on any of these paths.
-func (e *Engine) generalPoolMayUseLocked(d *DeviceRecord) bool {
-	return d.OwnerSystem == "" && e.idleInventoryLocked(d)
-}
-
-// poolMayUseLocked is generalPoolMayUseLocked for the pool of one owner
-// system ("" is the general pool): the same idle inventory, of that mark.
-func (e *Engine) poolMayUseLocked(d *DeviceRecord, system string) bool {
-	return d.OwnerSystem == system && e.idleInventoryLocked(d)
-}
-
-// idleInventoryLocked is idle inventory whatever its mark: no operation
-// in flight, no foreign claim, no slot assignment (and the assignments
-// known at all), ready or shut down. The planner sees it as Usable and
-// matches the mark per waiter.
-func (e *Engine) idleInventoryLocked(d *DeviceRecord) bool {
-	if e.reg.opLocks[d.ID] != "" {
-		return false
-	}
-	if _, held := e.host.holder(d.ID); held {
-		return false
-	}
-	if _, slot := e.slots.slotOf(d.ID); slot || e.slots.unknown {
-		return false
-	}
-	return d.State == StateReady || d.State == StateShutdown
 }
 
 // keepRunningAfterPurgeLocked answers, between a purge's erase and its boot,

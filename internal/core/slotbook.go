@@ -133,25 +133,6 @@ func checkAssigned(id, slot string, slotOf func(id string) (string, bool)) error
 	return fmt.Errorf("%w: %s", ErrAssigned, id)
 }
 
-// slotMayUseLocked is the targeted path's exception to the general pool:
-// a slot's own execution may use its assigned device, idle and untouched
-// by anyone else on the host.
-func (e *Engine) slotMayUseLocked(w *waiter, d *DeviceRecord) bool {
-	if w.slot == "" || w.slot == FreePoolSlot {
-		return false
-	}
-	if s, ok := e.slots.slotOf(d.ID); !ok || s != w.slot {
-		return false
-	}
-	if e.reg.opLocks[d.ID] != "" {
-		return false
-	}
-	if _, held := e.host.holder(d.ID); held {
-		return false
-	}
-	return d.State == StateReady || d.State == StateShutdown
-}
-
 // ProvisionAssigned creates and boots a new device for slot (a slot key),
 // named name when the driver can, and returns it ready and idle. The device is marked as the slot's before
 // the decision section that records it ends, so the general pool never
@@ -288,21 +269,6 @@ func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[strin
 // the idle-shutdown rule may stop it. It is never destroyed by either (its
 // assignment and its data stay), and its slot's next execution boots it.
 
-// slotYieldsLocked reports whether d is a slot device that may be shut
-// down to make room: assigned (or in the free pool), ready, not leased, no
-// operation or foreign claim on it, and no acquisition of its slot in
-// flight (PinSlot), which is about to take it.
-func (e *Engine) slotYieldsLocked(d *DeviceRecord) bool {
-	slot, ok := e.slots.slotOf(d.ID)
-	if !ok || d.State != StateReady || e.reg.opLocks[d.ID] != "" || e.slots.pinned(slot) {
-		return false
-	}
-	if _, held := e.host.holder(d.ID); held {
-		return false
-	}
-	return !e.reg.leased(d.ID)
-}
-
 // PinSlot keeps slot's device from yielding while an acquisition of that
 // slot decides about it and leases it: without it, the planner could shut
 // a device down between the reconciler choosing it and its grant. The
@@ -338,7 +304,7 @@ func (e *Engine) ShutdownAssigned(ctx context.Context, id string) error {
 			err = fmt.Errorf("%w: %s is not a slot device", ErrBadRequest, id)
 			return
 		}
-		if !e.slotYieldsLocked(e.reg.devices[id]) {
+		if !e.pool.slotYields(e.reg.devices[id]) {
 			err = fmt.Errorf("%w: %s is %s, or its slot's acquisition is in flight", ErrDeviceBusy, id, e.reg.devices[id].State)
 			return
 		}

@@ -40,7 +40,7 @@ func (e *Engine) serveTargetedLocked(queue []*waiter) {
 			e.dropWaiterLocked(w, fmt.Errorf("%w: %s is gone", ErrUnknownDevice, w.device))
 			continue
 		}
-		if !e.poolMayUseLocked(d, w.system) && !e.slotMayUseLocked(w, d) {
+		if !e.pool.of(d, w.system) && !e.pool.slotMayUse(w, d) {
 			continue
 		}
 		switch d.State {

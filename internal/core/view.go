@@ -12,11 +12,11 @@ type registryView struct {
 	opLocks map[string]string // device id -> the operation holding it
 	queue   *waitq.Queue[*waiter]
 	// pool reports whether the general pool may use a device
-	// (generalPoolMayUseLocked).
+	// (pool.general).
 	pool func(*DeviceRecord) bool
 }
 
 // viewLocked is the registry as the books read it, inside the section.
 func (e *Engine) viewLocked() registryView {
-	return registryView{devices: e.reg.devices, leases: e.reg.leases, opLocks: e.reg.opLocks, queue: &e.queue.Queue, pool: e.generalPoolMayUseLocked}
+	return registryView{devices: e.reg.devices, leases: e.reg.leases, opLocks: e.reg.opLocks, queue: &e.queue.Queue, pool: e.pool.general}
 }
