@@ -134,20 +134,18 @@ type Engine struct {
 	afterUnlock []func()       // pushes to callers, run after unlock: a slow client must never stall a decision
 	halt        halt           // Stop or a reset (nuke) has begun: nothing is granted or started
 
-	quarantine quarantineBook         // devices out of service and their retries (quarantine.go)
-	stimers    map[string]ports.Timer // settlement retries the store refused, by device id
-	deferred   map[string]*deviceOp   // operations waiting for the one holding their device
-	health     healthBook             // the leased devices' health monitor (health.go)
-	cleanup    cleanupBook            // the cleanup rules' disk reading and pressure edge (cleanup.go)
-	slots      slotBook               // the devices managed slots hold (slotbook.go)
-	warm       warmBook               // the warm pool's targets and the demand they follow (warmbook.go)
-	watches    watchBook              // who waits for a lease to end (watchbook.go)
-	reqs       *durableBook           // durable lease requests (durablereq.go)
-	rs         resetBook              // session resets and the reset kind figures (resetbook.go)
-	goldens    goldenBook             // golden removals and refused builds (golden.go)
-	host       hostBook               // the rest of the host, foreign claims and host waits (hostbook.go)
-	groups     groupBook              // multi-device requests' bounds, plans and preparation (group.go)
-	pool       pool                   // which devices each pool may use (pool.go)
+	quarantine quarantineBook // devices out of service and their retries (quarantine.go)
+	health     healthBook     // the leased devices' health monitor (health.go)
+	cleanup    cleanupBook    // the cleanup rules' disk reading and pressure edge (cleanup.go)
+	slots      slotBook       // the devices managed slots hold (slotbook.go)
+	warm       warmBook       // the warm pool's targets and the demand they follow (warmbook.go)
+	watches    watchBook      // who waits for a lease to end (watchbook.go)
+	reqs       *durableBook   // durable lease requests (durablereq.go)
+	rs         resetBook      // session resets and the reset kind figures (resetbook.go)
+	goldens    goldenBook     // golden removals and refused builds (golden.go)
+	host       hostBook       // the rest of the host, foreign claims and host waits (hostbook.go)
+	groups     groupBook      // multi-device requests' bounds, plans and preparation (group.go)
+	pool       pool           // which devices each pool may use (pool.go)
 
 	// The single writer (writer.go, ADR 0044): the section hands it its
 	// change sets and facts; nobody is told a fact before it is durable.
@@ -188,7 +186,6 @@ func New(cfg Config, d Deps) *Engine {
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
 		log: d.Logger, newID: d.NewID, hooks: d.Hooks, quit: make(chan struct{}),
-		stimers: map[string]ports.Timer{}, deferred: map[string]*deviceOp{},
 		drivers: map[string]Driver{},
 		slots:   newSlotBook(),
 		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},

@@ -569,7 +569,7 @@ func (e *Engine) Stop(ctx context.Context) {
 				t.Stop()
 			}
 		}
-		e.deferred = map[string]*deviceOp{}
+		e.reg.deferred = map[string]*deviceOp{}
 	})
 	for _, w := range waiters {
 		w.deliver(result{err: ErrStopping})
@@ -591,7 +591,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.reg.stopTimers()
 	e.goldens.stopTimersLocked()
 	e.quarantine.stopTimersLocked()
-	e.stopSettleTimersLocked()
+	e.reg.stopSettleTimers()
 	e.mu.Unlock()
 	e.bgCancel()
 	e.reqs.wg.Wait()

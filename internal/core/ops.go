@@ -210,12 +210,12 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 		wait := e.cfg.Quarantine.delay(o.tries)
 		o.tries++
 		e.log.Error("settling a device operation failed; retrying", "device", o.id, "op", o.kind, "retryIn", wait, "err", serr)
-		if t, ok := e.stimers[o.id]; ok {
+		if t, ok := e.reg.stimers[o.id]; ok {
 			t.Stop()
 		}
-		e.stimers[o.id] = e.clock.AfterFunc(wait, func() {
+		e.reg.stimers[o.id] = e.clock.AfterFunc(wait, func() {
 			e.section(func() {
-				delete(e.stimers, o.id)
+				delete(e.reg.stimers, o.id)
 				// Once stopping, the store may be closing: the intent on
 				// disk lets the next start finish the job instead.
 				if e.halt.stopping || e.reg.opLocks[o.id] != o.lock || o.settled {
@@ -228,10 +228,10 @@ func (e *Engine) settleOpLocked(o *deviceOp, opErr error) {
 		return
 	}
 	o.settled = true
-	if next, ok := e.deferred[o.id]; ok && e.reg.opLocks[o.id] == "" {
+	if next, ok := e.reg.deferred[o.id]; ok && e.reg.opLocks[o.id] == "" {
 		// An operation that had to wait for this one (a purge behind a
 		// crash recovery) runs now, under its own lock and intent.
-		delete(e.deferred, o.id)
+		delete(e.reg.deferred, o.id)
 		if err := e.startOpLocked(next); err != nil {
 			e.log.Warn("a deferred device operation could not start", "device", o.id, "op", next.kind, "err", err)
 		}
@@ -262,16 +262,12 @@ func (e *Engine) runUnrecorded(ctx context.Context, info OpInfo, f func(ctx cont
 // holds its device.
 func (e *Engine) startOrDeferOpLocked(o *deviceOp) error {
 	if e.reg.opLocks[o.id] != "" {
-		e.deferOpLocked(o)
+		// Queued behind the operation holding the device: a later
+		// deferral for the same device replaces an earlier one.
+		e.reg.deferred[o.id] = o
 		return nil
 	}
 	return e.startOpLocked(o)
-}
-
-// deferOpLocked queues o to run once the operation holding its device
-// settles. A later deferral for the same device replaces an earlier one.
-func (e *Engine) deferOpLocked(o *deviceOp) {
-	e.deferred[o.id] = o
 }
 
 // dropLocked forgets a device that has nothing behind it (a provision that
@@ -332,12 +328,4 @@ func (e *Engine) destroyOp(id, lock, failReason string, done func(d DeviceRecord
 			e.scheduleLocked()
 			return nil
 		}}
-}
-
-// stopSettleTimersLocked stops the settlement retries (Stop).
-func (e *Engine) stopSettleTimersLocked() {
-	for id, t := range e.stimers {
-		t.Stop()
-		delete(e.stimers, id)
-	}
 }

@@ -12,30 +12,30 @@ type pool struct {
 	slots *slotBook
 }
 
-// general is the one answer to "may the general pool use
-// this device": grant it, boot it, evict it, count it as warm, clean it up
-// or shut it down in the startup sweep. Every one of those paths asks here,
+// general is the one answer to "may the general pool use this device":
+// grant it, boot it, evict it, count it as warm, clean it up or shut it
+// down in the startup sweep. Every one of those paths asks here,
 // so a device taken out of the pool (an operation in flight today; a slot
 // assignment or a host-wide claim later) leaves all of them at once. Only
 // idle inventory qualifies; each path then selects the exact state it acts
 // on.
 //
 // A device with an owner-system mark is never the general pool's: it is
-// served only to requests of its own system (of), so a
-// session's device can never reach a plain lease on any of these paths.
+// served only to requests of its own system (of), so a session's device
+// can never reach a plain lease on any of these paths.
 func (p pool) general(d *DeviceRecord) bool {
 	return d.OwnerSystem == "" && p.idle(d)
 }
 
-// of is general for the pool of one owner
-// system ("" is the general pool): the same idle inventory, of that mark.
+// of is general for the pool of one owner system ("" is the general
+// pool): the same idle inventory, of that mark.
 func (p pool) of(d *DeviceRecord, system string) bool {
 	return d.OwnerSystem == system && p.idle(d)
 }
 
-// idle is idle inventory whatever its mark: no operation
-// in flight, no foreign claim, no slot assignment (and the assignments
-// known at all), ready or shut down. The planner sees it as Usable and
+// idle is idle inventory whatever its mark: no operation in flight, no
+// foreign claim, no slot assignment (and the assignments known at all),
+// ready or shut down. The planner sees it as Usable and
 // matches the mark per waiter.
 func (p pool) idle(d *DeviceRecord) bool {
 	if p.reg.opLocks[d.ID] != "" {

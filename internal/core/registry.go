@@ -10,10 +10,11 @@ import (
 
 // registry is the engine's ledger in memory: the devices, the leases (and
 // which requester holds which), the lease timers and the per-device
-// operation locks. (The planner's ledger, planner.go, is its per-plan
-// capacity accounting.) It is what a commit changes: the single writer persists a change
-// set first (writer.go, ADR 0044) and the registry applies it after, so
-// memory never holds what the disk refused.
+// operation locks, with the operations deferred behind a lock and the
+// retries of a refused settlement. (The planner's ledger, planner.go, is
+// its per-plan capacity accounting.) It is what a commit changes: the
+// single writer persists a change set first (writer.go, ADR 0044) and the
+// registry applies it after, so memory never holds what the disk refused.
 //
 // Its methods run only inside the decision section. The engine holds one
 // registry and hands books a pointer to it for their record lookups; the
@@ -23,8 +24,10 @@ type registry struct {
 	leases      map[string]*LeaseRecord
 	byRequester map[string]string // requester id -> lease id
 	timers      map[string]ports.Timer
-	opLocks     map[string]string // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
-	opFreed     chan struct{}     // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
+	opLocks     map[string]string      // device id -> the operation holding it (a per-device operation lock; "claims" are host-wide, see the claims issue)
+	opFreed     chan struct{}          // closed and replaced whenever an op lock is dropped (resources_op.go waits on it)
+	deferred    map[string]*deviceOp   // operations waiting for the one holding their device (startOrDeferOpLocked)
+	stimers     map[string]ports.Timer // settlement retries the store refused, by device id (settleOpLocked)
 
 	now    func() time.Time
 	emit   func(events.Event)   // a fact applyLocked derives (a state change)
@@ -36,6 +39,7 @@ func newRegistry(now func() time.Time, emit func(events.Event), commit func(Chan
 	return registry{
 		devices: map[string]*DeviceRecord{}, leases: map[string]*LeaseRecord{}, byRequester: map[string]string{},
 		timers: map[string]ports.Timer{}, opLocks: map[string]string{}, opFreed: make(chan struct{}),
+		deferred: map[string]*deviceOp{}, stimers: map[string]ports.Timer{},
 		now: now, emit: emit, commit: commit, gone: gone,
 	}
 }
@@ -203,9 +207,14 @@ func (l *registry) update(id string, f func(d *DeviceRecord)) (DeviceRecord, err
 }
 
 // stopTimers stops every lease timer (Stop).
-func (l *registry) stopTimers() {
-	for id, t := range l.timers {
+func (l *registry) stopTimers() { stopAll(l.timers) }
+
+// stopSettleTimers stops the settlement retries (Stop).
+func (l *registry) stopSettleTimers() { stopAll(l.stimers) }
+
+func stopAll(timers map[string]ports.Timer) {
+	for id, t := range timers {
 		t.Stop()
-		delete(l.timers, id)
+		delete(timers, id)
 	}
 }

@@ -69,11 +69,11 @@ func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call Resour
 			}
 			if call.Op == "reconcile" {
 				// Refused before the op lock or any driver command.
-				if err = e.reconcilableLocked(l.DeviceID); err != nil {
+				if err = reconcilable(&e.reg, e.drivers, l.DeviceID); err != nil {
 					return
 				}
 			}
-			o = e.resourceOp(l.DeviceID, "resources", func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error) {
+			o = resourceOp(l.DeviceID, "resources", func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error) {
 				return runResourceCall(ctx, o.drv, o.rec, call)
 			}, &out)
 			err = e.beginOpLocked(o)
@@ -104,14 +104,14 @@ func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call Resour
 	}
 }
 
-// reconcilableLocked says whether device id's driver serves
-// resources.reconcile (a ResourceReconciler).
-func (e *Engine) reconcilableLocked(id string) error {
-	rec, ok := e.reg.devices[id]
+// reconcilable says whether device id's driver serves resources.reconcile
+// (a ResourceReconciler).
+func reconcilable(reg *registry, drivers map[string]Driver, id string) error {
+	rec, ok := reg.devices[id]
 	if !ok {
 		return ErrUnknownLease
 	}
-	drv, ok := e.drivers[rec.Platform]
+	drv, ok := drivers[rec.Platform]
 	if _, can := drv.(ResourceReconciler); !ok || !can {
 		return fmt.Errorf("%w: %s devices keep no record of simlock's overrides to compare with", ErrReconcileUnsupported, rec.Platform)
 	}
@@ -121,7 +121,7 @@ func (e *Engine) reconcilableLocked(id string) error {
 // resourceOp is a device operation that makes one resource call and stores
 // its answer in out. It changes nothing in the registry: the settlement
 // only drops the lock (and the intent, settleOpLocked).
-func (e *Engine) resourceOp(id, lock string, call func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error), out *contract.ResourceResult) *deviceOp {
+func resourceOp(id, lock string, call func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error), out *contract.ResourceResult) *deviceOp {
 	return &deviceOp{kind: OpKindResources, lock: lock, id: id,
 		run: func(ctx context.Context, o *deviceOp) error {
 			res, err := call(ctx, o)
@@ -252,7 +252,7 @@ func profileUnproven(caps Capabilities, res contract.ResourceResult) bool {
 // destroyed; an existing one goes back to the pool only through a purge.
 func (e *Engine) startTuneLocked(w *waiter, id string) {
 	var out contract.ResourceResult
-	o := e.resourceOp(id, "tune", func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error) {
+	o := resourceOp(id, "tune", func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error) {
 		// Bounded on the engine's clock like every other wait of the
 		// core: a driver that never answers fails the step, not the queue.
 		ctx, cancel := context.WithCancelCause(ctx)

@@ -267,7 +267,7 @@ func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[strin
 // running slot against the rest of the host: when a running limit binds
 // for someone else, the planner may shut it down like a warm device, and
 // the idle-shutdown rule may stop it. It is never destroyed by either (its
-// assignment and its data stay), and its slot's next execution boots it.
+// assignment and its data stay), and its slot's next execution boots it (pool.slotYields).
 
 // PinSlot keeps slot's device from yielding while an acquisition of that
 // slot decides about it and leases it: without it, the planner could shut
