@@ -193,6 +193,17 @@ func newDurableBook(cfg Config, d Deps, reg *registry) *durableBook {
 	return b
 }
 
+// refusalData is a request event's data: its owner, and the refusal's code
+// in the daemon's vocabulary (Deps.Classify) so observers such as metrics
+// can count refusals by code without knowing the engine's errors.
+func (b *durableBook) refusalData(owner string, err error) map[string]any {
+	d := map[string]any{"ownerId": owner}
+	if c := b.classify(err).Code; c != "" {
+		d["code"] = c
+	}
+	return d
+}
+
 func keyOf(requester, key string) string { return requester + "\x00" + key }
 
 // fingerprint digests what the caller asked for. The key and the requester

@@ -50,7 +50,7 @@ func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
 		for _, w := range cancelled {
 			e.queue.remove(w)
 			e.emitLocked(events.Event{Type: "request.cancelled", RequesterID: w.requester, Platform: w.spec.Platform,
-				Reason: "reset", Data: e.refusalData(w.owner, ErrCancelled)})
+				Reason: "reset", Data: e.reqs.refusalData(w.owner, ErrCancelled)})
 		}
 		e.quarantine.stopTimersLocked()
 	})

@@ -219,7 +219,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		if r.NoWait && !w.working && !w.evicting && len(w.prep) == 0 && e.queue.Contains(w) {
 			refuse = e.host.refusal(w, e.planInputLocked)
 			e.queue.remove(w)
-			e.emitLocked(refusedEvent(w, refuse, e.refusalData(w.owner, refuse)))
+			e.emitLocked(refusedEvent(w, refuse, e.reqs.refusalData(w.owner, refuse)))
 			return
 		}
 		if e.queue.Contains(w) && !w.working {
@@ -244,7 +244,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			e.section(func() {
 				if e.queue.Contains(w) && !w.working {
 					timedOut = true
-					e.withdrawLocked(w, events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.refusalData(w.owner, ErrQueueTimeout)})
+					e.withdrawLocked(w, events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.reqs.refusalData(w.owner, ErrQueueTimeout)})
 				}
 			})
 			if timedOut {
@@ -273,17 +273,6 @@ func (e *Engine) withdrawLocked(w *waiter, ev events.Event) {
 	e.scheduleLocked()
 }
 
-// refusalData is a request event's data: its owner, and the refusal's code
-// in the daemon's vocabulary (Deps.Classify) so observers such as metrics
-// can count refusals by code without knowing the engine's errors.
-func (e *Engine) refusalData(owner string, err error) map[string]any {
-	d := map[string]any{"ownerId": owner}
-	if c := e.reqs.classify(err).Code; c != "" {
-		d["code"] = c
-	}
-	return d
-}
-
 // abandon withdraws a request whose caller went away. Work already in
 // flight completes and leaves its device warm instead of leased.
 func (e *Engine) abandon(w *waiter) {
@@ -309,7 +298,7 @@ func (e *Engine) Cancel(requester string) error {
 		if found = w != nil; !found {
 			return
 		}
-		ev := events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: e.refusalData(w.owner, ErrCancelled)}
+		ev := events.Event{Type: "request.cancelled", RequesterID: requester, Platform: w.spec.Platform, Data: e.reqs.refusalData(w.owner, ErrCancelled)}
 		if w.working {
 			// Its work in flight completes and leaves the device warm.
 			w.abandoned = true
@@ -793,7 +782,7 @@ func (e *Engine) failWorkLocked(w *waiter, err error) {
 func (e *Engine) dropWaiterLocked(w *waiter, err error) {
 	w.working = false
 	e.queue.remove(w)
-	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error(), Data: e.refusalData(w.owner, err)})
+	e.emitLocked(events.Event{Type: "request.failed", RequesterID: w.requester, Platform: w.spec.Platform, Reason: err.Error(), Data: e.reqs.refusalData(w.owner, err)})
 	w.deliver(result{err: err})
 }
 
