@@ -30,7 +30,7 @@ type registry struct {
 	stimers     map[string]ports.Timer // settlement retries the store refused, by device id (settleOpLocked)
 
 	now    func() time.Time
-	emit   func(events.Event)   // a fact applyLocked derives (a state change)
+	emit   func(events.Event)   // a fact apply derives (a state change)
 	commit func(Changes) error  // the engine's synchronous commit (commitLocked)
 	gone   func(leaseID string) // a lease left the registry (its watchers are told)
 }

@@ -521,8 +521,8 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 }
 
 // startBootLocked boots a shut-down device through the op executor,
-// holding a running reservation (its op lock: holdsReservationLocked), for waiter w or, with w nil, for the warm
-// pool.
+// holding a running reservation (its op lock: registry.holdsReservation),
+// for waiter w or, with w nil, for the warm pool.
 func (e *Engine) startBootLocked(w *waiter, id string) {
 	lock := e.workLock(w, "boot")
 	o := &deviceOp{kind: OpKindBoot, lock: lock, id: id,

@@ -39,7 +39,7 @@ func (b *watchBook) watch(leaseID string) <-chan struct{} {
 }
 
 // gone closes the lease's watch channel, if anyone watches it.
-// applyLocked calls it once the deletion is durable, so a watcher never
+// registry.apply calls it once the deletion is durable, so a watcher never
 // stops work for a release that did not land.
 func (b *watchBook) gone(leaseID string) {
 	if ch, ok := b.ended[leaseID]; ok {
