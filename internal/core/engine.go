@@ -190,7 +190,7 @@ func New(cfg Config, d Deps) *Engine {
 		slots:   newSlotBook(),
 		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
-	e.queue.left = e.goldens.recheckLocked
+	e.queue.left, e.queue.emit, e.queue.replan = e.goldens.recheckLocked, e.emitLocked, e.scheduleLocked
 	e.pool = pool{reg: &e.reg, host: &e.host, slots: &e.slots}
 	e.groups = groupBook{maxSize: cfg.MaxGroupSize, bypass: cfg.GroupBypass, limits: func() Limits { return e.strategy.Limits() },
 		footprint: e.footprintLocked, reg: &e.reg, ops: e, log: d.Logger}

@@ -1,6 +1,9 @@
 package core
 
-import "github.com/simlock/simlock/internal/waitq"
+import (
+	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/waitq"
+)
 
 // queue is the engine's pending requests in FIFO order (a waitq.Queue,
 // the same queue the gateway keeps) and what a request leaving it sets
@@ -10,15 +13,31 @@ type queue struct {
 	// left is told when a request leaves the queue: a refused golden build
 	// may wait for that request only (goldenBook.recheckLocked).
 	left func()
+	// emit and replan are the engine's (emitLocked, scheduleLocked), for
+	// withdraw.
+	emit   func(events.Event)
+	replan func()
 }
 
-// remove takes w out of the queue. The engine's withdrawLocked also plans
-// again; a caller of remove alone schedules later on its own (a reset when
+// remove takes w out of the queue. withdraw also plans again; a caller of
+// remove alone schedules later on its own (a reset when
 // it ends, a grant in the planner) or need not (a noWait refusal: nothing
 // stands behind a request queued a moment ago).
 func (q *queue) remove(w *waiter) {
 	q.Remove(w)
 	q.left()
+}
+
+// withdraw ends a request that leaves the queue without a grant (a queue
+// timeout, a cancel, an abandon): it is removed, ev says why, and the
+// queue is planned again at once. The leaving request may have held
+// capacity back (a group with its bypass budget spent) or a golden build
+// (ADR 0057), and the requests behind it must not wait for an unrelated
+// event.
+func (q *queue) withdraw(w *waiter, ev events.Event) {
+	q.remove(w)
+	q.emit(ev)
+	q.replan()
 }
 
 // list is the queue oldest first; Position is the place in the FIFO,

@@ -244,7 +244,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			e.section(func() {
 				if e.queue.Contains(w) && !w.working {
 					timedOut = true
-					e.withdrawLocked(w, events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.reqs.refusalData(w.owner, ErrQueueTimeout)})
+					e.queue.withdraw(w, events.Event{Type: "request.timed-out", RequesterID: w.requester, Platform: spec.Platform, Data: e.reqs.refusalData(w.owner, ErrQueueTimeout)})
 				}
 			})
 			if timedOut {
@@ -261,18 +261,6 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	}
 }
 
-// withdrawLocked ends a request that leaves the queue without a grant (a
-// queue timeout, a cancel, an abandon): it is removed, ev says why, and the
-// queue is planned again at once. The leaving request may have held
-// capacity back (a group with its bypass budget spent) or a golden build
-// (ADR 0057), and the requests behind it must not wait for an unrelated
-// event.
-func (e *Engine) withdrawLocked(w *waiter, ev events.Event) {
-	e.queue.remove(w)
-	e.emitLocked(ev)
-	e.scheduleLocked()
-}
-
 // abandon withdraws a request whose caller went away. Work already in
 // flight completes and leaves its device warm instead of leased.
 func (e *Engine) abandon(w *waiter) {
@@ -284,7 +272,7 @@ func (e *Engine) abandon(w *waiter) {
 			w.abandoned = true
 			return
 		}
-		e.withdrawLocked(w, events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
+		e.queue.withdraw(w, events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
 	})
 	e.notifyPositions()
 }
@@ -304,7 +292,7 @@ func (e *Engine) Cancel(requester string) error {
 			w.abandoned = true
 			e.emitLocked(ev)
 		} else {
-			e.withdrawLocked(w, ev)
+			e.queue.withdraw(w, ev)
 		}
 	})
 	if !found {
