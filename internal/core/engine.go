@@ -190,11 +190,11 @@ func New(cfg Config, d Deps) *Engine {
 		slots:   newSlotBook(),
 		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
 	}
+	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)
 	e.queue.left, e.queue.emit, e.queue.replan = e.goldens.recheckLocked, e.emitLocked, e.scheduleLocked
 	e.pool = pool{reg: &e.reg, host: &e.host, slots: &e.slots}
 	e.groups = groupBook{maxSize: cfg.MaxGroupSize, bypass: cfg.GroupBypass, limits: func() Limits { return e.strategy.Limits() },
 		footprint: e.footprintLocked, reg: &e.reg, ops: e, log: d.Logger}
-	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
