@@ -340,10 +340,7 @@ func LegalTransition(from, to DeviceState) bool {
 // is for the paths that must handle a refusal (device operations and their
 // settlement); the hot paths use commitAsyncLocked.
 func (e *Engine) commitLocked(c Changes) error {
-	if e.broken != nil {
-		return e.broken
-	}
-	if err := e.reg.check(c); err != nil {
+	if err := checkCommit(e.broken, &e.reg, c); err != nil {
 		return err
 	}
 	en, err := e.wr.enqueue(&c, nil, true)
@@ -358,6 +355,15 @@ func (e *Engine) commitLocked(c Changes) error {
 	return nil
 }
 
+// checkCommit refuses c before anything is written: on a fenced engine
+// (broken, storeFailed) or for a transition the state machine forbids.
+func checkCommit(broken error, reg *registry, c Changes) error {
+	if broken != nil {
+		return broken
+	}
+	return reg.check(c)
+}
+
 // commitAsyncLocked applies c to memory at once and hands it to the single
 // writer; the section's caller is answered only once it is durable
 // (sectionDurable, or the ticket a grant's result carries). A failure
@@ -367,10 +373,7 @@ func (e *Engine) commitAsyncLocked(c Changes) (uint64, error) {
 	if !e.inSection {
 		return 0, e.commitLocked(c)
 	}
-	if e.broken != nil {
-		return 0, e.broken
-	}
-	if err := e.reg.check(c); err != nil {
+	if err := checkCommit(e.broken, &e.reg, c); err != nil {
 		return 0, err
 	}
 	en, err := e.wr.enqueue(&c, nil, false)
