@@ -12,9 +12,9 @@ import (
 // quarantineBook is the devices taken out of service and the retry of
 // the operation that put each there (quarantine.go's policy). Its methods
 // run inside the decision section, but for retry, which a timer calls and
-// which enters it; it reaches the engine only through quarantineEngine.
+// which enters it; it reaches the engine only through deviceWork.
 type quarantineBook struct {
-	eng    quarantineEngine
+	eng    deviceWork
 	reg    *registry // the device records and their commits
 	halt   *halt     // no retry starts once the engine halts
 	policy QuarantinePolicy
@@ -26,10 +26,11 @@ type quarantineBook struct {
 	deviceGone func(d DeviceRecord)
 }
 
-// quarantineEngine is what quarantine needs of the engine, satisfied by
-// *Engine: the section and its facts, the drivers and the one
-// device-operation path.
-type quarantineEngine interface {
+// deviceWork is the engine as a book that settles devices sees it: the
+// clock, the section, facts and commits, the drivers, and the
+// device-operation path (quarantine.go, resetbook.go), satisfied by
+// *Engine.
+type deviceWork interface {
 	now() time.Time
 	section(f func())
 	emitLocked(ev events.Event)
@@ -40,7 +41,7 @@ type quarantineEngine interface {
 	startOpLocked(o *deviceOp) error
 }
 
-func newQuarantineBook(eng quarantineEngine, reg *registry, h *halt, p QuarantinePolicy, d Deps, deviceGone func(DeviceRecord)) quarantineBook {
+func newQuarantineBook(eng deviceWork, reg *registry, h *halt, p QuarantinePolicy, d Deps, deviceGone func(DeviceRecord)) quarantineBook {
 	return quarantineBook{eng: eng, reg: reg, halt: h, policy: p, clock: d.Clock, log: d.Logger, timers: map[string]ports.Timer{}, deviceGone: deviceGone}
 }
 

@@ -62,14 +62,7 @@ type resetBook struct {
 // *Engine: its clock and facts, the disposal of a device, the one
 // device-operation path and the waiter a baseline capture grants.
 type resetEngine interface {
-	now() time.Time
-	section(f func())
-	emitLocked(ev events.Event)
-	commitLocked(c Changes) error
-	Driver(platform string) (Driver, bool)
-	disposeLocked(id, fact, lock string, extra map[string]any) error
-	scheduleLocked()
-	startOpLocked(o *deviceOp) error
+	deviceWork
 	startOrDeferOpLocked(o *deviceOp) error
 	runUnrecorded(ctx context.Context, info OpInfo, f func(ctx context.Context) error) error
 	purgeByErase(ctx context.Context, drv Driver, d DeviceRecord) (stopped bool, err error)
