@@ -341,6 +341,24 @@ func TestClaimsReachTheDaemonOnlyThroughTheirPorts(t *testing.T) {
 		"internal/cli", "internal/sessions", "internal/slots", "internal/simsdk", "client")
 }
 
+// The device-resources system (internal/resources: descriptions, the
+// inventory, the resources.* operations) reaches the engine through the
+// interfaces it declares, and builds its shared reads on the listing
+// cache; it depends on no daemon, no concrete driver, no transport, no CLI
+// and none of the other systems, not even transitively.
+func TestResourcesReachTheEngineOnlyThroughTheirPorts(t *testing.T) {
+	noDepsOn(t, "internal/resources", "internal/daemon", "internal/drivers/ios", "internal/drivers/android",
+		"internal/transport/", "internal/cli", "internal/sessions", "internal/slots", "internal/claims", "internal/simsdk", "client")
+}
+
+// The per-lease uploads (internal/uploads) reach the engine's lease book
+// through the interface they declare: they depend on no daemon, driver,
+// transport, CLI or other system, not even transitively.
+func TestUploadsReachTheEngineOnlyThroughTheirPorts(t *testing.T) {
+	noDepsOn(t, "internal/uploads", "internal/daemon", "internal/drivers/", "internal/transport/",
+		"internal/cli", "internal/sessions", "internal/slots", "internal/claims", "internal/simsdk", "client")
+}
+
 // noDepsOn fails for each package of the module that pkg depends on,
 // directly or not, and that banned names: a path, or a prefix when it ends
 // in a slash.

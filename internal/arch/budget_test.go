@@ -22,7 +22,7 @@ import (
 const (
 	engineMethodBudget = 135  // goal 80
 	engineFieldBudget  = 39   // goal 25
-	daemonLineBudget   = 4015 // goal 3,500
+	daemonLineBudget   = 3010 // goal 3,500: met
 )
 
 func TestEngineStaysWithinItsMethodAndFieldBudget(t *testing.T) {

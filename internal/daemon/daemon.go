@@ -30,12 +30,14 @@ import (
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/resources"
 	"github.com/simlock/simlock/internal/sessions"
 	"github.com/simlock/simlock/internal/slots"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 	"github.com/simlock/simlock/internal/transport/socket"
 	"github.com/simlock/simlock/internal/transport/uplink"
+	"github.com/simlock/simlock/internal/uploads"
 )
 
 // Options configure a daemon. Zero-valued ports get their real adapters.
@@ -85,11 +87,11 @@ type Daemon struct {
 	engine   *core.Engine
 	bus      *events.Bus
 	disp     *dispatch.Dispatcher
-	journal  dispatch.Journal // the events journal (the home database)
-	rec      *recorder        // metrics, audit lines, journal writes (metrics.go)
-	inv      *inventory       // inventory reads within budgets (describe.go)
-	uploads  *uploads         // per-lease scratch directories (upload.go)
-	sessions *sessions.Broker // the session broker (internal/sessions); nil in gateway mode
+	journal  dispatch.Journal     // the events journal (the home database)
+	rec      *recorder            // metrics, audit lines, journal writes (metrics.go)
+	inv      *resources.Inventory // inventory reads within budgets (internal/resources)
+	uploads  *uploads.Store       // per-lease scratch directories (internal/uploads)
+	sessions *sessions.Broker     // the session broker (internal/sessions); nil in gateway mode
 	// extraContracts are further contracts capabilities.get lists (a
 	// configured feature appends its own, such as managed-slots/v1).
 	extraContracts []string
@@ -274,6 +276,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.claims.Bind(d.engine, drivers) // host waiters, usage and admission
 	d.sessions = d.newBroker(o)
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
+	// The daemon's life: the servers, the watchers and the shared reads.
+	sctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.startInventory(sctx, o, stats)
 
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady, ParkRefusal: d.parkRefusal, MapError: toContractError,
 		LeaseOwner: func(_ context.Context, id string) (string, bool, error) {
@@ -283,12 +289,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.register(d.disp)
 
 	// 4. Serve right away; everything but hello/status parks until ready.
-	sctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
-	d.inv = newInventory(sctx, d.cfg.Inventory, d.clock, d.engine.Driver)
-	observeBus(sctx, d.bus, d.inv.invalidate)
-	d.uploads = newUploads(sctx, o.Home, o.Config.Upload.MaxBytes, o.Config.DiskPressure.FreeBytesThreshold,
-		func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }, d.engine.LeaseEnded, ports.Module(o.Logger, "uploads"))
 	// Both servers are built before either serves: daemon.stop, over
 	// either, closes the socket server and waits for the HTTP one.
 	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
@@ -350,7 +350,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			// Slot devices leave the general pool before anyone is served.
 			d.slots.Start(sctx)
 			// Before the gate opens, so no upload races the sweep.
-			d.uploads.sweep(d.engine.Leases())
+			d.uploads.Sweep(d.engine.Leases())
 			// Session receipts are recovered before anyone may ask for
 			// them: handed-off sessions adopted, a crash's sessions ended.
 			d.sessions.Recover(sctx)
@@ -651,6 +651,8 @@ func (a socketAdapter) Dispatch(ctx context.Context, sess contract.Session, meth
 	out, err := a.d.disp.Dispatch(ctx, call, method, params)
 	return out, call.RunAfter, err
 }
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // engineConfig maps the configuration file onto the engine's policies.
 func engineConfig(c config.Config) core.Config {

@@ -70,7 +70,7 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 	}
 	// {upload:NAME} becomes the lease's own file here, on the machine that
 	// holds it, and an unknown name stops the command before it starts.
-	if args, err = d.uploads.substitute(l.ID, args); err != nil {
+	if args, err = d.uploads.Substitute(l.ID, args); err != nil {
 		return contract.DeviceExecOut{}, err
 	}
 	// Pipes, not a terminal: the driver refuses what needs one. The pin

@@ -16,6 +16,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/resources"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -66,10 +67,6 @@ func (d *Daemon) registerCommon(disp *dispatch.Dispatcher) {
 func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	d.registerCommon(disp)
 	dispatch.Handle(disp, contract.StatusGet, d.statusGet)
-	dispatch.Handle(disp, contract.ListGet, func(ctx context.Context, _ *dispatch.Call, in contract.ListGetIn) (contract.ListGetOut, error) {
-		return d.listDevices(ctx, in), nil
-	})
-	dispatch.Handle(disp, contract.CatalogGet, d.catalogGet)
 	dispatch.Handle(disp, contract.LeaseRequest, d.leaseRequest)
 	dispatch.Handle(disp, contract.LeaseRenew, func(_ context.Context, _ *dispatch.Call, in contract.LeaseRenewIn) (contract.Lease, error) {
 		l, err := d.engine.Renew(in.LeaseID, time.Duration(in.TTLMs)*time.Millisecond)
@@ -123,7 +120,6 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.EventsSubscribe, d.eventsSubscribe)
 	dispatch.Handle(disp, contract.Passthrough, d.passthrough)
 	dispatch.Handle(disp, contract.DeviceExec, d.deviceExec)
-	dispatch.Handle(disp, contract.DeviceUpload, d.deviceUpload)
 	d.registerResources(disp)
 	dispatch.Handle(disp, contract.DeviceRelease, d.claims.DeviceRelease)
 	d.registerSessions(disp)
@@ -266,7 +262,7 @@ func (d *Daemon) leaseRequest(ctx context.Context, call *dispatch.Call, in contr
 		}
 		in.Device, in.Platform = id, plat
 	}
-	if err := checkLeaseTuning(in.Platform, in); err != nil {
+	if err := resources.CheckLeaseTuning(in.Platform, in); err != nil {
 		return contract.Lease{}, err
 	}
 	r := core.Request{
@@ -361,13 +357,6 @@ func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {
 	return out
 }
 
-// deviceOut describes a registry record (describe.go), with the live
-// observation when a fresh one is at hand: status and lease grants never
-// start a listing of their own.
-func (d *Daemon) deviceOut(r core.DeviceRecord, leaseID string) contract.Device {
-	return describeDevice(r, leaseID, d.inv.known(r.Platform, r.Handle))
-}
-
 func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
 	out := contract.StatusGetOut{
 		Daemon:  d.daemonInfo(),
@@ -436,36 +425,6 @@ func goldensOut(r core.GoldenReport) *contract.Goldens {
 			Reason: n.Reason, Retrying: n.Retrying})
 	}
 	return out
-}
-
-func (d *Daemon) catalogGet(ctx context.Context, _ *dispatch.Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {
-	out := contract.CatalogGetOut{Platforms: []contract.PlatformCatalog{}}
-	g := &gaps{}
-	for _, p := range d.engine.Platforms() {
-		if in.Platform != "" && in.Platform != p {
-			continue
-		}
-		pc := contract.PlatformCatalog{Platform: p, Models: []contract.CatalogModel{}, Runtimes: []contract.CatalogRuntime{}}
-		o := d.catalogWithin(ctx, p)
-		cat := o.Val
-		g.add(catalogStage(p), outcomeOf(o))
-		if o.Err != nil {
-			pc.Error = o.Err.Error()
-		}
-		for _, m := range cat.Models {
-			pc.Models = append(pc.Models, contract.CatalogModel{Name: m.Name, Identifier: m.Identifier, MinOS: m.MinOS, MaxOS: m.MaxOS})
-		}
-		for _, r := range cat.Runtimes {
-			pc.Runtimes = append(pc.Runtimes, contract.CatalogRuntime{Name: r.Name, Version: r.Version, Build: r.Build,
-				Identifier: r.Identifier, Available: r.Available, SupportedModels: r.SupportedModels})
-		}
-		out.Platforms = append(out.Platforms, pc)
-	}
-	if in.Platform != "" && len(out.Platforms) == 0 {
-		return out, core.NewSpecError(core.ErrUnsupportedPlatform, "no driver serves platform "+in.Platform)
-	}
-	out.Enrichment = g.enrichment()
-	return out, nil
 }
 
 func (d *Daemon) eventsSubscribe(ctx context.Context, call *dispatch.Call, in contract.EventsSubscribeIn) (contract.EventsSubscribeOut, error) {

@@ -1,146 +1,47 @@
 package daemon
 
+// Device descriptions, the inventory (list.get, catalog.get) and the
+// resources.* operations are internal/resources'; device.upload's
+// per-lease scratch directories are internal/uploads'. The daemon builds
+// them over its engine and routes their handlers.
+
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/ports"
+	"github.com/simlock/simlock/internal/resources"
+	"github.com/simlock/simlock/internal/uploads"
 )
 
-// defaultResourceTimeout bounds a resource call that names no timeoutMs:
-// a profile of many groups runs many bounded native commands.
-const defaultResourceTimeout = 5 * time.Minute
+// startInventory builds the inventory and the uploads over the daemon's
+// life (sctx), with the inventory's shared reads invalidated by the facts
+// that change them.
+func (d *Daemon) startInventory(sctx context.Context, o Options, stats ports.SystemStats) {
+	d.inv = resources.NewInventory(sctx, d.cfg.Inventory, d.clock, d.engine)
+	observeBus(sctx, d.bus, d.inv.Invalidate)
+	d.uploads = uploads.New(sctx, uploads.Config{Home: o.Home, MaxBytes: o.Config.Upload.MaxBytes,
+		Reserve: o.Config.DiskPressure.FreeBytesThreshold, Free: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
+		Leases: d.engine, TouchLease: d.sessions.TouchLease, Log: ports.Module(o.Logger, "uploads")})
+}
 
-// registerResources installs resources.get/set/reconcile. Ownership of the
-// lease is the dispatcher's ownsLease check; the calls run on the device's
-// operation path in the core, so they serialize with its lifecycle.
+// registerResources installs list.get, catalog.get, device.upload and
+// resources.get/set/reconcile.
 func (d *Daemon) registerResources(disp *dispatch.Dispatcher) {
-	dispatch.Handle(disp, contract.ResourcesGet, func(ctx context.Context, _ *dispatch.Call, in contract.ResourcesGetIn) (contract.ResourceResult, error) {
-		if _, _, err := d.resourceLease(in.LeaseID, false); err != nil {
-			return contract.ResourceResult{}, err
-		}
-		return d.resourceCall(ctx, in.LeaseID, 0, core.ResourceCall{Op: "get"})
-	})
-	dispatch.Handle(disp, contract.ResourcesSet, func(ctx context.Context, _ *dispatch.Call, in contract.ResourcesSetIn) (contract.ResourceResult, error) {
-		l, _, err := d.resourceLease(in.LeaseID, true)
-		if err != nil {
-			return contract.ResourceResult{}, err
-		}
-		switch {
-		case len(in.Resources) > 0 && in.Restore != nil, len(in.Resources) == 0 && in.Restore == nil:
-			return contract.ResourceResult{}, contract.Errorf(contract.CodeBadRequest, "resources.set takes exactly one of resources and restore").
-				WithNext("pass a map such as {\"animations\": \"disabled\"}, or a restore receipt from an earlier Android answer")
-		case in.Restore != nil && l.Platform != "android":
-			return contract.ResourceResult{}, contract.Errorf(contract.CodeBadRequest, "restore receipts are issued by Android devices only; this lease is %s", l.Platform).
-				WithDetails("field", "restore")
-		case in.Restore == nil:
-			if err := contract.ValidateResourceRequest(l.Platform, in.Resources); err != nil {
-				return contract.ResourceResult{}, err
-			}
-		}
-		return d.resourceCall(ctx, in.LeaseID, in.TimeoutMs, core.ResourceCall{Op: "set",
-			Change: core.ResourceChange{Resources: in.Resources, Restore: in.Restore}})
-	})
-	dispatch.Handle(disp, contract.ResourcesReconcile, func(ctx context.Context, _ *dispatch.Call, in contract.ResourcesReconcileIn) (contract.ResourceResult, error) {
-		l, _, err := d.resourceLease(in.LeaseID, true)
-		if err != nil {
-			return contract.ResourceResult{}, err
-		}
-		if err := contract.ValidateResourceRequest(l.Platform, in.Resources); err != nil {
-			return contract.ResourceResult{}, err
-		}
-		return d.resourceCall(ctx, in.LeaseID, in.TimeoutMs, core.ResourceCall{Op: "reconcile",
-			Reconcile: core.ResourceReconcile{Resources: in.Resources, Repair: in.Repair, ReleaseOwnedExtras: in.ReleaseOwnedExtras}})
-	})
+	dispatch.Handle(disp, contract.ListGet, d.inv.List)
+	dispatch.Handle(disp, contract.CatalogGet, d.inv.CatalogGet)
+	dispatch.Handle(disp, contract.DeviceUpload, d.uploads.Upload)
+	t := resources.NewTuning(d.engine, d.cfg.Resources.Enabled, d.sessions.TouchLease)
+	dispatch.Handle(disp, contract.ResourcesGet, t.Get)
+	dispatch.Handle(disp, contract.ResourcesSet, t.Set)
+	dispatch.Handle(disp, contract.ResourcesReconcile, t.Reconcile)
 }
 
-// resourceLease finds the lease and its device. A call that may write
-// (set, reconcile) needs resources.enabled, or a lease that was itself
-// requested with resources: tuning is off by default.
-func (d *Daemon) resourceLease(id string, write bool) (core.LeaseRecord, core.DeviceRecord, error) {
-	l, ok := d.engine.Lease(id)
-	if !ok {
-		return core.LeaseRecord{}, core.DeviceRecord{}, core.ErrUnknownLease
-	}
-	d.sessions.TouchLease(id) // a device call restarts a session's idle window
-	dev, ok := d.engine.Device(l.DeviceID)
-	if !ok {
-		return core.LeaseRecord{}, core.DeviceRecord{}, core.ErrUnknownLease
-	}
-	if write && !d.cfg.Resources.Enabled && len(dev.Spec.Resources) == 0 {
-		return core.LeaseRecord{}, core.DeviceRecord{}, contract.Errorf(contract.CodeResourcesDisabled,
-			"resource tuning is off: resources.enabled is not set and lease %s was not requested with resources", l.ID).
-			WithDetails("leaseId", l.ID)
-	}
-	return l, dev, nil
-}
-
-// resourceCall runs one call within its deadline (timeoutMs, default five
-// minutes), which the driver's native commands are bounded by too.
-func (d *Daemon) resourceCall(ctx context.Context, leaseID string, timeoutMs int64, call core.ResourceCall) (contract.ResourceResult, error) {
-	if timeoutMs < 0 {
-		return contract.ResourceResult{}, contract.Errorf(contract.CodeBadRequest, "timeoutMs must not be negative").WithDetails("field", "timeoutMs")
-	}
-	timeout := defaultResourceTimeout
-	if timeoutMs > 0 {
-		timeout = time.Duration(timeoutMs) * time.Millisecond
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	res, err := d.engine.LeaseResources(cctx, leaseID, call)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return contract.ResourceResult{}, contract.Errorf(contract.CodeDeviceFailed,
-				"the resource call ran past its deadline (%s); what was written is unverified", timeout).
-				WithNext("read the state with `simlock resources get`, or repeat with a larger timeoutMs")
-		}
-		return contract.ResourceResult{}, err
-	}
-	fillResult(&res)
-	return res, nil
-}
-
-// fillResult gives the answer's lists their empty values: a client reads
-// [] rather than a missing key.
-func fillResult(r *contract.ResourceResult) {
-	if r.Resources == nil {
-		r.Resources = map[string]contract.ResourceObservation{}
-	}
-	if r.Services == nil {
-		r.Services = []contract.ServiceEvidence{}
-	}
-	if r.Changed == nil {
-		r.Changed = []string{}
-	}
-	if r.Verification == "" {
-		r.Verification = contract.ResourceVerificationCurrentBoot
-	}
-}
-
-// checkLeaseTuning validates a lease request's resources and hardware for
-// its platform before the request is stored or queued.
-func checkLeaseTuning(platform string, in contract.LeaseRequestIn) error {
-	if in.Resources != nil {
-		if err := contract.ValidateResourceRequest(platform, in.Resources); err != nil {
-			return err
-		}
-	}
-	if in.Hardware != nil {
-		if in.Device != "" {
-			// An existing emulator's AVD is not rewritten under it.
-			return contract.Errorf(contract.CodeBadRequest, "hardware cannot be combined with device: the device already exists").
-				WithDetails("field", "hardware")
-		}
-		if platform != "android" {
-			return contract.Errorf(contract.CodeBadRequest, "hardware applies to Android emulators only, not %s", platform).
-				WithDetails("field", "hardware")
-		}
-		if err := in.Hardware.Validate(); err != nil {
-			return err
-		}
-	}
-	return nil
+// deviceOut describes a registry record (resources.Describe), with the
+// live observation when a fresh one is at hand: status and lease grants
+// never start a listing of their own.
+func (d *Daemon) deviceOut(r core.DeviceRecord, leaseID string) contract.Device {
+	return d.inv.DeviceOut(r, leaseID)
 }

@@ -32,7 +32,7 @@ func (h sessionHost) DeviceOut(r core.DeviceRecord, leaseID string) contract.Dev
 }
 
 func (h sessionHost) CatalogWithin(ctx context.Context, platform string) (core.Catalog, bool, error) {
-	o := h.d.catalogWithin(ctx, platform)
+	o := h.d.inv.CatalogWithin(ctx, platform)
 	return o.Val, o.Done, o.Err
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/uploads"
 )
 
 // startUploads starts a daemon whose disk holds freeDisk bytes (the guard
@@ -184,7 +184,7 @@ func TestUploadChunksMustContinueTheFile(t *testing.T) {
 		t.Fatalf("wrong offset: %v", err)
 	}
 	// In flight, the file is neither visible nor nameable.
-	if got := scratchFiles(t, f, l.LeaseID); len(got) != 1 || !strings.HasPrefix(got[0], partialPrefix) {
+	if got := scratchFiles(t, f, l.LeaseID); len(got) != 1 || !strings.HasPrefix(got[0], uploads.PartialPrefix) {
 		t.Fatalf("in flight the scratch holds %v", got)
 	}
 	if _, err := a.Exec(ctx, contract.DeviceExecIn{LeaseID: l.LeaseID, Tool: "fakectl", Args: []string{"{upload:a.bin}"}}, nil); !client.IsCode(err, contract.CodeUnknownUpload) {
@@ -273,37 +273,6 @@ func TestUploadScratchGoesWhenTheLeaseEndsMidStream(t *testing.T) {
 	}
 }
 
-func TestUploadSweepKeepsOnlyLiveLeasesCommittedFiles(t *testing.T) {
-	home := t.TempDir()
-	root := filepath.Join(home, "uploads")
-	for _, p := range []string{"lse_live/app.apk", "lse_live/" + partialPrefix + "app.apk-1", "lse_gone/app.apk"} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, p), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	live := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	u := newUploads(ctx, home, 1<<20, 0, nil, func(string) <-chan struct{} { return live }, slog.New(slog.DiscardHandler))
-	u.sweep([]core.LeaseRecord{{ID: "lse_live"}})
-	if _, err := os.Stat(filepath.Join(root, "lse_gone")); !os.IsNotExist(err) {
-		t.Fatalf("an ended lease's uploads survived the sweep: %v", err)
-	}
-	ents, _ := os.ReadDir(filepath.Join(root, "lse_live"))
-	if len(ents) != 1 || ents[0].Name() != "app.apk" {
-		t.Fatalf("the live lease keeps %v", ents)
-	}
-	if p, err := u.path("lse_live", "app.apk"); err != nil || p != filepath.Join(root, "lse_live", "app.apk") {
-		t.Fatalf("path after the sweep: %q %v", p, err)
-	}
-	// The swept lease is watched again: its end removes the directory.
-	close(live)
-	waitGone(t, filepath.Join(root, "lse_live"))
-}
-
 func TestUploadRestartSweepsTheUploadsOfLeasesThatDidNotSurvive(t *testing.T) {
 	f := startUploads(t, fake.NewRunner(), 64<<20, 100<<30)
 	ctx := context.Background()
@@ -318,7 +287,7 @@ func TestUploadRestartSweepsTheUploadsOfLeasesThatDidNotSurvive(t *testing.T) {
 	if err := os.MkdirAll(stale, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cut := filepath.Join(f.home, "uploads", l.LeaseID, partialPrefix+"half.apk-1")
+	cut := filepath.Join(f.home, "uploads", l.LeaseID, uploads.PartialPrefix+"half.apk-1")
 	if err := os.WriteFile(cut, []byte("half"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,8 @@
-package daemon
+package resources
 
 import (
 	"context"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,100 +11,10 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/drivers/listcache"
 	"github.com/simlock/simlock/internal/ports"
 )
-
-// describeDevice is the one projection of a registry record onto the
-// canonical description (docs/adr/0039): every frontend's devices, lease
-// grants included, come from here. Static facts are what the driver
-// stated under core.AttrFactPrefix when it made the device; readiness and
-// the live facts (locked, orientation; docs/adr/0090) are the driver
-// listing's observation when one is known (nil: not known).
-func describeDevice(r core.DeviceRecord, leaseID string, obs *deviceObservation) contract.Device {
-	out := contract.Device{ID: r.ID, Platform: r.Platform, Model: r.Spec.Model, OSVersion: r.Spec.OSVersion,
-		Name: r.Name, Simulated: r.Simulated,
-		StateSince: r.StateSince.UTC(), CreatedAt: r.CreatedAt.UTC(), FormFactor: contract.FormFactorUnknown,
-		OwnerSystem: r.OwnerSystem}
-	if !r.LastLeasedAt.IsZero() {
-		t := r.LastLeasedAt.UTC()
-		out.LastLeasedAt = &t
-	}
-	facts := map[string]string{}
-	for k, v := range r.Attrs {
-		switch {
-		case k == core.AttrUDID:
-			out.UDID = v
-		case k == core.AttrSerial:
-			out.Serial = v
-		case k == core.AttrDeviceSet:
-			out.DeviceSet = v
-		case strings.HasPrefix(k, core.AttrEnvPrefix):
-			if out.Env == nil {
-				out.Env = map[string]string{}
-			}
-			out.Env[strings.TrimPrefix(k, core.AttrEnvPrefix)] = v
-		case strings.HasPrefix(k, core.AttrFactPrefix):
-			facts[strings.TrimPrefix(k, core.AttrFactPrefix)] = v
-		}
-	}
-	out.ModelIdentifier = str(facts[core.FactModelIdentifier])
-	out.RuntimeID = str(r.Spec.RuntimeID)
-	switch ff := facts[core.FactFormFactor]; ff {
-	case contract.FormFactorPhone, contract.FormFactorTablet, contract.FormFactorFoldable:
-		out.FormFactor = ff
-	}
-	disp := contract.DeviceDisplay{WidthPx: num(facts[core.FactDisplayWidthPx]), HeightPx: num(facts[core.FactDisplayHeightPx]),
-		Density: num(facts[core.FactDisplayDensity])}
-	if f, err := strconv.ParseFloat(facts[core.FactDisplayScale], 64); err == nil && f > 0 {
-		disp.Scale = &f
-	}
-	if disp.WidthPx != nil || disp.HeightPx != nil || disp.Density != nil || disp.Scale != nil {
-		out.Display = &disp
-	}
-	// Image provenance is an Android fact: an iOS device has none (null),
-	// an Android one always has the object, with nulls for what is unknown.
-	if r.Platform == "android" {
-		out.Image = &contract.AndroidImage{Path: str(facts[core.FactImagePath]), Target: str(facts[core.FactImageTarget]),
-			BasedOn: str(facts[core.FactImageBasedOn])}
-	}
-	out.Runtime = contract.DeviceRuntime{Lifecycle: string(r.State), Lease: str(leaseID)}
-	if obs != nil {
-		out.Runtime.Readiness = str(string(obs.Run))
-		if obs.Live.Locked != nil {
-			locked := *obs.Live.Locked
-			out.Runtime.Locked = &locked
-		}
-		switch o := obs.Live.Orientation; o {
-		case contract.OrientationPortrait, contract.OrientationLandscape:
-			out.Runtime.Orientation = &o
-		}
-	}
-	return out
-}
-
-// deviceObservation is one device as its platform's shared listing saw
-// it: the run state and, for a running device whose driver can read them
-// (core.LiveObserver), its live facts.
-type deviceObservation struct {
-	Run  core.RunState
-	Live core.LiveState
-}
-
-func str(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func num(s string) *int {
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return nil
-	}
-	return &n
-}
 
 // Enrichment stage names, as Enrichment.pending/missing list them.
 func observationStage(platform string) string { return platform + ".devices" }
@@ -119,51 +28,53 @@ const inventoryRetryAfter = time.Second
 // inventoryTTL is how long a finished shared read serves later calls.
 const inventoryTTL = 2500 * time.Millisecond
 
-// inventory answers list, booted and catalog reads within their budgets
+// Inventory answers list, booted and catalog reads within their budgets
 // (config inventory.*): each platform's device listing and catalog is one
 // listcache.Shared, so a read that outlives its caller's budget goes on in
 // the background (bounded by backgroundCapMs) and a retry shortly after
 // gets it without a new process.
-type inventory struct {
+type Inventory struct {
 	cfg   config.Inventory
 	clock ports.Clock
 	base  context.Context
-	// driver finds a platform's driver (the engine's, in the daemon).
-	driver func(platform string) (core.Driver, bool)
+	// engine finds a platform's driver and answers the registry reads.
+	engine Engine
 
 	mu      sync.Mutex
-	devices map[string]*listcache.Shared[map[string]deviceObservation]
+	devices map[string]*listcache.Shared[map[string]Observation]
 	catalog map[string]*listcache.Shared[core.Catalog]
 }
 
-func newInventory(base context.Context, cfg config.Inventory, clock ports.Clock, driver func(string) (core.Driver, bool)) *inventory {
-	return &inventory{cfg: cfg, clock: clock, base: base, driver: driver,
-		devices: map[string]*listcache.Shared[map[string]deviceObservation]{}, catalog: map[string]*listcache.Shared[core.Catalog]{}}
+// NewInventory builds the inventory; base is the daemon's life, which
+// bounds the background reads.
+func NewInventory(base context.Context, cfg config.Inventory, clock ports.Clock, engine Engine) *Inventory {
+	return &Inventory{cfg: cfg, clock: clock, base: base, engine: engine,
+		devices: map[string]*listcache.Shared[map[string]Observation]{}, catalog: map[string]*listcache.Shared[core.Catalog]{}}
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // deviceReads is a platform's shared device listing: the driver's
 // ListManaged, then the live facts of the devices it saw running.
-func (inv *inventory) deviceReads(platform string) *listcache.Shared[map[string]deviceObservation] {
+func (inv *Inventory) deviceReads(platform string) *listcache.Shared[map[string]Observation] {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	s, ok := inv.devices[platform]
 	if !ok {
-		s = listcache.NewShared(inv.base, listcache.SharedOptions[map[string]deviceObservation]{
+		s = listcache.NewShared(inv.base, listcache.SharedOptions[map[string]Observation]{
 			TTL: inventoryTTL, Cap: ms(inv.cfg.BackgroundCapMs), Clock: inv.clock,
-			Read: func(ctx context.Context) (map[string]deviceObservation, error) {
-				drv, ok := inv.driver(platform)
+			Read: func(ctx context.Context) (map[string]Observation, error) {
+				drv, ok := inv.engine.Driver(platform)
 				if !ok {
-					return map[string]deviceObservation{}, nil
+					return map[string]Observation{}, nil
 				}
 				obs, err := drv.ListManaged(ctx)
 				if err != nil {
 					return nil, err
 				}
-				out := make(map[string]deviceObservation, len(obs))
+				out := make(map[string]Observation, len(obs))
 				for _, o := range obs {
-					out[o.Handle] = deviceObservation{Run: o.Run}
+					out[o.Handle] = Observation{Run: o.Run}
 				}
 				if lo, ok := drv.(core.LiveObserver); ok {
 					observeLive(ctx, lo, out)
@@ -178,7 +89,7 @@ func (inv *inventory) deviceReads(platform string) *listcache.Shared[map[string]
 // observeLive reads the live facts of every running device in devs at
 // once and waits for all of them. The driver bounds each read; one that
 // fails leaves only that device's facts unknown, never the listing.
-func observeLive(ctx context.Context, lo core.LiveObserver, devs map[string]deviceObservation) {
+func observeLive(ctx context.Context, lo core.LiveObserver, devs map[string]Observation) {
 	type read struct {
 		handle string
 		live   core.LiveState
@@ -207,7 +118,7 @@ func observeLive(ctx context.Context, lo core.LiveObserver, devs map[string]devi
 	}
 }
 
-func (inv *inventory) catalogReads(platform string) *listcache.Shared[core.Catalog] {
+func (inv *Inventory) catalogReads(platform string) *listcache.Shared[core.Catalog] {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	s, ok := inv.catalog[platform]
@@ -215,7 +126,7 @@ func (inv *inventory) catalogReads(platform string) *listcache.Shared[core.Catal
 		s = listcache.NewShared(inv.base, listcache.SharedOptions[core.Catalog]{
 			TTL: inventoryTTL, Cap: ms(inv.cfg.BackgroundCapMs), Clock: inv.clock,
 			Read: func(ctx context.Context) (core.Catalog, error) {
-				drv, ok := inv.driver(platform)
+				drv, ok := inv.engine.Driver(platform)
 				if !ok {
 					return core.Catalog{}, nil
 				}
@@ -226,15 +137,15 @@ func (inv *inventory) catalogReads(platform string) *listcache.Shared[core.Catal
 	return s
 }
 
-// invalidate drops what the shared reads know after a fact that changes
+// Invalidate drops what the shared reads know after a fact that changes
 // them: a device made, removed or moved between states changes the
 // listing; an install changes the catalog. A read under way is superseded.
-func (inv *inventory) invalidate(e events.Event) {
+func (inv *Inventory) Invalidate(e events.Event) {
 	switch {
 	case strings.HasPrefix(e.Type, "device."):
 		if e.Platform == "" {
 			inv.mu.Lock()
-			all := make([]*listcache.Shared[map[string]deviceObservation], 0, len(inv.devices))
+			all := make([]*listcache.Shared[map[string]Observation], 0, len(inv.devices))
 			for _, s := range inv.devices {
 				all = append(all, s)
 			}
@@ -316,16 +227,16 @@ func outcomeOf[T any](o listcache.Outcome[T]) outcome {
 
 // observe reads every platform's device listing at once, each within
 // budget, and returns the observations it got and the gaps.
-func (inv *inventory) observe(ctx context.Context, platforms []string, budget time.Duration) (map[string]map[string]deviceObservation, *gaps) {
+func (inv *Inventory) observe(ctx context.Context, platforms []string, budget time.Duration) (map[string]map[string]Observation, *gaps) {
 	type res struct {
 		p string
-		o listcache.Outcome[map[string]deviceObservation]
+		o listcache.Outcome[map[string]Observation]
 	}
 	ch := make(chan res, len(platforms))
 	for _, p := range platforms {
 		go func() { ch <- res{p, inv.deviceReads(p).Within(ctx, budget)} }()
 	}
-	runs := map[string]map[string]deviceObservation{}
+	runs := map[string]map[string]Observation{}
 	g := &gaps{}
 	for range platforms {
 		r := <-ch
@@ -338,27 +249,27 @@ func (inv *inventory) observe(ctx context.Context, platforms []string, budget ti
 	return runs, g
 }
 
-// listDevices is list.get: every device, with its live observation when
-// the platform's listing finished within the budget (inventory.listBudgetMs;
+// List is list.get: every device, with its live observation when the
+// platform's listing finished within the budget (inventory.listBudgetMs;
 // bootedBudgetMs for the booted view, which keeps only the devices
 // observed running, or in a running lifecycle state when the observation
 // is still pending).
-func (d *Daemon) listDevices(ctx context.Context, in contract.ListGetIn) contract.ListGetOut {
-	budget := ms(d.cfg.Inventory.ListBudgetMs)
+func (inv *Inventory) List(ctx context.Context, _ *dispatch.Call, in contract.ListGetIn) (contract.ListGetOut, error) {
+	budget := ms(inv.cfg.ListBudgetMs)
 	if in.Booted {
-		budget = ms(d.cfg.Inventory.BootedBudgetMs)
+		budget = ms(inv.cfg.BootedBudgetMs)
 	}
-	snap := d.engine.Status()
+	snap := inv.engine.Status()
 	leaseOf := map[string]string{}
 	for _, l := range snap.Leases {
 		for _, id := range l.DeviceIDs() {
 			leaseOf[id] = l.ID
 		}
 	}
-	runs, g := d.inv.observe(ctx, d.engine.Platforms(), budget)
+	runs, g := inv.observe(ctx, inv.engine.Platforms(), budget)
 	out := contract.ListGetOut{Devices: []contract.Device{}}
 	for _, r := range snap.Devices {
-		var obs *deviceObservation
+		var obs *Observation
 		if m, ok := runs[r.Platform]; ok {
 			if o, ok := m[r.Handle]; ok {
 				obs = &o
@@ -373,19 +284,58 @@ func (d *Daemon) listDevices(ctx context.Context, in contract.ListGetIn) contrac
 				continue
 			}
 		}
-		out.Devices = append(out.Devices, describeDevice(r, leaseOf[r.ID], obs))
+		out.Devices = append(out.Devices, Describe(r, leaseOf[r.ID], obs))
 	}
 	out.Enrichment = g.enrichment()
-	return out
+	return out, nil
 }
 
-// catalogWithin reads one platform's catalog within inventory.catalogBudgetMs.
-func (d *Daemon) catalogWithin(ctx context.Context, platform string) listcache.Outcome[core.Catalog] {
-	return d.inv.catalogReads(platform).Within(ctx, ms(d.cfg.Inventory.CatalogBudgetMs))
+// CatalogWithin reads one platform's catalog within inventory.catalogBudgetMs.
+func (inv *Inventory) CatalogWithin(ctx context.Context, platform string) listcache.Outcome[core.Catalog] {
+	return inv.catalogReads(platform).Within(ctx, ms(inv.cfg.CatalogBudgetMs))
+}
+
+// CatalogGet is catalog.get: each platform's catalog (or the one asked
+// for), read within its budget.
+func (inv *Inventory) CatalogGet(ctx context.Context, _ *dispatch.Call, in contract.CatalogGetIn) (contract.CatalogGetOut, error) {
+	out := contract.CatalogGetOut{Platforms: []contract.PlatformCatalog{}}
+	g := &gaps{}
+	for _, p := range inv.engine.Platforms() {
+		if in.Platform != "" && in.Platform != p {
+			continue
+		}
+		pc := contract.PlatformCatalog{Platform: p, Models: []contract.CatalogModel{}, Runtimes: []contract.CatalogRuntime{}}
+		o := inv.CatalogWithin(ctx, p)
+		cat := o.Val
+		g.add(catalogStage(p), outcomeOf(o))
+		if o.Err != nil {
+			pc.Error = o.Err.Error()
+		}
+		for _, m := range cat.Models {
+			pc.Models = append(pc.Models, contract.CatalogModel{Name: m.Name, Identifier: m.Identifier, MinOS: m.MinOS, MaxOS: m.MaxOS})
+		}
+		for _, r := range cat.Runtimes {
+			pc.Runtimes = append(pc.Runtimes, contract.CatalogRuntime{Name: r.Name, Version: r.Version, Build: r.Build,
+				Identifier: r.Identifier, Available: r.Available, SupportedModels: r.SupportedModels})
+		}
+		out.Platforms = append(out.Platforms, pc)
+	}
+	if in.Platform != "" && len(out.Platforms) == 0 {
+		return out, core.NewSpecError(core.ErrUnsupportedPlatform, "no driver serves platform "+in.Platform)
+	}
+	out.Enrichment = g.enrichment()
+	return out, nil
+}
+
+// DeviceOut describes a registry record with the live observation when a
+// fresh one is at hand: status and lease grants never start a listing of
+// their own.
+func (inv *Inventory) DeviceOut(r core.DeviceRecord, leaseID string) contract.Device {
+	return Describe(r, leaseID, inv.known(r.Platform, r.Handle))
 }
 
 // known is the device's observation from a fresh shared listing, or nil.
-func (inv *inventory) known(platform, handle string) *deviceObservation {
+func (inv *Inventory) known(platform, handle string) *Observation {
 	if inv == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package daemon
+package uploads
 
 import (
 	"context"
@@ -21,29 +21,65 @@ import (
 	"github.com/simlock/simlock/internal/dispatch"
 )
 
-// partialPrefix marks a file still being received. Upload names start with
+// PartialPrefix marks a file still being received. Upload names start with
 // a letter or digit (contract.ValidateUploadName), so a partial can never
 // be named by {upload:NAME}, and a re-upload never shows a half file.
-const partialPrefix = ".partial-"
+const PartialPrefix = ".partial-"
 
-// uploads keeps each lease's scratch directory, <home>/uploads/<leaseId>
+// Store keeps each lease's scratch directory, <home>/uploads/<leaseId>
 // (0700): created on the lease's first upload, removed the moment the
 // lease ends, whatever ended it, and swept at startup for leases that did
 // not survive the restart (ADR 0034).
-type uploads struct {
+type Store struct {
 	root     string
 	maxBytes int64
 	// reserve is the free space the disk guard keeps
 	// (diskPressure.freeBytesThreshold); free reads the volume's.
 	reserve uint64
 	free    func() (uint64, error)
-	// ended is the engine's LeaseEnded: closed once the lease is gone.
-	ended func(leaseID string) <-chan struct{}
-	ctx   context.Context // the daemon's life: ends the watchers
-	log   *slog.Logger
+	leases  Leases
+	touch   func(leaseID string)
+	ctx     context.Context // the daemon's life: ends the watchers
+	log     *slog.Logger
 
-	mu     sync.Mutex
-	leases map[string]*scratch
+	mu      sync.Mutex
+	scratch map[string]*scratch
+}
+
+// Leases is the engine's lease book as the uploads use it (*core.Engine).
+type Leases interface {
+	Lease(id string) (core.LeaseRecord, bool)
+	// LeaseEnded is closed once the lease is gone.
+	LeaseEnded(leaseID string) <-chan struct{}
+}
+
+var _ Leases = (*core.Engine)(nil)
+
+// Config is what the daemon hands the store.
+type Config struct {
+	// Home is the daemon's home; the directories are under its uploads/.
+	Home string
+	// MaxBytes is upload.maxBytes, the cap on one file.
+	MaxBytes int64
+	// Reserve is diskPressure.freeBytesThreshold; Free reads the volume's
+	// free bytes (nil: no disk guard).
+	Reserve uint64
+	Free    func() (uint64, error)
+	Leases  Leases
+	// TouchLease is told of every chunk's lease: a device call restarts a
+	// session's idle window (the session broker's TouchLease; nil: none).
+	TouchLease func(leaseID string)
+	Log        *slog.Logger
+}
+
+// New builds the store; ctx is the daemon's life, which ends the watchers.
+func New(ctx context.Context, c Config) *Store {
+	touch := c.TouchLease
+	if touch == nil {
+		touch = func(string) {}
+	}
+	return &Store{root: filepath.Join(c.Home, "uploads"), maxBytes: c.MaxBytes, reserve: c.Reserve, free: c.Free,
+		leases: c.Leases, touch: touch, ctx: ctx, log: c.Log, scratch: map[string]*scratch{}}
 }
 
 // scratch is one lease's directory and the files still being received.
@@ -53,7 +89,7 @@ type scratch struct {
 }
 
 // partial is one file in flight. Its mutex orders the chunks of one name;
-// lock order is partial.mu before uploads.mu.
+// lock order is partial.mu before Store.mu.
 type partial struct {
 	mu       sync.Mutex
 	f        *os.File
@@ -64,23 +100,17 @@ type partial struct {
 	done     bool // committed, aborted, superseded or its lease ended
 }
 
-func newUploads(ctx context.Context, home string, maxBytes int64, reserve uint64, free func() (uint64, error),
-	ended func(string) <-chan struct{}, log *slog.Logger) *uploads {
-	return &uploads{root: filepath.Join(home, "uploads"), maxBytes: maxBytes, reserve: reserve, free: free,
-		ended: ended, ctx: ctx, log: log, leases: map[string]*scratch{}}
-}
-
-// deviceUpload stores one chunk of a file for a lease holder. The dispatcher
-// has checked the caller owns the lease (ownsLease).
-func (d *Daemon) deviceUpload(_ context.Context, _ *dispatch.Call, in contract.DeviceUploadIn) (contract.DeviceUploadOut, error) {
-	if _, ok := d.engine.Lease(in.LeaseID); !ok {
+// Upload is device.upload: it stores one chunk of a file for a lease
+// holder. The dispatcher has checked the caller owns the lease (ownsLease).
+func (u *Store) Upload(_ context.Context, _ *dispatch.Call, in contract.DeviceUploadIn) (contract.DeviceUploadOut, error) {
+	if _, ok := u.leases.Lease(in.LeaseID); !ok {
 		return contract.DeviceUploadOut{}, core.ErrUnknownLease
 	}
-	d.sessions.TouchLease(in.LeaseID) // a device call restarts a session's idle window
-	return d.uploads.chunk(in)
+	u.touch(in.LeaseID) // a device call restarts a session's idle window
+	return u.chunk(in)
 }
 
-func (u *uploads) chunk(in contract.DeviceUploadIn) (contract.DeviceUploadOut, error) {
+func (u *Store) chunk(in contract.DeviceUploadIn) (contract.DeviceUploadOut, error) {
 	if err := contract.ValidateUploadName(in.Name); err != nil {
 		return contract.DeviceUploadOut{}, err
 	}
@@ -151,11 +181,11 @@ func (u *uploads) chunk(in contract.DeviceUploadIn) (contract.DeviceUploadOut, e
 // partialFor finds the file in flight for a continuing chunk, or starts a
 // new one at offset 0 (superseding any earlier unfinished upload of the
 // name, so a client that gave up can simply start over).
-func (u *uploads) partialFor(in contract.DeviceUploadIn) (*partial, error) {
+func (u *Store) partialFor(in contract.DeviceUploadIn) (*partial, error) {
 	if in.Offset > 0 {
 		u.mu.Lock()
 		defer u.mu.Unlock()
-		if sc, ok := u.leases[in.LeaseID]; ok {
+		if sc, ok := u.scratch[in.LeaseID]; ok {
 			if p, ok := sc.received[in.Name]; ok {
 				return p, nil
 			}
@@ -174,14 +204,14 @@ func (u *uploads) partialFor(in contract.DeviceUploadIn) (*partial, error) {
 	}
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
-	tmp := filepath.Join(sc.dir, partialPrefix+in.Name+"-"+hex.EncodeToString(suffix[:]))
+	tmp := filepath.Join(sc.dir, PartialPrefix+in.Name+"-"+hex.EncodeToString(suffix[:]))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create upload %s: %w", in.Name, err)
 	}
 	p := &partial{f: f, tmp: tmp, size: in.SizeBytes, sum: sha256.New()}
 	u.mu.Lock()
-	cur, live := u.leases[in.LeaseID]
+	cur, live := u.scratch[in.LeaseID]
 	var old *partial
 	if live && cur == sc {
 		old = sc.received[in.Name]
@@ -203,7 +233,7 @@ func (u *uploads) partialFor(in contract.DeviceUploadIn) (*partial, error) {
 
 // admit applies the cap and the disk guard to a file that will be total
 // bytes long once the next need bytes are written.
-func (u *uploads) admit(name string, total, need int64) error {
+func (u *Store) admit(name string, total, need int64) error {
 	if total > u.maxBytes {
 		return contract.Errorf(contract.CodeUploadTooLarge, "%s is larger than upload.maxBytes (%d bytes)", name, u.maxBytes).
 			WithDetails("maxBytes", u.maxBytes)
@@ -227,10 +257,10 @@ func (u *uploads) admit(name string, total, need int64) error {
 }
 
 // abort drops the name's file in flight, if there is one.
-func (u *uploads) abort(leaseID, name string) {
+func (u *Store) abort(leaseID, name string) {
 	u.mu.Lock()
 	var p *partial
-	if sc, ok := u.leases[leaseID]; ok {
+	if sc, ok := u.scratch[leaseID]; ok {
 		p = sc.received[name]
 	}
 	u.mu.Unlock()
@@ -243,7 +273,7 @@ func (u *uploads) abort(leaseID, name string) {
 
 // commitLocked makes the file visible under its name, replacing an earlier
 // upload of the name in one rename.
-func (u *uploads) commitLocked(leaseID, name string, p *partial) error {
+func (u *Store) commitLocked(leaseID, name string, p *partial) error {
 	err := p.f.Close()
 	p.f = nil
 	if err == nil {
@@ -263,15 +293,15 @@ func (u *uploads) commitLocked(leaseID, name string, p *partial) error {
 }
 
 // abortLocked drops a file in flight: nothing of it stays behind.
-func (u *uploads) abortLocked(leaseID, name string, p *partial) {
+func (u *Store) abortLocked(leaseID, name string, p *partial) {
 	p.discard()
 	u.forget(leaseID, name, p)
 }
 
-func (u *uploads) forget(leaseID, name string, p *partial) {
+func (u *Store) forget(leaseID, name string, p *partial) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if sc, ok := u.leases[leaseID]; ok && sc.received[name] == p {
+	if sc, ok := u.scratch[leaseID]; ok && sc.received[name] == p {
 		delete(sc.received, name)
 	}
 }
@@ -288,19 +318,19 @@ func (p *partial) discard() {
 	p.done = true
 }
 
-func (u *uploads) scratchOf(leaseID string) (*scratch, bool) {
+func (u *Store) scratchOf(leaseID string) (*scratch, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	sc, ok := u.leases[leaseID]
+	sc, ok := u.scratch[leaseID]
 	return sc, ok
 }
 
 // scratchFor returns the lease's directory, creating it (and the watcher
 // that removes it when the lease ends) on first use.
-func (u *uploads) scratchFor(leaseID string) (*scratch, error) {
+func (u *Store) scratchFor(leaseID string) (*scratch, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if sc, ok := u.leases[leaseID]; ok {
+	if sc, ok := u.scratch[leaseID]; ok {
 		return sc, nil
 	}
 	dir, err := u.dirOf(leaseID)
@@ -314,7 +344,7 @@ func (u *uploads) scratchFor(leaseID string) (*scratch, error) {
 		return nil, fmt.Errorf("create the lease's scratch directory: %w", err)
 	}
 	sc := &scratch{dir: dir, received: map[string]*partial{}}
-	u.leases[leaseID] = sc
+	u.scratch[leaseID] = sc
 	u.watch(leaseID)
 	return sc, nil
 }
@@ -322,8 +352,8 @@ func (u *uploads) scratchFor(leaseID string) (*scratch, error) {
 // watch removes the lease's directory once the lease has ended. A lease
 // that is already gone has a closed channel, so a directory made in a race
 // with the lease's end is removed at once.
-func (u *uploads) watch(leaseID string) {
-	ended := u.ended(leaseID)
+func (u *Store) watch(leaseID string) {
+	ended := u.leases.LeaseEnded(leaseID)
 	go func() {
 		select {
 		case <-ended:
@@ -334,10 +364,10 @@ func (u *uploads) watch(leaseID string) {
 }
 
 // drop ends every file in flight for the lease and removes its directory.
-func (u *uploads) drop(leaseID string) {
+func (u *Store) drop(leaseID string) {
 	u.mu.Lock()
-	sc, ok := u.leases[leaseID]
-	delete(u.leases, leaseID)
+	sc, ok := u.scratch[leaseID]
+	delete(u.scratch, leaseID)
 	u.mu.Unlock()
 	if !ok {
 		return
@@ -352,7 +382,7 @@ func (u *uploads) drop(leaseID string) {
 	}
 }
 
-func (sc *scratch) receivedSnapshot(u *uploads) []*partial {
+func (sc *scratch) receivedSnapshot(u *Store) []*partial {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	ps := make([]*partial, 0, len(sc.received))
@@ -362,10 +392,10 @@ func (sc *scratch) receivedSnapshot(u *uploads) []*partial {
 	return ps
 }
 
-// sweep runs once the registry is restored: directories of leases that did
+// Sweep runs once the registry is restored: directories of leases that did
 // not survive go, and so do files a restart cut off mid-stream; a live
 // lease's committed files stay and are watched again.
-func (u *uploads) sweep(live []core.LeaseRecord) {
+func (u *Store) Sweep(live []core.LeaseRecord) {
 	ents, err := os.ReadDir(u.root)
 	if err != nil {
 		return
@@ -384,13 +414,13 @@ func (u *uploads) sweep(live []core.LeaseRecord) {
 		}
 		files, _ := os.ReadDir(dir)
 		for _, f := range files {
-			if strings.HasPrefix(f.Name(), partialPrefix) {
+			if strings.HasPrefix(f.Name(), PartialPrefix) {
 				_ = os.Remove(filepath.Join(dir, f.Name()))
 			}
 		}
 		u.mu.Lock()
-		if _, ok := u.leases[e.Name()]; !ok {
-			u.leases[e.Name()] = &scratch{dir: dir, received: map[string]*partial{}}
+		if _, ok := u.scratch[e.Name()]; !ok {
+			u.scratch[e.Name()] = &scratch{dir: dir, received: map[string]*partial{}}
 			u.watch(e.Name())
 		}
 		u.mu.Unlock()
@@ -399,7 +429,7 @@ func (u *uploads) sweep(live []core.LeaseRecord) {
 
 // dirOf is the lease's scratch directory. Lease ids are the daemon's own,
 // but the check keeps a path out of the name whatever produced it.
-func (u *uploads) dirOf(leaseID string) (string, error) {
+func (u *Store) dirOf(leaseID string) (string, error) {
 	if leaseID == "" || leaseID == "." || leaseID == ".." || strings.ContainsAny(leaseID, `/\`) {
 		return "", core.ErrUnknownLease
 	}
@@ -409,10 +439,10 @@ func (u *uploads) dirOf(leaseID string) (string, error) {
 // uploadRef is {upload:NAME} inside a device.exec argument.
 var uploadRef = regexp.MustCompile(`\{upload:([^{}]*)\}`)
 
-// substituteUploads replaces each {upload:NAME} in args by the absolute
+// Substitute replaces each {upload:NAME} in args by the absolute
 // path of the lease's committed file. A name never uploaded (or still in
 // flight) is UNKNOWN_UPLOAD, before anything runs.
-func (u *uploads) substitute(leaseID string, args []string) ([]string, error) {
+func (u *Store) Substitute(leaseID string, args []string) ([]string, error) {
 	out := make([]string, len(args))
 	for i, a := range args {
 		var ferr error
@@ -431,7 +461,7 @@ func (u *uploads) substitute(leaseID string, args []string) ([]string, error) {
 	return out, nil
 }
 
-func (u *uploads) path(leaseID, name string) (string, error) {
+func (u *Store) path(leaseID, name string) (string, error) {
 	unknown := func() error {
 		return contract.Errorf(contract.CodeUnknownUpload, "lease %s has no uploaded file %q", leaseID, name).
 			WithDetails("leaseId", leaseID, "name", name)

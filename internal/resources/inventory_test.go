@@ -1,4 +1,4 @@
-package daemon
+package resources
 
 import (
 	"context"
@@ -60,23 +60,31 @@ func (d *slowDriver) set(gate chan struct{}, err error) {
 	d.gate, d.err = gate, err
 }
 
-func newTestInventory(t *testing.T) (*inventory, *slowDriver, *fake.Clock) {
+// drivers is an engine that only finds drivers: the inventory's shared
+// reads ask it for nothing else.
+type drivers func(platform string) (core.Driver, bool)
+
+func (f drivers) Driver(p string) (core.Driver, bool) { return f(p) }
+func (drivers) Platforms() []string                   { return nil }
+func (drivers) Status() core.StatusSnapshot           { return core.StatusSnapshot{} }
+
+func newTestInventory(t *testing.T) (*Inventory, *slowDriver, *fake.Clock) {
 	t.Helper()
 	clock := fake.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	drv := &slowDriver{Driver: fakedrv.New("ios")}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cfg := config.Default().Inventory
-	inv := newInventory(ctx, cfg, clock, func(p string) (core.Driver, bool) { return drv, p == "ios" })
+	inv := NewInventory(ctx, cfg, clock, drivers(func(p string) (core.Driver, bool) { return drv, p == "ios" }))
 	return inv, drv, clock
 }
 
 type observed struct {
-	runs map[string]map[string]deviceObservation
+	runs map[string]map[string]Observation
 	e    *contract.Enrichment
 }
 
-func observeAsync(inv *inventory, budget time.Duration) <-chan observed {
+func observeAsync(inv *Inventory, budget time.Duration) <-chan observed {
 	ch := make(chan observed, 1)
 	go func() {
 		runs, g := inv.observe(context.Background(), []string{"ios"}, budget)
@@ -139,7 +147,7 @@ func TestInventoryReportsFailuresAndSupersededReads(t *testing.T) {
 	gate := drv.hold()
 	ch := observeAsync(inv, time.Minute)
 	spin(t, "caller waiting", func() bool { return clock.Pending() == 2 })
-	inv.invalidate(events.Event{Type: "device.provisioned", Platform: "ios"})
+	inv.Invalidate(events.Event{Type: "device.provisioned", Platform: "ios"})
 	o := <-ch
 	if o.e.Complete || o.e.Code != contract.EnrichmentSuperseded || !reflect.DeepEqual(o.e.Missing, []string{"ios.devices"}) {
 		t.Fatalf("superseded listing: %+v", o.e)
@@ -165,7 +173,7 @@ func TestInventoryRetryOfAnOvertakenListingIsSuperseded(t *testing.T) {
 	if o := <-ch; o.e.Code != contract.EnrichmentTimeout || !reflect.DeepEqual(o.e.Pending, []string{"ios.devices"}) {
 		t.Fatalf("first listing: %+v", o.e)
 	}
-	inv.invalidate(events.Event{Type: "device.provisioned", Platform: "ios"})
+	inv.Invalidate(events.Event{Type: "device.provisioned", Platform: "ios"})
 	spin(t, "the aborted listing ended", func() bool { return clock.Pending() == 0 })
 	ch = observeAsync(inv, time.Second)
 	spin(t, "retry waiting", func() bool { return clock.Pending() == 2 })
@@ -209,7 +217,7 @@ func TestInventoryReadsLiveFactsOfRunningDevicesOnly(t *testing.T) {
 	drv := &liveDriver{Driver: fakedrv.New("android")}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	inv := newInventory(ctx, config.Default().Inventory, clock, func(p string) (core.Driver, bool) { return drv, p == "android" })
+	inv := NewInventory(ctx, config.Default().Inventory, clock, drivers(func(p string) (core.Driver, bool) { return drv, p == "android" }))
 
 	runs, g := inv.observe(context.Background(), []string{"android"}, time.Minute)
 	if e := g.enrichment(); !e.Complete {
@@ -235,12 +243,12 @@ func TestInventoryReadsLiveFactsOfRunningDevicesOnly(t *testing.T) {
 
 	// The description carries them; status reads them from the kept listing.
 	r := core.DeviceRecord{ID: "dev_1", Platform: "android", Handle: "h1", State: core.StateLeased}
-	rt := encode(t, describeDevice(r, "lease_1", inv.known("android", "h1")))["runtime"].(map[string]any)
+	rt := encode(t, Describe(r, "lease_1", inv.known("android", "h1")))["runtime"].(map[string]any)
 	if rt["locked"] != true || rt["orientation"] != "landscape" || rt["readiness"] != "running" {
 		t.Errorf("h1's runtime %v", rt)
 	}
 	r.Handle = "h3"
-	rt = encode(t, describeDevice(r, "lease_1", inv.known("android", "h3")))["runtime"].(map[string]any)
+	rt = encode(t, Describe(r, "lease_1", inv.known("android", "h3")))["runtime"].(map[string]any)
 	requireNull(t, rt, "locked", "orientation")
 	if rt["readiness"] != "running" {
 		t.Errorf("h3's runtime %v", rt)
