@@ -132,3 +132,49 @@ func repoRoot(t *testing.T) string {
 	}
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
+
+// The daemon is the wiring (ADR 0091): it builds the systems, serves the
+// handler table, and runs start and stop. Each file it may hold is named
+// here with what it is for, so a system's rules cannot grow back into it
+// unnoticed: a new file needs a row, and a reviewer who reads why.
+var daemonFiles = map[string]string{
+	"daemon.go":       "start, readiness, stop: the order the systems come up and go down",
+	"handlers.go":     "the handler table and the backbone's own operations (lease, status, events)",
+	"errors.go":       "the one mapping of errors onto contract codes",
+	"drivers.go":      "building the drivers from the configuration",
+	"gateway_mode.go": "a daemon that fronts a fleet instead of devices",
+	"metrics.go":      "the recorder: metrics, audit lines and journal writes behind the bus",
+	"audit.go":        "the audit line format",
+	"httpbackend.go":  "the HTTP transport's view of the daemon",
+	"exec.go":         "device.exec and passthrough: running a tool for a lease holder",
+	"target.go":       "lease.request's device selector, resolved through the claims system",
+	"group.go":        "the shape check of a multi-device lease request",
+	"warmpool.go":     "status.get's account of the warm targets",
+	"sessions.go":     "wiring: the session broker (internal/sessions)",
+	"slots.go":        "wiring: the slot manager (internal/slots)",
+	"claims.go":       "wiring: the claims system (internal/claims)",
+	"resources.go":    "wiring: the inventory and resources.* (internal/resources), uploads (internal/uploads)",
+}
+
+func TestDaemonHoldsOnlyTheFilesItNames(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "internal", "daemon", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		seen[name] = true
+		if _, ok := daemonFiles[name]; !ok {
+			t.Errorf("internal/daemon/%s is not a file the daemon holds: put a system's rules in its package, or name the file in daemonFiles with what it is for", name)
+		}
+	}
+	for name := range daemonFiles {
+		if !seen[name] {
+			t.Errorf("daemonFiles names %s, which is gone: drop its row", name)
+		}
+	}
+}
