@@ -21,7 +21,7 @@ import (
 // on the engine or in the daemon: give the feature a book or a package.
 const (
 	engineMethodBudget = 135  // goal 80
-	engineFieldBudget  = 39   // goal 25
+	engineFieldBudget  = 19   // goal 25: met
 	daemonLineBudget   = 3010 // goal 3,500: met
 )
 

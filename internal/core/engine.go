@@ -120,20 +120,54 @@ type Engine struct {
 	hooks OpHooks
 	est   estimates // measured driver timings, for progress ETAs
 
+	running // the background work Stop cancels and waits for
+
+	mu           sync.Mutex // the decision section
+	reg          registry   // devices, leases, lease timers and op locks (registry.go)
+	queue        queue      // pending requests, FIFO (queue.go)
+	sectionState            // what the running section has decided and not yet told
+	halt         halt       // Stop or a reset (nuke) has begun: nothing is granted or started
+
+	books // every feature's state and rules, one book each (ADR 0091)
+
+	// The single writer (writer.go, ADR 0044): the section hands it its
+	// change sets and facts; nobody is told a fact before it is durable.
+	wr *writer
+	fence
+}
+
+// running is the engine's background work: what Stop cancels, and the
+// goroutines it waits for.
+type running struct {
 	bg       context.Context // cancelled on Stop: aborts background driver work
 	bgCancel context.CancelFunc
 	wg       sync.WaitGroup // device operations in flight (ops.go)
 	loops    sync.WaitGroup // the reaper loop, health ticks, cleanup and doctor passes
 	quit     chan struct{}  // closed when Stop begins: long-lived loops return
+}
 
-	mu          sync.Mutex     // the decision section
-	reg         registry       // devices, leases, lease timers and op locks (registry.go)
-	queue       queue          // pending requests, FIFO (queue.go)
+// sectionState is what the decision section in progress holds back: its
+// facts wait to be published as one batch, its pushes to callers run after
+// unlock (a slow client must never stall a decision), and its ticket says
+// which writer batch makes them durable.
+type sectionState struct {
 	pending     []events.Event // facts committed in this section, published as one batch before unlock
 	inSection   bool           // f of section is running: emitLocked batches into pending
-	afterUnlock []func()       // pushes to callers, run after unlock: a slow client must never stall a decision
-	halt        halt           // Stop or a reset (nuke) has begun: nothing is granted or started
+	afterUnlock []func()       // pushes to callers, run after unlock
+	secTicket   uint64         // newest ticket the running section handed over
+}
 
+// fence stops every decision once the writer has failed: nothing more is
+// decided on a state the store may not hold.
+type fence struct {
+	broken   error         // set when the writer failed
+	failOnce sync.Once     // storeFailed runs once
+	failed   chan struct{} // closed once the engine is fenced (Failed)
+}
+
+// books are the features' books (ADR 0091): each owns one feature's state
+// and the rules that change it, and runs only inside the decision section.
+type books struct {
 	quarantine quarantineBook // devices out of service and their retries (quarantine.go)
 	health     healthBook     // the leased devices' health monitor (health.go)
 	cleanup    cleanupBook    // the cleanup rules' disk reading and pressure edge (cleanup.go)
@@ -146,14 +180,6 @@ type Engine struct {
 	host       hostBook       // the rest of the host, foreign claims and host waits (hostbook.go)
 	groups     groupBook      // multi-device requests' bounds, plans and preparation (group.go)
 	pool       pool           // which devices each pool may use (pool.go)
-
-	// The single writer (writer.go, ADR 0044): the section hands it its
-	// change sets and facts; nobody is told a fact before it is durable.
-	wr        *writer
-	secTicket uint64        // newest ticket the running section handed over
-	broken    error         // set when the writer failed: nothing more is decided
-	failOnce  sync.Once     // storeFailed runs once
-	failed    chan struct{} // closed once the engine is fenced (Failed)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -185,10 +211,9 @@ func New(cfg Config, d Deps) *Engine {
 	cfg.Demand = cfg.Demand.withDefaults()
 	e := &Engine{
 		cfg: cfg, clock: d.Clock, store: d.Store, strategy: d.Strategy, bus: d.Bus,
-		log: d.Logger, newID: d.NewID, hooks: d.Hooks, quit: make(chan struct{}),
+		log: d.Logger, newID: d.NewID, hooks: d.Hooks, running: running{quit: make(chan struct{})},
 		drivers: map[string]Driver{},
-		slots:   newSlotBook(),
-		warm:    warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger},
+		books:   books{slots: newSlotBook(), warm: warmBook{pol: cfg.Demand, clock: d.Clock}, host: hostBook{log: d.Logger}},
 	}
 	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)
 	e.queue.left, e.queue.emit, e.queue.replan = e.goldens.recheckLocked, e.emitLocked, e.scheduleLocked
