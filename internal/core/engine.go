@@ -203,7 +203,7 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
-	attachGoldenGate(e.drivers, e)
+	attachGoldenGate(e.drivers, e.Goldens())
 	e.goldens = newGoldenBook(e, e.drivers, d)
 	e.rs = newResetBook(e, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
 		return e.quarantine.enterLocked(id, reason, op, causes...)

@@ -271,7 +271,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims.Hooks(),
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
-	d.claims.Bind(d.engine, drivers) // host waiters, usage and admission
+	d.claims.Bind(d.engine, d.engine.Host(), d.engine.Resets(), drivers) // host waiters, usage and admission
 	d.sessions = d.newBroker(o)
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 
@@ -288,7 +288,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.inv = newInventory(sctx, d.cfg.Inventory, d.clock, d.engine.Driver)
 	observeBus(sctx, d.bus, d.inv.invalidate)
 	d.uploads = newUploads(sctx, o.Home, o.Config.Upload.MaxBytes, o.Config.DiskPressure.FreeBytesThreshold,
-		func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }, d.engine.LeaseEnded, ports.Module(o.Logger, "uploads"))
+		func() (uint64, error) { return stats.FreeDiskBytes(o.Home) }, d.engine.Watch().LeaseEnded, ports.Module(o.Logger, "uploads"))
 	// Both servers are built before either serves: daemon.stop, over
 	// either, closes the socket server and waits for the HTTP one.
 	d.srv = &socket.Server{D: socketAdapter{d}, Log: ports.Module(o.Logger, "socket")}
@@ -370,7 +370,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 		// The health monitor and the reaper start only now: nothing may
 		// observe or act on a half-restored registry.
-		d.engine.StartHealthMonitor()
+		d.engine.Health().StartHealthMonitor()
 		d.engine.StartReaper(sctx)
 		// A commit the engine's writer failed fences the engine (ADR
 		// 0044): stop with an error so the supervisor restarts the daemon
