@@ -20,7 +20,7 @@ import (
 // the change that shrinks the code; never raise it to let a feature land
 // on the engine or in the daemon: give the feature a book or a package.
 const (
-	engineMethodBudget = 173  // goal 80
+	engineMethodBudget = 154  // goal 80
 	engineFieldBudget  = 45   // goal 25
 	daemonLineBudget   = 4015 // goal 3,500
 )
