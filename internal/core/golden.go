@@ -220,12 +220,13 @@ func attachGoldenGate(drivers map[string]Driver, gate GoldenGate) {
 
 // GoldenDesk is the golden book's counter: cloning drivers ask it to admit
 // a golden build (it is the GoldenGate the engine attaches to them), and
-// the daemon's status.get and health read its report. Each entry enters the
+// the daemon's status.get and doctor.run read its report. Each entry enters the
 // decision section as the engine's own entries do. Engine.Goldens hands one
 // out; the zero value is not usable.
 type GoldenDesk struct{ e *Engine }
 
-// Goldens is the golden book's desk (the drivers' gate, the daemon's status).
+// Goldens is the golden book's desk (the drivers' gate; the daemon's
+// status.get and doctor.run).
 func (e *Engine) Goldens() GoldenDesk { return GoldenDesk{e} }
 
 // AdmitGoldenBuild implements GoldenGate (ADR 0053). A build is refused
