@@ -59,7 +59,7 @@ func (s *System) setupHostAdmission() {
 	c := s.claims
 	c.starting = map[string]bool{}
 	c.admit = func(ctx context.Context, op core.OpInfo) error {
-		max, platforms := s.engine.HostLimits()
+		max, platforms := s.hostDesk.HostLimits()
 		if max <= 0 && len(platforms) == 0 {
 			return nil
 		}

@@ -100,7 +100,7 @@ func (s *System) pushHostUsage() {
 	hu.Others, hu.External = maps.Clone(u.others), maps.Clone(u.external)
 	u.mu.Unlock()
 	hu.Waiting = s.othersWaiting() // hostwaiters.go
-	s.engine.SetHostUsage(hu)
+	s.hostDesk.SetHostUsage(hu)
 }
 
 // probeExternal counts external devices now and then every externalEvery,

@@ -47,7 +47,7 @@ type hostWaiters struct {
 func (s *System) setupHostWaiters() {
 	hw := &hostWaiters{kick: make(chan struct{}, 1), done: make(chan struct{}), others: map[string]int{}}
 	s.waiters = hw
-	s.engine.OnHostWaitChange(func() {
+	s.hostDesk.OnHostWaitChange(func() {
 		select {
 		case hw.kick <- struct{}{}:
 		default:
@@ -162,7 +162,7 @@ func (s *System) syncWaiters(ctx context.Context) error {
 	if hw.closed {
 		return nil
 	}
-	now := s.engine.HostWaits()
+	now := s.hostDesk.HostWaits()
 	if hw.written && sameHostWaits(now, hw.last) {
 		return nil
 	}

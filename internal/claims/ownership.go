@@ -109,7 +109,7 @@ func (s *System) endLost(lost []lostClaim) {
 			s.bus.Publish(events.Event{Type: "claim.lost", LeaseID: l.ID, DeviceID: lc.device, RequesterID: l.RequesterID,
 				Platform: l.Platform, Reason: lc.trust.Reason,
 				Data: map[string]any{"deviceKey": string(lc.key), "detail": lc.trust.Detail, "ownerId": l.OwnerID}})
-			if err := s.engine.ReleaseWith(l.ID, l.Release, lc.trust.Reason); err != nil && !errors.Is(err, core.ErrUnknownLease) {
+			if err := s.resets.ReleaseWith(l.ID, l.Release, lc.trust.Reason); err != nil && !errors.Is(err, core.ErrUnknownLease) {
 				s.log.Error("end a lease whose device claim was lost", "lease", l.ID, "err", err)
 			}
 		}

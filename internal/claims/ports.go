@@ -48,15 +48,20 @@ type Registry interface {
 	Reopen(ctx context.Context) error
 }
 
-// Engine is every engine operation the system calls (*core.Engine).
+// Engine is every operation the system calls on the engine itself
+// (*core.Engine).
 type Engine interface {
 	Devices() []core.DeviceRecord
 	Device(id string) (core.DeviceRecord, bool)
 	Leases() []core.LeaseRecord
 	Release(id string) error
-	ReleaseWith(leaseID string, p core.ReleasePolicy, reason string) error
 	ReleaseWhere(match func(core.LeaseRecord) bool) []string
 	ShutdownIdle(ctx context.Context, id, lock string) (stopped bool, err error)
+}
+
+// HostDesk is the engine's host book as the system tells and reads it
+// (core.HostDesk, from Engine.Host).
+type HostDesk interface {
 	// SetForeignClaims replaces the devices other owners hold (device id
 	// to why), which the engine keeps out of its pool.
 	SetForeignClaims(held map[string]string)
@@ -64,6 +69,13 @@ type Engine interface {
 	HostLimits() (int, map[string]int)
 	HostWaits() []core.HostWait
 	OnHostWaitChange(f func())
+}
+
+// ResetDesk is the engine's reset book as the ownership check uses it: a
+// lease whose claim was lost ends with its own policy and the loss as the
+// reason (core.ResetDesk, from Engine.Resets).
+type ResetDesk interface {
+	ReleaseWith(leaseID string, p core.ReleasePolicy, reason string) error
 }
 
 // Bus is where the system publishes its facts (claim.lost, claim.reclaimed).
@@ -107,8 +119,11 @@ type Config struct {
 	GuardDevice func(deviceID string) error
 }
 
-// The engine and the host registry are the system's ports as they stand.
+// The engine, its host and reset desks and the host registry are the
+// system's ports as they stand.
 var (
-	_ Engine   = (*core.Engine)(nil)
-	_ Registry = (*hostreg.DB)(nil)
+	_ Engine    = (*core.Engine)(nil)
+	_ HostDesk  = core.HostDesk{}
+	_ ResetDesk = core.ResetDesk{}
+	_ Registry  = (*hostreg.DB)(nil)
 )

@@ -32,7 +32,9 @@ type System struct {
 	devicesOf func(events.Event) []string
 	owners    Owners
 	guard     func(deviceID string) error
-	engine    Engine // set by Bind
+	engine    Engine    // set by Bind
+	hostDesk  HostDesk  // set by Bind
+	resets    ResetDesk // set by Bind
 
 	hostSubs []hostSub
 	slotSubs []func(context.Context) bool
@@ -63,11 +65,12 @@ func New(cfg Config) *System {
 // waiters are published, then the device is claimed.
 func (s *System) Hooks() core.OpHooks { return waitFirstHooks{OpHooks: s.claims, s: s} }
 
-// Bind gives the system the engine built over its hooks, and sets up host
-// waiters, host usage (over the drivers that count external devices) and
-// host admission, in that order (see hostwaiters.go).
-func (s *System) Bind(engine Engine, drivers []core.Driver) {
-	s.engine = engine
+// Bind gives the system the engine built over its hooks, with the engine's
+// host and reset desks, and sets up host waiters, host usage (over the
+// drivers that count external devices) and host admission, in that order
+// (see hostwaiters.go).
+func (s *System) Bind(engine Engine, host HostDesk, resets ResetDesk, drivers []core.Driver) {
+	s.engine, s.hostDesk, s.resets = engine, host, resets
 	s.setupHostWaiters() // before setupHostUsage: see hostwaiters.go
 	s.setupHostUsage(drivers)
 	s.setupHostAdmission() // hostadmit.go
@@ -83,7 +86,7 @@ func (s *System) FollowLeases(ctx context.Context) {
 	// Other owners' claims keep this home's devices out of its pool; the
 	// watcher refreshes the engine's in-memory copy when they change.
 	s.OnHostChange(func(st []hostreg.Status) {
-		s.engine.SetForeignClaims(s.claims.foreignFrom(s.engine.Devices(), st))
+		s.hostDesk.SetForeignClaims(s.claims.foreignFrom(s.engine.Devices(), st))
 	})
 	// A claim another daemon took or cleared ends this home's lease on it.
 	s.OnHostChange(s.watchOwnership(ctx))
@@ -100,7 +103,7 @@ func (s *System) Restore(ctx context.Context) {
 		return
 	}
 	lost := s.claims.reconcile(ctx, s.engine.Devices(), s.engine.Leases(), st)
-	s.engine.SetForeignClaims(s.claims.foreignFrom(s.engine.Devices(), st))
+	s.hostDesk.SetForeignClaims(s.claims.foreignFrom(s.engine.Devices(), st))
 	// The invariant (ADR 0059): a restored lease whose claim is not this
 	// home's ends now, before anyone is let in.
 	s.endLost(lost)

@@ -215,8 +215,8 @@ func TestAForeignClaimKeepsADeviceOutOfThePool(t *testing.T) {
 	}
 	h.engine.Release(g.Lease.ID)
 	h.engine.WaitIdle()
-	h.engine.SetForeignClaims(map[string]string{g.Device.ID: "home /b"})
-	if who, ok := h.engine.ForeignHolder(g.Device.ID); !ok || who != "home /b" {
+	h.engine.Host().SetForeignClaims(map[string]string{g.Device.ID: "home /b"})
+	if who, ok := h.engine.Host().ForeignHolder(g.Device.ID); !ok || who != "home /b" {
 		t.Fatalf("foreign holder %q %v", who, ok)
 	}
 	g2, err := h.lease("b", "Phone")
@@ -231,7 +231,7 @@ func TestAForeignClaimKeepsADeviceOutOfThePool(t *testing.T) {
 	}
 	h.engine.Release(g2.Lease.ID)
 	h.engine.WaitIdle()
-	h.engine.SetForeignClaims(nil)
+	h.engine.Host().SetForeignClaims(nil)
 	g3, err := h.lease("c", "Phone")
 	if err != nil {
 		t.Fatal(err)

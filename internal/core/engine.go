@@ -223,7 +223,7 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
-	attachGoldenGate(e.drivers, e)
+	attachGoldenGate(e.drivers, e.Goldens())
 	e.goldens = newGoldenBook(e, &e.queue, &e.halt, e.drivers, d)
 	e.rs = newResetBook(e, &e.reg, &e.queue, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
 		return e.quarantine.enterLocked(id, reason, op, causes...)

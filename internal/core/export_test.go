@@ -24,9 +24,9 @@ func (e *Engine) ReceiptMemory() (receipts, settledLive int) {
 
 // GoldenRefusals is GoldenStatus's refusals keyed by spec key, for the
 // tests' lookups.
-func (e *Engine) GoldenRefusals() map[string]string {
+func (gd GoldenDesk) GoldenRefusals() map[string]string {
 	out := map[string]string{}
-	for _, r := range e.GoldenStatus().Refused {
+	for _, r := range gd.GoldenStatus().Refused {
 		out[r.Key] = r.Reason
 	}
 	return out

@@ -216,6 +216,17 @@ func attachGoldenGate(drivers map[string]Driver, gate GoldenGate) {
 	}
 }
 
+// GoldenDesk is the golden book's counter: cloning drivers ask it to admit
+// a golden build (it is the GoldenGate the engine attaches to them), and
+// the daemon's status.get and doctor.run read its report. Each entry enters the
+// decision section as the engine's own entries do. Engine.Goldens hands one
+// out; the zero value is not usable.
+type GoldenDesk struct{ e *Engine }
+
+// Goldens is the golden book's desk (the drivers' gate; the daemon's
+// status.get and doctor.run).
+func (e *Engine) Goldens() GoldenDesk { return GoldenDesk{e} }
+
 // AdmitGoldenBuild implements GoldenGate (ADR 0053). A build is refused
 // while a request waits for capacity (whatever the build took would be
 // taken from it) and whenever the golden would take the last managed slot
@@ -224,7 +235,8 @@ func attachGoldenGate(drivers map[string]Driver, gate GoldenGate) {
 // a provision nobody waits for (a warm-pool fill: no request of the
 // platform is queued) may build it inline, in its own reservation, so a
 // golden never makes more simulators run than the limits allow.
-func (e *Engine) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, start func(GoldenAdmission)) GoldenAdmission {
+func (gd GoldenDesk) AdmitGoldenBuild(platform string, g Golden, inlineOK bool, start func(GoldenAdmission)) GoldenAdmission {
+	e := gd.e
 	verdict := GoldenRefused
 	e.section(func() { verdict = e.goldens.admitLocked(platform, g, inlineOK, start) })
 	return verdict
@@ -554,7 +566,8 @@ type GoldenReport struct {
 
 // GoldenStatus reports the goldens and the refused builds in one section.
 // It runs no command: the drivers' Goldens answer from memory.
-func (e *Engine) GoldenStatus() GoldenReport {
+func (gd GoldenDesk) GoldenStatus() GoldenReport {
+	e := gd.e
 	var out GoldenReport
 	e.section(func() { out = e.goldens.statusLocked() })
 	sort.Slice(out.Devices, func(i, j int) bool {

@@ -59,7 +59,7 @@ func TestRefusedGoldenIsBuiltOnceTheWaitingRequestIsGranted(t *testing.T) {
 	if r := h.engine.Capacity(); r.Global.Reserved != 1 || r.Global.Goldens != 1 {
 		t.Fatalf("the retried build is not charged as running: %+v", r.Global)
 	}
-	if got := h.engine.GoldenRefusals(); len(got) != 0 {
+	if got := h.engine.Goldens().GoldenRefusals(); len(got) != 0 {
 		t.Fatalf("refusal kept after the build was admitted: %v", got)
 	}
 }
@@ -85,7 +85,7 @@ func TestRefusedGoldenIsNotRetriedWhileARequestStillWaits(t *testing.T) {
 	if slices.Contains(c.Calls(), ensurePhone) {
 		t.Fatalf("golden retried while b2 still waits: %v", c.Calls())
 	}
-	if got := h.engine.GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "waiting") {
+	if got := h.engine.Goldens().GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "waiting") {
 		t.Fatalf("refusal %q, want the waiting reason kept", got)
 	}
 	if err := h.engine.Release(b.g.Lease.ID); err != nil {
@@ -136,8 +136,8 @@ func TestRefusedGoldenRetryDoesNotLoop(t *testing.T) {
 	if n := countCalls(c.Calls(), ensurePhone); n != 1 {
 		t.Fatalf("a failed retry asked %d times, want 1 (no loop): %v", n, c.Calls())
 	}
-	if len(c.Goldens()) != 0 || len(h.engine.GoldenRefusals()) != 1 {
-		t.Fatalf("after a failed retry: goldens %+v refusals %v", c.Goldens(), h.engine.GoldenRefusals())
+	if len(c.Goldens()) != 0 || len(h.engine.Goldens().GoldenRefusals()) != 1 {
+		t.Fatalf("after a failed retry: goldens %+v refusals %v", c.Goldens(), h.engine.Goldens().GoldenRefusals())
 	}
 	// The next release (a device settles) may clear it: asked again.
 	if err := h.engine.Release(b.g.Lease.ID); err != nil {
@@ -166,12 +166,12 @@ func longLease(t *testing.T, h *harness, req, model string) core.Grant {
 
 func goldenState(t *testing.T, h *harness, handle string) core.GoldenDevice {
 	t.Helper()
-	for _, g := range h.engine.GoldenStatus().Devices {
+	for _, g := range h.engine.Goldens().GoldenStatus().Devices {
 		if g.Handle == handle {
 			return g
 		}
 	}
-	t.Fatalf("golden %s not in status: %+v", handle, h.engine.GoldenStatus())
+	t.Fatalf("golden %s not in status: %+v", handle, h.engine.Goldens().GoldenStatus())
 	return core.GoldenDevice{}
 }
 
@@ -230,7 +230,7 @@ func TestStuckGoldenIsRetriedAfterItsBackoffAndNotBefore(t *testing.T) {
 	if n := removals(); n != 3 {
 		t.Fatalf("removal attempts %d, want 3", n)
 	}
-	if st := h.engine.GoldenStatus(); len(st.Devices) != 0 {
+	if st := h.engine.Goldens().GoldenStatus(); len(st.Devices) != 0 {
 		t.Fatalf("golden still reported after its removal: %+v", st)
 	}
 }
@@ -252,7 +252,7 @@ func TestGoldenStatusShowsBuildingStuckAndRefused(t *testing.T) {
 	if v := c.AskGoldenBuild("G3", "Watch", "rt-1.0", false); v != core.GoldenRefused {
 		t.Fatalf("golden admitted while the watch waits: %v", v)
 	}
-	st := h.engine.GoldenStatus()
+	st := h.engine.Goldens().GoldenStatus()
 	got := map[string]string{}
 	for _, g := range st.Devices {
 		got[g.Handle] = g.State
@@ -323,7 +323,7 @@ func TestNukeForgetsRefusedGoldens(t *testing.T) {
 	if n := countCalls(c.Calls(), ensurePhone); n != 0 {
 		t.Fatalf("golden build asked %d times after the reset, want none: %v", n, c.Calls())
 	}
-	if got := h.engine.GoldenRefusals(); len(got) != 0 {
+	if got := h.engine.Goldens().GoldenRefusals(); len(got) != 0 {
 		t.Fatalf("refusals after the reset: %v", got)
 	}
 }

@@ -77,7 +77,7 @@ func TestGoldenBuildNeverTakesTheLastManagedSlot(t *testing.T) {
 	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenRefused {
 		t.Fatalf("golden admitted into the last managed slot: %v", v)
 	}
-	if got := h.engine.GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "last managed slot") {
+	if got := h.engine.Goldens().GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "last managed slot") {
 		t.Fatalf("refusal reason %q", got)
 	}
 	if _, err := noWait(h, "b", "Tablet"); err != nil {
@@ -87,13 +87,13 @@ func TestGoldenBuildNeverTakesTheLastManagedSlot(t *testing.T) {
 	h, c = goldenHarness(t, core.Limits{MaxRunning: 2, MaxManaged: 3})
 	leaseOn(t, h, "a", "ios", "Phone")
 	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", false); v != core.GoldenBackground {
-		t.Fatalf("golden build with room: %v, refusals %v", v, h.engine.GoldenRefusals())
+		t.Fatalf("golden build with room: %v, refusals %v", v, h.engine.Goldens().GoldenRefusals())
 	}
 	if r := h.engine.Capacity(); r.Global.Goldens != 1 || r.Global.Reserved != 1 || r.Global.Managed != 2 {
 		t.Fatalf("admitted golden not charged: %+v", r.Global)
 	}
-	if len(h.engine.GoldenRefusals()) != 0 {
-		t.Fatalf("an admitted build leaves a refusal: %v", h.engine.GoldenRefusals())
+	if len(h.engine.Goldens().GoldenRefusals()) != 0 {
+		t.Fatalf("an admitted build leaves a refusal: %v", h.engine.Goldens().GoldenRefusals())
 	}
 }
 
@@ -108,7 +108,7 @@ func TestGoldenBuildYieldsToAWaitingRequestAndStaysWithinTheRunningLimit(t *test
 	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenRefused {
 		t.Fatalf("golden admitted while a request waits for the running slot: %v", v)
 	}
-	if got := h.engine.GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "waiting") {
+	if got := h.engine.Goldens().GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "waiting") {
 		t.Fatalf("refusal reason %q", got)
 	}
 	if err := h.engine.Release(a.Lease.ID); err != nil {
@@ -122,11 +122,11 @@ func TestGoldenBuildYieldsToAWaitingRequestAndStaysWithinTheRunningLimit(t *test
 	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", false); v != core.GoldenRefused {
 		t.Fatalf("a background golden build admitted above the running limit: %v", v)
 	}
-	if got := h.engine.GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "no running room") {
+	if got := h.engine.Goldens().GoldenRefusals()["ios|Phone|rt-1.0"]; !strings.Contains(got, "no running room") {
 		t.Fatalf("refusal reason %q", got)
 	}
 	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenInline {
-		t.Fatalf("inline build from an idle provision at the running limit: %v, refusals %v", v, h.engine.GoldenRefusals())
+		t.Fatalf("inline build from an idle provision at the running limit: %v, refusals %v", v, h.engine.Goldens().GoldenRefusals())
 	}
 	if r := h.engine.Capacity(); r.Global.Goldens != 1 || r.Global.Reserved != 0 || r.Global.Running != 1 {
 		t.Fatalf("an inline golden charged as running: %+v", r.Global)

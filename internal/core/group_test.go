@@ -292,7 +292,7 @@ func TestGroupLosesItsLeaseWhenAnyMemberVanishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.engine.StartHealthMonitor()
+	h.engine.Health().StartHealthMonitor()
 	h.droid.Vanish(g.Members[1].Handle)
 	h.clock.Advance(5 * time.Second)
 	h.clock.Advance(5 * time.Second)

@@ -133,7 +133,7 @@ func healthHarness(t *testing.T) *harness {
 func TestCrashIsDebouncedThenRecoveredUnderTheSameLease(t *testing.T) {
 	h := healthHarness(t)
 	g, _ := h.lease("a", "")
-	h.engine.StartHealthMonitor()
+	h.engine.Health().StartHealthMonitor()
 	h.drv.Transitioning(g.Device.Handle)
 	h.clock.Advance(30 * time.Second) // six transitioning reads: never a crash
 	if has(eventTypes(h, g.Device.ID), "device.crash-detected") {
@@ -170,7 +170,7 @@ func TestCrashIsDebouncedThenRecoveredUnderTheSameLease(t *testing.T) {
 func TestTooManyCrashesEndTheLeaseAsDeviceLost(t *testing.T) {
 	h := healthHarness(t)
 	g, _ := h.lease("a", "")
-	h.engine.StartHealthMonitor()
+	h.engine.Health().StartHealthMonitor()
 	for i := 0; i < 3; i++ { // MaxRecoveryAttempts (2) + 1 crashes
 		h.drv.Crash(g.Device.Handle)
 		h.clock.Advance(10 * time.Second)
@@ -197,7 +197,7 @@ func TestVanishedDeviceAndProvenanceDriftGiveUp(t *testing.T) {
 	})
 	a, _ := h.lease("a", "")
 	b, _ := h.lease("b", "")
-	h.engine.StartHealthMonitor()
+	h.engine.Health().StartHealthMonitor()
 	h.drv.Vanish(a.Device.Handle)
 	h.drv.SetMark(b.Device.Handle, false)
 	h.clock.Advance(5 * time.Second)

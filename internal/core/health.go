@@ -45,10 +45,19 @@ type observation struct {
 	missing int // consecutive reads where the device was absent from its root
 }
 
+// HealthDesk is the health book's counter: the daemon arms the leased-device
+// health monitor once it converged, and tests run one pass at a time.
+// Engine.Health hands one out; the zero value is not usable.
+type HealthDesk struct{ e *Engine }
+
+// Health is the health book's desk (internal/daemon uses it).
+func (e *Engine) Health() HealthDesk { return HealthDesk{e} }
+
 // StartHealthMonitor arms the leased-device health monitor. The daemon calls
 // it only after convergence, so no crash or recovery fact can be emitted
 // while the registry is still being restored.
-func (e *Engine) StartHealthMonitor() {
+func (h HealthDesk) StartHealthMonitor() {
+	e := h.e
 	if e.cfg.Health.Interval < 0 {
 		return
 	}
@@ -62,7 +71,7 @@ func (e *Engine) armHealthLocked() {
 		return
 	}
 	e.health.timer = e.clock.AfterFunc(e.cfg.Health.Interval, func() {
-		e.HealthTick(e.bg)
+		e.Health().HealthTick(e.bg)
 		e.mu.Lock()
 		e.armHealthLocked()
 		e.mu.Unlock()
@@ -74,7 +83,8 @@ func (e *Engine) armHealthLocked() {
 // A "transitioning" read is never crash evidence; only
 // StableObservations consecutive "stopped" reads are. Provenance drift is
 // trusted only while the device is observed running.
-func (e *Engine) HealthTick(ctx context.Context) {
+func (h HealthDesk) HealthTick(ctx context.Context) {
+	e := h.e
 	ctx, done, ok := e.enterPass(ctx)
 	if !ok {
 		return

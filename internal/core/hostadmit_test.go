@@ -63,7 +63,7 @@ func TestARefusedStartWaitsForRoom(t *testing.T) {
 	if err := h.engine.Converge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 4}) // the watcher's view: room
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 4}) // the watcher's view: room
 	waiting := make(chan result, 1)
 	go func() {
 		g, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"},
@@ -97,7 +97,7 @@ func TestARefusedStartWaitsForRoom(t *testing.T) {
 	}
 	// Room appears (another home released), and the watcher says so.
 	hooks.set(false)
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 4})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 4})
 	r := <-waiting
 	if r.err != nil {
 		t.Fatalf("after room appeared: %v", r.err)
@@ -139,7 +139,7 @@ func TestANoWaitBesideARefusedStartNamesTheLimitThatBinds(t *testing.T) {
 			if err := h.engine.Converge(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			h.engine.SetHostUsage(core.HostUsage{MaxRunning: tc.host}) // the watcher's view: room
+			h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: tc.host}) // the watcher's view: room
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() {

@@ -62,10 +62,21 @@ func hostPlatformLimit(p string) string { return limitHostPlatform + p + "." + L
 // spell it (host.platforms.<p>.maxRunning).
 func HostPlatformLimit(p string) string { return hostPlatformLimit(p) }
 
+// HostDesk is the host book's counter: the claims system (internal/claims)
+// tells the engine which devices other owners hold and what the rest of
+// the host runs, and reads the host limits and the requests waiting on
+// them. Each entry enters the decision section as the engine's own entries
+// do. Engine.Host hands one out; the zero value is not usable.
+type HostDesk struct{ e *Engine }
+
+// Host is the host book's desk (internal/claims uses it).
+func (e *Engine) Host() HostDesk { return HostDesk{e} }
+
 // HostLimits are the host's running limits in force: the whole host's (its
 // default resolved to this engine's own running limit; 0: none) and each
 // platform's.
-func (e *Engine) HostLimits() (int, map[string]int) {
+func (h HostDesk) HostLimits() (int, map[string]int) {
+	e := h.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	in := e.planInputLocked(nil, false)
@@ -183,7 +194,8 @@ func (e *HostCapacityError) Unwrap() error { return ErrHostCapacity }
 // another daemon freed is granted to the waiters at once, and a tighter
 // host (a device booted outside simlock) holds back what is not yet
 // started.
-func (e *Engine) SetHostUsage(u HostUsage) {
+func (h HostDesk) SetHostUsage(u HostUsage) {
+	e := h.e
 	u.Platforms, u.Others, u.External, u.Waiting, u.Held = maps.Clone(u.Platforms), maps.Clone(u.Others), maps.Clone(u.External), maps.Clone(u.Waiting), maps.Clone(u.Held)
 	e.section(func() {
 		e.host.usage = u
@@ -359,7 +371,8 @@ type HostWait struct {
 
 // HostWaits is the engine's current account of its requests held back by
 // a host limit, by platform, sorted.
-func (e *Engine) HostWaits() []HostWait {
+func (h HostDesk) HostWaits() []HostWait {
+	e := h.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return hostWaits(e.queue.Entries())
@@ -369,7 +382,8 @@ func (e *Engine) HostWaits() []HostWait {
 // it committed) each time HostWaits changes: a request starts or stops
 // being held back by a host limit, is served, cancelled or times out. f must
 // not block; it reads HostWaits itself, so a late call is never stale.
-func (e *Engine) OnHostWaitChange(f func()) {
+func (h HostDesk) OnHostWaitChange(f func()) {
+	e := h.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.host.waitFn = f
@@ -530,7 +544,8 @@ func markLeaving(in PlanInput, ids []string) PlanInput {
 // derives the map from the host registry whenever that changes, so the
 // engine reads only this in-memory copy under its lock and never the
 // registry itself.
-func (e *Engine) SetForeignClaims(held map[string]string) {
+func (h HostDesk) SetForeignClaims(held map[string]string) {
+	e := h.e
 	e.section(func() {
 		if maps.Equal(e.host.foreign, held) {
 			return
@@ -543,7 +558,8 @@ func (e *Engine) SetForeignClaims(held map[string]string) {
 
 // ForeignHolder reports who else on the host holds device id, if anyone,
 // as of the last SetForeignClaims.
-func (e *Engine) ForeignHolder(id string) (string, bool) {
+func (h HostDesk) ForeignHolder(id string) (string, bool) {
+	e := h.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.host.holder(id)

@@ -15,7 +15,7 @@ import (
 func TestHostLimitRefusesNoWaitWithItsFigures(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
 	leaseOn(t, h, "a", "ios", "Phone")
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"android": 1}, External: map[string]int{"ios": 0},
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"android": 1}, External: map[string]int{"ios": 0},
 		RetryAfter: 3 * time.Second})
 	before := len(h.drv.Calls())
 	_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"},
@@ -37,7 +37,7 @@ func TestHostLimitRefusesNoWaitWithItsFigures(t *testing.T) {
 	// The daemon's own limit binding first keeps NO_CAPACITY.
 	h2 := newHarness(t, core.Limits{MaxRunning: 1, MaxManaged: 2})
 	leaseOn(t, h2, "a", "ios", "Phone")
-	h2.engine.SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"android": 1}})
+	h2.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"android": 1}})
 	_, err = h2.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"},
 		RequesterID: "b", OwnerID: "b", NoWait: true}, nil)
 	if !errors.Is(err, core.ErrNoCapacity) {
@@ -48,7 +48,7 @@ func TestHostLimitRefusesNoWaitWithItsFigures(t *testing.T) {
 // A platform's host limit counts that platform's external devices.
 func TestHostPlatformLimitRefusesWithExternalDevices(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 8, Platforms: map[string]int{"ios": 1}, External: map[string]int{"ios": 1, "android": 2}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 8, Platforms: map[string]int{"ios": 1}, External: map[string]int{"ios": 1, "android": 2}})
 	_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"},
 		RequesterID: "b", OwnerID: "b", NoWait: true}, nil)
 	var he *core.HostCapacityError
@@ -67,7 +67,7 @@ func TestHostPlatformLimitRefusesWithExternalDevices(t *testing.T) {
 func TestHostWaiterGrantedWhenAnotherHomeReleases(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
 	leaseOn(t, h, "a", "ios", "Phone")
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"ios": 1}})
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "b", OwnerID: "b"})
 	h.engine.WaitIdle()
 	select {
@@ -82,14 +82,14 @@ func TestHostWaiterGrantedWhenAnotherHomeReleases(t *testing.T) {
 		t.Fatalf("host view %+v", got)
 	}
 	// Still full: a change that frees nothing grants nothing.
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"ios": 1}})
 	h.engine.WaitIdle()
 	select {
 	case r := <-waiting:
 		t.Fatalf("granted while the host is still full: %+v", r)
 	default:
 	}
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2})
 	h.engine.WaitIdle()
 	select {
 	case r := <-waiting:
@@ -107,7 +107,7 @@ func TestHostWaiterGrantedWhenAnotherHomeReleases(t *testing.T) {
 func TestHostLimitEvictsOwnIdleDevice(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
 	tablet := warm(t, h, "t", "ios", "Tablet")
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"android": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"android": 1}})
 	g, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"},
 		RequesterID: "b", OwnerID: "b", NoWait: true}, nil)
 	if err != nil {
@@ -140,7 +140,7 @@ func TestReleaseAtASharedHostLimitShutsTheDeviceDown(t *testing.T) {
 		t.Fatalf("released alone on the host: %s, want ready", st)
 	}
 	g = leaseOn(t, h, "b", "ios", "Phone")
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"android": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"android": 1}})
 	if err := h.engine.Release(g.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestHostOverItsLimitShedsIdleWarmDevices(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
 	tablet := warm(t, h, "t", "ios", "Tablet")
 	phone := leaseOn(t, h, "p", "ios", "Phone")
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, External: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, External: map[string]int{"ios": 1}})
 	h.engine.WaitIdle()
 	if st := state(h, tablet.Device.ID); st != core.StateShutdown {
 		t.Fatalf("idle warm tablet over the host limit is %s, want shutdown", st)
@@ -167,7 +167,7 @@ func TestHostOverItsLimitShedsIdleWarmDevices(t *testing.T) {
 	}
 	// Over again (two external now), with nothing idle left: nothing else happens.
 	before := countCalls(h.drv.Calls(), "shutdown")
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, External: map[string]int{"ios": 2}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, External: map[string]int{"ios": 2}})
 	h.engine.WaitIdle()
 	if n := countCalls(h.drv.Calls(), "shutdown") - before; n != 0 || state(h, phone.Device.ID) != core.StateLeased {
 		t.Fatalf("%d shutdowns with only a leased device left", n)

@@ -25,7 +25,7 @@ func evictedFor(h *harness, reason string) []string {
 // and only one; hearing of the same waiter again changes nothing.
 func TestAnotherHomesWaiterTakesOneIdleWarmDevice(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2})
 	a := leaseOn(t, h, "a", "ios", "Phone")
 	b := leaseOn(t, h, "b", "ios", "Phone")
 	for _, g := range []core.Grant{a, b} {
@@ -38,7 +38,7 @@ func TestAnotherHomesWaiterTakesOneIdleWarmDevice(t *testing.T) {
 	if state(h, a.Device.ID) != core.StateReady || state(h, b.Device.ID) != core.StateReady {
 		t.Fatal("alone on the host, the released devices are not kept warm")
 	}
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Waiting: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Waiting: map[string]int{"ios": 1}})
 	h.engine.WaitIdle()
 	if st := state(h, a.Device.ID); st != core.StateShutdown {
 		t.Fatalf("least recently used warm phone is %s, want shut down for the waiter", st)
@@ -52,14 +52,14 @@ func TestAnotherHomesWaiterTakesOneIdleWarmDevice(t *testing.T) {
 	if got := h.engine.Capacity().Host; got.Yielded != 1 || got.OthersWaiting["ios"] != 1 {
 		t.Fatalf("host report %+v", got)
 	}
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Waiting: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Waiting: map[string]int{"ios": 1}})
 	h.engine.WaitIdle()
 	if state(h, b.Device.ID) != core.StateReady || len(evictedFor(h, "host-waiter")) != 1 {
 		t.Fatal("the same waiter cost a second device")
 	}
 	// Served: the other home now runs the device; the waiter is gone. The
 	// engine keeps its one warm phone.
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Others: map[string]int{"ios": 1}})
 	h.engine.WaitIdle()
 	if state(h, b.Device.ID) != core.StateReady {
 		t.Fatal("the warm phone was shed after the waiter was served")
@@ -72,7 +72,7 @@ func TestReleaseWhileAnotherHomeWaitsShutsTheDeviceDown(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 8})
 	a := leaseOn(t, h, "a", "ios", "Phone")
 	b := leaseOn(t, h, "b", "ios", "Phone")
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 2, Waiting: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 2, Waiting: map[string]int{"ios": 1}})
 	h.engine.WaitIdle()
 	if state(h, a.Device.ID) != core.StateLeased || state(h, b.Device.ID) != core.StateLeased {
 		t.Fatal("a leased device yielded to another home")
@@ -95,7 +95,7 @@ func TestHostWaitsFollowTheQueue(t *testing.T) {
 	// that ran it, so it may follow the request.queued event the harness
 	// waits for: the test waits for each call it expects.
 	changed := make(chan struct{}, 16)
-	h.engine.OnHostWaitChange(func() { calls.Add(1); changed <- struct{}{} })
+	h.engine.Host().OnHostWaitChange(func() { calls.Add(1); changed <- struct{}{} })
 	awaitChange := func(what string) {
 		t.Helper()
 		select {
@@ -104,22 +104,22 @@ func TestHostWaitsFollowTheQueue(t *testing.T) {
 			t.Fatalf("no change call %s", what)
 		}
 	}
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"ios": 1}})
 	queuedAt := h.clock.Now()
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "w", OwnerID: "w"})
 	h.engine.WaitIdle()
-	ws := h.engine.HostWaits()
+	ws := h.engine.Host().HostWaits()
 	if len(ws) != 1 || ws[0].Platform != "ios" || ws[0].Limit != core.LimitHost || ws[0].Count != 1 || !ws[0].Since.Equal(queuedAt) {
 		t.Fatalf("host waits %+v", ws)
 	}
 	awaitChange("after one waiter queued")
 	h.clock.Advance(time.Second)
 	// A change that frees nothing is no change to the account.
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"ios": 1}})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"ios": 1}})
 	if calls.Load() != 1 {
 		t.Fatalf("%d change calls after a replan that changed nothing", calls.Load())
 	}
-	h.engine.SetHostUsage(core.HostUsage{MaxRunning: 1})
+	h.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 1})
 	h.engine.WaitIdle()
 	select {
 	case r := <-waiting:
@@ -130,18 +130,18 @@ func TestHostWaitsFollowTheQueue(t *testing.T) {
 		t.Fatal("not granted once the host had room")
 	}
 	awaitChange("after the grant")
-	if ws := h.engine.HostWaits(); len(ws) != 0 || calls.Load() != 2 {
+	if ws := h.engine.Host().HostWaits(); len(ws) != 0 || calls.Load() != 2 {
 		t.Fatalf("after the grant: waits %+v, %d calls", ws, calls.Load())
 	}
 	// Held back by this engine's own limit: not a host wait.
 	h2 := newHarness(t, core.Limits{MaxRunning: 1, MaxManaged: 2})
 	leaseOn(t, h2, "a", "ios", "Phone")
-	h2.engine.SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"ios": 1}})
+	h2.engine.Host().SetHostUsage(core.HostUsage{MaxRunning: 1, Others: map[string]int{"ios": 1}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h2.asyncCtx(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "w", OwnerID: "w"})
 	h2.engine.WaitIdle()
-	if ws := h2.engine.HostWaits(); len(ws) != 0 {
+	if ws := h2.engine.Host().HostWaits(); len(ws) != 0 {
 		t.Fatalf("a request its own limit holds is reported as a host wait: %+v", ws)
 	}
 }

@@ -53,7 +53,7 @@ func TestDoctorListsGoldensAndNukeRemovesThem(t *testing.T) {
 		t.Fatalf("capacity %+v, want the golden counted", c.Global)
 	}
 	// Doctor's read lists it, and it is no finding.
-	if gs := h.engine.GoldenStatus().Devices; len(gs) != 1 || gs[0].Platform != "ios" || gs[0].Handle != "G1" {
+	if gs := h.engine.Goldens().GoldenStatus().Devices; len(gs) != 1 || gs[0].Platform != "ios" || gs[0].Handle != "G1" {
 		t.Fatalf("GoldenDevices = %+v", gs)
 	}
 	if fs, err := h.engine.Doctor(context.Background(), core.DoctorOptions{}); err != nil || len(fs) != 0 {
@@ -69,8 +69,8 @@ func TestDoctorListsGoldensAndNukeRemovesThem(t *testing.T) {
 	if len(rep.DestroyedDevices) != 2 || !has(rep.DestroyedDevices, "golden:ios:G1") || len(rep.Failed) != 0 {
 		t.Fatalf("reset %+v, want the leased device and golden:ios:G1 destroyed", rep)
 	}
-	if c := h.engine.Capacity(); c.Global.Goldens != 0 || c.Global.Managed != 0 || len(h.engine.GoldenStatus().Devices) != 0 {
-		t.Fatalf("capacity after the reset %+v, goldens %+v", c.Global, h.engine.GoldenStatus().Devices)
+	if c := h.engine.Capacity(); c.Global.Goldens != 0 || c.Global.Managed != 0 || len(h.engine.Goldens().GoldenStatus().Devices) != 0 {
+		t.Fatalf("capacity after the reset %+v, goldens %+v", c.Global, h.engine.Goldens().GoldenStatus().Devices)
 	}
 
 	gk.goldens = []core.Golden{{Handle: "G2", ModelID: "Phone", RuntimeID: "rt-1.0"}}

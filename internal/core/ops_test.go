@@ -495,7 +495,7 @@ func TestReconcileReadyDebouncesAMissingDevice(t *testing.T) {
 func TestReleaseDuringCrashRecoveryWaitsForItAndEmitsNoRecovered(t *testing.T) {
 	h := healthHarness(t)
 	g, _ := h.lease("a", "")
-	h.engine.StartHealthMonitor()
+	h.engine.Health().StartHealthMonitor()
 	h.drv.Gate = make(chan struct{})
 	h.drv.Crash(g.Device.Handle)
 	h.clock.Advance(5 * time.Second)

@@ -174,7 +174,7 @@ func TestTheFirstSlotMapDestroysAnEndedPreparationsDevice(t *testing.T) {
 	if _, ok := h.engine.Device("dev_orphan"); !ok {
 		t.Fatal("a convergence that could not tell slot devices apart destroyed a marked device")
 	}
-	h.engine.SetAssigned(map[string]string{})
+	h.engine.Slots().SetAssigned(map[string]string{})
 	h.engine.WaitIdle()
 	if _, ok := h.engine.Device("dev_orphan"); ok {
 		t.Fatal("the ended preparation's device survived the first slot map")

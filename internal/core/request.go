@@ -153,7 +153,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	if r.DeviceID != "" {
 		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
 		if err == nil {
-			err = checkAssigned(r.DeviceID, r.Slot, e.AssignedSlot)
+			err = checkAssigned(r.DeviceID, r.Slot, e.Slots().AssignedSlot)
 		}
 		if err == nil && len(r.Spec.Resources) > 0 {
 			// The one device is named, so no profile key selects it; the

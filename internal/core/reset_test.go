@@ -44,7 +44,7 @@ func (h *harness) sessionLease(req, platform string, p core.ReleasePolicy) core.
 // settled waits for lease id's reset to settle and returns its record.
 func (h *harness) settled(id string) contract.SessionReset {
 	h.t.Helper()
-	_, done, ok := h.engine.ResetOf(id)
+	_, done, ok := h.engine.Resets().ResetOf(id)
 	if !ok {
 		h.t.Fatalf("no reset for lease %s", id)
 	}
@@ -54,7 +54,7 @@ func (h *harness) settled(id string) contract.SessionReset {
 		h.t.Fatalf("reset of %s never settled", id)
 	}
 	h.engine.WaitIdle()
-	rec, _, _ := h.engine.ResetOf(id)
+	rec, _, _ := h.engine.Resets().ResetOf(id)
 	return rec
 }
 
@@ -88,7 +88,7 @@ func TestResetDestroyFreesCapacityOnlyOnceAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.engine.WaitIdle()
-	if rec, _, _ := h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomePending || rec.Mode != contract.ResetDestroy {
+	if rec, _, _ := h.engine.Resets().ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomePending || rec.Mode != contract.ResetDestroy {
 		t.Fatalf("reset after a failed destroy: %+v", rec)
 	}
 	d, ok := h.engine.Device(g.Device.ID)
@@ -149,7 +149,7 @@ func TestResetDestroyReportsDestroyed(t *testing.T) {
 func TestReleaseWithOverridesThePolicy(t *testing.T) {
 	h, _, _ := newResetHarness(t, one(2))
 	g := h.sessionLease("a", "ios", core.ReleasePolicy{Mode: contract.ResetErase})
-	if err := h.engine.ReleaseWith(g.Lease.ID, core.ReleasePolicy{Mode: contract.ResetDestroy}, "session_owner_exited"); err != nil {
+	if err := h.engine.Resets().ReleaseWith(g.Lease.ID, core.ReleasePolicy{Mode: contract.ResetDestroy}, "session_owner_exited"); err != nil {
 		t.Fatal(err)
 	}
 	rec := h.settled(g.Lease.ID)
@@ -163,7 +163,7 @@ func TestReleaseWithOverridesThePolicy(t *testing.T) {
 	if eventIndex(evs, func(e events.Event) bool { return e.Type == "lease.released" && e.Reason == "session_owner_exited" }) < 0 {
 		t.Fatal("lease.released does not carry the reason")
 	}
-	if err := h.engine.ReleaseWith(g.Lease.ID, core.ReleasePolicy{}, ""); err != core.ErrUnknownLease {
+	if err := h.engine.Resets().ReleaseWith(g.Lease.ID, core.ReleasePolicy{}, ""); err != core.ErrUnknownLease {
 		t.Fatalf("second release: %v", err)
 	}
 }
@@ -176,7 +176,7 @@ func TestZeroPolicyKeepsThePoolPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.engine.WaitIdle()
-	if _, _, ok := h.engine.ResetOf(g.Lease.ID); ok {
+	if _, _, ok := h.engine.Resets().ResetOf(g.Lease.ID); ok {
 		t.Fatal("a pool purge reported a session reset")
 	}
 	if d, ok := h.engine.Device(g.Device.ID); !ok || d.State != core.StateReady || d.ReuseCount != 0 {
@@ -431,12 +431,12 @@ func TestResetCrashMidResetDestroysOnRestart(t *testing.T) {
 			if callIndex(drv.Calls(), "destroy "+g.Device.Handle) < 0 {
 				t.Fatalf("not destroyed: %v", drv.Calls())
 			}
-			_, done, ok := h.engine.ResetOf(g.Lease.ID)
+			_, done, ok := h.engine.Resets().ResetOf(g.Lease.ID)
 			if !ok {
 				t.Fatal("the restarted engine does not know the reset")
 			}
 			<-done
-			if rec, _, _ := h.engine.ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
+			if rec, _, _ := h.engine.Resets().ResetOf(g.Lease.ID); rec.Outcome != contract.ResetOutcomeDestroyed || !strings.Contains(rec.FallbackReason, "interrupted") {
 				t.Fatalf("reset after the restart %+v", rec)
 			}
 		})

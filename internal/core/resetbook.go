@@ -105,12 +105,23 @@ func (b *resetBook) addDevice(leaseID, id string) {
 	}
 }
 
+// ResetDesk is the reset book's counter: the session broker
+// (internal/sessions) reads a released lease's reset record and, like the
+// claims system's ownership check, ends a lease with a release policy other
+// than its own. Each entry enters the decision section as the engine's own
+// entries do. Engine.Resets hands one out; the zero value is not usable.
+type ResetDesk struct{ e *Engine }
+
+// Resets is the reset book's desk (internal/sessions and internal/claims use it).
+func (e *Engine) Resets() ResetDesk { return ResetDesk{e} }
+
 // ResetOf reports the reset of released lease leaseID: its mode, outcome
 // (pending until it settled), native phases in milliseconds, the reason of
 // a fallback or destroy, the device's reuse count and timestamps. done is
 // closed once the reset settled. ok is false for a lease whose release ran
 // no reset (the pool's purge) or that this engine does not know.
-func (e *Engine) ResetOf(leaseID string) (rec contract.SessionReset, done <-chan struct{}, ok bool) {
+func (r ResetDesk) ResetOf(leaseID string) (rec contract.SessionReset, done <-chan struct{}, ok bool) {
+	e := r.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t := e.rs.get(leaseID)
@@ -134,7 +145,8 @@ func (e *Engine) ResetOf(leaseID string) (rec contract.SessionReset, done <-chan
 // own: an owner that exited or a session abandoned destroys its device
 // whatever the session asked for. reason goes on lease.released ("" reads
 // as released).
-func (e *Engine) ReleaseWith(leaseID string, p ReleasePolicy, reason string) error {
+func (r ResetDesk) ReleaseWith(leaseID string, p ReleasePolicy, reason string) error {
+	e := r.e
 	if reason == "" {
 		reason = ReasonReleased
 	}
@@ -158,7 +170,8 @@ func (e *Engine) ReleaseWith(leaseID string, p ReleasePolicy, reason string) err
 
 // ResetFigure reports the moving figure of a reset kind for a spec key as
 // measured on this machine (status, tests).
-func (e *Engine) ResetFigure(specKey, kind string) (time.Duration, bool) {
+func (r ResetDesk) ResetFigure(specKey, kind string) (time.Duration, bool) {
+	e := r.e
 	return e.rs.figures.figure(specKey, kind)
 }
 

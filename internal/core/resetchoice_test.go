@@ -65,10 +65,10 @@ func TestResetChoiceFollowsRecordedTimings(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Fatalf("reset kinds %v, want %s", got, want)
 	}
-	if d, ok := h.engine.ResetFigure(key, core.ResetClone); !ok || d != 2*time.Second {
+	if d, ok := h.engine.Resets().ResetFigure(key, core.ResetClone); !ok || d != 2*time.Second {
 		t.Errorf("clone figure %v (%v), want 2s (clone 0.5 s + boot 1.5 s)", d, ok)
 	}
-	if d, ok := h.engine.ResetFigure(key, core.ResetErase); !ok || d != 30300*time.Millisecond {
+	if d, ok := h.engine.Resets().ResetFigure(key, core.ResetErase); !ok || d != 30300*time.Millisecond {
 		t.Errorf("erase figure %v (%v), want 30.3s", d, ok)
 	}
 

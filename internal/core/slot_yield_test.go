@@ -21,7 +21,7 @@ var keepNone = core.ReleasePolicy{Mode: contract.ResetNone}
 func (h *harness) slotDevice(slot string) core.DeviceRecord {
 	h.t.Helper()
 	ctx := context.Background()
-	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, slot, "simlock-slot-"+slot, func(string) error { return nil })
+	d, err := h.engine.Slots().ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, slot, "simlock-slot-"+slot, func(string) error { return nil })
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func (h *harness) state(id string) core.DeviceState {
 func TestAnIdleSlotDeviceYieldsItsRoomAndBootsAgainForItsSlot(t *testing.T) {
 	h := newHarness(t, one(2))
 	a, b := h.slotDevice("scopeA/0"), h.slotDevice("scopeB/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
 
 	// Bounded: without the yield the request would wait for ever.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -71,7 +71,7 @@ func TestAnIdleSlotDeviceYieldsItsRoomAndBootsAgainForItsSlot(t *testing.T) {
 	if h.state(a.ID) != core.StateShutdown || h.state(b.ID) != core.StateReady {
 		t.Fatalf("after the plain grant: A %s, B %s; want A (least recently used) shut down, B ready", h.state(a.ID), h.state(b.ID))
 	}
-	if s, ok := h.engine.AssignedSlot(a.ID); !ok || s != "scopeA/0" {
+	if s, ok := h.engine.Slots().AssignedSlot(a.ID); !ok || s != "scopeA/0" {
 		t.Fatalf("the yielded device left its slot: %q %v", s, ok)
 	}
 	for _, c := range h.drv.Calls() {
@@ -96,7 +96,7 @@ func TestAnIdleSlotDeviceYieldsItsRoomAndBootsAgainForItsSlot(t *testing.T) {
 func TestASlotDeviceWithALiveExecutionDoesNotYield(t *testing.T) {
 	h := newHarness(t, one(1))
 	a := h.slotDevice("scopeA/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0"})
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0"})
 	h.slotExec("scopeA/0", a.ID)
 	_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "p", OwnerID: "p", NoWait: true}, nil)
 	if !errors.Is(err, core.ErrNoCapacity) {
@@ -114,9 +114,9 @@ func TestASlotDeviceWithALiveExecutionDoesNotYield(t *testing.T) {
 func TestAPinnedSlotDeviceDoesNotYield(t *testing.T) {
 	h := newHarness(t, one(1))
 	a := h.slotDevice("scopeA/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0"})
-	unpin := h.engine.PinSlot("scopeA/0")
-	if blocked := h.engine.BootBlocked(a.ID); blocked != nil {
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0"})
+	unpin := h.engine.Slots().PinSlot("scopeA/0")
+	if blocked := h.engine.Slots().BootBlocked(a.ID); blocked != nil {
 		t.Fatalf("a running device reports boot limits %v", blocked)
 	}
 	ch := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "p", OwnerID: "p"})
@@ -146,7 +146,7 @@ func TestAPinnedSlotDeviceDoesNotYield(t *testing.T) {
 func TestAManagedLimitNeverDestroysASlotDevice(t *testing.T) {
 	h := newHarness(t, core.Limits{MaxRunning: 4, MaxManaged: 2})
 	a, b := h.slotDevice("scopeA/0"), h.slotDevice("scopeB/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
 	_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "p", OwnerID: "p", NoWait: true}, nil)
 	if !errors.Is(err, core.ErrNoCapacity) {
 		t.Fatalf("plain request at the managed limit: %v", err)
@@ -162,7 +162,7 @@ func TestAManagedLimitNeverDestroysASlotDevice(t *testing.T) {
 func TestBootBlockedCountsWhatCouldYield(t *testing.T) {
 	h := newHarness(t, one(2))
 	a, b := h.slotDevice("scopeA/0"), h.slotDevice("scopeB/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
 	if _, err := h.lease("plain", "Phone"); err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +170,11 @@ func TestBootBlockedCountsWhatCouldYield(t *testing.T) {
 	if h.state(a.ID) != core.StateShutdown {
 		t.Fatalf("A is %s", h.state(a.ID))
 	}
-	if blocked := h.engine.BootBlocked(a.ID); blocked != nil {
+	if blocked := h.engine.Slots().BootBlocked(a.ID); blocked != nil {
 		t.Fatalf("with B idle, A's boot reports %v", blocked)
 	}
 	h.slotExec("scopeB/0", b.ID)
-	if blocked := h.engine.BootBlocked(a.ID); len(blocked) == 0 || blocked[0] != core.LimitRunning {
+	if blocked := h.engine.Slots().BootBlocked(a.ID); len(blocked) == 0 || blocked[0] != core.LimitRunning {
 		t.Fatalf("with B's execution live, A's boot reports %v, want [maxRunning]", blocked)
 	}
 }
@@ -186,7 +186,7 @@ func TestCleanupShutsDownAnIdleSlotDeviceAndNeverDestroysIt(t *testing.T) {
 	h.cfg.Cleanup = core.CleanupPolicy{IdleShutdown: time.Minute, IdleDestroy: 2 * time.Minute}
 	h.start()
 	a := h.slotDevice("scopeA/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0"})
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0"})
 	ctx := context.Background()
 	h.clock.Advance(30 * time.Second)
 	if res, _ := h.engine.RunCleanup(ctx, false, ""); len(res) != 0 {
@@ -215,7 +215,7 @@ func TestARestartKeepsASlotExecutionsLeaseForTheRebindWindow(t *testing.T) {
 	h.cfg.SlotRebindWindow = time.Minute
 	h.start()
 	a := h.slotDevice("scopeA/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0"})
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0"})
 	ctx := context.Background()
 	g, err := h.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "x", OwnerID: "runner",
 		DeviceID: a.ID, Slot: "scopeA/0", Release: keepNone, TTL: 10 * time.Second}, nil)
@@ -253,7 +253,7 @@ func TestARestartKeepsASlotExecutionsLeaseForTheRebindWindow(t *testing.T) {
 	}
 	h.clock.Advance(11 * time.Second)
 	h.engine.WaitIdle()
-	ended := h.engine.LeaseEnded(g.Lease.ID)
+	ended := h.engine.Watch().LeaseEnded(g.Lease.ID)
 	select {
 	case <-ended:
 	case <-time.After(10 * time.Second):
@@ -270,21 +270,21 @@ func TestMakeRoomShutsDownAnIdleDeviceOrReportsTheLimit(t *testing.T) {
 	ctx := context.Background()
 	phone := core.SpecRequest{Platform: "ios", Model: "Phone"}
 	a := h.slotDevice("scopeA/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0"})
-	if binding, err := h.engine.MakeRoom(ctx, phone, ""); err != nil || binding != nil {
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0"})
+	if binding, err := h.engine.Slots().MakeRoom(ctx, phone, ""); err != nil || binding != nil {
 		t.Fatalf("room beside an idle slot device: %v %v", binding, err)
 	}
 	if h.state(a.ID) != core.StateShutdown {
 		t.Fatalf("the idle slot device is %s, want shut down", h.state(a.ID))
 	}
 	b := h.slotDevice("scopeB/0")
-	h.engine.SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
+	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
 	h.slotExec("scopeB/0", b.ID)
 	calls := len(h.drv.Calls())
-	if binding, err := h.engine.MakeRoom(ctx, phone, ""); err != nil || len(binding) == 0 || binding[0] != core.LimitRunning {
+	if binding, err := h.engine.Slots().MakeRoom(ctx, phone, ""); err != nil || len(binding) == 0 || binding[0] != core.LimitRunning {
 		t.Fatalf("room beside a live execution: %v %v, want [maxRunning]", binding, err)
 	}
-	if binding, err := h.engine.MakeRoom(ctx, phone, b.ID); err != nil || binding != nil {
+	if binding, err := h.engine.Slots().MakeRoom(ctx, phone, b.ID); err != nil || binding != nil {
 		t.Fatalf("room when the live device is the one being replaced: %v %v", binding, err)
 	}
 	if got := h.drv.Calls()[calls:]; len(got) != 0 {

@@ -80,9 +80,20 @@ var ErrAssigned = errors.New("device assigned to a managed slot")
 // a slot's, and a device of unknown assignment is never handed out as free.
 var ErrAssignedUnknown = errors.New("which devices managed slots hold is not known yet, so no device is handed out")
 
+// SlotDesk is the slot book's counter: the managed-slot system
+// (internal/slots) tells the engine which devices its slots hold and has
+// the engine provision, stop, destroy and make room for them. Each entry
+// enters the decision section as the engine's own entries do. Engine.Slots
+// hands one out; the zero value is not usable.
+type SlotDesk struct{ e *Engine }
+
+// Slots is the slot book's desk (internal/slots uses it).
+func (e *Engine) Slots() SlotDesk { return SlotDesk{e} }
+
 // SetAssigned replaces the map of devices managed slots hold (device id ->
 // slot key, or FreePoolSlot). It ends a SetAssignedUnknown.
-func (e *Engine) SetAssigned(held map[string]string) {
+func (s SlotDesk) SetAssigned(held map[string]string) {
+	e := s.e
 	e.section(func() {
 		changed, wasUnknown := e.slots.set(held)
 		if !changed {
@@ -106,14 +117,16 @@ func (e *Engine) SetAssigned(held map[string]string) {
 // granted, swept or counted warm), no warm device is made, and every
 // request is refused with ErrAssignedUnknown. A daemon whose later read
 // fails keeps its last map instead of calling this.
-func (e *Engine) SetAssignedUnknown() {
+func (s SlotDesk) SetAssignedUnknown() {
+	e := s.e
 	e.section(func() { e.slots.unknown = true })
 }
 
 // AssignedSlot reports the slot key holding device id, if any: one the
 // daemon set, or one ProvisionAssigned made and the registry has not
 // reported back yet.
-func (e *Engine) AssignedSlot(id string) (string, bool) {
+func (s SlotDesk) AssignedSlot(id string) (string, bool) {
+	e := s.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.slots.slotOf(id)
@@ -140,7 +153,8 @@ func checkAssigned(id, slot string, slotOf func(id string) (string, bool)) error
 // durable and before the driver creates anything, so the caller's journal
 // can name the device across a crash (a restart finds it by that id, or
 // the core's recovery drops an interrupted provision).
-func (e *Engine) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, name string, recorded func(id string) error) (DeviceRecord, error) {
+func (s SlotDesk) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, name string, recorded func(id string) error) (DeviceRecord, error) {
+	e := s.e
 	drv, ok := e.drivers[req.Platform]
 	if !ok {
 		return DeviceRecord{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", req.Platform), "platforms", e.Platforms())
@@ -218,7 +232,8 @@ func (e *Engine) waitOpSettled(ctx context.Context, id, what string) (DeviceReco
 // DestroyAssigned deletes one idle device of a slot (not leased, no
 // operation in flight) through the op executor, so the hooks and the host
 // claim see it, and returns once the driver confirmed it.
-func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
+func (s SlotDesk) DestroyAssigned(ctx context.Context, id string) error {
+	e := s.e
 	var o *deviceOp
 	var err error
 	e.section(func() {
@@ -246,7 +261,8 @@ func (e *Engine) DestroyAssigned(ctx context.Context, id string) error {
 // root, in one listing: the proof of absence a replacement needs before it
 // creates the new device, for every device a caller decides about. ok=false
 // means the inventory could not be read, so absence is not proven.
-func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[string]bool, bool) {
+func (s SlotDesk) HandlesPresent(ctx context.Context, platform string) (map[string]bool, bool) {
+	e := s.e
 	drv, found := e.drivers[platform]
 	if !found {
 		return nil, false
@@ -273,7 +289,8 @@ func (e *Engine) HandlesPresent(ctx context.Context, platform string) (map[strin
 // slot decides about it and leases it: without it, the planner could shut
 // a device down between the reconciler choosing it and its grant. The
 // returned function unpins (once).
-func (e *Engine) PinSlot(slot string) func() {
+func (s SlotDesk) PinSlot(slot string) func() {
+	e := s.e
 	e.section(func() { e.slots.pin(slot) })
 	var once bool
 	return func() {
@@ -293,7 +310,8 @@ func (e *Engine) PinSlot(slot string) func() {
 // it. The device stays recorded and assigned; its slot's next execution
 // boots it. It is how a principal's own idle slot devices make room for
 // its next one (slots.maxDevicesPerPrincipal).
-func (e *Engine) ShutdownAssigned(ctx context.Context, id string) error {
+func (s SlotDesk) ShutdownAssigned(ctx context.Context, id string) error {
+	e := s.e
 	var o *deviceOp
 	var err error
 	e.section(func() {
@@ -328,7 +346,8 @@ func (e *Engine) ShutdownAssigned(ctx context.Context, id string) error {
 // serveTargetedLocked does), or when id is not shut down. A slot's
 // acquisition asks before it waits, so a boot at the limit is refused at
 // once (CAPACITY_EXHAUSTED) instead of outwaiting its deadline.
-func (e *Engine) BootBlocked(id string) []string {
+func (s SlotDesk) BootBlocked(id string) []string {
+	e := s.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d, ok := e.reg.devices[id]
@@ -352,7 +371,8 @@ func (e *Engine) BootBlocked(id string) []string {
 // nothing could make room, having changed nothing. freeing, when set, is
 // a device the caller is about to delete: it counts as stopped and is
 // never the one shut down.
-func (e *Engine) MakeRoom(ctx context.Context, req SpecRequest, freeing string) ([]string, error) {
+func (s SlotDesk) MakeRoom(ctx context.Context, req SpecRequest, freeing string) ([]string, error) {
+	e := s.e
 	drv, ok := e.drivers[req.Platform]
 	if !ok {
 		return nil, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", req.Platform), "platforms", e.Platforms())

@@ -17,7 +17,7 @@ func TestAnAssignedDeviceServesOnlyItsSlot(t *testing.T) {
 	h := newHarness(t, one(3))
 	ctx := context.Background()
 	var recorded string
-	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", "simlock-slot-test", func(id string) error { recorded = id; return nil })
+	d, err := h.engine.Slots().ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", "simlock-slot-test", func(id string) error { recorded = id; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,22 +45,22 @@ func TestAnAssignedDeviceServesOnlyItsSlot(t *testing.T) {
 	}
 	// The registry now reports it (as the daemon would); the made mark
 	// and the daemon's map agree.
-	h.engine.SetAssigned(map[string]string{d.ID: "scopeA/0"})
-	if err := h.engine.DestroyAssigned(ctx, d.ID); !errors.Is(err, core.ErrDeviceBusy) {
+	h.engine.Slots().SetAssigned(map[string]string{d.ID: "scopeA/0"})
+	if err := h.engine.Slots().DestroyAssigned(ctx, d.ID); !errors.Is(err, core.ErrDeviceBusy) {
 		t.Fatalf("destroy of a leased slot device: %v", err)
 	}
 	if err := h.engine.Release(own.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	h.engine.WaitIdle()
-	if s, ok := h.engine.AssignedSlot(d.ID); !ok || s != "scopeA/0" {
+	if s, ok := h.engine.Slots().AssignedSlot(d.ID); !ok || s != "scopeA/0" {
 		t.Fatalf("released slot device left its slot: %q %v", s, ok)
 	}
 	g2, err := h.lease("plain2", "Phone")
 	if err != nil || g2.Device.ID == d.ID {
 		t.Fatalf("plain request after release: %v %v", g2.Device.ID, err)
 	}
-	if err := h.engine.DestroyAssigned(ctx, d.ID); err != nil {
+	if err := h.engine.Slots().DestroyAssigned(ctx, d.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := h.engine.Device(d.ID); ok {
@@ -78,7 +78,7 @@ func TestAFreePoolDeviceServesNoExecution(t *testing.T) {
 	}
 	h.engine.Release(g.Lease.ID)
 	h.engine.WaitIdle()
-	h.engine.SetAssigned(map[string]string{g.Device.ID: core.FreePoolSlot})
+	h.engine.Slots().SetAssigned(map[string]string{g.Device.ID: core.FreePoolSlot})
 	_, err = h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "s", OwnerID: "s", DeviceID: g.Device.ID, Slot: core.FreePoolSlot}, nil)
 	if !errors.Is(err, core.ErrAssigned) {
 		t.Fatalf("a free-pool device was requested: %v", err)
@@ -95,11 +95,11 @@ func TestAFreePoolDeviceServesNoExecution(t *testing.T) {
 func TestASlotExecutionKeepsItsDeviceWarm(t *testing.T) {
 	h := newHarness(t, one(3))
 	ctx := context.Background()
-	d, err := h.engine.ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", "simlock-slot-warm", func(string) error { return nil })
+	d, err := h.engine.Slots().ProvisionAssigned(ctx, core.SpecRequest{Platform: "ios", Model: "Phone"}, "scopeA/0", "simlock-slot-warm", func(string) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.engine.SetAssigned(map[string]string{d.ID: "scopeA/0"})
+	h.engine.Slots().SetAssigned(map[string]string{d.ID: "scopeA/0"})
 	keep := core.ReleasePolicy{Mode: contract.ResetNone}
 	if _, err := h.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "p", OwnerID: "p", Release: keep}, nil); !errors.Is(err, core.ErrBadRequest) {
 		t.Fatalf("policy none outside a slot: %v, want a bad request", err)

@@ -59,7 +59,7 @@ func TestUnknownSlotAssignmentsHandOutNoDevice(t *testing.T) {
 		}
 	}
 
-	h.engine.SetAssigned(map[string]string{}) // read: no slot holds it
+	h.engine.Slots().SetAssigned(map[string]string{}) // read: no slot holds it
 	h.engine.WaitIdle()
 	g2, err := h.engine.Request(ctx, keyed, nil)
 	if err != nil || g2.Device.ID != idle[0] {
@@ -82,7 +82,7 @@ func startUnknown(h *harness) {
 		Strategy: core.FixedStrategy{L: h.limits}, Bus: h.bus,
 		NewID: func() string { h.ids++; return fmt.Sprintf("%04d", h.ids) },
 	})
-	h.engine.SetAssignedUnknown()
+	h.engine.Slots().SetAssignedUnknown()
 	if err := h.engine.Converge(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}

@@ -9,12 +9,24 @@ type watchBook struct {
 	why   map[string][]*string     // lease id -> where its end reason goes
 }
 
+// WatchDesk is the watch book's counter: work bound to a lease (the
+// daemon's device.exec, the session broker, the slot manager's executions)
+// waits on it for the lease to end. Each entry enters the decision section
+// as the engine's own entries do. Engine.Watch hands one out; the zero value
+// is not usable.
+type WatchDesk struct{ e *Engine }
+
+// Watch is the watch book's desk (internal/daemon, internal/sessions and
+// internal/slots use it).
+func (e *Engine) Watch() WatchDesk { return WatchDesk{e} }
+
 // LeaseEnded returns a channel that is closed once the lease has left the
 // engine, whatever ended it: a release, an expiry, a lost device or a
 // reset. A lease that is already gone (or never existed) gets a closed
 // channel. Work bound to a lease (device.exec) selects on it to stop when
 // the lease does, rather than checking the lease once at its start.
-func (e *Engine) LeaseEnded(leaseID string) <-chan struct{} {
+func (w WatchDesk) LeaseEnded(leaseID string) <-chan struct{} {
+	e := w.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.reg.leases[leaseID]; !ok {
@@ -51,8 +63,9 @@ func (b *watchBook) gone(leaseID string) {
 // LeaseEndedWhy is LeaseEnded plus the reason the lease ended, readable
 // once the channel is closed: a lease.released reason (released, expired,
 // device-lost), or "" for a lease that was already gone when asked.
-func (e *Engine) LeaseEndedWhy(leaseID string) (<-chan struct{}, func() string) {
-	ch := e.LeaseEnded(leaseID)
+func (w WatchDesk) LeaseEndedWhy(leaseID string) (<-chan struct{}, func() string) {
+	e := w.e
+	ch := w.LeaseEnded(leaseID)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	why := new(string)

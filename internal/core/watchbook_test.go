@@ -21,8 +21,8 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 	t.Run("release", func(t *testing.T) {
 		h := newHarness(t, one(1))
 		g, _ := h.lease("a", "")
-		ended := h.engine.LeaseEnded(g.Lease.ID)
-		again := h.engine.LeaseEnded(g.Lease.ID)
+		ended := h.engine.Watch().LeaseEnded(g.Lease.ID)
+		again := h.engine.Watch().LeaseEnded(g.Lease.ID)
 		if closed(ended) || closed(again) {
 			t.Fatal("closed while the lease is held")
 		}
@@ -40,7 +40,7 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 		if !closed(ended) || !closed(again) {
 			t.Fatal("release left the watch open")
 		}
-		if !closed(h.engine.LeaseEnded(g.Lease.ID)) {
+		if !closed(h.engine.Watch().LeaseEnded(g.Lease.ID)) {
 			t.Fatal("watching an ended lease must answer at once")
 		}
 		h.engine.WaitIdle()
@@ -48,7 +48,7 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 	t.Run("expiry", func(t *testing.T) {
 		h := newHarness(t, one(1))
 		g, _ := h.lease("a", "")
-		ended := h.engine.LeaseEnded(g.Lease.ID)
+		ended := h.engine.Watch().LeaseEnded(g.Lease.ID)
 		h.clock.Advance(time.Minute - time.Millisecond)
 		if closed(ended) {
 			t.Fatal("closed before the deadline")
@@ -62,8 +62,8 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 	t.Run("lost", func(t *testing.T) {
 		h := healthHarness(t)
 		g, _ := h.lease("a", "")
-		ended := h.engine.LeaseEnded(g.Lease.ID)
-		h.engine.StartHealthMonitor()
+		ended := h.engine.Watch().LeaseEnded(g.Lease.ID)
+		h.engine.Health().StartHealthMonitor()
 		for i := 0; i < 3; i++ {
 			h.drv.Crash(g.Device.Handle)
 			h.clock.Advance(10 * time.Second)
@@ -76,7 +76,7 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 	t.Run("nuke", func(t *testing.T) {
 		h := newHarness(t, one(1))
 		g, _ := h.lease("a", "")
-		ended := h.engine.LeaseEnded(g.Lease.ID)
+		ended := h.engine.Watch().LeaseEnded(g.Lease.ID)
 		if _, err := h.engine.Nuke(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 	})
 	t.Run("unknown", func(t *testing.T) {
 		h := newHarness(t, one(1))
-		if !closed(h.engine.LeaseEnded("nope")) {
+		if !closed(h.engine.Watch().LeaseEnded("nope")) {
 			t.Fatal("an unknown lease must read as ended")
 		}
 	})
@@ -99,7 +99,7 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 func TestLeaseEndedWhyNamesTheReleaseReason(t *testing.T) {
 	h := newHarness(t, one(1))
 	g, _ := h.lease("a", "")
-	ended, why := h.engine.LeaseEndedWhy(g.Lease.ID)
+	ended, why := h.engine.Watch().LeaseEndedWhy(g.Lease.ID)
 	h.clock.Advance(time.Minute)
 	h.engine.WaitIdle()
 	if !closed(ended) || why() != "expired" {
@@ -107,7 +107,7 @@ func TestLeaseEndedWhyNamesTheReleaseReason(t *testing.T) {
 	}
 
 	g, _ = h.lease("b", "")
-	ended, why = h.engine.LeaseEndedWhy(g.Lease.ID)
+	ended, why = h.engine.Watch().LeaseEndedWhy(g.Lease.ID)
 	h.store.failing = true
 	if err := h.engine.Release(g.Lease.ID); err == nil {
 		t.Fatal("release with a failing store succeeded")
@@ -123,7 +123,7 @@ func TestLeaseEndedWhyNamesTheReleaseReason(t *testing.T) {
 		t.Fatalf("after a release: closed %v, why %q", closed(ended), why())
 	}
 	h.engine.WaitIdle()
-	if ch, why := h.engine.LeaseEndedWhy("nope"); !closed(ch) || why() != "" {
+	if ch, why := h.engine.Watch().LeaseEndedWhy("nope"); !closed(ch) || why() != "" {
 		t.Fatal("an unknown lease must read as ended, with no reason")
 	}
 }

@@ -391,7 +391,7 @@ func TestAForeignClaimSeenByTheWatcherKeepsADeviceOutOfThePool(t *testing.T) {
 	}
 	f.d.claims.Kick()
 	eventually(t, "the watcher to see the foreign claim", func() bool {
-		_, held := f.d.engine.ForeignHolder(la.Device.ID)
+		_, held := f.d.engine.Host().ForeignHolder(la.Device.ID)
 		return held
 	})
 	before := len(f.drv.Calls())

@@ -273,7 +273,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims.Hooks(),
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
-	d.claims.Bind(d.engine, drivers) // host waiters, usage and admission
+	d.claims.Bind(d.engine, d.engine.Host(), d.engine.Resets(), drivers) // host waiters, usage and admission
 	d.sessions = d.newBroker(o)
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 	// The daemon's life: the servers, the watchers and the shared reads.
@@ -370,7 +370,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 		// The health monitor and the reaper start only now: nothing may
 		// observe or act on a half-restored registry.
-		d.engine.StartHealthMonitor()
+		d.engine.Health().StartHealthMonitor()
 		d.engine.StartReaper(sctx)
 		// A commit the engine's writer failed fences the engine (ADR
 		// 0044): stop with an error so the supervisor restarts the daemon

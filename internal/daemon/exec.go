@@ -47,7 +47,7 @@ func (d *Daemon) deviceExec(ctx context.Context, call *dispatch.Call, in contrac
 	}
 	// Watch before resolving: a lease that ends from here on stops the
 	// command, and one that already ended reads as closed.
-	ended := d.engine.LeaseEnded(l.ID)
+	ended := d.engine.Watch().LeaseEnded(l.ID)
 	drv, ok := d.engine.Driver(l.Platform)
 	if !ok {
 		return contract.DeviceExecOut{}, core.ErrUnsupportedPlatform

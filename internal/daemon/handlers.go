@@ -147,7 +147,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 				Handle: f.Handle, Detail: f.Detail, Action: f.Action, Fixed: f.Fixed, Error: f.Err})
 		}
 		// One read, so the goldens and the refusals agree.
-		gs := d.engine.GoldenStatus()
+		gs := d.engine.Goldens().GoldenStatus()
 		for _, g := range gs.Devices {
 			out.Goldens = append(out.Goldens, contract.DoctorGolden{Platform: g.Platform, Handle: g.Handle, ModelID: g.ModelID,
 				RuntimeID: g.RuntimeID, Building: g.State == core.GoldenStateBuilding, Reclaiming: g.State == core.GoldenStateReclaiming,
@@ -401,7 +401,7 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 			Model: q.Spec.Model, OSVersion: q.Spec.OSVersion, Phase: q.Phase, EnqueuedAt: q.EnqueuedAt})
 	}
 	out.QueueDepth = len(out.Queue)
-	out.Goldens = goldensOut(d.engine.GoldenStatus())
+	out.Goldens = goldensOut(d.engine.Goldens().GoldenStatus())
 	return out, nil
 }
 

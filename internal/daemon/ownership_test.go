@@ -186,7 +186,7 @@ func TestTheWatcherEndsALeaseWhoseClaimAnotherHomeTook(t *testing.T) {
 		return r == hostreg.ReasonClaimHeldElsewhere
 	})
 	eventually(t, "the device to be out of the pool", func() bool {
-		_, held := f.d.engine.ForeignHolder(la.Device.ID)
+		_, held := f.d.engine.Host().ForeignHolder(la.Device.ID)
 		return held
 	})
 	f.d.engine.WaitIdle()

@@ -24,7 +24,7 @@ func (d *Daemon) startInventory(sctx context.Context, o Options, stats ports.Sys
 	observeBus(sctx, d.bus, d.inv.Invalidate)
 	d.uploads = uploads.New(sctx, uploads.Config{Home: o.Home, MaxBytes: o.Config.Upload.MaxBytes,
 		Reserve: o.Config.DiskPressure.FreeBytesThreshold, Free: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
-		Leases: d.engine, TouchLease: d.sessions.TouchLease, Log: ports.Module(o.Logger, "uploads")})
+		Leases: d.engine, Ends: d.engine.Watch(), TouchLease: d.sessions.TouchLease, Log: ports.Module(o.Logger, "uploads")})
 }
 
 // registerResources installs list.get, catalog.get, device.upload and

@@ -93,7 +93,7 @@ func TestSlotTablesNeverReadRefuseAllocationAndALaterFailedReadKeepsTheMap(t *te
 	if f.d.slots.Refresh(ctx) {
 		t.Fatal("a refresh over the unreadable slot tables reported success")
 	}
-	if slot, ok := f.d.engine.AssignedSlot(s.Device.DeviceID); !ok || slot != hostreg.SlotKey(contract.ScopeKey("h", t.Name(), "b1"), 0) {
+	if slot, ok := f.d.engine.Slots().AssignedSlot(s.Device.DeviceID); !ok || slot != hostreg.SlotKey(contract.ScopeKey("h", t.Name(), "b1"), 0) {
 		t.Fatalf("after a failed read the slot's device is assigned to %q (%v); want its slot still", slot, ok)
 	}
 	l, err := c.LeaseRequest(ctx, plain, nil)

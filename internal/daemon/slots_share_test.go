@@ -108,7 +108,7 @@ func TestThePerPrincipalBoundShutsDownOwnIdleSlotDevicesFirst(t *testing.T) {
 	if st := f.deviceState(ores.Slots[0].Device.DeviceID); st != core.StateReady {
 		t.Fatalf("the other principal's idle device is %s, want ready", st)
 	}
-	if slot, ok := f.d.engine.AssignedSlot(slots[0].Device.DeviceID); !ok || slot == core.FreePoolSlot {
+	if slot, ok := f.d.engine.Slots().AssignedSlot(slots[0].Device.DeviceID); !ok || slot == core.FreePoolSlot {
 		t.Fatalf("a's device left its slot: %q %v", slot, ok)
 	}
 	// a's next execution boots its device again: b's idle one is shut

@@ -50,6 +50,8 @@ type Broker struct {
 	st       Store
 	meta     Meta
 	engine   Engine
+	watch    LeaseWatch
+	resets   Resets // nil: no reset record, no release with another policy
 	bus      Bus
 	host     Host
 	clock    ports.Clock
@@ -116,7 +118,7 @@ type tracked struct {
 // until Recover.
 func NewBroker(c Config) *Broker {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Broker{cfg: c.Sessions, st: c.Store, meta: c.Meta, engine: c.Engine, bus: c.Bus, host: c.Host,
+	return &Broker{cfg: c.Sessions, st: c.Store, meta: c.Meta, engine: c.Engine, watch: c.Watch, resets: c.Resets, bus: c.Bus, host: c.Host,
 		clock: c.Clock, log: c.Log, instance: c.Instance, mapErr: c.MapError, ctx: ctx, cancel: cancel,
 		inflight: map[string]*preparation{}, live: map[string]*liveSession{}, releases: map[string]*tracked{}}
 }
@@ -569,7 +571,7 @@ func (b *Broker) adopt(rec Record, leaseID, deviceID string, grace time.Duration
 	b.armIdleLocked(sid, s)
 	b.armBeatLocked(sid, s)
 	b.mu.Unlock()
-	ended := b.engine.LeaseEnded(leaseID)
+	ended := b.watch.LeaseEnded(leaseID)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()

@@ -12,8 +12,8 @@ import (
 
 func (b *Broker) releaseLease(leaseID string, destroy bool) error {
 	var err error
-	if rw, ok := any(b.engine).(releaseWither); ok && destroy {
-		err = rw.ReleaseWith(leaseID, core.ReleasePolicy{Mode: contract.ResetDestroy}, OwnerExited)
+	if b.resets != nil && destroy {
+		err = b.resets.ReleaseWith(leaseID, core.ReleasePolicy{Mode: contract.ResetDestroy}, OwnerExited)
 	} else {
 		err = b.engine.Release(leaseID)
 	}
@@ -240,7 +240,7 @@ func (b *Broker) trackCleanupUntil(sid, identity, deviceID, leaseID string, t *t
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		rep, hasRep := any(b.engine).(resetReporter)
+		rep, hasRep := b.resets, b.resets != nil
 		done := until
 		if done != nil {
 			hasRep = false

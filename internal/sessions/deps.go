@@ -24,8 +24,6 @@ type Engine interface {
 	Request(ctx context.Context, r core.Request, progress func(core.Progress)) (core.Grant, error)
 	Renew(leaseID string, ttl time.Duration) (core.LeaseRecord, error)
 	Release(leaseID string) error
-	// LeaseEnded closes once the lease has ended, however it ended.
-	LeaseEnded(leaseID string) <-chan struct{}
 	Lease(id string) (core.LeaseRecord, bool)
 	Leases() []core.LeaseRecord
 	Device(id string) (core.DeviceRecord, bool)
@@ -39,17 +37,21 @@ type Engine interface {
 	Platforms() []string
 }
 
-// resetReporter is the core's reset record of a released lease (helper
-// reset's Engine.ResetOf); until the engine has it, the broker tells the
-// reset's outcome from the device's fate. An Engine may offer it.
-type resetReporter interface {
-	ResetOf(leaseID string) (rec contract.SessionReset, done <-chan struct{}, ok bool)
+// LeaseWatch is the engine's watch on a lease's end (core.WatchDesk, from
+// Engine.Watch): a ready session's keeper stops with its lease.
+type LeaseWatch interface {
+	// LeaseEnded closes once the lease has ended, however it ended.
+	LeaseEnded(leaseID string) <-chan struct{}
 }
 
-// releaseWither ends a lease with a policy other than its own (owner exit
-// and abandonment destroy whatever the session's reset was). An Engine may
-// offer it.
-type releaseWither interface {
+// Resets is the engine's reset book as the broker sees it (core.ResetDesk,
+// from Engine.Resets). ResetOf is the core's reset record of a released
+// lease; without Resets the broker tells the reset's outcome from the
+// device's fate. ReleaseWith ends a lease with a policy other than its own
+// (owner exit and abandonment destroy whatever the session's reset was);
+// without Resets such a lease ends with its own.
+type Resets interface {
+	ResetOf(leaseID string) (rec contract.SessionReset, done <-chan struct{}, ok bool)
 	ReleaseWith(leaseID string, p core.ReleasePolicy, reason string) error
 }
 
@@ -84,6 +86,8 @@ type Config struct {
 	Store    Store
 	Meta     Meta
 	Engine   Engine
+	Watch    LeaseWatch
+	Resets   Resets // nil: the engine keeps no reset record
 	Bus      Bus
 	Host     Host
 	Clock    ports.Clock

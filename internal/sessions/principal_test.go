@@ -38,9 +38,11 @@ func TestPrincipalOfHasOnePrecedence(t *testing.T) {
 		Receipt: contract.SessionReceipt{ContractVersion: 1, RequestID: "run", SessionID: sid, LeaseID: leaseID,
 			Status: contract.SessionReady, Device: &contract.Device{ID: "dev-1"}}}
 	bus := &recordingBus{}
+	eng := leaseEngine{leases: map[string]core.LeaseRecord{leaseID: {ID: leaseID, OwnerID: "alice", DeviceID: "dev-1"}}}
 	b := newTestBroker(t, Config{
 		Store:  oneReceipt{rec: base, principal: "alice"},
-		Engine: leaseEngine{leases: map[string]core.LeaseRecord{leaseID: {ID: leaseID, OwnerID: "alice", DeviceID: "dev-1"}}},
+		Engine: eng,
+		Watch:  eng,
 		Bus:    bus,
 	})
 	b.live[sid] = &liveSession{identity: base.Identity, leaseID: leaseID, deviceID: "dev-1", owner: "alice", ownerDigest: base.OwnerDigest}

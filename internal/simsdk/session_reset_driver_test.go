@@ -40,7 +40,7 @@ func resetEngine(t *testing.T, drv core.Driver) *core.Engine {
 
 func resetOf(t *testing.T, eng *core.Engine, leaseID string) contract.SessionReset {
 	t.Helper()
-	_, done, ok := eng.ResetOf(leaseID)
+	_, done, ok := eng.Resets().ResetOf(leaseID)
 	if !ok {
 		t.Fatalf("no reset for %s", leaseID)
 	}
@@ -49,7 +49,7 @@ func resetOf(t *testing.T, eng *core.Engine, leaseID string) contract.SessionRes
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the reset of %s did not settle", leaseID)
 	}
-	rec, _, _ := eng.ResetOf(leaseID)
+	rec, _, _ := eng.Resets().ResetOf(leaseID)
 	return rec
 }
 

@@ -71,7 +71,7 @@ func (m *Manager) Acquire(ctx context.Context, call *dispatch.Call, in contract.
 	slotKey := hostreg.SlotKey(key, req.SlotIndex)
 	// From the decision to the grant, the slot's device must not yield
 	// its room to someone else's start (ADR 0062).
-	unpin := m.eng.PinSlot(slotKey)
+	unpin := m.desk.PinSlot(slotKey)
 	defer unpin()
 	if err := m.boundPrincipal(ctx, call.Session.Principal, slotKey, req.Platform); err != nil {
 		m.releaseClaim(key, req.SlotIndex, in.OwnerToken, err)
@@ -133,7 +133,7 @@ func (m *Manager) boundPrincipal(ctx context.Context, principal, slot, platform 
 	m.mu.Unlock()
 	var booted, idle []core.DeviceRecord
 	for _, dev := range m.eng.Devices() {
-		held, ok := m.eng.AssignedSlot(dev.ID)
+		held, ok := m.desk.AssignedSlot(dev.ID)
 		if !ok || held == slot || owners[held] != principal || !slotBooted(dev.State) {
 			continue
 		}
@@ -148,7 +148,7 @@ func (m *Manager) boundPrincipal(ctx context.Context, principal, slot, platform 
 		if n < max {
 			break
 		}
-		if err := m.eng.ShutdownAssigned(ctx, dev.ID); err != nil {
+		if err := m.desk.ShutdownAssigned(ctx, dev.ID); err != nil {
 			m.log.Info("an idle slot device of the principal could not be shut down for its next one", "device", dev.ID, "principal", principal, "err", err)
 			continue
 		}

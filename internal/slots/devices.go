@@ -27,7 +27,7 @@ func slotDevice(r core.DeviceRecord) Device {
 }
 
 func (s engineDevices) List(ctx context.Context, platform string) (map[string]bool, bool) {
-	return s.m.eng.HandlesPresent(ctx, platform)
+	return s.m.desk.HandlesPresent(ctx, platform)
 }
 
 func (s engineDevices) Find(ctx context.Context, platform, stable string, present bool) (Device, bool) {
@@ -35,7 +35,7 @@ func (s engineDevices) Find(ctx context.Context, platform, stable string, presen
 	if found && !present {
 		// Deleted out of band: the record names nothing; drop it so it
 		// never reaches the general pool as a ghost.
-		if err := s.m.eng.DestroyAssigned(ctx, rec.ID); err != nil {
+		if err := s.m.desk.DestroyAssigned(ctx, rec.ID); err != nil {
 			s.m.log.Warn("drop the record of a slot device deleted out of band", "device", rec.ID, "err", err)
 		}
 		return Device{}, false
@@ -87,7 +87,7 @@ func (s engineDevices) Create(ctx context.Context, platform string, spec contrac
 		return Device{}, err
 	}
 	name := namePrefix + "-" + hex.EncodeToString(suffix[:])
-	rec, err := s.m.eng.ProvisionAssigned(ctx, slotSpecRequest(platform, spec), key, name, recorded)
+	rec, err := s.m.desk.ProvisionAssigned(ctx, slotSpecRequest(platform, spec), key, name, recorded)
 	if err != nil {
 		if rec.ID != "" {
 			return slotDevice(rec), err
@@ -98,7 +98,7 @@ func (s engineDevices) Create(ctx context.Context, platform string, spec contrac
 }
 
 func (s engineDevices) Destroy(ctx context.Context, dev Device) error {
-	return s.m.eng.DestroyAssigned(ctx, dev.ID)
+	return s.m.desk.DestroyAssigned(ctx, dev.ID)
 }
 
 // MayBoot makes running room for a new slot device (a create or a
@@ -111,7 +111,7 @@ func (s engineDevices) MayBoot(ctx context.Context, platform string, spec contra
 	if freeing != nil {
 		id = freeing.ID
 	}
-	binding, err := s.m.eng.MakeRoom(ctx, slotSpecRequest(platform, spec), id)
+	binding, err := s.m.desk.MakeRoom(ctx, slotSpecRequest(platform, spec), id)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s engineDevices) MayBoot(ctx context.Context, platform string, spec contra
 // live execution) could yield its room: the targeted boot would only wait,
 // and the acquisition would end at its deadline instead of at once.
 func (s engineDevices) MayRestart(d Device) error {
-	binding := s.m.eng.BootBlocked(d.ID)
+	binding := s.m.desk.BootBlocked(d.ID)
 	if len(binding) == 0 {
 		return nil
 	}

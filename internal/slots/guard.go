@@ -17,7 +17,7 @@ import (
 func (m *Manager) GuardLease(l core.LeaseRecord, principal, requester string, control bool) error {
 	x, ok := m.exec(l.ID)
 	if !ok {
-		if slot, assigned := m.eng.AssignedSlot(l.DeviceID); assigned && l.RequesterID != requester {
+		if slot, assigned := m.desk.AssignedSlot(l.DeviceID); assigned && l.RequesterID != requester {
 			return assignedRefusal(l.DeviceID, slot)
 		}
 		return nil
@@ -48,7 +48,7 @@ func (m *Manager) GuardRelease(leaseID string) error {
 
 // GuardDevice refuses generic lifecycle on a device a slot holds.
 func (m *Manager) GuardDevice(deviceID string) error {
-	if slot, ok := m.eng.AssignedSlot(deviceID); ok {
+	if slot, ok := m.desk.AssignedSlot(deviceID); ok {
 		return assignedRefusal(deviceID, slot)
 	}
 	return nil
@@ -79,7 +79,7 @@ func (m *Manager) GuardArgs(args []string) error {
 		if dev.Handle == "" {
 			continue
 		}
-		slot, ok := m.eng.AssignedSlot(dev.ID)
+		slot, ok := m.desk.AssignedSlot(dev.ID)
 		if !ok {
 			continue
 		}

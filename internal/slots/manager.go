@@ -17,7 +17,11 @@ import (
 // Config is what a Manager is built from: its dependencies, each one an
 // interface of this package, and the daemon's settings it applies.
 type Config struct {
-	Engine   Engine
+	Engine Engine
+	// Desk is the engine's slot desk (Engine.Slots); Ends its watch desk
+	// (Engine.Watch).
+	Desk     Desk
+	Ends     LeaseEnds
 	Registry HostRegistry
 	// Self is this daemon as an owner in the host registry.
 	Self   hostreg.Owner
@@ -117,6 +121,8 @@ func (m *Manager) pruneLocked() {
 // the assignments are the registry's.
 type Manager struct {
 	eng             Engine
+	desk            Desk
+	ends            LeaseEnds
 	reg             HostRegistry
 	self            hostreg.Owner
 	clock           WaitClock
@@ -158,8 +164,8 @@ type Manager struct {
 // the slots' devices yet: until Start's first read of the slot tables the
 // engine hands out nothing.
 func New(cfg Config) *Manager {
-	cfg.Engine.SetAssignedUnknown()
-	return &Manager{eng: cfg.Engine, reg: cfg.Registry, self: cfg.Self, clock: cfg.Clock, log: cfg.Logger,
+	cfg.Desk.SetAssignedUnknown()
+	return &Manager{eng: cfg.Engine, desk: cfg.Desk, ends: cfg.Ends, reg: cfg.Registry, self: cfg.Self, clock: cfg.Clock, log: cfg.Logger,
 		maxPerPrincipal: cfg.MaxDevicesPerPrincipal, toContract: cfg.ToContract, onChange: cfg.OnSlotChange,
 		byLease: map[string]*slotExec{}, principals: map[string]string{}, ctx: context.Background(), acquiring: make(chan struct{}, 1)}
 }
@@ -253,7 +259,7 @@ func (m *Manager) Refresh(ctx context.Context) bool {
 			byID[dev.ID] = l
 		}
 	}
-	m.eng.SetAssigned(byID)
+	m.desk.SetAssigned(byID)
 	m.mu.Lock()
 	m.snapshot, m.readErr = true, nil
 	m.mu.Unlock()
@@ -338,7 +344,7 @@ func (m *Manager) rehydrate(ctx context.Context) error {
 // track registers x and ends it when its lease ends (an expired heartbeat
 // TTL, an idle release, a restart that lost it).
 func (m *Manager) track(x *slotExec) {
-	ended, why := m.eng.LeaseEndedWhy(x.leaseID)
+	ended, why := m.ends.LeaseEndedWhy(x.leaseID)
 	x.why = why // before x is shared
 	m.mu.Lock()
 	ctx := m.ctx

@@ -12,8 +12,8 @@ import (
 // declared here so that the neighbour (the engine, the host registry)
 // satisfies it as it stands and the daemon only hands it over.
 
-// Assignments is the engine's map of the devices slots hold: a device in
-// it stays out of the general pool.
+// Assignments is the engine's map of the devices slots hold (its slot
+// desk, core.SlotDesk): a device in it stays out of the general pool.
 type Assignments interface {
 	// SetAssignedUnknown says no map was read yet: nothing is handed out.
 	SetAssignedUnknown()
@@ -30,7 +30,6 @@ type Inventory interface {
 	Devices() []core.DeviceRecord
 	Device(id string) (core.DeviceRecord, bool)
 	FindDevice(platform, handle string) (core.DeviceRecord, bool)
-	HandlesPresent(ctx context.Context, platform string) (present map[string]bool, ok bool)
 	Driver(platform string) (core.Driver, bool)
 	Capacity() core.CapacityReport
 	// DeviceSettled says whether the device's released work is done, and
@@ -38,8 +37,10 @@ type Inventory interface {
 	DeviceSettled(id string) (settled bool, next <-chan struct{})
 }
 
-// DeviceWork is the engine's device work on slot devices.
+// DeviceWork is the engine's device work on slot devices (its slot desk,
+// core.SlotDesk).
 type DeviceWork interface {
+	HandlesPresent(ctx context.Context, platform string) (present map[string]bool, ok bool)
 	ProvisionAssigned(ctx context.Context, req core.SpecRequest, slot, name string, recorded func(id string) error) (core.DeviceRecord, error)
 	DestroyAssigned(ctx context.Context, id string) error
 	ShutdownAssigned(ctx context.Context, id string) error
@@ -55,15 +56,26 @@ type Leases interface {
 	Renew(id string, ttl time.Duration) (core.LeaseRecord, error)
 	Release(id string) error
 	Lease(id string) (core.LeaseRecord, bool)
+}
+
+// LeaseEnds is the engine's watch on a lease's end (its watch desk,
+// core.WatchDesk), for an execution's lease.
+type LeaseEnds interface {
 	LeaseEndedWhy(id string) (ended <-chan struct{}, why func() string)
 }
 
-// Engine is every engine operation the manager calls (*core.Engine).
+// Engine is every operation the manager calls on the engine itself
+// (*core.Engine).
 type Engine interface {
-	Assignments
 	Inventory
-	DeviceWork
 	Leases
+}
+
+// Desk is every operation the manager calls on the engine's slot book
+// (core.SlotDesk, from Engine.Slots).
+type Desk interface {
+	Assignments
+	DeviceWork
 }
 
 // HostRegistry is the host registry's slot tables (*hostreg.DB), as the
@@ -85,8 +97,11 @@ type HostRegistry interface {
 	Slots(ctx context.Context) ([]hostreg.SlotRecord, error)
 }
 
-// The engine and the host registry are the manager's ports as they stand.
+// The engine, its slot and watch desks and the host registry are the
+// manager's ports as they stand.
 var (
 	_ Engine       = (*core.Engine)(nil)
+	_ Desk         = core.SlotDesk{}
+	_ LeaseEnds    = core.WatchDesk{}
 	_ HostRegistry = (*hostreg.DB)(nil)
 )

@@ -38,6 +38,7 @@ type Store struct {
 	reserve uint64
 	free    func() (uint64, error)
 	leases  Leases
+	ends    LeaseEnds
 	touch   func(leaseID string)
 	ctx     context.Context // the daemon's life: ends the watchers
 	log     *slog.Logger
@@ -49,11 +50,19 @@ type Store struct {
 // Leases is the engine's lease book as the uploads use it (*core.Engine).
 type Leases interface {
 	Lease(id string) (core.LeaseRecord, bool)
+}
+
+// LeaseEnds is the engine's watch on a lease's end (core.WatchDesk): a
+// lease's directory goes the moment it ends.
+type LeaseEnds interface {
 	// LeaseEnded is closed once the lease is gone.
 	LeaseEnded(leaseID string) <-chan struct{}
 }
 
-var _ Leases = (*core.Engine)(nil)
+var (
+	_ Leases    = (*core.Engine)(nil)
+	_ LeaseEnds = core.WatchDesk{}
+)
 
 // Config is what the daemon hands the store.
 type Config struct {
@@ -66,6 +75,7 @@ type Config struct {
 	Reserve uint64
 	Free    func() (uint64, error)
 	Leases  Leases
+	Ends    LeaseEnds
 	// TouchLease is told of every chunk's lease: a device call restarts a
 	// session's idle window (the session broker's TouchLease; nil: none).
 	TouchLease func(leaseID string)
@@ -79,7 +89,7 @@ func New(ctx context.Context, c Config) *Store {
 		touch = func(string) {}
 	}
 	return &Store{root: filepath.Join(c.Home, "uploads"), maxBytes: c.MaxBytes, reserve: c.Reserve, free: c.Free,
-		leases: c.Leases, touch: touch, ctx: ctx, log: c.Log, scratch: map[string]*scratch{}}
+		leases: c.Leases, ends: c.Ends, touch: touch, ctx: ctx, log: c.Log, scratch: map[string]*scratch{}}
 }
 
 // scratch is one lease's directory and the files still being received.
@@ -353,7 +363,7 @@ func (u *Store) scratchFor(leaseID string) (*scratch, error) {
 // that is already gone has a closed channel, so a directory made in a race
 // with the lease's end is removed at once.
 func (u *Store) watch(leaseID string) {
-	ended := u.leases.LeaseEnded(leaseID)
+	ended := u.ends.LeaseEnded(leaseID)
 	go func() {
 		select {
 		case <-ended:

@@ -43,7 +43,7 @@ func TestUploadSweepKeepsOnlyLiveLeasesCommittedFiles(t *testing.T) {
 	live := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u := New(ctx, Config{Home: home, MaxBytes: 1 << 20, Leases: endsOn(live), Log: slog.New(slog.DiscardHandler)})
+	u := New(ctx, Config{Home: home, MaxBytes: 1 << 20, Leases: endsOn(live), Ends: endsOn(live), Log: slog.New(slog.DiscardHandler)})
 	u.Sweep([]core.LeaseRecord{{ID: "lse_live"}})
 	if _, err := os.Stat(filepath.Join(root, "lse_gone")); !os.IsNotExist(err) {
 		t.Fatalf("an ended lease's uploads survived the sweep: %v", err)
