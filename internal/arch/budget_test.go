@@ -22,7 +22,7 @@ import (
 const (
 	engineMethodBudget = 116  // goal 80
 	engineFieldBudget  = 19   // goal 25: met
-	daemonLineBudget   = 3010 // goal 3,500: met
+	daemonLineBudget   = 3018 // goal 3,500: met
 )
 
 func TestEngineStaysWithinItsMethodAndFieldBudget(t *testing.T) {
@@ -138,6 +138,7 @@ func repoRoot(t *testing.T) string {
 // here with what it is for, so a system's rules cannot grow back into it
 // unnoticed: a new file needs a row, and a reviewer who reads why.
 var daemonFiles = map[string]string{
+	"doc.go":          "the package doc: what the daemon is and is not",
 	"daemon.go":       "start, readiness, stop: the order the systems come up and go down",
 	"handlers.go":     "the handler table and the backbone's own operations (lease, status, events)",
 	"errors.go":       "the one mapping of errors onto contract codes",

@@ -1,8 +1,3 @@
-// Package core is simlock's platform-agnostic domain: the device registry and
-// its state machine, TTL leases, the FIFO wait queue, capacity accounting and
-// the acquisition planner. It reaches time, processes, files and system
-// statistics only through internal/ports, and devices only through the Driver
-// interface declared here.
 package core
 
 import (
