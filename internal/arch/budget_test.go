@@ -22,7 +22,7 @@ import (
 const (
 	engineMethodBudget = 116  // goal 80
 	engineFieldBudget  = 19   // goal 25: met
-	daemonLineBudget   = 3018 // goal 3,500: met
+	daemonLineBudget   = 3016 // goal 3,500: met
 )
 
 func TestEngineStaysWithinItsMethodAndFieldBudget(t *testing.T) {

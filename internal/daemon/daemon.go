@@ -652,11 +652,8 @@ func (a socketAdapter) Dispatch(ctx context.Context, sess contract.Session, meth
 	return out, call.RunAfter, err
 }
 
-func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
-
 // engineConfig maps the configuration file onto the engine's policies.
 func engineConfig(c config.Config) core.Config {
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	out := core.Config{
 		DefaultTTL: ms(c.Lease.DefaultTTLMs),
 		MaxTTL:     ms(c.Lease.MaxTTLMs),
@@ -777,3 +774,6 @@ func (a uplinkAdapter) Hello(ctx context.Context, in contract.HelloIn) (contract
 	}
 	return out, sess, err
 }
+
+// ms reads a configuration figure in milliseconds.
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"path/filepath"
-	"time"
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
@@ -24,7 +23,6 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 	if keys := o.Config.IgnoredInGateway(); len(keys) > 0 {
 		d.log.Warn("a gateway ignores these configuration keys", "keys", keys)
 	}
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	gw, err := gateway.New(gateway.Options{
 		InstanceID: d.instanceID, Clock: o.Clock, Log: ports.Module(o.Logger, "gateway"), Bus: d.bus,
 		DrainFile: filepath.Join(o.Home, "workers.json"), FS: o.FS, Routing: o.Config.Gateway.Routing,
