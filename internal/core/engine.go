@@ -168,18 +168,19 @@ type fence struct {
 // books are the features' books (ADR 0091): each owns one feature's state
 // and the rules that change it, and runs only inside the decision section.
 type books struct {
-	quarantine quarantineBook // devices out of service and their retries (quarantine.go)
-	health     healthBook     // the leased devices' health monitor (health.go)
-	cleanup    cleanupBook    // the cleanup rules' disk reading and pressure edge (cleanup.go)
-	slots      slotBook       // the devices managed slots hold (slotbook.go)
-	warm       warmBook       // the warm pool's targets and the demand they follow (warmbook.go)
-	watches    watchBook      // who waits for a lease to end (watchbook.go)
-	reqs       *durableBook   // durable lease requests (durablereq.go)
-	rs         resetBook      // session resets and the reset kind figures (resetbook.go)
-	goldens    goldenBook     // golden removals and refused builds (golden.go)
-	host       hostBook       // the rest of the host, foreign claims and host waits (hostbook.go)
-	groups     groupBook      // multi-device requests' bounds, plans and preparation (group.go)
-	pool       pool           // which devices each pool may use (pool.go)
+	quarantine quarantineBook  // devices out of service and their retries (quarantine.go)
+	health     healthBook      // the leased devices' health monitor (health.go)
+	cleanup    cleanupBook     // the cleanup rules' disk reading and pressure edge (cleanup.go)
+	slots      slotBook        // the devices managed slots hold (slotbook.go)
+	warm       warmBook        // the warm pool's targets and the demand they follow (warmbook.go)
+	watches    watchBook       // who waits for a lease to end (watchbook.go)
+	reqs       *durableBook    // durable lease requests (durablereq.go)
+	rs         resetBook       // session resets and the reset kind figures (resetbook.go)
+	goldens    goldenBook      // golden removals and refused builds (golden.go)
+	host       hostBook        // the rest of the host, foreign claims and host waits (hostbook.go)
+	groups     groupBook       // multi-device requests' bounds, plans and preparation (group.go)
+	pool       pool            // which devices each pool may use (pool.go)
+	owners     ownerSystemBook // the owner-system devices' retirement rules (ownersystem.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -232,6 +233,7 @@ func New(cfg Config, d Deps) *Engine {
 	e.cleanup = newCleanupBook(cfg.Cleanup, d)
 	e.quarantine = newQuarantineBook(e, &e.reg, &e.halt, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d, &e.reg)
+	e.owners = ownerSystemBook{eng: e, reg: &e.reg, pool: &e.pool, log: d.Logger}
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())

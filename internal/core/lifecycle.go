@@ -335,7 +335,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 	// The registry was written by a daemon that is gone; a ready device may
 	// have stopped or vanished meanwhile. Check before anything is granted.
 	e.reconcileReady(ctx)
-	e.retireUnwanted(ctx) // ownersystem.go: a marked device of an ended preparation
+	e.owners.retireUnwanted(ctx) // ownersystem.go: a marked device of an ended preparation
 	e.section(func() {
 		// Running-capacity convergence: shut down excess warm devices,
 		// least recently used first, and only devices that ease a limit

@@ -103,7 +103,7 @@ func (s SlotDesk) SetAssigned(held map[string]string) {
 			// Startup's destroy of ended preparations' devices judged none
 			// idle while the map was unknown: judge them now.
 			for _, d := range e.Sorted() {
-				e.retireUnwantedLocked(d.ID)
+				e.owners.retireUnwantedLocked(d.ID)
 			}
 		}
 		e.scheduleLocked()
