@@ -230,10 +230,18 @@ func New(cfg Config, d Deps) *Engine {
 		return e.quarantine.enterLocked(id, reason, op, causes...)
 	})
 	e.health = newHealthBook(e, &e.reg, cfg.Health, d)
+	e.health.halt = &e.halt
+	e.health.pass = func() {
+		e.Health().HealthTick(e.bg)
+		e.mu.Lock()
+		e.health.armLocked()
+		e.mu.Unlock()
+	}
 	e.cleanup = newCleanupBook(cfg.Cleanup, d)
 	e.quarantine = newQuarantineBook(e, &e.reg, &e.halt, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d, &e.reg)
 	e.owners = ownerSystemBook{eng: e, reg: &e.reg, pool: &e.pool, log: d.Logger}
+	e.warm.eng, e.warm.halt, e.warm.targets, e.warm.drivers, e.warm.log = e, &e.halt, cfg.WarmTargets, e.drivers, d.Logger
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())

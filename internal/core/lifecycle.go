@@ -349,7 +349,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 	for _, o := range sweep {
 		_, _ = e.runOp(ctx, o)
 	}
-	e.resolveWarmTargets(ctx)
+	e.warm.resolveWarmTargets(ctx)
 	return e.recoverRequests(ctx)
 }
 

@@ -62,7 +62,7 @@ func countState(h *harness, st core.DeviceState) int {
 
 func target(t *testing.T, h *harness) (core.WarmTargetStatus, bool) {
 	t.Helper()
-	ts := h.engine.WarmPool().Targets
+	ts := h.engine.Warm().WarmPool().Targets
 	if len(ts) > 1 {
 		t.Fatalf("targets %+v, want at most one", ts)
 	}
@@ -142,7 +142,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	// A restart forgets the history: nothing is provisioned for it.
 	h.start()
 	h.engine.WaitIdle()
-	if ws := h.engine.WarmPool(); len(ws.Targets) != 0 || countCalls(h.drv.Calls(), "provision") != 3 {
+	if ws := h.engine.Warm().WarmPool(); len(ws.Targets) != 0 || countCalls(h.drv.Calls(), "provision") != 3 {
 		t.Fatalf("after a restart %+v, calls %v", ws, h.drv.Calls())
 	}
 }
@@ -257,7 +257,7 @@ func TestDemandOffKeepsNoSpare(t *testing.T) {
 	if n := len(h.engine.Devices()); n != 1 {
 		t.Fatalf("%d devices with demand off", n)
 	}
-	if ws := h.engine.WarmPool(); ws.Demand || len(ws.Targets) != 0 {
+	if ws := h.engine.Warm().WarmPool(); ws.Demand || len(ws.Targets) != 0 {
 		t.Fatalf("warm pool %+v", ws)
 	}
 }

@@ -367,7 +367,7 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	}
 	// One engine read: devices, leases, queue and capacity at one instant.
 	snap := d.engine.Status()
-	out.WarmPool = warmPoolOut(d.engine.WarmPool())
+	out.WarmPool = warmPoolOut(d.engine.Warm().WarmPool())
 	leaseOf := map[string]string{}
 	for _, l := range snap.Leases {
 		for _, id := range l.DeviceIDs() {
