@@ -52,7 +52,7 @@ func stallThreshold(drv Driver, st DeviceState) time.Duration {
 // reports (and with Fix, repairs) the discrepancies. It is reconnaissance:
 // it shells out once per platform and may run alongside live work.
 func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error) {
-	ctx, done, ok := e.enterPass(ctx)
+	ctx, done, ok := e.enterPass(ctx, &e.mu, &e.halt)
 	if !ok {
 		return nil, ErrStopping
 	}

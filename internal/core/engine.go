@@ -237,7 +237,7 @@ func New(cfg Config, d Deps) *Engine {
 		e.health.armLocked()
 		e.mu.Unlock()
 	}
-	e.cleanup = newCleanupBook(cfg.Cleanup, d)
+	e.cleanup = newCleanupBook(cfg.Cleanup, d, e, &e.reg, &e.pool, e.drivers)
 	e.quarantine = newQuarantineBook(e, &e.reg, &e.halt, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d, &e.reg)
 	e.owners = ownerSystemBook{eng: e, reg: &e.reg, pool: &e.pool, log: d.Logger}

@@ -86,7 +86,7 @@ func (b *healthBook) armLocked() {
 // trusted only while the device is observed running.
 func (h HealthDesk) HealthTick(ctx context.Context) {
 	e := h.e
-	ctx, done, ok := e.enterPass(ctx)
+	ctx, done, ok := e.enterPass(ctx, &e.mu, &e.halt)
 	if !ok {
 		return
 	}

@@ -103,7 +103,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 		t.Fatalf("target %+v, want p90 3 less 1 leased: 2 ready", tg)
 	}
 	h.clock.Advance(2 * time.Minute)
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 0 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 0 {
 		t.Fatalf("idle rules took devices the demand keeps: %+v", res)
 	}
 	// Nine periods with only "a" held: ten peaks, the 9th ranked is 1.
@@ -111,7 +111,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	if tg, _ := target(t, h); tg.DemandP90 != 1 || tg.Count != 0 || tg.Reason != core.WarmReasonDemand {
 		t.Fatalf("after 9 quieter minutes %+v, want p90 1 keeping none beside the lease", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 2 || !res[0].Executed || !res[1].Executed {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 2 || !res[0].Executed || !res[1].Executed {
 		t.Fatalf("cleanup %+v, want the two devices the decayed target lets go", res)
 	}
 	h.engine.WaitIdle()
@@ -126,7 +126,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	if tg, ok := target(t, h); ok {
 		t.Fatalf("target %+v left after an idle window", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 1 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 1 {
 		t.Fatalf("cleanup %+v, want the last device shut down", res)
 	}
 	h.engine.WaitIdle()
@@ -176,7 +176,7 @@ func TestDemandConfiguredTargetIsAFloor(t *testing.T) {
 	if tg, _ := target(t, h); tg.Count != 1 || tg.Reason != core.WarmReasonConfigured || tg.DemandP90 != 0 {
 		t.Fatalf("after an idle window %+v, want the floor 1", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 2 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 2 {
 		t.Fatalf("cleanup %+v, want all but the floor's device", res)
 	}
 	h.engine.WaitIdle()

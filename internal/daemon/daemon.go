@@ -371,7 +371,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		// The health monitor and the reaper start only now: nothing may
 		// observe or act on a half-restored registry.
 		d.engine.Health().StartHealthMonitor()
-		d.engine.StartReaper(sctx)
+		d.engine.Cleanup().StartReaper(sctx)
 		// A commit the engine's writer failed fences the engine (ADR
 		// 0044): stop with an error so the supervisor restarts the daemon
 		// from what the disk holds.

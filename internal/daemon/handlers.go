@@ -125,7 +125,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	d.registerSessions(disp)
 	d.registerSlots(disp)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
-		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
+		res, err := d.engine.Cleanup().RunCleanup(ctx, in.DryRun, in.Rule)
 		if err != nil {
 			return contract.CleanupRunOut{}, err
 		}
