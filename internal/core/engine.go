@@ -181,6 +181,7 @@ type books struct {
 	groups     groupBook       // multi-device requests' bounds, plans and preparation (group.go)
 	pool       pool            // which devices each pool may use (pool.go)
 	owners     ownerSystemBook // the owner-system devices' retirement rules (ownersystem.go)
+	doctor     doctorBook      // doctor's repairs (doctor.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -240,6 +241,7 @@ func New(cfg Config, d Deps) *Engine {
 	e.cleanup = newCleanupBook(cfg.Cleanup, d, e, &e.reg, &e.pool, e.drivers)
 	e.quarantine = newQuarantineBook(e, &e.reg, &e.halt, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d, &e.reg)
+	e.doctor = doctorBook{eng: e, reg: &e.reg, health: &e.health, quarantine: &e.quarantine}
 	e.owners = ownerSystemBook{eng: e, reg: &e.reg, pool: &e.pool, log: d.Logger}
 	e.warm.eng, e.warm.halt, e.warm.targets, e.warm.drivers, e.warm.log = e, &e.halt, cfg.WarmTargets, e.drivers, d.Logger
 	e.failed = make(chan struct{})

@@ -289,7 +289,7 @@ func TestDoctorFindsAndFixes(t *testing.T) {
 	h.engine.WaitIdle()
 	h.drv.Crash(b.Device.Handle) // ready in the registry, stopped in reality
 	h.drv.AddOrphan("stray-1")
-	fs, err := h.engine.Doctor(context.Background(), core.DoctorOptions{})
+	fs, err := h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestDoctorFindsAndFixes(t *testing.T) {
 	if _, ok := kinds[core.FindingOrphan+" stray-1"]; !ok {
 		t.Fatalf("findings %v", kinds)
 	}
-	if _, err := h.engine.Doctor(context.Background(), core.DoctorOptions{Fix: true, PurgeOrphans: true}); err != nil {
+	if _, err := h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{Fix: true, PurgeOrphans: true}); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := h.engine.Device(b.Device.ID); d.State != core.StateShutdown {
@@ -324,7 +324,7 @@ func TestNukeReleasesCancelsAndDestroysEverything(t *testing.T) {
 	h := newHarness(t, one(1))
 	g, _ := h.lease("a", "")
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "b"})
-	rep, err := h.engine.Nuke(context.Background())
+	rep, err := h.engine.Maintenance().Nuke(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

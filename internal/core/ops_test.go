@@ -603,7 +603,7 @@ func TestStopJoinsAHungDoctorPass(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	})
-	go h.engine.Doctor(context.Background(), core.DoctorOptions{})
+	go h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{})
 	<-entered
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -613,7 +613,7 @@ func TestStopJoinsAHungDoctorPass(t *testing.T) {
 	default:
 		t.Fatal("Stop returned while a doctor pass was still listing")
 	}
-	if _, err := h.engine.Doctor(context.Background(), core.DoctorOptions{}); !errors.Is(err, core.ErrStopping) {
+	if _, err := h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{}); !errors.Is(err, core.ErrStopping) {
 		t.Fatalf("a doctor pass after Stop: %v", err)
 	}
 }

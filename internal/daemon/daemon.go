@@ -390,7 +390,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.
 		go func() {
-			findings, err := d.engine.Doctor(sctx, core.DoctorOptions{})
+			findings, err := d.engine.Maintenance().Doctor(sctx, core.DoctorOptions{})
 			if err != nil {
 				return
 			}

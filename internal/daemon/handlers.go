@@ -137,7 +137,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		return out, nil
 	})
 	dispatch.Handle(disp, contract.DoctorRun, func(ctx context.Context, _ *dispatch.Call, in contract.DoctorRunIn) (contract.DoctorRunOut, error) {
-		fs, err := d.engine.Doctor(ctx, core.DoctorOptions{Fix: in.Fix, PurgeOrphans: in.PurgeOrphans})
+		fs, err := d.engine.Maintenance().Doctor(ctx, core.DoctorOptions{Fix: in.Fix, PurgeOrphans: in.PurgeOrphans})
 		if err != nil {
 			return contract.DoctorRunOut{}, err
 		}
@@ -162,7 +162,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		return out, nil
 	})
 	dispatch.Handle(disp, contract.NukeRun, func(ctx context.Context, _ *dispatch.Call, _ contract.NukeRunIn) (contract.NukeRunOut, error) {
-		rep, err := d.engine.Nuke(ctx)
+		rep, err := d.engine.Maintenance().Nuke(ctx)
 		if err != nil {
 			return contract.NukeRunOut{}, err
 		}
