@@ -182,6 +182,7 @@ type books struct {
 	pool       pool            // which devices each pool may use (pool.go)
 	owners     ownerSystemBook // the owner-system devices' retirement rules (ownersystem.go)
 	doctor     doctorBook      // doctor's repairs (doctor.go)
+	converge   convergeBook    // the startup rules (converge.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -241,6 +242,7 @@ func New(cfg Config, d Deps) *Engine {
 	e.cleanup = newCleanupBook(cfg.Cleanup, d, e, &e.reg, &e.pool, e.drivers)
 	e.quarantine = newQuarantineBook(e, &e.reg, &e.halt, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d, &e.reg)
+	e.converge = convergeBook{eng: e, reg: &e.reg, rs: &e.rs, quarantine: &e.quarantine, drivers: e.drivers, log: d.Logger}
 	e.doctor = doctorBook{eng: e, reg: &e.reg, health: &e.health, quarantine: &e.quarantine}
 	e.owners = ownerSystemBook{eng: e, reg: &e.reg, pool: &e.pool, log: d.Logger}
 	e.warm.eng, e.warm.halt, e.warm.targets, e.warm.drivers, e.warm.log = e, &e.halt, cfg.WarmTargets, e.drivers, d.Logger
