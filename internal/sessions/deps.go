@@ -94,8 +94,8 @@ type Config struct {
 	Meta     Meta
 	Engine   Engine
 	Watch    LeaseWatch
-	Resets   Resets // nil: the engine keeps no reset record
-	Retirer  Retirer
+	Resets   Resets  // nil: the engine keeps no reset record
+	Retirer  Retirer // the engine's owner-system desk: the totalDeviceCap evicts through it
 	Bus      Bus
 	Host     Host
 	Clock    ports.Clock
