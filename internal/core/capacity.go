@@ -267,7 +267,7 @@ func (e *Engine) capacityLocked() CapacityReport {
 		}
 		r.Platforms[d.Platform] = u
 	}
-	e.addGoldensLocked(&r)
+	e.goldens.addGoldensLocked(&r)
 	return r
 }
 

@@ -138,7 +138,7 @@ func TestNoDeviceMutationSkipsAClaim(t *testing.T) {
 	h.drv.Crash(g2.Device.Handle)
 	h.engine.Stop(context.Background())
 	build() // the restart recovers the crashed leased device
-	if _, err := h.engine.Nuke(context.Background()); err != nil {
+	if _, err := h.engine.Maintenance().Nuke(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.engine.WaitIdle()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/core/events"
@@ -143,29 +144,6 @@ type CleanupResult struct {
 	Err      string
 }
 
-func (e *Engine) cleanupViewLocked(free uint64, known bool) CleanupView {
-	v := CleanupView{Now: e.clock.Now(), Leased: map[string]bool{}, Claimed: map[string]bool{}, Keep: e.warm.keep(e.viewLocked()),
-		ShutdownOnly: map[string]bool{}, DiskFree: free, DiskKnown: known, Policy: e.cfg.Cleanup}
-	for _, d := range e.reg.devices {
-		v.Devices = append(v.Devices, *d)
-		// Cleanup acts only on idle inventory the general pool owns, and
-		// stops (only) idle slot devices.
-		switch {
-		case e.pool.slotYields(d):
-			v.ShutdownOnly[d.ID] = true
-		case !e.pool.general(d):
-			v.Claimed[d.ID] = true
-		}
-	}
-	for _, l := range e.reg.leases {
-		for _, id := range l.DeviceIDs() {
-			v.Leased[id] = true
-		}
-	}
-	sortDevices(v.Devices)
-	return v
-}
-
 // cleanupBook is what the cleanup passes keep between passes: the last
 // disk pressure reading, so the pressure fact is edge-triggered. Its
 // methods run inside the decision section, but for readDisk, which a pass
@@ -175,10 +153,51 @@ type cleanupBook struct {
 	log      *slog.Logger
 	diskFree func() (uint64, error) // nil: unknown, disk pressure never detected
 	pressure bool                   // last disk pressure reading
+
+	eng     cleanupWork
+	reg     *registry
+	pool    *pool
+	drivers map[string]Driver
 }
 
-func newCleanupBook(p CleanupPolicy, d Deps) cleanupBook {
-	return cleanupBook{policy: p, log: d.Logger, diskFree: d.DiskFree}
+// cleanupWork is the engine as a cleanup pass's executor sees it: the
+// section, facts and the device-operation path, satisfied by *Engine.
+type cleanupWork interface {
+	section(f func())
+	emitLocked(ev events.Event)
+	destroyOp(id, lock, failReason string, done func(d DeviceRecord)) *deviceOp
+	shutdownOp(id, lock, failReason string, done func(d DeviceRecord)) *deviceOp
+	runOp(ctx context.Context, o *deviceOp) (begun bool, err error)
+}
+
+func newCleanupBook(p CleanupPolicy, d Deps, eng cleanupWork, reg *registry, pl *pool, drivers map[string]Driver) cleanupBook {
+	return cleanupBook{policy: p, log: d.Logger, diskFree: d.DiskFree, eng: eng, reg: reg, pool: pl, drivers: drivers}
+}
+
+// viewLocked is the picture the cleanup rules decide from: the registry
+// now, keep (the devices the warm targets account for), and the disk
+// reading.
+func (b *cleanupBook) viewLocked(now time.Time, keep map[string]bool, free uint64, known bool) CleanupView {
+	v := CleanupView{Now: now, Leased: map[string]bool{}, Claimed: map[string]bool{}, Keep: keep,
+		ShutdownOnly: map[string]bool{}, DiskFree: free, DiskKnown: known, Policy: b.policy}
+	for _, d := range b.reg.devices {
+		v.Devices = append(v.Devices, *d)
+		// Cleanup acts only on idle inventory the general pool owns, and
+		// stops (only) idle slot devices.
+		switch {
+		case b.pool.slotYields(d):
+			v.ShutdownOnly[d.ID] = true
+		case !b.pool.general(d):
+			v.Claimed[d.ID] = true
+		}
+	}
+	for _, l := range b.reg.leases {
+		for _, id := range l.DeviceIDs() {
+			v.Leased[id] = true
+		}
+	}
+	sortDevices(v.Devices)
+	return v
 }
 
 func (b *cleanupBook) readDisk() (uint64, bool) {
@@ -205,9 +224,19 @@ func (b *cleanupBook) notePressureLocked(v CleanupView, free uint64, emit func(e
 	}
 }
 
+// CleanupDesk is the cleanup reaper's counter: the daemon starts the
+// reaper and runs a pass on request. Each entry enters the decision
+// section as the engine's own entries do. Engine.Cleanup hands one out;
+// the zero value is not usable.
+type CleanupDesk struct{ e *Engine }
+
+// Cleanup is the cleanup book's desk (internal/daemon uses it).
+func (e *Engine) Cleanup() CleanupDesk { return CleanupDesk{e} }
+
 // RunCleanup runs one reconciliation pass. rule, when set, limits it to one
 // named rule; dryRun only reports the proposals.
-func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]CleanupResult, error) {
+func (c CleanupDesk) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]CleanupResult, error) {
+	e := c.e
 	rules := CleanupRules()
 	if rule != "" {
 		var sel []CleanupRule
@@ -223,7 +252,7 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 		}
 		rules = sel
 	}
-	ctx, done, ok := e.enterPass(ctx)
+	ctx, done, ok := e.enterPass(ctx, &e.mu, &e.halt)
 	if !ok {
 		return nil, ErrStopping
 	}
@@ -231,7 +260,7 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 	free, known := e.cleanup.readDisk()
 	var props []CleanupProposal
 	e.section(func() {
-		v := e.cleanupViewLocked(free, known)
+		v := e.cleanup.viewLocked(e.clock.Now(), e.warm.keep(e.viewLocked()), free, known)
 		e.cleanup.notePressureLocked(v, free, e.emitLocked)
 		props = reconcile(v, rules)
 	})
@@ -239,7 +268,7 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 	for _, p := range props {
 		r := CleanupResult{CleanupProposal: p}
 		if !dryRun {
-			r.Executed, r.Skipped, r.Err = e.executeCleanup(ctx, p)
+			r.Executed, r.Skipped, r.Err = e.cleanup.execute(ctx, p)
 		}
 		out = append(out, r)
 	}
@@ -249,25 +278,25 @@ func (e *Engine) RunCleanup(ctx context.Context, dryRun bool, rule string) ([]Cl
 // executeCleanup re-validates a proposal against the registry as it is
 // now (still managed, not leased, not locked, in a state the action
 // applies to) before the op executor runs it on this goroutine.
-func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (executed bool, skipped, errText string) {
+func (b *cleanupBook) execute(ctx context.Context, p CleanupProposal) (executed bool, skipped, errText string) {
 	var o *deviceOp
-	e.section(func() {
-		cur, ok := e.reg.devices[p.DeviceID]
+	b.eng.section(func() {
+		cur, ok := b.reg.devices[p.DeviceID]
 		switch {
 		case !ok:
 			skipped = "no longer managed"
-		case e.reg.opLocks[cur.ID] != "":
-			skipped = "busy with " + e.reg.opLocks[cur.ID]
-		case e.reg.leased(cur.ID):
+		case b.reg.opLocks[cur.ID] != "":
+			skipped = "busy with " + b.reg.opLocks[cur.ID]
+		case b.reg.leased(cur.ID):
 			skipped = "leased"
 		case p.Action == ActionShutdown && cur.State != StateReady,
 			p.Action == ActionDestroy && cur.State != StateReady && cur.State != StateShutdown:
 			skipped = "now " + string(cur.State)
-		case p.Action == ActionShutdown && e.pool.slotYields(cur):
+		case p.Action == ActionShutdown && b.pool.slotYields(cur):
 			// An idle slot device: stopped, never destroyed (ADR 0062).
-		case !e.pool.general(cur):
+		case !b.pool.general(cur):
 			skipped = "not the general pool's"
-		case e.drivers[cur.Platform] == nil:
+		case b.drivers[cur.Platform] == nil:
 			skipped = "no driver"
 		}
 	})
@@ -275,18 +304,18 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 		return false, skipped, ""
 	}
 	executedFact := func(d DeviceRecord) {
-		e.emitLocked(events.Event{Type: "cleanup.executed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Reason,
+		b.eng.emitLocked(events.Event{Type: "cleanup.executed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Reason,
 			Data: map[string]any{"rule": p.Rule, "action": p.Action}})
 	}
 	if p.Action == ActionDestroy {
-		o = e.destroyOp(p.DeviceID, "cleanup", p.Action+"-failed", func(d DeviceRecord) {
-			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Rule})
+		o = b.eng.destroyOp(p.DeviceID, "cleanup", p.Action+"-failed", func(d DeviceRecord) {
+			b.eng.emitLocked(events.Event{Type: "device.destroyed", DeviceID: d.ID, Platform: d.Platform, Reason: p.Rule})
 			executedFact(d)
 		})
 	} else {
-		o = e.shutdownOp(p.DeviceID, "cleanup", p.Action+"-failed", executedFact)
+		o = b.eng.shutdownOp(p.DeviceID, "cleanup", p.Action+"-failed", executedFact)
 	}
-	begun, err := e.runOp(ctx, o)
+	begun, err := b.eng.runOp(ctx, o)
 	if !begun {
 		// Taken by something else (or the engine is stopping) since the
 		// check above.
@@ -301,8 +330,9 @@ func (e *Engine) executeCleanup(ctx context.Context, p CleanupProposal) (execute
 // StartReaper runs cleanup passes on its triggers: lease.released,
 // disk.pressure-detected and daemon.started facts, plus a periodic tick.
 // It returns when ctx ends or the engine stops; Stop waits for it.
-func (e *Engine) StartReaper(ctx context.Context) {
-	if e.bus == nil || !e.enterLoop() {
+func (c CleanupDesk) StartReaper(ctx context.Context) {
+	e := c.e
+	if e.bus == nil || !e.enterLoop(&e.mu, &e.halt) {
 		return
 	}
 	ch, cancel := e.bus.Subscribe(256)
@@ -335,7 +365,7 @@ func (e *Engine) StartReaper(ctx context.Context) {
 			case <-tick:
 				arm()
 			}
-			if _, err := e.RunCleanup(ctx, false, ""); err != nil && err != ErrStopping {
+			if _, err := c.RunCleanup(ctx, false, ""); err != nil && err != ErrStopping {
 				e.log.Warn("cleanup pass failed", "err", err)
 			}
 		}
@@ -345,24 +375,26 @@ func (e *Engine) StartReaper(ctx context.Context) {
 // enterPass is enterLoop for a pass that runs on its caller's context: the
 // context it returns also ends when a stop gives up waiting, so a hung
 // driver call cannot hold Stop past its deadline. done must be called.
-func (e *Engine) enterPass(ctx context.Context) (context.Context, func(), bool) {
-	if !e.enterLoop() {
+func (r *running) enterPass(ctx context.Context, mu *sync.Mutex, h *halt) (context.Context, func(), bool) {
+	if !r.enterLoop(mu, h) {
 		return ctx, func() {}, false
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(e.bg, cancel)
-	return ctx, func() { stop(); cancel(); e.loops.Done() }, true
+	stop := context.AfterFunc(r.bg, cancel)
+	return ctx, func() { stop(); cancel(); r.loops.Done() }, true
 }
 
 // enterLoop registers a pass or loop with the engine's wait group, unless
-// the engine is stopping. Registering under the lock after the stopping
-// check means nothing can join after Stop began waiting.
-func (e *Engine) enterLoop() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.halt.stopping {
+// the engine is stopping. Registering under the lock (mu, the decision
+// section) after the stopping check means nothing can join after Stop
+// began waiting. They are the background work's own (running), given the
+// section and its halt.
+func (r *running) enterLoop(mu *sync.Mutex, h *halt) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if h.stopping {
 		return false
 	}
-	e.loops.Add(1)
+	r.loops.Add(1)
 	return true
 }

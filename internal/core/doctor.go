@@ -48,11 +48,46 @@ func stallThreshold(drv Driver, st DeviceState) time.Duration {
 	return 3*(drv.Estimate(op)+drv.Estimate(OpProvision)) + 2*time.Minute
 }
 
+// MaintenanceDesk is the operator's maintenance counter: doctor's
+// reconnaissance and repairs (Doctor) and the reset of the daemon's
+// devices (Nuke, nuke.go). Each entry enters the decision section as the
+// engine's own entries do. Engine.Maintenance hands one out; the zero
+// value is not usable.
+type MaintenanceDesk struct{ e *Engine }
+
+// Maintenance is the doctor and reset desk (internal/daemon uses it).
+func (e *Engine) Maintenance() MaintenanceDesk { return MaintenanceDesk{e} }
+
+// doctorBook holds doctor's repair rules: how a finding is fixed once
+// Doctor re-checked it. It keeps no state between passes; its Locked
+// methods run only inside the decision section, and it reaches the engine
+// only through doctorWork and the books it repairs through.
+type doctorBook struct {
+	eng        doctorWork
+	reg        *registry
+	health     *healthBook     // a lost leased device's lease ends (giveUpLocked)
+	quarantine *quarantineBook // a stalled or drifted device is taken out of service
+}
+
+// doctorWork is the engine as doctor's repairs see it: the section,
+// facts and commits, the planner, and the device-operation path,
+// satisfied by *Engine.
+type doctorWork interface {
+	section(f func())
+	emitLocked(ev events.Event)
+	commitLocked(c Changes) error
+	scheduleLocked()
+	shutdownOp(id, lock, failReason string, done func(d DeviceRecord)) *deviceOp
+	runOp(ctx context.Context, o *deviceOp) (begun bool, err error)
+	runUnrecorded(ctx context.Context, info OpInfo, f func(ctx context.Context) error) error
+}
+
 // Doctor compares the registry with what each driver finds in its root and
 // reports (and with Fix, repairs) the discrepancies. It is reconnaissance:
 // it shells out once per platform and may run alongside live work.
-func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error) {
-	ctx, done, ok := e.enterPass(ctx)
+func (m MaintenanceDesk) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error) {
+	e := m.e
+	ctx, done, ok := e.enterPass(ctx, &e.mu, &e.halt)
 	if !ok {
 		return nil, ErrStopping
 	}
@@ -97,7 +132,7 @@ func (e *Engine) Doctor(ctx context.Context, o DoctorOptions) ([]Finding, error)
 		})
 		if o.Fix || o.PurgeOrphans {
 			for i := range fs {
-				e.fixFinding(ctx, drv, &fs[i], o)
+				e.doctor.fixFinding(ctx, drv, &fs[i], o)
 			}
 		}
 		findings = append(findings, fs...)
@@ -156,7 +191,7 @@ func diagnose(d DeviceRecord, ob Observed, present, locked, leased bool, now tim
 	return f, true
 }
 
-func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o DoctorOptions) {
+func (b *doctorBook) fixFinding(ctx context.Context, drv Driver, f *Finding, o DoctorOptions) {
 	if f.Kind == FindingOrphan {
 		if !o.PurgeOrphans {
 			return
@@ -167,15 +202,15 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 			f.Err = "root no longer proven to be simlock's: " + err.Error()
 			return
 		}
-		if err := e.runUnrecorded(ctx, OpInfo{Kind: OpKindDestroy, Lock: "doctor", Platform: f.Platform, Handle: f.Handle}, func(ctx context.Context) error {
+		if err := b.eng.runUnrecorded(ctx, OpInfo{Kind: OpKindDestroy, Lock: "doctor", Platform: f.Platform, Handle: f.Handle}, func(ctx context.Context) error {
 			return drv.Destroy(ctx, DeviceRef{Handle: f.Handle, Name: f.Handle})
 		}); err != nil {
 			f.Err = err.Error()
 			return
 		}
 		f.Fixed = true
-		e.section(func() {
-			e.emitLocked(events.Event{Type: "device.orphan-purged", Platform: f.Platform, Data: map[string]any{"handle": f.Handle}})
+		b.eng.section(func() {
+			b.eng.emitLocked(events.Event{Type: "device.orphan-purged", Platform: f.Platform, Data: map[string]any{"handle": f.Handle}})
 		})
 		return
 	}
@@ -183,14 +218,14 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 		return
 	}
 	var shutdown *deviceOp
-	e.section(func() {
-		d, ok := e.reg.devices[f.DeviceID]
-		if !ok || e.reg.opLocks[d.ID] != "" {
+	b.eng.section(func() {
+		d, ok := b.reg.devices[f.DeviceID]
+		if !ok || b.reg.opLocks[d.ID] != "" {
 			f.Err = "changed since it was inspected; run doctor again"
 			return
 		}
 		var lease *LeaseRecord
-		for _, l := range e.reg.leases {
+		for _, l := range b.reg.leases {
 			if l.Holds(d.ID) {
 				lc := *l
 				lease = &lc
@@ -198,50 +233,50 @@ func (e *Engine) fixFinding(ctx context.Context, drv Driver, f *Finding, o Docto
 		}
 		switch {
 		case lease != nil && (f.Kind == FindingMissing || f.Kind == FindingProvenanceDrift):
-			e.health.giveUpLocked(*lease, *d, f.Kind)
+			b.health.giveUpLocked(*lease, *d, f.Kind)
 		case f.Kind == FindingMissing:
-			if err := e.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
+			if err := b.eng.commitLocked(Changes{DeleteDevices: []string{d.ID}}); err != nil {
 				f.Err = err.Error()
 				return
 			}
 		case f.Kind == FindingStalledTransition || f.Kind == FindingProvenanceDrift:
-			if err := e.quarantine.enterLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
+			if err := b.quarantine.enterLocked(d.ID, f.Kind, OpKindReclaim); err != nil {
 				f.Err = err.Error()
 				return
 			}
 		case f.Kind == FindingForeignState && d.State == StateReady:
-			if _, err := e.reg.setState(d.ID, StateShutdown); err != nil {
+			if _, err := b.reg.setState(d.ID, StateShutdown); err != nil {
 				f.Err = err.Error()
 				return
 			}
 		case f.Kind == FindingForeignState && d.State == StateShutdown:
 			// Driver work: the op executor runs it after this section.
-			shutdown = e.shutdownOp(d.ID, "doctor", "shutdown-failed", nil)
+			shutdown = b.eng.shutdownOp(d.ID, "doctor", "shutdown-failed", nil)
 			return
 		default:
 			return
 		}
-		e.fixedLocked(f, *d)
+		b.fixedLocked(f, *d)
 	})
 	if shutdown != nil {
-		begun, err := e.runOp(ctx, shutdown)
+		begun, err := b.eng.runOp(ctx, shutdown)
 		switch {
 		case !begun:
 			f.Err = "changed since it was inspected; run doctor again"
 		case err != nil:
 			f.Err = err.Error()
 		default:
-			e.section(func() {
-				if d, ok := e.reg.devices[f.DeviceID]; ok {
-					e.fixedLocked(f, *d)
+			b.eng.section(func() {
+				if d, ok := b.reg.devices[f.DeviceID]; ok {
+					b.fixedLocked(f, *d)
 				}
 			})
 		}
 	}
 }
 
-func (e *Engine) fixedLocked(f *Finding, d DeviceRecord) {
+func (b *doctorBook) fixedLocked(f *Finding, d DeviceRecord) {
 	f.Fixed = true
-	e.emitLocked(events.Event{Type: "doctor.fixed", DeviceID: d.ID, Platform: d.Platform, Reason: f.Kind, Data: map[string]any{"action": f.Action}})
-	e.scheduleLocked()
+	b.eng.emitLocked(events.Event{Type: "doctor.fixed", DeviceID: d.ID, Platform: d.Platform, Reason: f.Kind, Data: map[string]any{"action": f.Action}})
+	b.eng.scheduleLocked()
 }

@@ -168,18 +168,21 @@ type fence struct {
 // books are the features' books (ADR 0091): each owns one feature's state
 // and the rules that change it, and runs only inside the decision section.
 type books struct {
-	quarantine quarantineBook // devices out of service and their retries (quarantine.go)
-	health     healthBook     // the leased devices' health monitor (health.go)
-	cleanup    cleanupBook    // the cleanup rules' disk reading and pressure edge (cleanup.go)
-	slots      slotBook       // the devices managed slots hold (slotbook.go)
-	warm       warmBook       // the warm pool's targets and the demand they follow (warmbook.go)
-	watches    watchBook      // who waits for a lease to end (watchbook.go)
-	reqs       *durableBook   // durable lease requests (durablereq.go)
-	rs         resetBook      // session resets and the reset kind figures (resetbook.go)
-	goldens    goldenBook     // golden removals and refused builds (golden.go)
-	host       hostBook       // the rest of the host, foreign claims and host waits (hostbook.go)
-	groups     groupBook      // multi-device requests' bounds, plans and preparation (group.go)
-	pool       pool           // which devices each pool may use (pool.go)
+	quarantine quarantineBook  // devices out of service and their retries (quarantine.go)
+	health     healthBook      // the leased devices' health monitor (health.go)
+	cleanup    cleanupBook     // the cleanup rules' disk reading and pressure edge (cleanup.go)
+	slots      slotBook        // the devices managed slots hold (slotbook.go)
+	warm       warmBook        // the warm pool's targets and the demand they follow (warmbook.go)
+	watches    watchBook       // who waits for a lease to end (watchbook.go)
+	reqs       *durableBook    // durable lease requests (durablereq.go)
+	rs         resetBook       // session resets and the reset kind figures (resetbook.go)
+	goldens    goldenBook      // golden removals and refused builds (golden.go)
+	host       hostBook        // the rest of the host, foreign claims and host waits (hostbook.go)
+	groups     groupBook       // multi-device requests' bounds, plans and preparation (group.go)
+	pool       pool            // which devices each pool may use (pool.go)
+	owners     ownerSystemBook // the owner-system devices' retirement rules (ownersystem.go)
+	doctor     doctorBook      // doctor's repairs (doctor.go)
+	converge   convergeBook    // the startup rules (converge.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -229,9 +232,20 @@ func New(cfg Config, d Deps) *Engine {
 		return e.quarantine.enterLocked(id, reason, op, causes...)
 	})
 	e.health = newHealthBook(e, &e.reg, cfg.Health, d)
-	e.cleanup = newCleanupBook(cfg.Cleanup, d)
+	e.health.halt = &e.halt
+	e.health.pass = func() {
+		e.Health().HealthTick(e.bg)
+		e.mu.Lock()
+		e.health.armLocked()
+		e.mu.Unlock()
+	}
+	e.cleanup = newCleanupBook(cfg.Cleanup, d, e, &e.reg, &e.pool, e.drivers)
 	e.quarantine = newQuarantineBook(e, &e.reg, &e.halt, cfg.Quarantine, d, e.rs.resetDeviceGoneLocked)
 	e.reqs = newDurableBook(cfg, d, &e.reg)
+	e.converge = convergeBook{eng: e, reg: &e.reg, rs: &e.rs, quarantine: &e.quarantine, drivers: e.drivers, log: d.Logger}
+	e.doctor = doctorBook{eng: e, reg: &e.reg, health: &e.health, quarantine: &e.quarantine}
+	e.owners = ownerSystemBook{eng: e, reg: &e.reg, pool: &e.pool, log: d.Logger}
+	e.warm.eng, e.warm.halt, e.warm.targets, e.warm.drivers, e.warm.log = e, &e.halt, cfg.WarmTargets, e.drivers, d.Logger
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.bg, e.bgCancel = context.WithCancel(context.Background())

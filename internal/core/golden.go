@@ -609,8 +609,8 @@ func (b *goldenBook) planDevicesLocked() []PlanDevice {
 
 // addGoldensLocked charges the goldens to a capacity report as the
 // planner charges them: managed, and reserved while being built.
-func (e *Engine) addGoldensLocked(r *CapacityReport) {
-	for _, g := range e.goldens.planDevicesLocked() {
+func (b *goldenBook) addGoldensLocked(r *CapacityReport) {
+	for _, g := range b.planDevicesLocked() {
 		u := r.Platforms[g.Platform]
 		u.Managed++
 		u.Goldens++

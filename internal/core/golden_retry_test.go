@@ -313,7 +313,7 @@ func TestNukeForgetsRefusedGoldens(t *testing.T) {
 	if v := c.AskGoldenBuild("G1", "Phone", "rt-1.0", true); v != core.GoldenRefused {
 		t.Fatalf("golden admitted while a request waits: %v", v)
 	}
-	if _, err := h.engine.Nuke(context.Background()); err != nil {
+	if _, err := h.engine.Maintenance().Nuke(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-waiting; r.err == nil {

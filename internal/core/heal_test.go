@@ -222,14 +222,14 @@ func TestCleanupRulesShutdownThenDestroyAndPressureShortensTheWait(t *testing.T)
 	h.engine.Release(g.Lease.ID)
 	h.engine.WaitIdle()
 	h.clock.Advance(11 * time.Minute)
-	dry, err := h.engine.RunCleanup(context.Background(), true, "")
+	dry, err := h.engine.Cleanup().RunCleanup(context.Background(), true, "")
 	if err != nil || len(dry) != 1 || dry[0].Action != core.ActionShutdown || dry[0].Executed {
 		t.Fatalf("dry run %+v %v", dry, err)
 	}
 	if d, _ := h.engine.Device(g.Device.ID); d.State != core.StateReady {
 		t.Fatal("dry run acted")
 	}
-	res, _ := h.engine.RunCleanup(context.Background(), false, "")
+	res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, "")
 	if len(res) != 1 || !res[0].Executed {
 		t.Fatalf("%+v", res)
 	}
@@ -239,11 +239,11 @@ func TestCleanupRulesShutdownThenDestroyAndPressureShortensTheWait(t *testing.T)
 	}
 	// Under disk pressure the destroy threshold drops to T1.
 	h.clock.Advance(11 * time.Minute)
-	if res, _ := h.engine.RunCleanup(context.Background(), false, "idle-destroy"); len(res) != 0 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, "idle-destroy"); len(res) != 0 {
 		t.Fatalf("destroyed before T2 without pressure: %+v", res)
 	}
 	h.disk = 100 << 20
-	res, _ = h.engine.RunCleanup(context.Background(), false, "idle-destroy")
+	res, _ = h.engine.Cleanup().RunCleanup(context.Background(), false, "idle-destroy")
 	if len(res) != 1 || res[0].Action != core.ActionDestroy || !res[0].Executed {
 		t.Fatalf("%+v", res)
 	}
@@ -251,7 +251,7 @@ func TestCleanupRulesShutdownThenDestroyAndPressureShortensTheWait(t *testing.T)
 		t.Fatal("device survived idle-destroy")
 	}
 	// Another pass under the same pressure must not announce it again.
-	h.engine.RunCleanup(context.Background(), true, "")
+	h.engine.Cleanup().RunCleanup(context.Background(), true, "")
 	evs := eventTypes(h, "")
 	n := 0
 	for _, e := range evs {
@@ -262,7 +262,7 @@ func TestCleanupRulesShutdownThenDestroyAndPressureShortensTheWait(t *testing.T)
 	if n != 1 || !has(evs, "cleanup.executed") {
 		t.Fatalf("disk pressure announced %d times; events %v", n, evs)
 	}
-	if _, err := h.engine.RunCleanup(context.Background(), true, "no-such-rule"); err == nil {
+	if _, err := h.engine.Cleanup().RunCleanup(context.Background(), true, "no-such-rule"); err == nil {
 		t.Fatal("unknown rule accepted")
 	}
 }
@@ -273,7 +273,7 @@ func TestCleanupNeverTouchesLeasedDevices(t *testing.T) {
 	})
 	g, _ := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a", TTL: time.Hour}, nil)
 	h.clock.Advance(30 * time.Minute)
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 0 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 0 {
 		t.Fatalf("proposed on a leased device: %+v", res)
 	}
 	if d, _ := h.engine.Device(g.Device.ID); d.State != core.StateLeased {
@@ -289,7 +289,7 @@ func TestDoctorFindsAndFixes(t *testing.T) {
 	h.engine.WaitIdle()
 	h.drv.Crash(b.Device.Handle) // ready in the registry, stopped in reality
 	h.drv.AddOrphan("stray-1")
-	fs, err := h.engine.Doctor(context.Background(), core.DoctorOptions{})
+	fs, err := h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestDoctorFindsAndFixes(t *testing.T) {
 	if _, ok := kinds[core.FindingOrphan+" stray-1"]; !ok {
 		t.Fatalf("findings %v", kinds)
 	}
-	if _, err := h.engine.Doctor(context.Background(), core.DoctorOptions{Fix: true, PurgeOrphans: true}); err != nil {
+	if _, err := h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{Fix: true, PurgeOrphans: true}); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := h.engine.Device(b.Device.ID); d.State != core.StateShutdown {
@@ -324,7 +324,7 @@ func TestNukeReleasesCancelsAndDestroysEverything(t *testing.T) {
 	h := newHarness(t, one(1))
 	g, _ := h.lease("a", "")
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "b"})
-	rep, err := h.engine.Nuke(context.Background())
+	rep, err := h.engine.Maintenance().Nuke(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestWarmPoolDevicesAreNotIdledAwayAndShutdownOnesAreRebooted(t *testing.T) 
 	})
 	h.engine.WaitIdle()
 	h.clock.Advance(10 * time.Minute)
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 0 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 0 {
 		t.Fatalf("idle rules proposed the warm target's device: %+v", res)
 	}
 	devs := h.engine.Devices()

@@ -20,6 +20,11 @@ type healthBook struct {
 	log    *slog.Logger
 	obs    map[string]*observation
 	timer  ports.Timer // the next pass (StartHealthMonitor)
+	halt   *halt       // a stopping engine arms no pass
+	clock  ports.Clock
+	// pass runs one health pass and arms the next (set by New: it takes
+	// the section itself, as HealthTick does).
+	pass func()
 }
 
 // healthEngine is what the health monitor needs of the engine, satisfied
@@ -33,7 +38,7 @@ type healthEngine interface {
 }
 
 func newHealthBook(eng healthEngine, reg *registry, p HealthPolicy, d Deps) healthBook {
-	return healthBook{eng: eng, reg: reg, policy: p, log: d.Logger, obs: map[string]*observation{}}
+	return healthBook{eng: eng, reg: reg, policy: p, log: d.Logger, obs: map[string]*observation{}, clock: d.Clock}
 }
 
 // forgetLocked drops device id's debounce state (its lease ended).
@@ -63,19 +68,15 @@ func (h HealthDesk) StartHealthMonitor() {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.armHealthLocked()
+	e.health.armLocked()
 }
 
-func (e *Engine) armHealthLocked() {
-	if e.halt.stopping {
+// armLocked arms the next health pass, unless the engine is stopping.
+func (b *healthBook) armLocked() {
+	if b.halt.stopping {
 		return
 	}
-	e.health.timer = e.clock.AfterFunc(e.cfg.Health.Interval, func() {
-		e.Health().HealthTick(e.bg)
-		e.mu.Lock()
-		e.armHealthLocked()
-		e.mu.Unlock()
-	})
+	b.timer = b.clock.AfterFunc(b.policy.Interval, b.pass)
 }
 
 // HealthTick runs one health pass: one ListManaged per platform that has
@@ -85,7 +86,7 @@ func (e *Engine) armHealthLocked() {
 // trusted only while the device is observed running.
 func (h HealthDesk) HealthTick(ctx context.Context) {
 	e := h.e
-	ctx, done, ok := e.enterPass(ctx)
+	ctx, done, ok := e.enterPass(ctx, &e.mu, &e.halt)
 	if !ok {
 		return
 	}

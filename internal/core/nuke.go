@@ -24,7 +24,8 @@ type NukeReport struct {
 // managed device destroyed, and every golden its driver keeps (they are
 // not in the registry; each is reported as destroyed under its planner id,
 // golden:<platform>:<handle>). Requests arriving meanwhile are refused.
-func (e *Engine) Nuke(ctx context.Context) (NukeReport, error) {
+func (m MaintenanceDesk) Nuke(ctx context.Context) (NukeReport, error) {
+	e := m.e
 	rep := NukeReport{Failed: map[string]string{}}
 	var cancelled []*waiter
 	var busy bool

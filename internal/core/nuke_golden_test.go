@@ -56,13 +56,13 @@ func TestDoctorListsGoldensAndNukeRemovesThem(t *testing.T) {
 	if gs := h.engine.Goldens().GoldenStatus().Devices; len(gs) != 1 || gs[0].Platform != "ios" || gs[0].Handle != "G1" {
 		t.Fatalf("GoldenDevices = %+v", gs)
 	}
-	if fs, err := h.engine.Doctor(context.Background(), core.DoctorOptions{}); err != nil || len(fs) != 0 {
+	if fs, err := h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{}); err != nil || len(fs) != 0 {
 		t.Fatalf("doctor with a golden: %+v %v", fs, err)
 	}
 	if _, err := h.lease("a", ""); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := h.engine.Nuke(context.Background())
+	rep, err := h.engine.Maintenance().Nuke(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestDoctorListsGoldensAndNukeRemovesThem(t *testing.T) {
 
 	gk.goldens = []core.Golden{{Handle: "G2", ModelID: "Phone", RuntimeID: "rt-1.0"}}
 	gk.fail = errors.New("simctl delete all: exit 1")
-	rep, err = h.engine.Nuke(context.Background())
+	rep, err = h.engine.Maintenance().Nuke(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

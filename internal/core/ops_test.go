@@ -131,7 +131,7 @@ func TestQuarantineRetryOfAFailedDestroyDestroys(t *testing.T) {
 	h.engine.WaitIdle()
 	h.clock.Advance(3 * time.Minute)
 	h.drv.SetFail("destroy", 1)
-	res, err := h.engine.RunCleanup(context.Background(), false, "idle-destroy")
+	res, err := h.engine.Cleanup().RunCleanup(context.Background(), false, "idle-destroy")
 	if err != nil || len(res) != 1 || res[0].Err == "" {
 		t.Fatalf("cleanup %+v %v", res, err)
 	}
@@ -384,7 +384,7 @@ func TestStopJoinsTheReapersDestroyInFlight(t *testing.T) {
 		}
 	})
 	h.clock.Advance(3 * time.Minute)
-	h.engine.StartReaper(context.Background())
+	h.engine.Cleanup().StartReaper(context.Background())
 	h.bus.Publish(events.Event{Type: "daemon.started"}) // a reaper trigger: idle-destroy runs
 	<-entered
 	// Stop's patience is already spent: it cancels the driver call at once
@@ -603,7 +603,7 @@ func TestStopJoinsAHungDoctorPass(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	})
-	go h.engine.Doctor(context.Background(), core.DoctorOptions{})
+	go h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{})
 	<-entered
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -613,7 +613,7 @@ func TestStopJoinsAHungDoctorPass(t *testing.T) {
 	default:
 		t.Fatal("Stop returned while a doctor pass was still listing")
 	}
-	if _, err := h.engine.Doctor(context.Background(), core.DoctorOptions{}); !errors.Is(err, core.ErrStopping) {
+	if _, err := h.engine.Maintenance().Doctor(context.Background(), core.DoctorOptions{}); !errors.Is(err, core.ErrStopping) {
 		t.Fatalf("a doctor pass after Stop: %v", err)
 	}
 }

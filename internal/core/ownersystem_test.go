@@ -192,7 +192,7 @@ func TestRetireIdleTakesOnlyTheSystemsIdleDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.engine.RetireIdle(g.Device.ID, "sys"); err == nil {
+	if err := h.engine.OwnerSystems().RetireIdle(g.Device.ID, "sys"); err == nil {
 		t.Fatal("a leased device was retired")
 	}
 	p, err := h.lease("plain", "")
@@ -203,14 +203,14 @@ func TestRetireIdleTakesOnlyTheSystemsIdleDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.engine.WaitIdle()
-	if err := h.engine.RetireIdle(p.Device.ID, "sys"); err == nil {
+	if err := h.engine.OwnerSystems().RetireIdle(p.Device.ID, "sys"); err == nil {
 		t.Fatal("a general pool device was retired for a system")
 	}
 	if err := h.engine.Release(g.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	h.engine.WaitIdle()
-	if err := h.engine.RetireIdle(g.Device.ID, "sys"); err != nil {
+	if err := h.engine.OwnerSystems().RetireIdle(g.Device.ID, "sys"); err != nil {
 		t.Fatal(err)
 	}
 	h.engine.WaitIdle()

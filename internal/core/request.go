@@ -752,7 +752,7 @@ func (e *Engine) finishWorkLocked(w *waiter, id string) {
 	w.working = false
 	if w.abandoned || !e.queue.Contains(w) {
 		e.queue.remove(w)
-		e.retireUnwantedLocked(id)
+		e.owners.retireUnwantedLocked(id)
 		e.scheduleLocked()
 		return
 	}

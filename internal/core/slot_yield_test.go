@@ -189,11 +189,11 @@ func TestCleanupShutsDownAnIdleSlotDeviceAndNeverDestroysIt(t *testing.T) {
 	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0"})
 	ctx := context.Background()
 	h.clock.Advance(30 * time.Second)
-	if res, _ := h.engine.RunCleanup(ctx, false, ""); len(res) != 0 {
+	if res, _ := h.engine.Cleanup().RunCleanup(ctx, false, ""); len(res) != 0 {
 		t.Fatalf("cleanup before T1: %+v", res)
 	}
 	h.clock.Advance(time.Minute)
-	res, _ := h.engine.RunCleanup(ctx, false, "")
+	res, _ := h.engine.Cleanup().RunCleanup(ctx, false, "")
 	if len(res) != 1 || res[0].Action != core.ActionShutdown || !res[0].Executed {
 		t.Fatalf("cleanup past T1: %+v", res)
 	}
@@ -201,7 +201,7 @@ func TestCleanupShutsDownAnIdleSlotDeviceAndNeverDestroysIt(t *testing.T) {
 		t.Fatalf("the idle slot device is %s", h.state(a.ID))
 	}
 	h.clock.Advance(time.Hour)
-	if res, _ := h.engine.RunCleanup(ctx, false, ""); len(res) != 0 {
+	if res, _ := h.engine.Cleanup().RunCleanup(ctx, false, ""); len(res) != 0 {
 		t.Fatalf("cleanup past T2 proposed %+v for a slot device", res)
 	}
 	h.state(a.ID)

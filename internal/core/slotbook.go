@@ -103,7 +103,7 @@ func (s SlotDesk) SetAssigned(held map[string]string) {
 			// Startup's destroy of ended preparations' devices judged none
 			// idle while the map was unknown: judge them now.
 			for _, d := range e.Sorted() {
-				e.retireUnwantedLocked(d.ID)
+				e.owners.retireUnwantedLocked(d.ID)
 			}
 		}
 		e.scheduleLocked()
@@ -183,7 +183,7 @@ func (s SlotDesk) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, 
 	if recorded != nil {
 		rerr = recorded(id)
 	}
-	rec, err := e.waitOpSettled(ctx, id, "provision")
+	rec, err := e.slots.waitOpSettled(ctx, e.section, &e.reg, id, "provision")
 	if err == nil && rerr != nil {
 		// The caller could not journal the device: it gets the record
 		// (it must destroy it) with the reason.
@@ -194,20 +194,21 @@ func (s SlotDesk) ProvisionAssigned(ctx context.Context, req SpecRequest, slot, 
 
 // waitOpSettled waits for the operation on id to settle and returns the
 // device, or an error if the device is gone (a failed provision drops it)
-// or not ready.
-func (e *Engine) waitOpSettled(ctx context.Context, id, what string) (DeviceRecord, error) {
+// or not ready. It waits outside the decision section and reads the
+// device inside it (section).
+func (b *slotBook) waitOpSettled(ctx context.Context, section func(func()), reg *registry, id, what string) (DeviceRecord, error) {
 	for {
 		var wait chan struct{}
 		var rec DeviceRecord
 		var gone bool
-		e.section(func() {
-			d, ok := e.reg.devices[id]
+		section(func() {
+			d, ok := reg.devices[id]
 			switch {
 			case !ok:
 				gone = true
-				delete(e.slots.made, id)
-			case e.reg.opLocks[id] != "":
-				wait = e.reg.opFreed
+				delete(b.made, id)
+			case reg.opLocks[id] != "":
+				wait = reg.opFreed
 			default:
 				rec = *d
 			}

@@ -50,7 +50,7 @@ func TestUnknownSlotAssignmentsHandOutNoDevice(t *testing.T) {
 		t.Fatalf("a request with the assignments unknown: %v; want ErrAssignedUnknown", err)
 	}
 	h.clock.Advance(2 * time.Hour) // past both idle rules
-	if res, err := h.engine.RunCleanup(ctx, false, ""); err != nil || len(res) != 0 {
+	if res, err := h.engine.Cleanup().RunCleanup(ctx, false, ""); err != nil || len(res) != 0 {
 		t.Fatalf("cleanup with the assignments unknown: %+v %v; want nothing proposed", res, err)
 	}
 	for _, id := range idle {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -20,6 +21,21 @@ type warmBook struct {
 	specs  []warmSpec  // the warm targets the planner fills now (refresh)
 	demand demandBook  // recorded concurrency per spec
 	timer  ports.Timer // the next demand sample tick (arm)
+
+	// What the startup resolve and the sample tick need of the engine.
+	eng     warmWork
+	halt    *halt             // a stopping engine arms no tick
+	targets []WarmTarget      // the configured targets, resolved once (resolveWarmTargets)
+	drivers map[string]Driver // resolve the configured targets
+	log     *slog.Logger
+}
+
+// warmWork is the engine as the warm pool's tick sees it: the section,
+// the registry view and the planner, satisfied by *Engine.
+type warmWork interface {
+	section(f func())
+	viewLocked() registryView
+	scheduleLocked()
 }
 
 // DemandPolicy makes the warm pool follow the leases it has seen (ADR 0042).
@@ -291,19 +307,29 @@ func (b *warmBook) arm(stopping bool, fire func()) {
 // demandTick is the demand sample tick: it records the concurrency even
 // unchanged and re-plans, so a target that decayed lets its devices go and
 // one that grew is filled.
-func (e *Engine) demandTick() {
-	e.section(func() {
-		if e.halt.stopping {
+func (b *warmBook) demandTick() {
+	b.eng.section(func() {
+		if b.halt.stopping {
 			return
 		}
-		e.warm.sample(e.viewLocked(), true)
-		e.scheduleLocked()
-		e.warm.arm(e.halt.stopping, e.demandTick)
+		b.sample(b.eng.viewLocked(), true)
+		b.eng.scheduleLocked()
+		b.arm(b.halt.stopping, b.demandTick)
 	})
 }
 
+// WarmDesk is the warm pool's counter: the daemon's status reads every
+// warm target through it. Its entry enters the decision section as the
+// engine's own entries do. Engine.Warm hands one out; the zero value is
+// not usable.
+type WarmDesk struct{ e *Engine }
+
+// Warm is the warm pool's desk (the daemon's status uses it).
+func (e *Engine) Warm() WarmDesk { return WarmDesk{e} }
+
 // WarmPool reports every warm target and why it keeps what it keeps.
-func (e *Engine) WarmPool() WarmPoolStatus {
+func (w WarmDesk) WarmPool() WarmPoolStatus {
+	e := w.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return WarmPoolStatus{Demand: e.cfg.Demand.Enabled, Window: e.cfg.Demand.Window, Targets: e.warm.plan(e.viewLocked())}
@@ -319,10 +345,10 @@ type warmSpec struct {
 
 // resolveWarmTargets turns the configured targets into concrete specs.
 // A target that does not resolve is logged and skipped.
-func (e *Engine) resolveWarmTargets(ctx context.Context) {
+func (b *warmBook) resolveWarmTargets(ctx context.Context) {
 	var out []warmSpec
-	for _, t := range e.cfg.WarmTargets {
-		drv, ok := e.drivers[t.Spec.Platform]
+	for _, t := range b.targets {
+		drv, ok := b.drivers[t.Spec.Platform]
 		if !ok || t.Count <= 0 {
 			continue
 		}
@@ -330,15 +356,15 @@ func (e *Engine) resolveWarmTargets(ctx context.Context) {
 		req.AllowDownload = false
 		spec, err := drv.ResolveSpec(ctx, req)
 		if err != nil {
-			e.log.Warn("warm pool target does not resolve; skipping it", "platform", req.Platform, "model", req.Model, "os", req.OSVersion, "err", err)
+			b.log.Warn("warm pool target does not resolve; skipping it", "platform", req.Platform, "model", req.Model, "os", req.OSVersion, "err", err)
 			continue
 		}
 		out = append(out, warmSpec{spec: spec, count: t.Count})
 	}
-	e.section(func() {
-		e.warm.floors = out
-		e.scheduleLocked()
-		e.warm.arm(e.halt.stopping, e.demandTick)
+	b.eng.section(func() {
+		b.floors = out
+		b.eng.scheduleLocked()
+		b.arm(b.halt.stopping, b.demandTick)
 	})
 }
 

@@ -62,7 +62,7 @@ func countState(h *harness, st core.DeviceState) int {
 
 func target(t *testing.T, h *harness) (core.WarmTargetStatus, bool) {
 	t.Helper()
-	ts := h.engine.WarmPool().Targets
+	ts := h.engine.Warm().WarmPool().Targets
 	if len(ts) > 1 {
 		t.Fatalf("targets %+v, want at most one", ts)
 	}
@@ -103,7 +103,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 		t.Fatalf("target %+v, want p90 3 less 1 leased: 2 ready", tg)
 	}
 	h.clock.Advance(2 * time.Minute)
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 0 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 0 {
 		t.Fatalf("idle rules took devices the demand keeps: %+v", res)
 	}
 	// Nine periods with only "a" held: ten peaks, the 9th ranked is 1.
@@ -111,7 +111,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	if tg, _ := target(t, h); tg.DemandP90 != 1 || tg.Count != 0 || tg.Reason != core.WarmReasonDemand {
 		t.Fatalf("after 9 quieter minutes %+v, want p90 1 keeping none beside the lease", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 2 || !res[0].Executed || !res[1].Executed {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 2 || !res[0].Executed || !res[1].Executed {
 		t.Fatalf("cleanup %+v, want the two devices the decayed target lets go", res)
 	}
 	h.engine.WaitIdle()
@@ -126,7 +126,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	if tg, ok := target(t, h); ok {
 		t.Fatalf("target %+v left after an idle window", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 1 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 1 {
 		t.Fatalf("cleanup %+v, want the last device shut down", res)
 	}
 	h.engine.WaitIdle()
@@ -142,7 +142,7 @@ func TestDemandKeepsP90ReadyAndDecaysWhenIdle(t *testing.T) {
 	// A restart forgets the history: nothing is provisioned for it.
 	h.start()
 	h.engine.WaitIdle()
-	if ws := h.engine.WarmPool(); len(ws.Targets) != 0 || countCalls(h.drv.Calls(), "provision") != 3 {
+	if ws := h.engine.Warm().WarmPool(); len(ws.Targets) != 0 || countCalls(h.drv.Calls(), "provision") != 3 {
 		t.Fatalf("after a restart %+v, calls %v", ws, h.drv.Calls())
 	}
 }
@@ -176,7 +176,7 @@ func TestDemandConfiguredTargetIsAFloor(t *testing.T) {
 	if tg, _ := target(t, h); tg.Count != 1 || tg.Reason != core.WarmReasonConfigured || tg.DemandP90 != 0 {
 		t.Fatalf("after an idle window %+v, want the floor 1", tg)
 	}
-	if res, _ := h.engine.RunCleanup(context.Background(), false, ""); len(res) != 2 {
+	if res, _ := h.engine.Cleanup().RunCleanup(context.Background(), false, ""); len(res) != 2 {
 		t.Fatalf("cleanup %+v, want all but the floor's device", res)
 	}
 	h.engine.WaitIdle()
@@ -257,7 +257,7 @@ func TestDemandOffKeepsNoSpare(t *testing.T) {
 	if n := len(h.engine.Devices()); n != 1 {
 		t.Fatalf("%d devices with demand off", n)
 	}
-	if ws := h.engine.WarmPool(); ws.Demand || len(ws.Targets) != 0 {
+	if ws := h.engine.Warm().WarmPool(); ws.Demand || len(ws.Targets) != 0 {
 		t.Fatalf("warm pool %+v", ws)
 	}
 }

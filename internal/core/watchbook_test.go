@@ -77,7 +77,7 @@ func TestLeaseEndedClosesOnEveryWayALeaseEnds(t *testing.T) {
 		h := newHarness(t, one(1))
 		g, _ := h.lease("a", "")
 		ended := h.engine.Watch().LeaseEnded(g.Lease.ID)
-		if _, err := h.engine.Nuke(context.Background()); err != nil {
+		if _, err := h.engine.Maintenance().Nuke(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if !closed(ended) {

@@ -371,7 +371,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		// The health monitor and the reaper start only now: nothing may
 		// observe or act on a half-restored registry.
 		d.engine.Health().StartHealthMonitor()
-		d.engine.StartReaper(sctx)
+		d.engine.Cleanup().StartReaper(sctx)
 		// A commit the engine's writer failed fences the engine (ADR
 		// 0044): stop with an error so the supervisor restarts the daemon
 		// from what the disk holds.
@@ -390,7 +390,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		d.log.Info("daemon ready")
 		// Doctor reconnaissance: report-only, logged for the operator.
 		go func() {
-			findings, err := d.engine.Doctor(sctx, core.DoctorOptions{})
+			findings, err := d.engine.Maintenance().Doctor(sctx, core.DoctorOptions{})
 			if err != nil {
 				return
 			}

@@ -125,7 +125,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	d.registerSessions(disp)
 	d.registerSlots(disp)
 	dispatch.Handle(disp, contract.CleanupRun, func(ctx context.Context, _ *dispatch.Call, in contract.CleanupRunIn) (contract.CleanupRunOut, error) {
-		res, err := d.engine.RunCleanup(ctx, in.DryRun, in.Rule)
+		res, err := d.engine.Cleanup().RunCleanup(ctx, in.DryRun, in.Rule)
 		if err != nil {
 			return contract.CleanupRunOut{}, err
 		}
@@ -137,7 +137,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		return out, nil
 	})
 	dispatch.Handle(disp, contract.DoctorRun, func(ctx context.Context, _ *dispatch.Call, in contract.DoctorRunIn) (contract.DoctorRunOut, error) {
-		fs, err := d.engine.Doctor(ctx, core.DoctorOptions{Fix: in.Fix, PurgeOrphans: in.PurgeOrphans})
+		fs, err := d.engine.Maintenance().Doctor(ctx, core.DoctorOptions{Fix: in.Fix, PurgeOrphans: in.PurgeOrphans})
 		if err != nil {
 			return contract.DoctorRunOut{}, err
 		}
@@ -162,7 +162,7 @@ func (d *Daemon) register(disp *dispatch.Dispatcher) {
 		return out, nil
 	})
 	dispatch.Handle(disp, contract.NukeRun, func(ctx context.Context, _ *dispatch.Call, _ contract.NukeRunIn) (contract.NukeRunOut, error) {
-		rep, err := d.engine.Nuke(ctx)
+		rep, err := d.engine.Maintenance().Nuke(ctx)
 		if err != nil {
 			return contract.NukeRunOut{}, err
 		}
@@ -367,7 +367,7 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	}
 	// One engine read: devices, leases, queue and capacity at one instant.
 	snap := d.engine.Status()
-	out.WarmPool = warmPoolOut(d.engine.WarmPool())
+	out.WarmPool = warmPoolOut(d.engine.Warm().WarmPool())
 	leaseOf := map[string]string{}
 	for _, l := range snap.Leases {
 		for _, id := range l.DeviceIDs() {

@@ -16,7 +16,7 @@ import (
 
 func (d *Daemon) newBroker(o Options) *sessions.Broker {
 	return sessions.NewBroker(sessions.Config{Sessions: o.Config.Sessions, Store: d.db, Meta: d.db, Engine: d.engine,
-		Watch: d.engine.Watch(), Resets: d.engine.Resets(), Bus: d.bus, Host: sessionHost{d}, Clock: d.clock, Log: ports.Module(o.Logger, "sessions"),
+		Watch: d.engine.Watch(), Resets: d.engine.Resets(), Retirer: d.engine.OwnerSystems(), Bus: d.bus, Host: sessionHost{d}, Clock: d.clock, Log: ports.Module(o.Logger, "sessions"),
 		Instance: d.instanceID, MapError: toContractError})
 }
 

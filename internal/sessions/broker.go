@@ -52,6 +52,7 @@ type Broker struct {
 	engine   Engine
 	watch    LeaseWatch
 	resets   Resets // nil: no reset record, no release with another policy
+	retirer  Retirer
 	bus      Bus
 	host     Host
 	clock    ports.Clock
@@ -118,7 +119,7 @@ type tracked struct {
 // until Recover.
 func NewBroker(c Config) *Broker {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Broker{cfg: c.Sessions, st: c.Store, meta: c.Meta, engine: c.Engine, watch: c.Watch, resets: c.Resets, bus: c.Bus, host: c.Host,
+	return &Broker{cfg: c.Sessions, st: c.Store, meta: c.Meta, engine: c.Engine, watch: c.Watch, resets: c.Resets, retirer: c.Retirer, bus: c.Bus, host: c.Host,
 		clock: c.Clock, log: c.Log, instance: c.Instance, mapErr: c.MapError, ctx: ctx, cancel: cancel,
 		inflight: map[string]*preparation{}, live: map[string]*liveSession{}, releases: map[string]*tracked{}}
 }

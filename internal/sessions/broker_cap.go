@@ -117,7 +117,7 @@ func (b *Broker) admit(ctx context.Context, p contract.SessionProfile) (Refusal,
 			return r, evicted
 		}
 		gone := b.deviceGone(victim)
-		if err := b.engine.RetireIdle(victim, System); err != nil {
+		if err := b.retirer.RetireIdle(victim, System); err != nil {
 			b.log.Info("evicting an idle session device", "device", victim, "err", err)
 			return EvictionPending, evicted
 		}

@@ -28,8 +28,6 @@ type Engine interface {
 	Leases() []core.LeaseRecord
 	Device(id string) (core.DeviceRecord, bool)
 	Devices() []core.DeviceRecord
-	// RetireIdle destroys an idle device of owner system sys (ADR 0063).
-	RetireIdle(id, sys string) error
 	// DestroyExhausted reports whether a device's destruction failed for
 	// good, after the quarantine's retries.
 	DestroyExhausted(id string) bool
@@ -54,6 +52,15 @@ type Resets interface {
 	ResetOf(leaseID string) (rec contract.SessionReset, done <-chan struct{}, ok bool)
 	ReleaseWith(leaseID string, p core.ReleasePolicy, reason string) error
 }
+
+// Retirer is the engine's owner-system desk as the broker sees it
+// (core.OwnerSystemDesk, from Engine.OwnerSystems): RetireIdle destroys an
+// idle device of owner system sys (ADR 0063), for the session cap.
+type Retirer interface {
+	RetireIdle(id, sys string) error
+}
+
+var _ Retirer = core.OwnerSystemDesk{}
 
 // Bus is the daemon's event bus: the broker publishes its facts on it and
 // follows it to see a device's teardown confirmed.
@@ -87,7 +94,8 @@ type Config struct {
 	Meta     Meta
 	Engine   Engine
 	Watch    LeaseWatch
-	Resets   Resets // nil: the engine keeps no reset record
+	Resets   Resets  // nil: the engine keeps no reset record
+	Retirer  Retirer // the engine's owner-system desk: the totalDeviceCap evicts through it
 	Bus      Bus
 	Host     Host
 	Clock    ports.Clock
