@@ -163,6 +163,7 @@ type fence struct {
 	broken   error         // set when the writer failed
 	failOnce sync.Once     // storeFailed runs once
 	failed   chan struct{} // closed once the engine is fenced (Failed)
+	reach    fenceReach    // what storeFailed reloads and answers (writer.go)
 }
 
 // books are the features' books (ADR 0091): each owns one feature's state
@@ -234,6 +235,7 @@ func New(cfg Config, d Deps) *Engine {
 	e.reqs = newDurableBook(cfg, d, &e.reg)
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
+	e.reach = fenceReach{store: d.Store, log: d.Logger, mu: &e.mu, reg: &e.reg, queue: &e.queue, wr: e.wr}
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }

@@ -101,8 +101,18 @@ type Described struct {
 	Run RunState
 }
 
+// DeviceDesk is the counter for one named device outside any lease: the
+// managed slots find a device by its handle and wait for one to settle,
+// a targeted request adopts a device of the driver's root, and a
+// device.release shuts an idle one down (device_release.go, settled.go).
+type DeviceDesk struct{ e *Engine }
+
+// OneDevice is the desk for one named device.
+func (e *Engine) OneDevice() DeviceDesk { return DeviceDesk{e} }
+
 // FindDevice returns the device whose platform and handle these are.
-func (e *Engine) FindDevice(platform, handle string) (DeviceRecord, bool) {
+func (dd DeviceDesk) FindDevice(platform, handle string) (DeviceRecord, bool) {
+	e := dd.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range e.reg.devices {
@@ -117,7 +127,8 @@ func (e *Engine) FindDevice(platform, handle string) (DeviceRecord, bool) {
 // registry, as a shut-down idle device of this daemon's pool. The caller
 // claims it on the host first: the device was some other home's. A device
 // that runs is refused, since nothing proves who runs it.
-func (e *Engine) AdoptDevice(ctx context.Context, platform, handle string) (DeviceRecord, error) {
+func (desk DeviceDesk) AdoptDevice(ctx context.Context, platform, handle string) (DeviceRecord, error) {
+	e := desk.e
 	drv, ok := e.drivers[platform]
 	if !ok {
 		return DeviceRecord{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", platform), "platforms", e.Platforms())
