@@ -151,7 +151,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	r.Spec.RequesterID = r.RequesterID
 	var spec Spec
 	if r.DeviceID != "" {
-		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
+		e.mu.Lock()
+		spec, err = e.targets.specLocked(r.DeviceID, r.Spec.Platform)
+		e.mu.Unlock()
 		if err == nil {
 			err = checkAssigned(r.DeviceID, r.Slot, e.Slots().AssignedSlot)
 		}
@@ -346,7 +348,7 @@ func (e *Engine) scheduleLocked() {
 	if e.halt.halted() || e.broken != nil {
 		return
 	}
-	e.serveTargetedLocked(e.queue.Entries())
+	e.targets.serveLocked(e.queue.Entries())
 	e.warm.refresh(e.viewLocked())
 	queue := e.queue.Entries()
 	ds := Plan(e.planInputLocked(queue, true))
@@ -411,7 +413,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 			continue
 		}
 		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
-			// A targeted waiter is served by serveTargetedLocked alone: to
+			// A targeted waiter is served by the targeted book alone (targetBook.serveLocked): to
 			// the planner it is always in flight, so no other device is
 			// granted, booted or made for it.
 			NoWait: w.noWait, Working: w.working || w.device != "", Evicting: w.evicting, System: w.system})
