@@ -182,6 +182,7 @@ type books struct {
 	groups     groupBook      // multi-device requests' bounds, plans and preparation (group.go)
 	pool       pool           // which devices each pool may use (pool.go)
 	targets    targetBook     // the requests that name one device (targeted.go)
+	tune       tuneBook       // a lease request's resource step (resources_op.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -221,6 +222,7 @@ func New(cfg Config, d Deps) *Engine {
 	e.queue.left, e.queue.emit, e.queue.replan = e.goldens.recheckLocked, e.emitLocked, e.scheduleLocked
 	e.pool = pool{reg: &e.reg, host: &e.host, slots: &e.slots}
 	e.targets = targetBook{reg: &e.reg, pool: &e.pool, eng: e}
+	e.tune = tuneBook{reg: &e.reg, queue: &e.queue, clock: d.Clock, log: d.Logger, eng: e}
 	e.groups = groupBook{maxSize: cfg.MaxGroupSize, bypass: cfg.GroupBypass, limits: func() Limits { return e.strategy.Limits() },
 		footprint: e.footprintLocked, reg: &e.reg, ops: e, log: d.Logger}
 	for _, drv := range d.Drivers {

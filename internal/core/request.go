@@ -475,7 +475,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	if len(w.spec.Resources) > 0 && w.tuned == nil {
 		// The resource profile is applied (again, on a reused device) and
 		// verified before the grant; the step's settlement grants.
-		e.startTuneLocked(w, id)
+		e.tune.startLocked(w, id)
 		return
 	}
 	if e.rs.baselineBeforeGrantLocked(w, id) {
