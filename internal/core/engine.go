@@ -183,6 +183,7 @@ type books struct {
 	pool       pool           // which devices each pool may use (pool.go)
 	targets    targetBook     // the requests that name one device (targeted.go)
 	tune       tuneBook       // a lease request's resource step (resources_op.go)
+	capacity   capacityBook   // the capacity accounting over the registry (capacity.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -228,6 +229,8 @@ func New(cfg Config, d Deps) *Engine {
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
+	e.capacity = capacityBook{reg: &e.reg, host: &e.host, drivers: e.drivers, strategy: d.Strategy,
+		plan: func() PlanInput { return e.planInputLocked(nil, false) }, footprint: e.footprintLocked, goldens: e.addGoldensLocked}
 	attachGoldenGate(e.drivers, e.Goldens())
 	e.goldens = newGoldenBook(e, &e.queue, &e.halt, e.drivers, d)
 	e.rs = newResetBook(e, &e.reg, &e.queue, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {

@@ -441,7 +441,7 @@ func (e *Engine) keepRunningAfterPurgeLocked(id string) bool {
 	if !ok {
 		return false
 	}
-	if e.runningOverLocked(d.Platform) {
+	if e.capacity.runningOverLocked(d.Platform) {
 		return false
 	}
 	in := e.planInputLocked(e.queue.Entries(), false)
