@@ -243,6 +243,8 @@ func New(cfg Config, d Deps) *Engine {
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.reach = fenceReach{store: d.Store, log: d.Logger, mu: &e.mu, reg: &e.reg, queue: &e.queue, wr: e.wr}
+	e.reqs.mu, e.reqs.reg, e.reqs.registry, e.reqs.halt, e.reqs.now = &e.mu, &e.reg, d.Store, &e.halt, e.now
+	e.reqs.wr, e.reqs.fence, e.reqs.sec = e.wr, &e.fence, &e.sectionState
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }

@@ -350,7 +350,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 		_, _ = e.runOp(ctx, o)
 	}
 	e.resolveWarmTargets(ctx)
-	return e.recoverRequests(ctx)
+	return e.reqs.recoverRequests(ctx)
 }
 
 // recoverLocked is the one startup rule per interrupted operation. No op

@@ -315,26 +315,3 @@ func (f *fence) awaitDurable(t uint64) error {
 	}
 	return nil
 }
-
-// putReceiptLocked stores a lease request receipt. When the registry's
-// store also keeps receipts it goes through the single writer, so it shares
-// a transaction (one fsync) with the grant decided right after it; the
-// returned ticket is what an answer naming it waits for. Another receipt
-// store is written directly.
-func (e *Engine) putReceiptLocked(rec RequestRecord) (uint64, error) {
-	if rs, ok := e.store.(RequestStore); !ok || rs != e.reqs.store {
-		return 0, e.reqs.store.PutRequest(context.Background(), rec)
-	}
-	if e.broken != nil {
-		return 0, e.broken
-	}
-	// Not kicked: the grant (or refusal) decided next carries it.
-	en, err := e.wr.enqueueKick(&Changes{PutRequests: []RequestRecord{rec}}, nil, false, false)
-	if err != nil {
-		return 0, err
-	}
-	if e.inSection && en.ticket > e.secTicket {
-		e.secTicket = en.ticket
-	}
-	return en.ticket, nil
-}
