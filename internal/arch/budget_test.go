@@ -20,7 +20,7 @@ import (
 // the change that shrinks the code; never raise it to let a feature land
 // on the engine or in the daemon: give the feature a book or a package.
 const (
-	engineMethodBudget = 116  // goal 80
+	engineMethodBudget = 100  // goal 80
 	engineFieldBudget  = 19   // goal 25: met
 	daemonLineBudget   = 3010 // goal 3,500: met
 )
