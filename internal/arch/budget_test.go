@@ -20,7 +20,7 @@ import (
 // the change that shrinks the code; never raise it to let a feature land
 // on the engine or in the daemon: give the feature a book or a package.
 const (
-	engineMethodBudget = 96   // goal 80
+	engineMethodBudget = 80   // goal 80: met
 	engineFieldBudget  = 19   // goal 25: met
 	daemonLineBudget   = 3016 // goal 3,500: met
 )

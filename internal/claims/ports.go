@@ -56,6 +56,12 @@ type Engine interface {
 	Leases() []core.LeaseRecord
 	Release(id string) error
 	ReleaseWhere(match func(core.LeaseRecord) bool) []string
+}
+
+// IdleShutdown is the engine's desk for one named device as device.release
+// uses it (core.DeviceDesk, from Engine.OneDevice): an idle device shut
+// down through the op executor.
+type IdleShutdown interface {
 	ShutdownIdle(ctx context.Context, id, lock string) (stopped bool, err error)
 }
 
@@ -122,8 +128,9 @@ type Config struct {
 // The engine, its host and reset desks and the host registry are the
 // system's ports as they stand.
 var (
-	_ Engine    = (*core.Engine)(nil)
-	_ HostDesk  = core.HostDesk{}
-	_ ResetDesk = core.ResetDesk{}
-	_ Registry  = (*hostreg.DB)(nil)
+	_ Engine       = (*core.Engine)(nil)
+	_ HostDesk     = core.HostDesk{}
+	_ ResetDesk    = core.ResetDesk{}
+	_ IdleShutdown = core.DeviceDesk{}
+	_ Registry     = (*hostreg.DB)(nil)
 )

@@ -127,7 +127,7 @@ func (s *System) shutdownSettled(ctx context.Context, id, lock string) (bool, er
 		case <-s.clock.After(50 * time.Millisecond):
 		}
 	}
-	return s.engine.ShutdownIdle(ctx, id, lock)
+	return s.idle.ShutdownIdle(ctx, id, lock)
 }
 
 // deviceByKey finds this daemon's device with the canonical key.

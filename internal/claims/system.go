@@ -32,9 +32,10 @@ type System struct {
 	devicesOf func(events.Event) []string
 	owners    Owners
 	guard     func(deviceID string) error
-	engine    Engine    // set by Bind
-	hostDesk  HostDesk  // set by Bind
-	resets    ResetDesk // set by Bind
+	engine    Engine       // set by Bind
+	hostDesk  HostDesk     // set by Bind
+	resets    ResetDesk    // set by Bind
+	idle      IdleShutdown // set by Bind
 
 	hostSubs []hostSub
 	slotSubs []func(context.Context) bool
@@ -66,11 +67,11 @@ func New(cfg Config) *System {
 func (s *System) Hooks() core.OpHooks { return waitFirstHooks{OpHooks: s.claims, s: s} }
 
 // Bind gives the system the engine built over its hooks, with the engine's
-// host and reset desks, and sets up host waiters, host usage (over the
+// host, reset and one-device desks, and sets up host waiters, host usage (over the
 // drivers that count external devices) and host admission, in that order
 // (see hostwaiters.go).
-func (s *System) Bind(engine Engine, host HostDesk, resets ResetDesk, drivers []core.Driver) {
-	s.engine, s.hostDesk, s.resets = engine, host, resets
+func (s *System) Bind(engine Engine, host HostDesk, resets ResetDesk, idle IdleShutdown, drivers []core.Driver) {
+	s.engine, s.hostDesk, s.resets, s.idle = engine, host, resets, idle
 	s.setupHostWaiters() // before setupHostUsage: see hostwaiters.go
 	s.setupHostUsage(drivers)
 	s.setupHostAdmission() // hostadmit.go

@@ -195,6 +195,24 @@ func (e *Engine) footprintLocked(s Spec) uint64 {
 	return defaultFootprint
 }
 
+// capacityBook is the capacity accounting over the registry: whether the
+// running devices are over a limit, and the report status shows. It keeps
+// no state of its own (the devices are the registry's, the limits the
+// strategy's); its methods run only inside the decision section and reach
+// the engine only through its func fields.
+type capacityBook struct {
+	reg      *registry
+	host     *hostBook
+	drivers  map[string]Driver
+	strategy CapacityStrategy
+	// plan is the plan's input with no queue (planInputLocked); footprint
+	// a running device's RAM (footprintLocked); goldens adds the golden
+	// devices' counts to a report (addGoldensLocked).
+	plan      func() PlanInput
+	footprint func(Spec) uint64
+	goldens   func(r *CapacityReport)
+}
+
 // runningOverLocked reports whether running devices exceed a limit that
 // applies to platform, or the RAM budget (used after a reclaim to decide
 // keep-or-shutdown). An empty platform checks the global limits only.
@@ -202,8 +220,8 @@ func (e *Engine) footprintLocked(s Spec) uint64 {
 // it is reached: their waiters are invisible here, and a device kept warm
 // would hold the slot they wait for (ADR 0023); and so does a host limit
 // another home's waiter is held back by (ADR 0061).
-func (e *Engine) runningOverLocked(platform string) bool {
-	g := newLedger(e.planInputLocked(nil, false))
+func (b *capacityBook) runningOverLocked(platform string) bool {
+	g := newLedger(b.plan())
 	return len(g.over(platform)) > 0 || g.atSharedHostLimit(platform) || g.heldForWaiters(platform, 0)
 }
 
@@ -232,16 +250,17 @@ type UsageReport struct {
 func (e *Engine) Capacity() CapacityReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.capacityLocked()
+	return e.capacity.reportLocked()
 }
 
-func (e *Engine) capacityLocked() CapacityReport {
-	r := CapacityReport{Strategy: e.strategy.Name(), Limits: e.strategy.Limits(),
-		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}, Host: e.host.report(e.planInputLocked(nil, false), e.drivers)}
-	for p := range e.drivers {
+// reportLocked is the accounting as status shows it.
+func (b *capacityBook) reportLocked() CapacityReport {
+	r := CapacityReport{Strategy: b.strategy.Name(), Limits: b.strategy.Limits(),
+		Platforms: map[string]UsageReport{}, DeviceRAM: map[string]uint64{}, Host: b.host.report(b.plan(), b.drivers)}
+	for p := range b.drivers {
 		r.Platforms[p] = UsageReport{}
 	}
-	for _, d := range e.reg.devices {
+	for _, d := range b.reg.devices {
 		if d.State == StateDeleted {
 			continue
 		}
@@ -253,21 +272,21 @@ func (e *Engine) capacityLocked() CapacityReport {
 		case isRunningState(d.State):
 			u.Running++
 			r.Global.Running++
-		case e.reg.holdsReservation(d):
+		case b.reg.holdsReservation(d):
 			u.Reserved++
 			r.Global.Reserved++
 		default:
 			charged = false
 		}
 		if charged {
-			ram := e.footprintLocked(d.Spec)
+			ram := b.footprint(d.Spec)
 			u.RAMBytes += ram
 			r.Global.RAMBytes += ram
 			r.DeviceRAM[d.ID] = ram
 		}
 		r.Platforms[d.Platform] = u
 	}
-	e.goldens.addGoldensLocked(&r)
+	b.goldens(&r)
 	return r
 }
 
@@ -285,7 +304,7 @@ type StatusSnapshot struct {
 func (e *Engine) Status() StatusSnapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacityLocked(),
+	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacity.reportLocked(),
 		Leases: make([]LeaseRecord, 0, len(e.reg.leases)), Queue: e.queue.list()}
 	for _, l := range e.reg.leases {
 		s.Leases = append(s.Leases, *l)

@@ -126,7 +126,7 @@ func (e *Engine) Converge(ctx context.Context) error {
 		_, _ = e.runOp(ctx, o)
 	}
 	e.warm.resolveWarmTargets(ctx)
-	return e.recoverRequests(ctx)
+	return e.reqs.recoverRequests(ctx)
 }
 
 // recoverLocked is the one startup rule per interrupted operation. No op

@@ -15,7 +15,8 @@ var ErrDeviceBusy = errors.New("device busy")
 // the host claim is dropped by the ordinary teardown. A device already
 // shut down is left alone (stopped=false). lock labels the operation
 // ("device-release", "clean").
-func (e *Engine) ShutdownIdle(ctx context.Context, id, lock string) (stopped bool, err error) {
+func (dd DeviceDesk) ShutdownIdle(ctx context.Context, id, lock string) (stopped bool, err error) {
+	e := dd.e
 	var o *deviceOp
 	e.section(func() {
 		if err = e.reg.untouched(id); err != nil {

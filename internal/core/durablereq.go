@@ -149,9 +149,10 @@ type outcome struct {
 // durableBook is the durable lease requests: every receipt, by id and by
 // (requester, idempotency key), and the admissions being served. Its
 // methods run only inside the decision section, as every book's do, but
-// await, which waits for one caller outside it; the engine owns the
-// goroutine that serves an admission (Request) and the prune timer's entry
-// (pruneRequests), which enter the section to call the book.
+// await, which waits for one caller outside it, and recoverRequests and
+// pruneRequests (startup and the prune timer), which take the section's
+// lock themselves; the engine owns the goroutine that serves an admission
+// (Request), which enters the section to call the book.
 type durableBook struct {
 	store     RequestStore
 	classify  func(error) RequestError
@@ -164,14 +165,25 @@ type durableBook struct {
 	seq       int64
 	grantOf   func(LeaseRecord) Grant // the grant a lease answers with (registry.grantOf)
 	wg        sync.WaitGroup          // admissions being served
+
+	// What the receipts' way to the disk and the prune timer reach (set
+	// by New): the section's lock, the registry (its store, leases and
+	// timers), the halt the prune timer respects, the single writer and
+	// its fence, and the running section's ticket.
+	mu       *sync.Mutex
+	reg      *registry
+	registry Store
+	halt     *halt
+	wr       *writer
+	fence    *fence
+	sec      *sectionState
+	now      func() time.Time
 }
 
 // durableEngine is what the durable book asks of the engine inside the
-// section: its clock, its single writer for receipts and the section's
-// facts.
+// section: its clock and the section's facts.
 type durableEngine interface {
 	now() time.Time
-	putReceiptLocked(rec RequestRecord) (uint64, error)
 	emitLocked(ev events.Event)
 }
 
@@ -298,7 +310,7 @@ func (b *durableBook) admit(eng durableEngine, r Request, fp string, leases map[
 	rec.State, rec.UpdatedAt, rec.Seq = RequestQueued, now, b.seq+1
 	// Stored before anything else happens: if this fails the caller is told
 	// so, and no outcome is claimed.
-	if _, err := eng.putReceiptLocked(rec); err != nil {
+	if _, err := b.putReceiptLocked(rec); err != nil {
 		return nil, nil, false, fmt.Errorf("store the lease request: %w", err)
 	}
 	b.seq++
@@ -407,7 +419,7 @@ func (b *durableBook) settle(eng durableEngine, rq *requestEntry, out *outcome, 
 	}
 	if err == nil && rq.committed == g.Lease.ID {
 		// Stored with the grant, in one transaction.
-	} else if t, perr := eng.putReceiptLocked(rec); perr != nil {
+	} else if t, perr := b.putReceiptLocked(rec); perr != nil {
 		// The outcome still reaches the callers; after a restart the
 		// receipt reads as interrupted, or as granted when its lease was
 		// committed (the lease row names the request).
@@ -542,9 +554,17 @@ type RequestStatus struct {
 	Callers       int          // callers waiting on the current admission
 }
 
+// RequestDesk is the durable requests' counter: lease.requestStatus reads
+// a receipt through it.
+type RequestDesk struct{ e *Engine }
+
+// Requests is the durable requests' desk.
+func (e *Engine) Requests() RequestDesk { return RequestDesk{e} }
+
 // RequestStatus reads one request's receipt, with its live phase while it
 // is pending.
-func (e *Engine) RequestStatus(id string) (RequestStatus, error) {
+func (rd RequestDesk) RequestStatus(id string) (RequestStatus, error) {
+	e := rd.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	rq, ok := e.reqs.byID[id]
@@ -586,19 +606,18 @@ func (e *Engine) RequestStatus(id string) (RequestStatus, error) {
 // committed (the lease row names it) and otherwise failed as interrupted by
 // the restart: every caller's connection died with the daemon, and a
 // request nobody waits for is withdrawn (ADR 0017).
-func (e *Engine) recoverRequests(ctx context.Context) error {
-	b := e.reqs
+func (b *durableBook) recoverRequests(ctx context.Context) error {
 	recs, err := b.store.LoadRequests(ctx)
 	if err != nil {
 		return fmt.Errorf("load lease requests: %w", err)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := b.recover(ctx, recs, e.now(), e.reg.leases); err != nil {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.recover(ctx, recs, b.now(), b.reg.leases); err != nil {
 		return err
 	}
-	b.arm(e.reg.timers, e.pruneRequests)
+	b.arm(b.reg.timers, b.pruneRequests)
 	return nil
 }
 
@@ -636,6 +655,29 @@ func (b *durableBook) recover(ctx context.Context, recs []RequestRecord, now tim
 	return nil
 }
 
+// putReceiptLocked stores a lease request receipt. When the registry's
+// store also keeps receipts it goes through the single writer, so it shares
+// a transaction (one fsync) with the grant decided right after it; the
+// returned ticket is what an answer naming it waits for. Another receipt
+// store is written directly.
+func (b *durableBook) putReceiptLocked(rec RequestRecord) (uint64, error) {
+	if rs, ok := b.registry.(RequestStore); !ok || rs != b.store {
+		return 0, b.store.PutRequest(context.Background(), rec)
+	}
+	if b.fence.broken != nil {
+		return 0, b.fence.broken
+	}
+	// Not kicked: the grant (or refusal) decided next carries it.
+	en, err := b.wr.enqueueKick(&Changes{PutRequests: []RequestRecord{rec}}, nil, false, false)
+	if err != nil {
+		return 0, err
+	}
+	if b.sec.inSection && en.ticket > b.sec.secTicket {
+		b.sec.secTicket = en.ticket
+	}
+	return en.ticket, nil
+}
+
 // pruneTimer is the key of the receipt pruning timer among the engine's
 // timers, so Stop stops it with the lease timers.
 const pruneTimer = "requests.prune"
@@ -652,15 +694,15 @@ func (b *durableBook) arm(timers map[string]ports.Timer, fire func()) {
 
 // pruneRequests is the prune timer: it forgets settled receipts older
 // than the retention window, unless the engine is stopping.
-func (e *Engine) pruneRequests() {
-	e.mu.Lock()
-	if e.halt.stopping {
-		e.mu.Unlock()
+func (b *durableBook) pruneRequests() {
+	b.mu.Lock()
+	if b.halt.stopping {
+		b.mu.Unlock()
 		return
 	}
-	e.reqs.prune(e.now(), e.reg.leases)
-	e.reqs.arm(e.reg.timers, e.pruneRequests)
-	e.mu.Unlock()
+	b.prune(b.now(), b.reg.leases)
+	b.arm(b.reg.timers, b.pruneRequests)
+	b.mu.Unlock()
 }
 
 // prune forgets settled receipts older than the retention window. A

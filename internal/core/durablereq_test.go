@@ -90,7 +90,7 @@ func TestSameKeyTwiceYieldsOneLeaseAndOneDevice(t *testing.T) {
 	if n := d.provisions(); n != 1 || len(d.engine.Leases()) != 1 {
 		t.Fatalf("%d provisions, %d leases", n, len(d.engine.Leases()))
 	}
-	st, err := d.engine.RequestStatus(g1.Lease.RequestID)
+	st, err := d.engine.Requests().RequestStatus(g1.Lease.RequestID)
 	if err != nil || st.Record.State != core.RequestGranted || st.Lease == nil || st.Lease.ID != g1.Lease.ID {
 		t.Fatalf("status %+v %v", st, err)
 	}
@@ -129,7 +129,7 @@ func TestRepeatWhilePendingAttachesToTheSameRequest(t *testing.T) {
 	if p := <-attached; p.RequestID != first.RequestID { // an attaching caller is told where the request stands
 		t.Fatalf("attached to %+v", p)
 	}
-	if st, _ := d.engine.RequestStatus(first.RequestID); st.Callers != 2 || (st.Record.State != core.RequestBooting && st.Record.State != core.RequestProvisioning) {
+	if st, _ := d.engine.Requests().RequestStatus(first.RequestID); st.Callers != 2 || (st.Record.State != core.RequestBooting && st.Record.State != core.RequestProvisioning) {
 		t.Fatalf("status while attached: %+v", st)
 	}
 	close(gate)
@@ -202,12 +202,12 @@ func TestRestartFailsAQueuedRequestAndTheSameKeyQueuesItAgain(t *testing.T) {
 	}
 	d.restart() // the old engine and its caller are gone, as after kill -9
 
-	st, err := d.engine.RequestStatus(queued.RequestID)
+	st, err := d.engine.Requests().RequestStatus(queued.RequestID)
 	if err != nil || st.Record.State != core.RequestFailed || st.Record.Error == nil ||
 		st.Record.Error.Code != "DAEMON_RESTARTED" || !st.Record.Interrupted {
 		t.Fatalf("queued request after restart: %+v %v", st.Record, err)
 	}
-	granted, err := d.engine.RequestStatus(held.Lease.RequestID)
+	granted, err := d.engine.Requests().RequestStatus(held.Lease.RequestID)
 	if err != nil || granted.Record.State != core.RequestGranted || granted.Lease == nil {
 		t.Fatalf("granted request after restart: %+v %v", granted, err)
 	}
@@ -255,18 +255,18 @@ func TestReceiptsArePrunedAfterTheRetention(t *testing.T) {
 	}
 	refused := d.receiptOf("b")
 	d.clock.Advance(59 * time.Minute)
-	if _, err := d.engine.RequestStatus(refused); err != nil {
+	if _, err := d.engine.Requests().RequestStatus(refused); err != nil {
 		t.Fatalf("pruned before the retention: %v", err)
 	}
 	d.clock.Advance(10 * time.Minute) // past the hour, and a prune tick (every 6 min) later
-	if _, err := d.engine.RequestStatus(refused); !errors.Is(err, core.ErrUnknownRequest) {
+	if _, err := d.engine.Requests().RequestStatus(refused); !errors.Is(err, core.ErrUnknownRequest) {
 		t.Fatalf("not pruned: %v", err)
 	}
 	if d.stored(refused) {
 		t.Fatal("pruned in memory only")
 	}
 	// A granted receipt lives as long as its lease.
-	if _, err := d.engine.RequestStatus(held.Lease.RequestID); err != nil {
+	if _, err := d.engine.Requests().RequestStatus(held.Lease.RequestID); err != nil {
 		t.Fatalf("granted receipt pruned while its lease lasts: %v", err)
 	}
 	// The key is free again: a new request, with a new id.
@@ -418,7 +418,7 @@ func TestManyCyclesKeepReceiptMemoryBounded(t *testing.T) {
 	if n, _ := d.engine.ReceiptMemory(); n > 60+6+1 {
 		t.Fatalf("%d receipts in memory after %d cycles, want at most the retention window's 67", n, cycles)
 	}
-	st, err := d.engine.RequestStatus(last.Lease.RequestID)
+	st, err := d.engine.Requests().RequestStatus(last.Lease.RequestID)
 	if err != nil || st.Record.State != core.RequestGranted || st.Record.LeaseID != last.Lease.ID {
 		t.Fatalf("status of the last slim receipt: %+v %v", st, err)
 	}

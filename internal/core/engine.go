@@ -163,6 +163,7 @@ type fence struct {
 	broken   error         // set when the writer failed
 	failOnce sync.Once     // storeFailed runs once
 	failed   chan struct{} // closed once the engine is fenced (Failed)
+	reach    fenceReach    // what storeFailed reloads and answers (writer.go)
 }
 
 // books are the features' books (ADR 0091): each owns one feature's state
@@ -183,6 +184,9 @@ type books struct {
 	owners     ownerSystemBook // the owner-system devices' retirement rules (ownersystem.go)
 	doctor     doctorBook      // doctor's repairs (doctor.go)
 	converge   convergeBook    // the startup rules (converge.go)
+	targets    targetBook      // the requests that name one device (targeted.go)
+	tune       tuneBook        // a lease request's resource step (resources_op.go)
+	capacity   capacityBook    // the capacity accounting over the registry (capacity.go)
 }
 
 // New builds an engine. Call Converge before serving requests.
@@ -221,11 +225,15 @@ func New(cfg Config, d Deps) *Engine {
 	e.reg = newRegistry(e.now, e.emitLocked, e.commitLocked, e.watches.gone)
 	e.queue.left, e.queue.emit, e.queue.replan = e.goldens.recheckLocked, e.emitLocked, e.scheduleLocked
 	e.pool = pool{reg: &e.reg, host: &e.host, slots: &e.slots}
+	e.targets = targetBook{reg: &e.reg, pool: &e.pool, eng: e}
+	e.tune = tuneBook{reg: &e.reg, queue: &e.queue, clock: d.Clock, log: d.Logger, eng: e}
 	e.groups = groupBook{maxSize: cfg.MaxGroupSize, bypass: cfg.GroupBypass, limits: func() Limits { return e.strategy.Limits() },
 		footprint: e.footprintLocked, reg: &e.reg, ops: e, log: d.Logger}
 	for _, drv := range d.Drivers {
 		e.drivers[drv.Platform()] = drv
 	}
+	e.capacity = capacityBook{reg: &e.reg, host: &e.host, drivers: e.drivers, strategy: d.Strategy,
+		plan: func() PlanInput { return e.planInputLocked(nil, false) }, footprint: e.footprintLocked, goldens: func(r *CapacityReport) { e.goldens.addGoldensLocked(r) }}
 	attachGoldenGate(e.drivers, e.Goldens())
 	e.goldens = newGoldenBook(e, &e.queue, &e.halt, e.drivers, d)
 	e.rs = newResetBook(e, &e.reg, &e.queue, cfg, d, func(id, reason string, op OpKind, causes ...events.Event) error {
@@ -248,6 +256,9 @@ func New(cfg Config, d Deps) *Engine {
 	e.warm.eng, e.warm.halt, e.warm.targets, e.warm.drivers, e.warm.log = e, &e.halt, cfg.WarmTargets, e.drivers, d.Logger
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
+	e.reach = fenceReach{store: d.Store, log: d.Logger, mu: &e.mu, reg: &e.reg, queue: &e.queue, wr: e.wr}
+	e.reqs.mu, e.reqs.reg, e.reqs.registry, e.reqs.halt, e.reqs.now = &e.mu, &e.reg, d.Store, &e.halt, e.now
+	e.reqs.wr, e.reqs.fence, e.reqs.sec = e.wr, &e.fence, &e.sectionState
 	e.bg, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }

@@ -180,7 +180,7 @@ func (e *Engine) disposeLocked(id, fact, lock string, extra map[string]any) erro
 		return nil
 	}
 	p := d.Platform
-	if e.runningOverLocked(p) {
+	if e.capacity.runningOverLocked(p) {
 		o := e.shutdownOp(id, lock, "shutdown-failed", func(d DeviceRecord) {
 			e.emitLocked(events.Event{Type: fact, DeviceID: id, Platform: p, Data: withData(extra, "disposition", string(StateShutdown))})
 		})

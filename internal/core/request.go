@@ -151,7 +151,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 	r.Spec.RequesterID = r.RequesterID
 	var spec Spec
 	if r.DeviceID != "" {
-		spec, err = e.targetSpec(r.DeviceID, r.Spec.Platform)
+		e.mu.Lock()
+		spec, err = e.targets.specLocked(r.DeviceID, r.Spec.Platform)
+		e.mu.Unlock()
 		if err == nil {
 			err = checkAssigned(r.DeviceID, r.Slot, e.Slots().AssignedSlot)
 		}
@@ -346,7 +348,7 @@ func (e *Engine) scheduleLocked() {
 	if e.halt.halted() || e.broken != nil {
 		return
 	}
-	e.serveTargetedLocked(e.queue.Entries())
+	e.targets.serveLocked(e.queue.Entries())
 	e.warm.refresh(e.viewLocked())
 	queue := e.queue.Entries()
 	ds := Plan(e.planInputLocked(queue, true))
@@ -411,7 +413,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 			continue
 		}
 		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
-			// A targeted waiter is served by serveTargetedLocked alone: to
+			// A targeted waiter is served by the targeted book alone (targetBook.serveLocked): to
 			// the planner it is always in flight, so no other device is
 			// granted, booted or made for it.
 			NoWait: w.noWait, Working: w.working || w.device != "", Evicting: w.evicting, System: w.system})
@@ -439,7 +441,7 @@ func (e *Engine) keepRunningAfterPurgeLocked(id string) bool {
 	if !ok {
 		return false
 	}
-	if e.runningOverLocked(d.Platform) {
+	if e.capacity.runningOverLocked(d.Platform) {
 		return false
 	}
 	in := e.planInputLocked(e.queue.Entries(), false)
@@ -473,7 +475,7 @@ func (e *Engine) grantLocked(w *waiter, id string) {
 	if len(w.spec.Resources) > 0 && w.tuned == nil {
 		// The resource profile is applied (again, on a reused device) and
 		// verified before the grant; the step's settlement grants.
-		e.startTuneLocked(w, id)
+		e.tune.startLocked(w, id)
 		return
 	}
 	if e.rs.baselineBeforeGrantLocked(w, id) {

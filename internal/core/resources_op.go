@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // OpKindResources is a resource call (resources.get/set/reconcile, or a
@@ -50,12 +52,20 @@ func withProfile(s Spec, r SpecRequest) Spec {
 	return s
 }
 
+// ResourceDesk is the resource path's counter: resources.get/set/reconcile
+// (internal/resources) run a call on a leased device through it.
+type ResourceDesk struct{ e *Engine }
+
+// Resources is the resource path's desk.
+func (e *Engine) Resources() ResourceDesk { return ResourceDesk{e} }
+
 // LeaseResources runs call against the device of lease leaseID on the
 // device-operation path. If another operation holds the device (a crash
 // recovery, another resource call) it waits for it, re-checking the lease
 // each time: once the lease has ended the device is being reclaimed, and
 // the answer is UNKNOWN_LEASE rather than a call racing the purge.
-func (e *Engine) LeaseResources(ctx context.Context, leaseID string, call ResourceCall) (contract.ResourceResult, error) {
+func (rd ResourceDesk) LeaseResources(ctx context.Context, leaseID string, call ResourceCall) (contract.ResourceResult, error) {
+	e := rd.e
 	for {
 		var out contract.ResourceResult
 		var o *deviceOp
@@ -246,18 +256,47 @@ func profileUnproven(caps Capabilities, res contract.ResourceResult) bool {
 	return caps.StrictResources && !res.Success
 }
 
-// startTuneLocked applies w's resource profile to ready device id before
+// tuneBook is a lease request's resource step: the profile applied to a
+// ready device before it is granted, and the device's way out of the pool
+// when the profile cannot be proven. It keeps no state of its own (the
+// waiter carries the step's progress); its methods run only inside the
+// decision section and reach the engine only through tuneEngine.
+type tuneBook struct {
+	reg   *registry
+	queue *queue
+	clock ports.Clock
+	log   *slog.Logger
+	eng   tuneEngine
+}
+
+// tuneEngine is the engine as the resource step sees it: facts, the
+// device-operation path (ops.go) and the waiter's way on (request.go),
+// satisfied by *Engine.
+type tuneEngine interface {
+	now() time.Time
+	emitLocked(ev events.Event)
+	scheduleLocked()
+	startOpLocked(o *deviceOp) error
+	destroyOp(id, lock, failReason string, done func(d DeviceRecord)) *deviceOp
+	startReclaimLocked(id string)
+	finishWorkLocked(w *waiter, id string)
+	failWorkLocked(w *waiter, err error)
+	dropWaiterLocked(w *waiter, err error)
+}
+
+// startLocked applies w's resource profile to ready device id before
 // it is granted: the lease request's resource step, on the device's op
 // path. A device made for this request that cannot prove the profile is
 // destroyed; an existing one goes back to the pool only through a purge.
-func (e *Engine) startTuneLocked(w *waiter, id string) {
+func (b *tuneBook) startLocked(w *waiter, id string) {
+	e := b.eng
 	var out contract.ResourceResult
 	o := resourceOp(id, "tune", func(ctx context.Context, o *deviceOp) (contract.ResourceResult, error) {
 		// Bounded on the engine's clock like every other wait of the
 		// core: a driver that never answers fails the step, not the queue.
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		t := e.clock.AfterFunc(TuneTimeout, func() { cancel(errTuneTimeout) })
+		t := b.clock.AfterFunc(TuneTimeout, func() { cancel(errTuneTimeout) })
 		defer t.Stop()
 		res, err := runResourceCall(ctx, o.drv, o.rec, ResourceCall{Op: "set", Change: ResourceChange{Resources: w.spec.Resources}})
 		if err != nil && errors.Is(context.Cause(ctx), errTuneTimeout) {
@@ -275,17 +314,17 @@ func (e *Engine) startTuneLocked(w *waiter, id string) {
 		}
 		var fail error
 		if err != nil {
-			e.log.Warn("applying a lease's resource profile failed", "device", id, "err", err)
+			b.log.Warn("applying a lease's resource profile failed", "device", id, "err", err)
 			fail = &DeviceFailedError{Phase: "resources", Err: err}
 		} else {
 			drift := DriftOf(out)
 			fail = &ResourceUnprovenError{Result: out, Drift: drift}
 		}
-		if serr := e.discardTunedLocked(w, id); serr != nil {
+		if serr := b.discardLocked(w, id); serr != nil {
 			return serr
 		}
-		if w.abandoned || !e.queue.Contains(w) {
-			e.queue.remove(w)
+		if w.abandoned || !b.queue.Contains(w) {
+			b.queue.remove(w)
 			e.scheduleLocked()
 			return nil
 		}
@@ -294,27 +333,28 @@ func (e *Engine) startTuneLocked(w *waiter, id string) {
 	}
 	w.working = true
 	if err := e.startOpLocked(o); err != nil {
-		e.log.Error("start a lease's resource step", "device", id, "err", err)
+		b.log.Error("start a lease's resource step", "device", id, "err", err)
 		e.dropWaiterLocked(w, err)
 	}
 }
 
-// discardTunedLocked takes a device whose profile step failed out of the
+// discardLocked takes a device whose profile step failed out of the
 // pool: destroyed when it was made for this request (no device is left
 // behind), purged otherwise (its services are back to the platform's
 // defaults before anyone else gets it).
-func (e *Engine) discardTunedLocked(w *waiter, id string) error {
+func (b *tuneBook) discardLocked(w *waiter, id string) error {
+	e := b.eng
 	if w.made == id {
 		o := e.destroyOp(id, "tune", "destroy-failed", func(DeviceRecord) {
 			e.emitLocked(events.Event{Type: "device.destroyed", DeviceID: id, Platform: w.spec.Platform, Reason: "resource-profile-unproven"})
 		})
 		if err := e.startOpLocked(o); err != nil {
-			e.log.Warn("destroy a device whose resource profile failed", "device", id, "err", err)
+			b.log.Warn("destroy a device whose resource profile failed", "device", id, "err", err)
 		}
 		return nil
 	}
 	now := e.now()
-	if _, err := e.reg.update(id, func(d *DeviceRecord) {
+	if _, err := b.reg.update(id, func(d *DeviceRecord) {
 		d.State, d.StateSince = StateReclaiming, now
 		d.Intent = DeviceIntent{Op: OpKindReclaim, Since: now}
 	}); err != nil {

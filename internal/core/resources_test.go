@@ -47,7 +47,7 @@ func TestResourceSetIsVerifiedByAnIndependentRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.drv.SetResourceNoStick("widgets")
-	res, err := h.engine.LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "set", Change: core.ResourceChange{
+	res, err := h.engine.Resources().LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "set", Change: core.ResourceChange{
 		Resources: map[string]contract.ResourceState{"animations": contract.ResourceDisabled, "widgets": contract.ResourceDisabled}}})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestResourceSetIsVerifiedByAnIndependentRead(t *testing.T) {
 	if res.Resources["animations"].State != contract.ResourceDisabled || res.Resources["widgets"].State != contract.ResourceUnknown || res.Success {
 		t.Fatalf("result %+v", res)
 	}
-	got, err := h.engine.LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "get"})
+	got, err := h.engine.Resources().LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "get"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestResourceCallSerializesWithTheReclaim(t *testing.T) {
 	h.drv.ResourceGate = gate
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.engine.LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "set", Change: core.ResourceChange{Resources: animOff}})
+		_, err := h.engine.Resources().LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "set", Change: core.ResourceChange{Resources: animOff}})
 		done <- err
 	}()
 	// The call holds the device's op lock while it waits at the gate.
@@ -98,7 +98,7 @@ func TestResourceCallSerializesWithTheReclaim(t *testing.T) {
 		t.Fatalf("calls %v: the reclaim must follow the resource call", calls)
 	}
 	h.drv.ResourceGate = nil
-	if _, err := h.engine.LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "get"}); !errors.Is(err, core.ErrUnknownLease) {
+	if _, err := h.engine.Resources().LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "get"}); !errors.Is(err, core.ErrUnknownLease) {
 		t.Fatalf("after release: %v", err)
 	}
 }
@@ -226,7 +226,7 @@ func TestDriverWithoutThePortAnswersUnsupported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.engine.LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "get"})
+	res, err := h.engine.Resources().LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "get"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestDriverWithoutThePortAnswersUnsupported(t *testing.T) {
 			t.Fatalf("%s: %+v", name, o)
 		}
 	}
-	set, err := h.engine.LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "set", Change: core.ResourceChange{Resources: animOff}})
+	set, err := h.engine.Resources().LeaseResources(context.Background(), g.Lease.ID, core.ResourceCall{Op: "set", Change: core.ResourceChange{Resources: animOff}})
 	if err != nil || set.Success || set.Resources["animations"].State != contract.ResourceUnsupported {
 		t.Fatalf("set %+v %v", set, err)
 	}

@@ -5,7 +5,8 @@ package core
 // it. When it is not, next is closed the next time any device operation
 // settles (every reclaim, reset, boot or destroy ends in one), so a caller
 // waiting for the device looks again then instead of polling.
-func (e *Engine) DeviceSettled(id string) (settled bool, next <-chan struct{}) {
+func (dd DeviceDesk) DeviceSettled(id string) (settled bool, next <-chan struct{}) {
+	e := dd.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d, ok := e.reg.devices[id]

@@ -344,7 +344,7 @@ func (s SlotDesk) ShutdownAssigned(ctx context.Context, id string) error {
 // BootBlocked reports the running limits that would keep a targeted boot
 // of the shut-down device id waiting now: none when the boot fits, or fits
 // once an idle warm or slot device is shut down for it (what
-// serveTargetedLocked does), or when id is not shut down. A slot's
+// targetBook.serveLocked does), or when id is not shut down. A slot's
 // acquisition asks before it waits, so a boot at the limit is refused at
 // once (CAPACITY_EXHAUSTED) instead of outwaiting its deadline.
 func (s SlotDesk) BootBlocked(id string) []string {

@@ -8,12 +8,32 @@ import (
 	"github.com/simlock/simlock/internal/core/events"
 )
 
-// targetSpec is the spec of the one device a targeted request names: the
+// targetBook serves the requests that name one device (lease.request's
+// device selector). It keeps no state of its own: the waiters are the
+// queue's, the devices the registry's. Its methods run only inside the
+// decision section; it reaches the engine only through targetEngine.
+type targetBook struct {
+	reg  *registry
+	pool *pool
+	eng  targetEngine
+}
+
+// targetEngine is the engine as the targeted book sees it: the plan's
+// input and a device's footprint, and the grant, boot, eviction and drop
+// of a waiter (request.go), satisfied by *Engine.
+type targetEngine interface {
+	planInputLocked(queue []*waiter, warm bool) PlanInput
+	footprintLocked(s Spec) uint64
+	grantLocked(w *waiter, id string)
+	startBootLocked(w *waiter, id string)
+	startEvictLocked(w *waiter, id string, destroy bool)
+	dropWaiterLocked(w *waiter, err error)
+}
+
+// specLocked is the spec of the one device a targeted request names: the
 // device's own, so nothing is resolved through the driver.
-func (e *Engine) targetSpec(id, platform string) (Spec, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	d, ok := e.reg.devices[id]
+func (b *targetBook) specLocked(id, platform string) (Spec, error) {
+	d, ok := b.reg.devices[id]
 	if !ok {
 		return Spec{}, fmt.Errorf("%w: %s", ErrUnknownDevice, id)
 	}
@@ -23,24 +43,25 @@ func (e *Engine) targetSpec(id, platform string) (Spec, error) {
 	return d.Spec, nil
 }
 
-// serveTargetedLocked serves the waiters that named one device, in queue
+// serveLocked serves the waiters that named one device, in queue
 // order: a warm device is granted, a shut-down one booted when a start
 // fits the limits (after evicting an idle warm device if that makes it
 // fit); anything else (leased, busy, held elsewhere on the
 // host, over a limit) leaves the waiter queued until the device frees.
 // The planner never serves these waiters (planInputLocked shows them in
 // flight), so they take nothing but their device.
-func (e *Engine) serveTargetedLocked(queue []*waiter) {
+func (b *targetBook) serveLocked(queue []*waiter) {
+	e := b.eng
 	for _, w := range queue {
 		if w.device == "" || w.working || w.evicting {
 			continue
 		}
-		d, ok := e.reg.devices[w.device]
+		d, ok := b.reg.devices[w.device]
 		if !ok {
 			e.dropWaiterLocked(w, fmt.Errorf("%w: %s is gone", ErrUnknownDevice, w.device))
 			continue
 		}
-		if !e.pool.of(d, w.system) && !e.pool.slotMayUse(w, d) {
+		if !b.pool.of(d, w.system) && !b.pool.slotMayUse(w, d) {
 			continue
 		}
 		switch d.State {
@@ -101,8 +122,18 @@ type Described struct {
 	Run RunState
 }
 
+// DeviceDesk is the counter for one named device outside any lease: the
+// managed slots find a device by its handle and wait for one to settle,
+// a targeted request adopts a device of the driver's root, and a
+// device.release shuts an idle one down (device_release.go, settled.go).
+type DeviceDesk struct{ e *Engine }
+
+// OneDevice is the desk for one named device.
+func (e *Engine) OneDevice() DeviceDesk { return DeviceDesk{e} }
+
 // FindDevice returns the device whose platform and handle these are.
-func (e *Engine) FindDevice(platform, handle string) (DeviceRecord, bool) {
+func (dd DeviceDesk) FindDevice(platform, handle string) (DeviceRecord, bool) {
+	e := dd.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range e.reg.devices {
@@ -117,7 +148,8 @@ func (e *Engine) FindDevice(platform, handle string) (DeviceRecord, bool) {
 // registry, as a shut-down idle device of this daemon's pool. The caller
 // claims it on the host first: the device was some other home's. A device
 // that runs is refused, since nothing proves who runs it.
-func (e *Engine) AdoptDevice(ctx context.Context, platform, handle string) (DeviceRecord, error) {
+func (desk DeviceDesk) AdoptDevice(ctx context.Context, platform, handle string) (DeviceRecord, error) {
+	e := desk.e
 	drv, ok := e.drivers[platform]
 	if !ok {
 		return DeviceRecord{}, NewSpecError(ErrUnsupportedPlatform, fmt.Sprintf("no driver serves platform %q", platform), "platforms", e.Platforms())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/simlock/simlock/internal/core/events"
@@ -235,9 +236,18 @@ func (w *writer) count(batches, groups int) {
 	w.mu.Unlock()
 }
 
+// WriterDesk is the single writer's counter: the daemon watches it for
+// the fence (Failed), tests read its figures. Its entries take the
+// writer's own lock, never the decision section.
+type WriterDesk struct{ e *Engine }
+
+// Writer is the single writer's desk.
+func (e *Engine) Writer() WriterDesk { return WriterDesk{e} }
+
 // CommitStats reports how many transactions the writer has made and how
 // many change sets they carried (group commit shows as batches > groups).
-func (e *Engine) CommitStats() (groups, batches int) {
+func (wd WriterDesk) CommitStats() (groups, batches int) {
+	e := wd.e
 	e.wr.mu.Lock()
 	defer e.wr.mu.Unlock()
 	return e.wr.groups, e.wr.batches
@@ -245,72 +255,63 @@ func (e *Engine) CommitStats() (groups, batches int) {
 
 // Failed is closed when the writer has failed a commit and the engine is
 // fenced (ADR 0044); the daemon exits and restarts from the disk.
-func (e *Engine) Failed() <-chan struct{} { return e.failed }
+func (wd WriterDesk) Failed() <-chan struct{} { return wd.e.failed }
+
+// CommitPending reports how many handed-over entries are not yet durable
+// (tests wait on it instead of sleeping).
+func (wd WriterDesk) CommitPending() int {
+	e := wd.e
+	e.wr.mu.Lock()
+	defer e.wr.mu.Unlock()
+	return int(e.wr.last - e.wr.durable)
+}
+
+// fenceReach is what fencing reaches: the disk memory is reloaded from,
+// the decision section's lock, the registry and queue it resets, and the
+// writer whose failure fences (set by New).
+type fenceReach struct {
+	store Store
+	log   *slog.Logger
+	mu    *sync.Mutex
+	reg   *registry
+	queue *queue
+	wr    *writer
+}
 
 // storeFailed fences the engine after a failed commit: memory is reloaded
 // from what the disk holds, so no read claims a fact that was never made
 // durable, every queued request is answered with the failure, and nothing
 // more is decided.
-func (e *Engine) storeFailed(err error) {
-	e.failOnce.Do(func() {
-		e.log.Error("registry commit failed; the engine stops deciding until restart", "err", err)
-		snap, lerr := e.store.Load(context.Background())
+func (f *fence) storeFailed(err error) {
+	f.failOnce.Do(func() {
+		r := f.reach
+		r.log.Error("registry commit failed; the engine stops deciding until restart", "err", err)
+		snap, lerr := r.store.Load(context.Background())
 		var waiters []*waiter
-		e.mu.Lock()
-		e.broken = err
+		r.mu.Lock()
+		f.broken = err
 		if lerr != nil {
 			snap = Snapshot{}
 		}
-		e.reg.reload(snap)
-		waiters = append(waiters, e.queue.Entries()...)
+		r.reg.reload(snap)
+		waiters = append(waiters, r.queue.Entries()...)
 		for _, w := range waiters {
-			e.queue.remove(w)
+			r.queue.remove(w)
 		}
-		e.mu.Unlock()
+		r.mu.Unlock()
 		for _, w := range waiters {
 			w.deliver(result{err: err})
 		}
-		close(e.failed)
+		close(f.failed)
 	})
 }
 
 // awaitDurable waits for ticket t; on failure it also waits until the
 // engine is fenced, so the caller's next read sees the disk's state.
-func (e *Engine) awaitDurable(t uint64) error {
-	if err := e.wr.wait(t); err != nil {
-		e.storeFailed(err)
+func (f *fence) awaitDurable(t uint64) error {
+	if err := f.reach.wr.wait(t); err != nil {
+		f.storeFailed(err)
 		return err
 	}
 	return nil
-}
-
-// putReceiptLocked stores a lease request receipt. When the registry's
-// store also keeps receipts it goes through the single writer, so it shares
-// a transaction (one fsync) with the grant decided right after it; the
-// returned ticket is what an answer naming it waits for. Another receipt
-// store is written directly.
-func (e *Engine) putReceiptLocked(rec RequestRecord) (uint64, error) {
-	if rs, ok := e.store.(RequestStore); !ok || rs != e.reqs.store {
-		return 0, e.reqs.store.PutRequest(context.Background(), rec)
-	}
-	if e.broken != nil {
-		return 0, e.broken
-	}
-	// Not kicked: the grant (or refusal) decided next carries it.
-	en, err := e.wr.enqueueKick(&Changes{PutRequests: []RequestRecord{rec}}, nil, false, false)
-	if err != nil {
-		return 0, err
-	}
-	if e.inSection && en.ticket > e.secTicket {
-		e.secTicket = en.ticket
-	}
-	return en.ticket, nil
-}
-
-// CommitPending reports how many handed-over entries are not yet durable
-// (tests wait on it instead of sleeping).
-func (e *Engine) CommitPending() int {
-	e.wr.mu.Lock()
-	defer e.wr.mu.Unlock()
-	return int(e.wr.last - e.wr.durable)
 }

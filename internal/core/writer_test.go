@@ -72,7 +72,7 @@ func TestGrantIsAnsweredOnlyOnceItsCommitIsDurable(t *testing.T) {
 		refused <- err
 	}()
 	waitFor(t, func() bool {
-		return h.engine.CommitPending() >= 2 // b's receipt queued behind a's grant
+		return h.engine.Writer().CommitPending() >= 2 // b's receipt queued behind a's grant
 	})
 	select {
 	case r := <-out:
@@ -133,7 +133,7 @@ func TestRenewIsAnsweredOnlyOnceItsDeadlineIsDurable(t *testing.T) {
 		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "android"}, RequesterID: "b", NoWait: true}, nil)
 		refused <- err
 	}()
-	waitFor(t, func() bool { return h.engine.CommitPending() >= 2 }) // b decided behind the renew
+	waitFor(t, func() bool { return h.engine.Writer().CommitPending() >= 2 }) // b decided behind the renew
 	select {
 	case err := <-out:
 		t.Fatalf("renew answered before its commit was durable: %v", err)
@@ -160,7 +160,7 @@ func TestRenewIsAnsweredOnlyOnceItsDeadlineIsDurable(t *testing.T) {
 		t.Fatalf("a renew whose commit failed: %v, want ErrStoreFailed", err)
 	}
 	select {
-	case <-h.engine.Failed():
+	case <-h.engine.Writer().Failed():
 	default:
 		t.Fatal("engine not fenced after a renew's commit failed")
 	}
@@ -188,7 +188,7 @@ func TestFailedGrantCommitAnswersNoOneAndFencesTheEngine(t *testing.T) {
 		t.Fatal("lease.granted published for a commit that failed")
 	}
 	select {
-	case <-h.engine.Failed():
+	case <-h.engine.Writer().Failed():
 	default:
 		t.Fatal("engine not fenced after a failed commit")
 	}
@@ -220,7 +220,7 @@ func TestGrantsQueuedBehindACommitShareOneTransactionInOrder(t *testing.T) {
 	}
 	h.engine.WaitIdle()
 	since := h.bus.LastSeq()
-	g0, _ := h.engine.CommitStats()
+	g0, _ := h.engine.Writer().CommitStats()
 	held, release := h.holdGrants()
 
 	outs := map[string]chan result{}
@@ -246,7 +246,7 @@ func TestGrantsQueuedBehindACommitShareOneTransactionInOrder(t *testing.T) {
 			t.Fatalf("%s: %v", r, res.err)
 		}
 	}
-	g1, _ := h.engine.CommitStats()
+	g1, _ := h.engine.Writer().CommitStats()
 	// a's transaction, then one transaction for b and c (receipts and
 	// grants): group commit.
 	if got := g1 - g0; got != 2 {

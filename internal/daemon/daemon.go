@@ -273,7 +273,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims.Hooks(),
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
 		Requests: d.db, Classify: classifyRefusal})
-	d.claims.Bind(d.engine, d.engine.Host(), d.engine.Resets(), drivers) // host waiters, usage and admission
+	d.claims.Bind(d.engine, d.engine.Host(), d.engine.Resets(), d.engine.OneDevice(), drivers) // host waiters, usage and admission
 	d.sessions = d.newBroker(o)
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
 	// The daemon's life: the servers, the watchers and the shared reads.
@@ -377,7 +377,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		// from what the disk holds.
 		go func() {
 			select {
-			case <-d.engine.Failed():
+			case <-d.engine.Writer().Failed():
 				d.log.Error("registry commit failed; stopping so a restart recovers from disk")
 				d.stopErr = core.ErrStoreFailed
 				d.requestStop()

@@ -513,7 +513,7 @@ func checkIdempotencyKey(k string) error {
 
 // leaseRequestStatus reads a request's receipt; an agent sees only its own.
 func (d *Daemon) leaseRequestStatus(_ context.Context, call *dispatch.Call, in contract.LeaseRequestStatusIn) (contract.LeaseRequestReceipt, error) {
-	st, err := d.engine.RequestStatus(in.RequestID)
+	st, err := d.engine.Requests().RequestStatus(in.RequestID)
 	if err != nil {
 		return contract.LeaseRequestReceipt{}, err
 	}

@@ -33,7 +33,7 @@ func (d *Daemon) registerResources(disp *dispatch.Dispatcher) {
 	dispatch.Handle(disp, contract.ListGet, d.inv.List)
 	dispatch.Handle(disp, contract.CatalogGet, d.inv.CatalogGet)
 	dispatch.Handle(disp, contract.DeviceUpload, d.uploads.Upload)
-	t := resources.NewTuning(d.engine, d.cfg.Resources.Enabled, d.sessions.TouchLease)
+	t := resources.NewTuning(d.engine, d.engine.Resources(), d.cfg.Resources.Enabled, d.sessions.TouchLease)
 	dispatch.Handle(disp, contract.ResourcesGet, t.Get)
 	dispatch.Handle(disp, contract.ResourcesSet, t.Set)
 	dispatch.Handle(disp, contract.ResourcesReconcile, t.Reconcile)

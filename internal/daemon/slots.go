@@ -13,7 +13,7 @@ import (
 )
 
 func newSlotManager(d *Daemon, log *slog.Logger) *slots.Manager {
-	return slots.New(slots.Config{Engine: d.engine, Desk: d.engine.Slots(), Ends: d.engine.Watch(), Registry: d.host, Self: d.self, Clock: d.clock, Logger: log,
+	return slots.New(slots.Config{Engine: d.engine, Desk: d.engine.Slots(), Ends: d.engine.Watch(), Named: d.engine.OneDevice(), Registry: d.host, Self: d.self, Clock: d.clock, Logger: log,
 		MaxDevicesPerPrincipal: d.cfg.Slots.MaxDevicesPerPrincipal, ToContract: toContractError, OnSlotChange: d.claims.OnSlotChange})
 }
 

@@ -49,7 +49,7 @@ func (d *Daemon) resolveTarget(ctx context.Context, platform, sel string) (id, p
 	if err := d.claims.ClaimAdopted(ctx, key); err != nil {
 		return "", "", err
 	}
-	rec, aerr := d.engine.AdoptDevice(ctx, plat, handle)
+	rec, aerr := d.engine.OneDevice().AdoptDevice(ctx, plat, handle)
 	if rerr := d.claims.ReleaseAdopted(ctx, key); rerr != nil {
 		d.log.Warn("drop the claim taken to adopt a device", "key", key, "err", rerr)
 	}

@@ -9,7 +9,8 @@
 // a request).
 //
 // It reaches the engine through the interfaces it declares (ports.go:
-// Engine, Leases), which *core.Engine satisfies as it stands; the daemon
+// Engine, Leases, which *core.Engine satisfies as it stands, and Path,
+// its resource desk core.ResourceDesk); the daemon
 // builds it and routes the handlers to it. It may import the contract, the
 // core's types, config, ports, the dispatcher (for the handlers' shape) and
 // the shared listing (internal/drivers/listcache); never the daemon, a

@@ -20,18 +20,24 @@ type Engine interface {
 	Status() core.StatusSnapshot
 }
 
-// Leases is the engine's lease book and resource path, as the resources.*
-// operations use them.
+// Leases is the engine's lease book, as the resources.* operations read
+// it.
 type Leases interface {
 	Lease(id string) (core.LeaseRecord, bool)
 	Device(id string) (core.DeviceRecord, bool)
+}
+
+// Path is the engine's resource path (core.ResourceDesk, from
+// Engine.Resources), as the resources.* operations call it.
+type Path interface {
 	// LeaseResources runs the call on the lease's device's operation path,
 	// so it serializes with the device's lifecycle.
 	LeaseResources(ctx context.Context, leaseID string, call core.ResourceCall) (contract.ResourceResult, error)
 }
 
-// The engine is the system's ports as it stands.
+// The engine and its resource desk are the system's ports as they stand.
 var (
 	_ Engine = (*core.Engine)(nil)
 	_ Leases = (*core.Engine)(nil)
+	_ Path   = core.ResourceDesk{}
 )

@@ -19,6 +19,7 @@ const defaultResourceTimeout = 5 * time.Minute
 // operation path in the core, so they serialize with its lifecycle.
 type Tuning struct {
 	engine Leases
+	path   Path
 	// enabled is resources.enabled: writes on any lease, not only on one
 	// requested with resources.
 	enabled bool
@@ -26,10 +27,11 @@ type Tuning struct {
 	touch func(leaseID string)
 }
 
-// NewTuning builds the resources.* operations over the engine. touch is
-// called with the lease of every call (the session broker's TouchLease).
-func NewTuning(engine Leases, enabled bool, touch func(leaseID string)) *Tuning {
-	return &Tuning{engine: engine, enabled: enabled, touch: touch}
+// NewTuning builds the resources.* operations over the engine's leases
+// and its resource path. touch is called with the lease of every call
+// (the session broker's TouchLease).
+func NewTuning(engine Leases, path Path, enabled bool, touch func(leaseID string)) *Tuning {
+	return &Tuning{engine: engine, path: path, enabled: enabled, touch: touch}
 }
 
 // Get is resources.get.
@@ -108,7 +110,7 @@ func (t *Tuning) call(ctx context.Context, leaseID string, timeoutMs int64, call
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := t.engine.LeaseResources(cctx, leaseID, call)
+	res, err := t.path.LeaseResources(cctx, leaseID, call)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return contract.ResourceResult{}, contract.Errorf(contract.CodeDeviceFailed,

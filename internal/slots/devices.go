@@ -31,7 +31,7 @@ func (s engineDevices) List(ctx context.Context, platform string) (map[string]bo
 }
 
 func (s engineDevices) Find(ctx context.Context, platform, stable string, present bool) (Device, bool) {
-	rec, found := s.m.eng.FindDevice(platform, stable)
+	rec, found := s.m.named.FindDevice(platform, stable)
 	if found && !present {
 		// Deleted out of band: the record names nothing; drop it so it
 		// never reaches the general pool as a ghost.

@@ -135,7 +135,7 @@ func (m *Manager) Release(ctx context.Context, _ *dispatch.Call, in contract.Slo
 func (m *Manager) settled(ctx context.Context, id string, max time.Duration) bool {
 	timeout := m.clock.After(max)
 	for {
-		done, next := m.eng.DeviceSettled(id)
+		done, next := m.named.DeviceSettled(id)
 		if done {
 			return true
 		}

@@ -19,9 +19,11 @@ import (
 type Config struct {
 	Engine Engine
 	// Desk is the engine's slot desk (Engine.Slots); Ends its watch desk
-	// (Engine.Watch).
+	// (Engine.Watch); Named its desk for one named device
+	// (Engine.OneDevice).
 	Desk     Desk
 	Ends     LeaseEnds
+	Named    NamedDevices
 	Registry HostRegistry
 	// Self is this daemon as an owner in the host registry.
 	Self   hostreg.Owner
@@ -123,6 +125,7 @@ type Manager struct {
 	eng             Engine
 	desk            Desk
 	ends            LeaseEnds
+	named           NamedDevices
 	reg             HostRegistry
 	self            hostreg.Owner
 	clock           WaitClock
@@ -165,7 +168,7 @@ type Manager struct {
 // engine hands out nothing.
 func New(cfg Config) *Manager {
 	cfg.Desk.SetAssignedUnknown()
-	return &Manager{eng: cfg.Engine, desk: cfg.Desk, ends: cfg.Ends, reg: cfg.Registry, self: cfg.Self, clock: cfg.Clock, log: cfg.Logger,
+	return &Manager{eng: cfg.Engine, desk: cfg.Desk, ends: cfg.Ends, named: cfg.Named, reg: cfg.Registry, self: cfg.Self, clock: cfg.Clock, log: cfg.Logger,
 		maxPerPrincipal: cfg.MaxDevicesPerPrincipal, toContract: cfg.ToContract, onChange: cfg.OnSlotChange,
 		byLease: map[string]*slotExec{}, principals: map[string]string{}, ctx: context.Background(), acquiring: make(chan struct{}, 1)}
 }

@@ -49,7 +49,7 @@ func newManagerHarness(t *testing.T, limits core.Limits) *managerHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Config{Engine: eng, Desk: eng.Slots(), Ends: eng.Watch(), Registry: reg, Self: self, Clock: ports.SystemClock{}, Logger: slog.New(slog.DiscardHandler),
+	m := New(Config{Engine: eng, Desk: eng.Slots(), Ends: eng.Watch(), Named: eng.OneDevice(), Registry: reg, Self: self, Clock: ports.SystemClock{}, Logger: slog.New(slog.DiscardHandler),
 		ToContract: func(err error) *contract.Error {
 			if ce := contract.AsError(err); ce != nil {
 				return ce

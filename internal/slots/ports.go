@@ -29,9 +29,15 @@ type Assignments interface {
 type Inventory interface {
 	Devices() []core.DeviceRecord
 	Device(id string) (core.DeviceRecord, bool)
-	FindDevice(platform, handle string) (core.DeviceRecord, bool)
 	Driver(platform string) (core.Driver, bool)
 	Capacity() core.CapacityReport
+}
+
+// NamedDevices is the engine's desk for one named device (core.DeviceDesk,
+// from Engine.OneDevice): a slot's device found by its handle, and the
+// wait for a released one to settle.
+type NamedDevices interface {
+	FindDevice(platform, handle string) (core.DeviceRecord, bool)
 	// DeviceSettled says whether the device's released work is done, and
 	// otherwise signals on next when a device operation settles.
 	DeviceSettled(id string) (settled bool, next <-chan struct{})
@@ -103,5 +109,6 @@ var (
 	_ Engine       = (*core.Engine)(nil)
 	_ Desk         = core.SlotDesk{}
 	_ LeaseEnds    = core.WatchDesk{}
+	_ NamedDevices = core.DeviceDesk{}
 	_ HostRegistry = (*hostreg.DB)(nil)
 )

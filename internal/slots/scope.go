@@ -84,7 +84,7 @@ func (m *Manager) List(ctx context.Context, _ *dispatch.Call, _ contract.SlotLis
 			ScopeState: s.State, SlotIndex: r.SlotIndex, State: r.State, AssignmentGeneration: r.Generation, Platform: r.Device.Platform}
 		if r.Device.StableID != "" {
 			a.Device = &contract.SlotDevice{StableID: r.Device.StableID, Name: r.Device.Name}
-			if dev, ok := m.eng.FindDevice(r.Device.Platform, r.Device.StableID); ok {
+			if dev, ok := m.named.FindDevice(r.Device.Platform, r.Device.StableID); ok {
 				a.Device.DeviceID, a.Device.TransportID = dev.ID, transportID(dev)
 			}
 			req, res := decodeSlotSpec(r.Requested), decodeSlotSpec(r.Device.Resolved)
