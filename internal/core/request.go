@@ -13,6 +13,49 @@ import (
 	"github.com/simlock/simlock/internal/core/events"
 )
 
+// Request asks for a lease. The request is stored first; a repeat under
+// the same idempotency key replays or attaches instead (ADR 0017). The
+// caller waits for the outcome, its ctx, or the request's own timeout.
+// A new admission is served in a goroutine the engine owns (Stop joins
+// it), which settles the receipt in the section once the lease path
+// answered.
+func (e *Engine) Request(ctx context.Context, r Request, progress func(Progress)) (Grant, error) {
+	b := e.reqs
+	fp := fingerprint(r)
+	e.mu.Lock()
+	rq, replay, serve, err := b.admit(e, r, fp, e.reg.leases)
+	var out *outcome
+	if rq != nil {
+		out = rq.out
+	}
+	if serve {
+		served, cancel := context.WithCancel(e.bg)
+		rq.cancel = cancel
+		r.rq = rq
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer cancel()
+			g, err := e.request(served, r, rq.push)
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			b.settle(e, rq, out, g, err)
+		}()
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return Grant{}, err
+	}
+	if replay != nil {
+		return replay.grant, replay.err
+	}
+	return b.await(ctx, rq, out, progress, e.awaitDurable, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return b.detach(rq, out)
+	})
+}
+
 // Request is a lease request after the daemon resolved its defaults.
 type Request struct {
 	Spec        SpecRequest
