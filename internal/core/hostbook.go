@@ -218,12 +218,7 @@ func overHost(g *ledger) []string {
 	if g.hostMax > 0 && g.runAll+g.hostAll > g.hostMax {
 		out = append(out, LimitHost)
 	}
-	ps := make([]string, 0, len(g.hostPl))
-	for p := range g.hostPl {
-		ps = append(ps, p)
-	}
-	sort.Strings(ps)
-	for _, p := range ps {
+	for _, p := range slices.Sorted(maps.Keys(g.hostPl)) {
 		if h := g.hostPl[p]; h > 0 && g.running[p]+g.host[p] > h {
 			out = append(out, hostPlatformLimit(p))
 		}
@@ -459,12 +454,7 @@ func overWaiting(g *ledger) []string {
 	if g.hostMax > 0 && g.runAll+g.hostAll+g.waitAll > g.hostMax && !slices.Contains(out, LimitHost) {
 		out = append(out, LimitHost)
 	}
-	ps := make([]string, 0, len(g.wait))
-	for p := range g.wait {
-		ps = append(ps, p)
-	}
-	sort.Strings(ps)
-	for _, p := range ps {
+	for _, p := range slices.Sorted(maps.Keys(g.wait)) {
 		l := hostPlatformLimit(p)
 		if h := g.hostPl[p]; h > 0 && g.wait[p] > 0 && g.running[p]+g.host[p]+g.wait[p] > h && !slices.Contains(out, l) {
 			out = append(out, l)

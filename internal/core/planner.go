@@ -1,6 +1,7 @@
 package core
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -739,22 +740,12 @@ func sweepPreferring(in PlanInput, exceeded func(*ledger) []string, prefer func(
 // overAll lists every exceeded running limit, global and per platform.
 func overAll(g *ledger) []string {
 	out := g.over("")
-	ps := make([]string, 0, len(g.lim.Platforms))
-	for p := range g.lim.Platforms {
-		ps = append(ps, p)
-	}
-	sort.Strings(ps)
-	for _, p := range ps {
+	for _, p := range slices.Sorted(maps.Keys(g.lim.Platforms)) {
 		if pl := g.lim.Platforms[p]; pl.MaxRunning > 0 && g.running[p] > pl.MaxRunning {
 			out = append(out, platformLimit(p, LimitRunning))
 		}
 	}
-	hps := make([]string, 0, len(g.hostPl))
-	for p := range g.hostPl {
-		hps = append(hps, p)
-	}
-	sort.Strings(hps)
-	for _, p := range hps {
+	for _, p := range slices.Sorted(maps.Keys(g.hostPl)) {
 		if h := g.hostPl[p]; h > 0 && g.running[p]+g.host[p] > h {
 			out = append(out, hostPlatformLimit(p))
 		}
