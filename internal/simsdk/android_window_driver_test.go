@@ -2,9 +2,9 @@ package simsdk
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
@@ -123,12 +123,10 @@ func TestAndroidLiveStateAgainstTheSimulatedSDK(t *testing.T) {
 
 	// A dump that outlasts the probe's 2 s bound fails the probe in time.
 	run.setFaults("window-dump-slow=20000")
-	start := time.Now()
-	if _, err := d.ObserveLive(ctx, dev.Handle); err == nil {
-		t.Fatal("a 20 s dump was read")
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("the probe waited %s for a slow dump", took)
+	// It must give up at its own deadline, not wait the dump out: no
+	// wall-clock bound here, which a loaded machine would break.
+	if _, err := d.ObserveLive(ctx, dev.Handle); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a 20 s dump: %v, want the probe's own deadline", err)
 	}
 	run.setFaults("")
 	expect("after the slow dump", no, contract.OrientationPortrait)
