@@ -107,12 +107,17 @@ type Requests struct {
 	// RetentionMs keeps a settled request's receipt, and so its idempotency
 	// key's answer, this long (default 24 h; at least a minute, at most 90 days).
 	RetentionMs int64 `json:"retentionMs"`
+	// MaxReceipts bounds the receipts kept at once, whatever their age
+	// (default 2000): the oldest settled ones go first.
+	MaxReceipts int `json:"maxReceipts"`
 }
 
 // Bounds of requests.retentionMs.
 const (
 	MinRequestRetentionMs = 60_000
 	MaxRequestRetentionMs = 90 * 24 * 3_600_000
+	MinRequestReceipts    = 100
+	MaxRequestReceipts    = 1_000_000
 )
 
 type Exec struct {
@@ -363,7 +368,7 @@ func Default() Config {
 		Cleanup:      Cleanup{IntervalMs: 60_000, IdleShutdownMs: 30 * 60_000, IdleDestroyMs: 24 * 3_600_000},
 		DiskPressure: DiskPressure{FreeBytesThreshold: 10 << 30},
 		Exec:         Exec{TimeoutMs: 10 * 60_000},
-		Requests:     Requests{RetentionMs: 24 * 3_600_000},
+		Requests:     Requests{RetentionMs: 24 * 3_600_000, MaxReceipts: 2000},
 		HTTP:         HTTP{Listen: "127.0.0.1:7420"},
 		Events:       Events{Retention: EventsRetention{Count: 10_000, MaxAgeMs: 7 * 24 * 3_600_000}},
 		Upload:       Upload{MaxBytes: 2 << 30},
@@ -522,6 +527,9 @@ func (c Config) Validate() error {
 	}
 	if c.Requests.RetentionMs < MinRequestRetentionMs || c.Requests.RetentionMs > MaxRequestRetentionMs {
 		errs = append(errs, fmt.Errorf("requests.retentionMs must be between %d (a minute) and %d (90 days)", MinRequestRetentionMs, MaxRequestRetentionMs))
+	}
+	if c.Requests.MaxReceipts < MinRequestReceipts || c.Requests.MaxReceipts > MaxRequestReceipts {
+		errs = append(errs, fmt.Errorf("requests.maxReceipts must be between %d and %d", MinRequestReceipts, MaxRequestReceipts))
 	}
 	errs = append(errs, c.Slots.validate()...)
 	if c.Cleanup.IntervalMs <= 0 || c.Cleanup.IdleShutdownMs <= 0 || c.Cleanup.IdleDestroyMs < c.Cleanup.IdleShutdownMs {

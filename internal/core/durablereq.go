@@ -16,12 +16,16 @@ import (
 	"github.com/simlock/simlock/internal/ports"
 )
 
-// Durable lease requests (ADR 0017). Every lease request is stored before it
-// joins the queue and before any driver work, keyed by (requester,
-// idempotency key) when the caller gives a key. A repeat under the same key
+// Durable lease requests (ADR 0017, amended by ADR 0092). A request with
+// an idempotency key is stored before it joins the queue and before any
+// driver work, keyed by (requester, key). A repeat under the same key
 // returns the stored outcome, attaches to the request while it is pending,
 // and never starts a second one; the receipt stays readable after a
-// disconnect or a restart until the retention window prunes it.
+// disconnect or a restart until the retention window or the count bound
+// lets it go. A request without a key has nothing a repeat could replay:
+// its receipt is kept in memory only (request.status reads it while the
+// daemon runs, and a granted one is read back from its lease after a
+// restart), so a warm grant pays one commit and a refusal none.
 
 // RequestState is where a lease request stands.
 type RequestState string
@@ -111,6 +115,11 @@ type RequestStore interface {
 // DefaultRequestRetention keeps settled receipts this long.
 const DefaultRequestRetention = 24 * time.Hour
 
+// DefaultMaxReceipts bounds the receipts kept at once, whatever their age:
+// a client polling with noWait must not grow the daemon's memory or its
+// database for a whole retention window.
+const DefaultMaxReceipts = 2000
+
 // requestEntry is a receipt plus the live state of its current admission.
 type requestEntry struct {
 	id         string // rec.ID, fixed at creation (read without the decision section)
@@ -163,6 +172,8 @@ type durableBook struct {
 	byID      map[string]*requestEntry
 	byKey     map[string]*requestEntry
 	seq       int64
+	max       int                     // receipts kept at once (DefaultMaxReceipts)
+	order     []string                // receipt ids, oldest admission first, for the count bound (trimLocked)
 	grantOf   func(LeaseRecord) Grant // the grant a lease answers with (registry.grantOf)
 	wg        sync.WaitGroup          // admissions being served
 
@@ -190,7 +201,7 @@ type durableEngine interface {
 // newDurableBook is the book of d's receipt store (an in-memory one when
 // d names none); d's logger and id source are already defaulted.
 func newDurableBook(cfg Config, d Deps, reg *registry) *durableBook {
-	b := &durableBook{store: d.Requests, classify: d.Classify, retention: cfg.RequestRetention,
+	b := &durableBook{store: d.Requests, classify: d.Classify, retention: cfg.RequestRetention, max: cfg.RequestMaxReceipts,
 		newID: d.NewID, clock: d.Clock, log: d.Logger, grantOf: reg.grantOf,
 		byID: map[string]*requestEntry{}, byKey: map[string]*requestEntry{}}
 	if b.store == nil {
@@ -201,6 +212,9 @@ func newDurableBook(cfg Config, d Deps, reg *registry) *durableBook {
 	}
 	if b.retention <= 0 {
 		b.retention = DefaultRequestRetention
+	}
+	if b.max <= 0 {
+		b.max = DefaultMaxReceipts
 	}
 	return b
 }
@@ -265,15 +279,20 @@ func (b *durableBook) admit(eng durableEngine, r Request, fp string, leases map[
 		rec.LeaseID, rec.Error, rec.Interrupted, rec.Timing = "", nil, false, nil
 	}
 	rec.State, rec.UpdatedAt, rec.Seq = RequestQueued, now, b.seq+1
-	// Stored before anything else happens: if this fails the caller is told
-	// so, and no outcome is claimed.
-	if _, err := b.putReceiptLocked(rec); err != nil {
+	var doomed []string
+	if fresh {
+		doomed = b.trimLocked(leases)
+	}
+	// A keyed request is stored before anything else happens: if this
+	// fails the caller is told so, and no outcome is claimed.
+	if _, err := b.putReceiptLocked(rec, doomed); err != nil {
 		return nil, nil, false, fmt.Errorf("store the lease request: %w", err)
 	}
 	b.seq++
 	if fresh {
 		rq = &requestEntry{id: rec.ID, subs: map[int]*subscriber{}}
 		b.byID[rec.ID] = rq
+		b.order = append(b.order, rec.ID)
 		if rec.IdempotencyKey != "" {
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
 		}
@@ -374,9 +393,10 @@ func (b *durableBook) settle(eng durableEngine, rq *requestEntry, out *outcome, 
 				Data: map[string]any{"ownerId": rec.OwnerID, "code": re.Code}})
 		}
 	}
-	if err == nil && rq.committed == g.Lease.ID {
-		// Stored with the grant, in one transaction.
-	} else if t, perr := b.putReceiptLocked(rec); perr != nil {
+	if (err == nil && rq.committed == g.Lease.ID) || rec.IdempotencyKey == "" {
+		// Stored with the grant, in one transaction; or a receipt kept in
+		// memory only.
+	} else if t, perr := b.putReceiptLocked(rec, nil); perr != nil {
 		// The outcome still reaches the callers; after a restart the
 		// receipt reads as interrupted, or as granted when its lease was
 		// committed (the lease row names the request).
@@ -416,7 +436,7 @@ func (b *durableBook) settledLocked(rq *requestEntry, out *outcome) {
 // transaction for both when the registry store also keeps receipts (the
 // daemon's database does), nothing otherwise (settle writes it).
 func (b *durableBook) grantedReceipt(registry Store, w *waiter, l LeaseRecord) []RequestRecord {
-	if w == nil || w.rq == nil {
+	if w == nil || w.rq == nil || w.rq.rec.IdempotencyKey == "" {
 		return nil
 	}
 	if rs, ok := registry.(RequestStore); !ok || rs != b.store {
@@ -526,6 +546,16 @@ func (rd RequestDesk) RequestStatus(id string) (RequestStatus, error) {
 	defer e.mu.Unlock()
 	rq, ok := e.reqs.byID[id]
 	if !ok {
+		// A keyless grant's receipt is kept in memory only; while its
+		// lease lasts the lease row still names the request.
+		for _, l := range e.reg.leases {
+			if l.RequestID == id {
+				lc := *l
+				rec := RequestRecord{ID: id, RequesterID: l.RequesterID, OwnerID: l.OwnerID, Platform: l.Platform, State: RequestGranted,
+					LeaseID: l.ID, CreatedAt: l.GrantedAt, UpdatedAt: l.GrantedAt, Timing: l.Timing}
+				return RequestStatus{Record: rec, Lease: &lc}, nil
+			}
+		}
 		return RequestStatus{}, ErrUnknownRequest
 	}
 	st := RequestStatus{Record: rq.rec}
@@ -602,11 +632,19 @@ func (b *durableBook) recover(ctx context.Context, recs []RequestRecord, now tim
 		}
 		rq := &requestEntry{id: rec.ID, rec: rec}
 		b.byID[rec.ID] = rq
+		b.order = append(b.order, rec.ID)
 		if rec.IdempotencyKey != "" {
 			b.byKey[keyOf(rec.RequesterID, rec.IdempotencyKey)] = rq
 		}
 		if rec.Seq > b.seq {
 			b.seq = rec.Seq
+		}
+	}
+	// A database written before the count bound (or under a larger one)
+	// is brought within it at once.
+	if doomed := b.trimLocked(leases); len(doomed) > 0 {
+		if err := b.store.DeleteRequests(ctx, doomed); err != nil {
+			return fmt.Errorf("forget lease requests past the count bound: %w", err)
 		}
 	}
 	return nil
@@ -617,15 +655,28 @@ func (b *durableBook) recover(ctx context.Context, recs []RequestRecord, now tim
 // a transaction (one fsync) with the grant decided right after it; the
 // returned ticket is what an answer naming it waits for. Another receipt
 // store is written directly.
-func (b *durableBook) putReceiptLocked(rec RequestRecord) (uint64, error) {
+func (b *durableBook) putReceiptLocked(rec RequestRecord, doomed []string) (uint64, error) {
+	var puts []RequestRecord
+	if rec.IdempotencyKey != "" {
+		puts = []RequestRecord{rec}
+	}
+	if len(puts) == 0 && len(doomed) == 0 {
+		return 0, nil
+	}
 	if rs, ok := b.registry.(RequestStore); !ok || rs != b.store {
+		if err := b.store.DeleteRequests(context.Background(), doomed); err != nil {
+			b.log.Warn("forget lease requests past the count bound", "err", err)
+		}
+		if len(puts) == 0 {
+			return 0, nil
+		}
 		return 0, b.store.PutRequest(context.Background(), rec)
 	}
 	if b.fence.broken != nil {
 		return 0, b.fence.broken
 	}
 	// Not kicked: the grant (or refusal) decided next carries it.
-	en, err := b.wr.enqueueKick(&Changes{PutRequests: []RequestRecord{rec}}, nil, false, false)
+	en, err := b.wr.enqueueKick(&Changes{PutRequests: puts, DeleteRequests: doomed}, nil, false, false)
 	if err != nil {
 		return 0, err
 	}
@@ -633,6 +684,42 @@ func (b *durableBook) putReceiptLocked(rec RequestRecord) (uint64, error) {
 		b.sec.secTicket = en.ticket
 	}
 	return en.ticket, nil
+}
+
+// trimLocked makes room for one more receipt under the count bound: it
+// forgets the oldest settled receipts past it and returns the ids of the
+// stored ones, for the caller's next commit to delete. A pending request
+// and a keyed grant whose lease still lasts (the lease's answer to a
+// repeat) are kept, so the bound may be passed by as many as there are
+// leases and queued requests; a keyless grant is read back from its lease
+// (RequestStatus) and may go.
+func (b *durableBook) trimLocked(leases map[string]*LeaseRecord) []string {
+	var doomed []string
+	for n := len(b.order); len(b.byID) >= b.max && n > 0; n-- {
+		id := b.order[0]
+		b.order = b.order[1:]
+		rq, ok := b.byID[id]
+		if !ok {
+			continue // pruned by age already
+		}
+		if l, live := leases[rq.rec.LeaseID]; !rq.rec.State.Terminal() || (live && l.RequestID == id && rq.rec.IdempotencyKey != "") {
+			b.order = append(b.order, id)
+			continue
+		}
+		b.forget(rq)
+		if rq.rec.IdempotencyKey != "" {
+			doomed = append(doomed, id)
+		}
+	}
+	return doomed
+}
+
+// forget drops rq from the book's indexes.
+func (b *durableBook) forget(rq *requestEntry) {
+	delete(b.byID, rq.id)
+	if rq.rec.IdempotencyKey != "" && b.byKey[keyOf(rq.rec.RequesterID, rq.rec.IdempotencyKey)] == rq {
+		delete(b.byKey, keyOf(rq.rec.RequesterID, rq.rec.IdempotencyKey))
+	}
 }
 
 // pruneTimer is the key of the receipt pruning timer among the engine's
@@ -685,11 +772,18 @@ func (b *durableBook) prune(now time.Time, leases map[string]*LeaseRecord) {
 		}
 	}
 	for _, id := range ids {
-		rq := b.byID[id]
-		delete(b.byID, id)
-		if rq.rec.IdempotencyKey != "" {
-			delete(b.byKey, keyOf(rq.rec.RequesterID, rq.rec.IdempotencyKey))
+		b.forget(b.byID[id])
+	}
+	if len(b.order) > 2*len(b.byID)+64 {
+		// Ids pruned by age linger in the bound's order until trimLocked
+		// reaches them; compact it so it cannot outgrow the book.
+		kept := make([]string, 0, len(b.byID))
+		for _, id := range b.order {
+			if _, ok := b.byID[id]; ok {
+				kept = append(kept, id)
+			}
 		}
+		b.order = kept
 	}
 }
 

@@ -426,3 +426,36 @@ func TestManyCyclesKeepReceiptMemoryBounded(t *testing.T) {
 		t.Fatalf("repeat of a settled, released request: %v", err)
 	}
 }
+
+// The count bound holds in memory too: a client polling with noWait, with
+// or without a key, leaves at most the bound's receipts behind.
+func TestReceiptsInMemoryAreBoundedByCount(t *testing.T) {
+	d := newDurable(t, one(1))
+	d.cfg.RequestMaxReceipts = 20
+	d.restart()
+	g, err := d.do(keyed("holder", "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		r := keyed(fmt.Sprintf("poller-%d", i), "", "")
+		if i%2 == 0 {
+			r.IdempotencyKey = fmt.Sprintf("k%d", i)
+		}
+		r.NoWait = true
+		if _, err := d.do(r); !errors.Is(err, core.ErrNoCapacity) {
+			t.Fatalf("poll %d: %v", i, err)
+		}
+		if n, _ := d.engine.ReceiptMemory(); n > 20 {
+			t.Fatalf("poll %d: %d receipts in memory, bound 20", i, n)
+		}
+	}
+	if got, _ := d.reqs.LoadRequests(context.Background()); len(got) > 20 {
+		t.Fatalf("%d stored receipts, bound 20", len(got))
+	}
+	// The holder's keyless grant is still read back from its lease.
+	st, err := d.engine.Requests().RequestStatus(g.Lease.RequestID)
+	if err != nil || st.Record.LeaseID != g.Lease.ID {
+		t.Fatalf("status of the live keyless grant: %+v %v", st, err)
+	}
+}

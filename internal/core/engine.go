@@ -63,6 +63,9 @@ type Config struct {
 	// RequestRetention keeps settled lease request receipts this long
 	// (default DefaultRequestRetention).
 	RequestRetention time.Duration
+	// RequestMaxReceipts bounds the receipts kept at once, whatever their
+	// age (default DefaultMaxReceipts).
+	RequestMaxReceipts int
 	// MaxGroupSize bounds the devices one multi-device request may ask for
 	// (default DefaultMaxGroupSize); GroupBypass is how many times single
 	// requests behind a waiting group may be served before it, on its

@@ -156,11 +156,14 @@ type Changes struct {
 	// PutRequests settles lease request receipts in the same transaction
 	// (a grant and its receipt), when the registry store also keeps them.
 	PutRequests []RequestRecord
+	// DeleteRequests forgets receipts the count bound let go
+	// (durableBook.trimLocked), riding with the next commit.
+	DeleteRequests []string
 }
 
 // Empty reports whether c changes nothing.
 func (c Changes) Empty() bool {
-	return len(c.PutDevices) == 0 && len(c.DeleteDevices) == 0 && len(c.PutLeases) == 0 && len(c.DeleteLeases) == 0 && len(c.PutRequests) == 0
+	return len(c.PutDevices) == 0 && len(c.DeleteDevices) == 0 && len(c.PutLeases) == 0 && len(c.DeleteLeases) == 0 && len(c.PutRequests) == 0 && len(c.DeleteRequests) == 0
 }
 
 // Store persists the registry. Apply must be atomic: all of c or nothing.

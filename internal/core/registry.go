@@ -92,6 +92,29 @@ func (l *registry) holdsReservation(d *DeviceRecord) bool {
 	return false
 }
 
+// warmest is the ready device of spec key that usable accepts and the
+// most recently used of them (ties to the lowest id): the device the
+// planner's first rule would grant (planner.pick), found without building
+// the whole plan input. A device holding a running reservation is in
+// somebody's work and is never offered.
+func (l *registry) warmest(key string, usable func(*DeviceRecord) bool) (*DeviceRecord, bool) {
+	var best *DeviceRecord
+	for _, d := range l.devices {
+		if d.State != StateReady || d.Spec.Key() != key || l.holdsReservation(d) || !usable(d) {
+			continue
+		}
+		if best == nil {
+			best = d
+			continue
+		}
+		du, bu := lastUse(d), lastUse(best)
+		if du.After(bu) || (du.Equal(bu) && d.ID < best.ID) {
+			best = d
+		}
+	}
+	return best, best != nil
+}
+
 // grantOf is the grant a lease stands for, every member included.
 func (l *registry) grantOf(ls LeaseRecord) Grant {
 	g := Grant{Lease: ls}

@@ -257,7 +257,9 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		w.enqueuedAt = e.now()
 		e.reqs.bind(e, w)
 		e.queue.Push(w, w.enqueuedAt, 0)
-		e.scheduleLocked()
+		if !e.grantWarmLocked(w) {
+			e.scheduleLocked()
+		}
 		// A noWait request either took capacity just now (a grant, device
 		// work, or an eviction it is committed to, ADR 0010) or is refused;
 		// the planner changed nothing for a request it could not serve.
@@ -300,26 +302,22 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 			// (or fails) on its own and we report that outcome.
 			timeout = nil
 		case <-ctx.Done():
-			e.abandon(w)
+			// The caller went away: the request is withdrawn. Work already
+			// in flight completes and leaves its device warm instead of
+			// leased.
+			e.section(func() {
+				switch {
+				case !e.queue.Contains(w):
+				case w.working:
+					w.abandoned = true
+				default:
+					e.queue.withdraw(w, events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
+				}
+			})
+			e.notifyPositions()
 			return Grant{}, ctx.Err()
 		}
 	}
-}
-
-// abandon withdraws a request whose caller went away. Work already in
-// flight completes and leaves its device warm instead of leased.
-func (e *Engine) abandon(w *waiter) {
-	e.section(func() {
-		if !e.queue.Contains(w) {
-			return
-		}
-		if w.working {
-			w.abandoned = true
-			return
-		}
-		e.queue.withdraw(w, events.Event{Type: "request.abandoned", RequesterID: w.requester, Platform: w.spec.Platform, Data: map[string]any{"ownerId": w.owner}})
-	})
-	e.notifyPositions()
 }
 
 // Cancel withdraws the pending request of requester.
@@ -382,6 +380,47 @@ func (w *waiter) pushPosition(pos int, stamp uint64) {
 }
 
 // ---- the acquisition planner ----
+
+// grantWarmLocked is the warm grant's short way, for w just queued: when
+// nothing ahead of it in the queue could want the device, the one ready
+// device the planner would grant it (registry.warmest, the pool's own
+// rule for what is idle) is granted at once, without building the whole
+// plan input. It reports whether it granted (or started the grant's
+// resource step); otherwise the planner decides as always.
+//
+// Nothing ahead could want the device when no other queued request has
+// w's spec (unless its own device work is running, which the planner
+// leaves alone), none is a group (a group may hold capacity back), none
+// is evicting (its victims may include the device) and none targets the
+// device. Every change of state plans the queue again, so a request
+// still queued there was already planned against this very device.
+func (e *Engine) grantWarmLocked(w *waiter) bool {
+	if len(w.group) > 0 || w.device != "" || w.slot != "" {
+		return false
+	}
+	key := w.spec.Key()
+	d, ok := e.reg.warmest(key, func(d *DeviceRecord) bool { return e.pool.of(d, w.system) })
+	if !ok {
+		return false
+	}
+	others := false
+	for _, x := range e.queue.Entries() {
+		if x == w {
+			continue
+		}
+		if len(x.group) > 0 || x.evicting || x.device == d.ID || (!x.working && x.spec.Platform == w.spec.Platform && x.spec.Key() == key) {
+			return false
+		}
+		others = others || !x.working
+	}
+	e.grantLocked(w, d.ID)
+	if !others {
+		// The grant changed nothing a queued request could use, but with
+		// nothing left waiting the planner may now refill the warm pool.
+		e.scheduleLocked()
+	}
+	return true
+}
 
 // scheduleLocked takes one snapshot of the registry, the limits and the
 // queue, asks the pure planner (Plan) for a decision per waiter and applies

@@ -663,7 +663,7 @@ func engineConfig(c config.Config) core.Config {
 			MaxRecoveryAttempts: c.Health.MaxRecoveryAttempts},
 		Cleanup: core.CleanupPolicy{Interval: ms(c.Cleanup.IntervalMs), IdleShutdown: ms(c.Cleanup.IdleShutdownMs),
 			IdleDestroy: ms(c.Cleanup.IdleDestroyMs), DiskPressureFreeBytes: c.DiskPressure.FreeBytesThreshold},
-		RequestRetention: ms(c.Requests.RetentionMs),
+		RequestRetention: ms(c.Requests.RetentionMs), RequestMaxReceipts: c.Requests.MaxReceipts,
 		Demand: core.DemandPolicy{Enabled: c.WarmPool.Demand.Enabled, Window: ms(c.WarmPool.Demand.WindowMs),
 			Sample: ms(c.WarmPool.Demand.SampleMs), Spare: c.WarmPool.Demand.Spare},
 		MaxGroupSize: c.Queue.MaxGroupSize,

@@ -124,6 +124,9 @@ func applyIn(ctx context.Context, q querier, c core.Changes, devArgs [][]any) er
 			return err
 		}
 	}
+	if err := deleteRequests(ctx, q, c.DeleteRequests); err != nil {
+		return err
+	}
 	for _, l := range c.PutLeases {
 		args, err := leaseArgs(l)
 		if err != nil {

@@ -94,21 +94,25 @@ func (db *DB) DeleteRequests(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return db.immediate(ctx, func(q querier) error {
-		for len(ids) > 0 {
-			n := min(len(ids), 500) // stay under SQLite's bound-parameter limit
-			args := make([]any, n)
-			for i, id := range ids[:n] {
-				args[i] = id
-			}
-			stmt := `DELETE FROM lease_requests WHERE id IN (?` + strings.Repeat(", ?", n-1) + `)`
-			if _, err := q.ExecContext(ctx, stmt, args...); err != nil {
-				return fmt.Errorf("store: delete requests: %w", err)
-			}
-			ids = ids[n:]
+	return db.immediate(ctx, func(q querier) error { return deleteRequests(ctx, q, ids) })
+}
+
+// deleteRequests deletes receipts ids inside the transaction q, in
+// chunks that stay under SQLite's bound-parameter limit.
+func deleteRequests(ctx context.Context, q querier, ids []string) error {
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
 		}
-		return nil
-	})
+		stmt := `DELETE FROM lease_requests WHERE id IN (?` + strings.Repeat(", ?", n-1) + `)`
+		if _, err := q.ExecContext(ctx, stmt, args...); err != nil {
+			return fmt.Errorf("store: delete requests: %w", err)
+		}
+		ids = ids[n:]
+	}
+	return nil
 }
 
 // storedTiming is core.Timing on disk: integer milliseconds, measured
