@@ -31,6 +31,8 @@ const upsertDevice = `INSERT INTO devices (` + deviceColumns + `)
 		last_released_at = excluded.last_released_at, data = excluded.data, health = excluded.health,
 		intent = excluded.intent`
 
+const deleteLease = `DELETE FROM leases WHERE id = ?`
+
 const upsertLease = `INSERT INTO leases (` + leaseColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET
@@ -93,7 +95,7 @@ func (db *DB) ApplyBatch(ctx context.Context, cs []core.Changes) error {
 	if empty {
 		return nil
 	}
-	return db.immediate(ctx, func(q querier) error {
+	return db.writeTx(ctx, func(q querier) error {
 		for j, c := range cs {
 			if err := applyIn(ctx, q, c, devArgs[j]); err != nil {
 				return err
@@ -105,7 +107,7 @@ func (db *DB) ApplyBatch(ctx context.Context, cs []core.Changes) error {
 
 func applyIn(ctx context.Context, q querier, c core.Changes, devArgs [][]any) error {
 	for _, id := range c.DeleteLeases {
-		if _, err := q.ExecContext(ctx, `DELETE FROM leases WHERE id = ?`, id); err != nil {
+		if _, err := q.ExecContext(ctx, deleteLease, id); err != nil {
 			return fmt.Errorf("store: delete lease %s: %w", id, err)
 		}
 	}
