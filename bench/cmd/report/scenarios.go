@@ -21,16 +21,27 @@ import (
 )
 
 // latency is one warm-grant path's samples with the floor sampled next to
-// each of them.
+// each of them, in its two parts, and the machine's load around them.
 type latency struct {
 	Path, Platform string
-	Grants, Floors []time.Duration
+	Grants         []time.Duration
+	// Echoes and Commits are the floor's parts, one each before every
+	// grant: a bare echo round trip with the socket's framing, and one
+	// SQLite commit with the store's pragmas.
+	Echoes, Commits []time.Duration
+	// Floors is an older samples file's floor (a hello through the daemon
+	// plus a commit, per sample), read by -replot only.
+	Floors []time.Duration `json:",omitempty"`
+	// LoadStart and LoadEnd are the 1-minute load average before the first
+	// sample and after the last.
+	LoadStart, LoadEnd float64
 }
 
 // measureWarmGrants: (c) lease.request when a matching device is ready,
 // over the socket (iOS and Android), over HTTP and through a gateway
-// (iOS), each sample next to a floor sample (socket round trip + one
-// SQLite commit) taken just before it.
+// (iOS), each sample next to a floor sample (bare echo round trip + one
+// SQLite commit) taken just before it, once the previous grant's release
+// and purge have settled.
 func measureWarmGrants(r *run, bin *harness.Binary, rep *report) {
 	for _, p := range rep.Platforms {
 		r.scoped(func() {
@@ -86,15 +97,18 @@ func waitWorkers(r *run, gw *client.Client, n int) {
 	}
 }
 
-// sampleGrants times n warm grants through c; between two, untimed, the
-// released device is purged (watched through ready, which sees the worker
-// that holds it).
+// sampleGrants times n warm grants through c, interleaved with the floor:
+// the device is ready (watched through ready, which sees the worker that
+// holds it), the disk settled, then one floor sample, then one grant, whose
+// release and purge run untimed before the next pair.
 func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Floor, n int) latency {
-	out := latency{Path: path, Platform: p}
+	out := latency{Path: path, Platform: p, LoadStart: loadAvg(r)}
 	ctx := context.Background()
+	harness.WaitPlatformReady(r, ready, p, 1)
 	for i := 0; i < n; i++ {
-		rtt, commit := f.Sample(r)
-		out.Floors = append(out.Floors, rtt+commit)
+		harness.Settle()
+		echo, commit := f.Sample(r)
+		out.Echoes, out.Commits = append(out.Echoes, echo), append(out.Commits, commit)
 		t0 := time.Now()
 		l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, NoWait: true}, nil)
 		d := time.Since(t0)
@@ -105,7 +119,16 @@ func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Fl
 		harness.Release(r, c, l.LeaseID)
 		harness.WaitPlatformReady(r, ready, p, 1)
 	}
+	out.LoadEnd = loadAvg(r)
 	return out
+}
+
+func loadAvg(r *run) float64 {
+	v, err := harness.LoadAvg()
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	return v
 }
 
 // throughput is one cycles/s configuration, repeated.
