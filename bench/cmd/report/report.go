@@ -38,6 +38,9 @@ type report struct {
 
 	// profDir, when set, receives (f)'s heap profiles.
 	profDir string
+	// quietWait bounds how long (c) waits for a quiet machine before each
+	// path (the build before it and the path before it raise the load).
+	quietWait time.Duration
 }
 
 // durMedian is the median of d (0 when empty).
