@@ -100,6 +100,12 @@ type Options struct {
 	// HostDir, when set, is the host registry directory (a worker sharing
 	// its gateway's machine); default: one of the world's own.
 	HostDir string
+	// QuietTicks pushes the health and cleanup ticks out to an hour, so
+	// every tool process counted in a window belongs to the call measured.
+	// A counting world (CountProcs) always has it. Every other world keeps
+	// the ticks at their defaults (health 5 s, cleanup 60 s): what a user
+	// runs.
+	QuietTicks bool
 }
 
 // World is one isolated installation: a home, the simulated SDK on PATH, its
@@ -155,13 +161,13 @@ func NewWorld(tb TB, bin *Binary, o Options) *World {
 	if err := os.MkdirAll(w.Home, 0o700); err != nil {
 		tb.Fatalf("%v", err)
 	}
-	// Background ticks (health, cleanup) are pushed out of the way so every
-	// tool process counted in a window belongs to the call measured.
 	cfg := map[string]any{
 		"capacity": map[string]any{"strategy": "fixed", "fixed": map[string]any{"maxRunning": max(o.Devices, 1), "maxManaged": max(o.Devices, 1)}},
 		"http":     map[string]any{"enabled": false},
-		"health":   map[string]any{"intervalMs": 3_600_000},
-		"cleanup":  map[string]any{"intervalMs": 3_600_000},
+	}
+	if o.QuietTicks || o.CountProcs {
+		cfg["health"] = map[string]any{"intervalMs": 3_600_000}
+		cfg["cleanup"] = map[string]any{"intervalMs": 3_600_000}
 	}
 	if o.HTTP || o.Gateway {
 		w.HTTP = freePort(tb)
@@ -480,58 +486,245 @@ func WarmUp(tb TB, c *client.Client, platform string) {
 	WaitPlatformReady(tb, c, platform, 1)
 }
 
-// Floor measures what no grant can beat, in the daemon's conditions: one
-// request/response over the daemon's unix socket (hello: no decision, no
-// store) plus one durable SQLite commit in-process on a file in the same
-// directory, with the store's settings (WAL, default synchronous).
+// Floor is the physical minimum a grant must pay, measured with none of
+// simlock's own code in the way: one bare round trip over a unix socket with
+// the daemon's framing (Echo) plus one durable commit of a small row in a
+// SQLite file with the daemon's pragmas, through the same driver. A grant
+// answered at once cannot be cheaper than one request line in, one response
+// line out and one commit of its lease.
 type Floor struct {
-	c  *client.Client
-	db *sql.Conn
-	n  int64
+	echo  *Echo
+	conn  net.Conn
+	r     *bufio.Reader
+	frame []byte
+	db    *sql.DB
+	tx    *sql.Conn
+	n     int64
 }
 
-// NewFloor opens the floor's socket connection and database.
+// floorFrame is one request line the size and shape of a warm
+// lease.request as the client writes it (json.Encoder: the object, then a
+// newline).
+const floorFrame = `{"jsonrpc":"2.0","id":"7","method":"lease.request","params":{"platform":"ios","noWait":true,"timeoutMs":0}}` + "\n"
+
+// StorePragmas is what internal/store sets on every connection of the
+// daemon's database (its DSN: busy_timeout from its 5 s busyTimeout, and
+// foreign_keys) plus the journal mode it switches the file to (WAL).
+// synchronous is left at the driver's default, as the store leaves it.
+var StorePragmas = []string{"busy_timeout(5000)", "foreign_keys(1)"}
+
+// OpenFloor starts an echo server on a socket in sockDir and opens (creating)
+// the floor's SQLite file at dbPath, on the disk whose commits it measures.
+func OpenFloor(sockDir, dbPath string) (*Floor, error) {
+	e, err := NewEcho(filepath.Join(sockDir, "echo.sock"))
+	if err != nil {
+		return nil, err
+	}
+	f := &Floor{echo: e, frame: []byte(floorFrame)}
+	if f.conn, err = net.Dial("unix", e.Path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	// The daemon's client reads through a 64 KiB buffered reader too.
+	f.r = bufio.NewReaderSize(f.conn, 64<<10)
+	q := url.Values{}
+	for _, p := range StorePragmas {
+		q.Add("_pragma", p)
+	}
+	u := url.URL{Scheme: "file", OmitHost: true, Path: filepath.ToSlash(dbPath), RawQuery: q.Encode()}
+	if f.db, err = sql.Open("sqlite", u.String()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	// One connection, as the store keeps.
+	f.db.SetMaxOpenConns(1)
+	ctx := context.Background()
+	if f.tx, err = f.db.Conn(ctx); err != nil {
+		f.Close()
+		return nil, err
+	}
+	var mode string
+	if err := f.tx.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil || mode != "wal" {
+		f.Close()
+		return nil, fmt.Errorf("floor: journal mode %q: %v", mode, err)
+	}
+	if _, err := f.tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, at INTEGER NOT NULL, body TEXT NOT NULL) STRICT`); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// NewFloor opens a floor for world w: its echo socket in the world's root,
+// its database in the world's home, next to the daemon's own.
 func NewFloor(tb TB, w *World) *Floor {
 	tb.Helper()
-	path := filepath.Join(w.Home, "floor.db")
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	u := url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: q.Encode()}
-	db, err := sql.Open("sqlite", u.String())
+	f, err := OpenFloor(w.Root, filepath.Join(w.Home, "floor.db"))
 	if err != nil {
-		tb.Fatalf("%v", err)
+		tb.Fatalf("floor: %v", err)
 	}
-	tb.Cleanup(func() { db.Close() })
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		tb.Fatalf("%v", err)
-	}
-	tb.Cleanup(func() { conn.Close() })
-	if _, err := conn.ExecContext(context.Background(), `CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, at TEXT NOT NULL, body TEXT NOT NULL)`); err != nil {
-		tb.Fatalf("%v", err)
-	}
-	return &Floor{c: w.Dial("floor", false), db: conn}
+	tb.Cleanup(f.Close)
+	return f
 }
 
-// Sample returns one socket round trip and one commit.
-func (f *Floor) Sample(tb TB) (rtt, commit time.Duration) {
-	tb.Helper()
-	ctx := context.Background()
-	hello, _ := json.Marshal(contract.HelloIn{Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}, Principal: "floor"})
-	t0 := time.Now()
-	if _, err := f.c.Raw(ctx, contract.Hello.Name, hello, nil); err != nil {
-		tb.Fatalf("%v", err)
+// Close stops the echo server and closes the database.
+func (f *Floor) Close() {
+	if f.conn != nil {
+		f.conn.Close()
 	}
-	t1 := time.Now()
+	if f.tx != nil {
+		f.tx.Close()
+	}
+	if f.db != nil {
+		f.db.Close()
+	}
+	f.echo.Close()
+}
+
+// RoundTrip writes one frame to the echo server and reads it back.
+func (f *Floor) RoundTrip() (time.Duration, error) {
+	t0 := time.Now()
+	if _, err := f.conn.Write(f.frame); err != nil {
+		return 0, err
+	}
+	line, err := f.r.ReadSlice('\n')
+	d := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	if string(line) != string(f.frame) {
+		return 0, fmt.Errorf("floor: echo returned %q", line)
+	}
+	return d, nil
+}
+
+// Commit makes one durable commit of a small row, as the store does one:
+// BEGIN IMMEDIATE, one insert, COMMIT.
+func (f *Floor) Commit() (time.Duration, error) {
+	ctx := context.Background()
 	f.n++
-	for _, stmt := range []string{"BEGIN IMMEDIATE", fmt.Sprintf(`INSERT INTO t (at, body) VALUES ('%s', 'lease %d granted')`, t1.UTC().Format(time.RFC3339Nano), f.n), "COMMIT"} {
-		if _, err := f.db.ExecContext(ctx, stmt); err != nil {
-			tb.Fatalf("%v", err)
+	t0 := time.Now()
+	if _, err := f.tx.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return 0, err
+	}
+	if _, err := f.tx.ExecContext(ctx, `INSERT INTO floor (at, body) VALUES (?, ?)`, t0.UnixMilli(), fmt.Sprintf("lease %d granted", f.n)); err != nil {
+		f.tx.ExecContext(ctx, "ROLLBACK") //nolint:errcheck // the insert's error matters more
+		return 0, err
+	}
+	if _, err := f.tx.ExecContext(ctx, "COMMIT"); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
+// Sample returns one echo round trip and one commit. Call it when the
+// daemon is idle (after Settle), never right after device work.
+func (f *Floor) Sample(tb TB) (echo, commit time.Duration) {
+	tb.Helper()
+	echo, err := f.RoundTrip()
+	if err == nil {
+		commit, err = f.Commit()
+	}
+	if err != nil {
+		tb.Fatalf("floor: %v", err)
+	}
+	return echo, commit
+}
+
+// Settle flushes every dirty page on the machine to disk (sync(2)) so the
+// next commit, the floor's or a grant's, pays for its own writes and not for
+// a purge's state files or the daemon's last transaction. Call it after the
+// device is ready again and before a floor sample and its grant.
+func Settle() { syscall.Sync() }
+
+// Echo is a bare echo server on a unix socket with the daemon's socket
+// framing (internal/transport/socket: JSON-RPC, one message per line, read
+// through a 64 KiB buffered reader). It writes every line it reads back as
+// it is, decoding nothing, each connection served by its own goroutine.
+type Echo struct {
+	Path   string
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cs     []net.Conn
+	closed bool
+}
+
+// NewEcho listens on path and serves until Close.
+func NewEcho(path string) (*Echo, error) {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	e := &Echo{Path: path, ln: ln}
+	e.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e.mu.Lock()
+			if e.closed {
+				e.mu.Unlock()
+				c.Close()
+				return
+			}
+			e.cs = append(e.cs, c)
+			e.mu.Unlock()
+			e.wg.Go(func() { echoLines(c) })
+		}
+	})
+	return e, nil
+}
+
+func echoLines(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 64<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return // EOF, a closed connection, or a line over 64 KiB
+		}
+		if _, err := c.Write(line); err != nil {
+			return
 		}
 	}
-	return t1.Sub(t0), time.Since(t1)
+}
+
+// Close stops listening, closes every connection and waits for the
+// goroutines.
+func (e *Echo) Close() {
+	if e == nil {
+		return
+	}
+	e.ln.Close()
+	e.mu.Lock()
+	e.closed = true
+	for _, c := range e.cs {
+		c.Close()
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+// LoadAvg is the machine's 1-minute load average (/proc/loadavg).
+func LoadAvg() (float64, error) {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("/proc/loadavg: empty")
+	}
+	return strconv.ParseFloat(f[0], 64)
+}
+
+// QuietLoad is the rule a ratio is judged by: the 1-minute load average
+// below half a CPU per CPU at both ends of its measurement.
+func QuietLoad(start, end float64, cpus int) bool {
+	limit := 0.5 * float64(max(cpus, 1))
+	return start < limit && end < limit
 }
 
 // Quantile is the nearest-rank q-quantile of sorted durations, in ms.

@@ -60,6 +60,7 @@ func main() {
 	only := flag.String("only", "", "run only these scenarios, by letter (e.g. \"ag\"); the report then lacks the others")
 	profiles := flag.String("heapprofiles", "", "directory for (f)'s daemon heap profiles before and after the cycles (go tool pprof -base)")
 	rssCycles := flag.Int("rsscycles", 0, "lease+release cycles for (f)'s growth figure (0: 10000, or 500 with -quick)")
+	quietWait := flag.Duration("quietwait", 2*time.Minute, "before each (c) path, wait up to this long for the 1-minute load average to fall below 0.5 per CPU (0 with -quick unless set)")
 	replot := flag.String("replot", "", "rewrite the report from a samples file of an earlier run, measuring nothing")
 	flag.Parse()
 	if *replot != "" {
@@ -94,6 +95,10 @@ func main() {
 	rep := &report{Started: time.Now().UTC(), Speed: *speed, Hold: *hold, Sizes: n, Platforms: strings.Split(*plats, ",")}
 	rep.Machine, rep.CPUs = machine(), runtime.NumCPU()
 	rep.profDir = *profiles
+	rep.quietWait = *quietWait
+	if *quick && !flagSet("quietwait") {
+		rep.quietWait = 0
+	}
 	steps := []struct {
 		name string
 		f    func(*run, *harness.Binary, *report)
@@ -149,4 +154,11 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%s/%s, %d CPUs (%s), %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), model, runtime.Version())
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

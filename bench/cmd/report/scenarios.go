@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,16 +22,27 @@ import (
 )
 
 // latency is one warm-grant path's samples with the floor sampled next to
-// each of them.
+// each of them, in its two parts, and the machine's load around them.
 type latency struct {
 	Path, Platform string
-	Grants, Floors []time.Duration
+	Grants         []time.Duration
+	// Echoes and Commits are the floor's parts, one each before every
+	// grant: a bare echo round trip with the socket's framing, and one
+	// SQLite commit with the store's pragmas.
+	Echoes, Commits []time.Duration
+	// Floors is an older samples file's floor (a hello through the daemon
+	// plus a commit, per sample), read by -replot only.
+	Floors []time.Duration `json:",omitempty"`
+	// LoadStart and LoadEnd are the 1-minute load average before the first
+	// sample and after the last.
+	LoadStart, LoadEnd float64
 }
 
 // measureWarmGrants: (c) lease.request when a matching device is ready,
 // over the socket (iOS and Android), over HTTP and through a gateway
-// (iOS), each sample next to a floor sample (socket round trip + one
-// SQLite commit) taken just before it.
+// (iOS), each sample next to a floor sample (bare echo round trip + one
+// SQLite commit) taken just before it, once the previous grant's release
+// and purge have settled.
 func measureWarmGrants(r *run, bin *harness.Binary, rep *report) {
 	for _, p := range rep.Platforms {
 		r.scoped(func() {
@@ -38,10 +50,10 @@ func measureWarmGrants(r *run, bin *harness.Binary, rep *report) {
 			admin := w.Dial("bench", true)
 			f := harness.NewFloor(r, w)
 			harness.WarmUp(r, admin, p)
-			rep.Warm = append(rep.Warm, sampleGrants(r, "socket", p, admin, admin, f, rep.Sizes.Grants))
+			rep.Warm = append(rep.Warm, sampleGrants(r, "socket", p, admin, admin, f, rep.Sizes.Grants, rep.quietWait))
 			if p == "ios" {
 				h := w.DialHTTP(w.Token("agent"))
-				rep.Warm = append(rep.Warm, sampleGrants(r, "HTTP", p, h, admin, f, rep.Sizes.Grants))
+				rep.Warm = append(rep.Warm, sampleGrants(r, "HTTP", p, h, admin, f, rep.Sizes.Grants, rep.quietWait))
 			}
 		})
 	}
@@ -59,7 +71,7 @@ func measureWarmGrants(r *run, bin *harness.Binary, rep *report) {
 		// Ready as the gateway sees it: its view of the worker lags the
 		// worker by one state push.
 		harness.WaitPlatformReady(r, gwAdmin, "ios", 1)
-		rep.Warm = append(rep.Warm, sampleGrants(r, "gateway", "ios", c, gwAdmin, f, rep.Sizes.Grants))
+		rep.Warm = append(rep.Warm, sampleGrants(r, "gateway", "ios", c, gwAdmin, f, rep.Sizes.Grants, rep.quietWait))
 	})
 }
 
@@ -86,15 +98,19 @@ func waitWorkers(r *run, gw *client.Client, n int) {
 	}
 }
 
-// sampleGrants times n warm grants through c; between two, untimed, the
-// released device is purged (watched through ready, which sees the worker
-// that holds it).
-func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Floor, n int) latency {
-	out := latency{Path: path, Platform: p}
+// sampleGrants times n warm grants through c, interleaved with the floor:
+// the device is ready (watched through ready, which sees the worker that
+// holds it), the disk settled, then one floor sample, then one grant, whose
+// release and purge run untimed before the next pair.
+func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Floor, n int, quietWait time.Duration) latency {
+	waitQuiet(r, quietWait)
+	out := latency{Path: path, Platform: p, LoadStart: loadAvg(r)}
 	ctx := context.Background()
+	harness.WaitPlatformReady(r, ready, p, 1)
 	for i := 0; i < n; i++ {
-		rtt, commit := f.Sample(r)
-		out.Floors = append(out.Floors, rtt+commit)
+		harness.Settle()
+		echo, commit := f.Sample(r)
+		out.Echoes, out.Commits = append(out.Echoes, echo), append(out.Commits, commit)
 		t0 := time.Now()
 		l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: p, NoWait: true}, nil)
 		d := time.Since(t0)
@@ -105,7 +121,28 @@ func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Fl
 		harness.Release(r, c, l.LeaseID)
 		harness.WaitPlatformReady(r, ready, p, 1)
 	}
+	out.LoadEnd = loadAvg(r)
 	return out
+}
+
+// waitQuiet waits, up to limit, for the 1-minute load average to fall under
+// the quiet rule's bound, checking every 5 s. A machine that stays busy is
+// measured anyway, and its ratios are marked busy.
+func waitQuiet(r *run, limit time.Duration) {
+	bound := 0.5 * float64(runtime.NumCPU())
+	deadline := time.Now().Add(limit)
+	for l := loadAvg(r); l >= bound && time.Now().Before(deadline); l = loadAvg(r) {
+		r.Logf("load average %.2f, waiting for < %.2f (until %s)", l, bound, deadline.Format(time.TimeOnly))
+		time.Sleep(5 * time.Second)
+	}
+}
+
+func loadAvg(r *run) float64 {
+	v, err := harness.LoadAvg()
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	return v
 }
 
 // throughput is one cycles/s configuration, repeated.
