@@ -83,6 +83,7 @@ func unparked(o *Op)  { o.Unparked = true }
 var (
 	Hello              = define[HelloIn, HelloOut]("hello", RoleAgent, ClaimNone, "Negotiate the protocol range and the session's role.", unparked)
 	StatusGet          = define[StatusGetIn, StatusGetOut]("status.get", RoleAgent, ClaimObserve, "Daemon health, devices, leases, capacity and queue.", unparked)
+	QueueList          = define[QueueListIn, QueueListOut]("queue.list", RoleAgent, ClaimObserve, "The queued lease requests oldest first, one page at a time (cursor, limit).")
 	ListGet            = define[ListGetIn, ListGetOut]("list.get", RoleAdmin, ClaimObserve, "Every managed device with its state.")
 	CatalogGet         = define[CatalogGetIn, CatalogGetOut]("catalog.get", RoleAgent, ClaimNone, "Models and OS runtimes each platform can serve.")
 	ConfigGet          = define[ConfigGetIn, ConfigGetOut]("config.get", RoleAdmin, ClaimNone, "The daemon's effective configuration.")
@@ -153,7 +154,7 @@ func WorkerOnly() []string {
 
 // Registry lists every operation, in a stable order.
 func Registry() []Op {
-	ops := []Op{Hello.Op, StatusGet.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
+	ops := []Op{Hello.Op, StatusGet.Op, QueueList.Op, ListGet.Op, CatalogGet.Op, ConfigGet.Op,
 		LeaseRequest.Op, LeaseRenew.Op, LeaseRelease.Op, LeaseReleaseAll.Op, LeaseCancel.Op,
 		LeaseGet.Op, LeaseRequestStatus.Op, LeaseList.Op, EventsSubscribe.Op, TokenCreate.Op, TokenList.Op,
 		TokenRevoke.Op, DaemonStop.Op, Passthrough.Op, CleanupRun.Op, DoctorRun.Op, NukeRun.Op, DeviceExec.Op, DeviceRelease.Op,

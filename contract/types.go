@@ -6,6 +6,7 @@ package contract
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -417,17 +418,76 @@ type QueueEntry struct {
 type StatusGetOut struct {
 	Daemon DaemonInfo `json:"daemon"`
 	// Workers is set by a gateway: one view per worker it knows.
-	Workers    []WorkerView `json:"workers,omitempty"`
-	Devices    []Device     `json:"devices"`
-	Leases     []Lease      `json:"leases"`
-	Capacity   Capacity     `json:"capacity"`
+	Workers  []WorkerView `json:"workers,omitempty"`
+	Devices  []Device     `json:"devices"`
+	Leases   []Lease      `json:"leases"`
+	Capacity Capacity     `json:"capacity"`
+	// QueueDepth counts every queued request; Queue lists only the first
+	// StatusQueueEntries of them, oldest first, so status.get costs the
+	// same behind a long queue. queue.list reads the rest.
 	QueueDepth int          `json:"queueDepth"`
 	Queue      []QueueEntry `json:"queue"`
+	// QueueByPlatform counts the queued requests per platform (a
+	// multi-device request under its first device's).
+	QueueByPlatform map[string]int `json:"queueByPlatform"`
+	// QueueNextCursor is set when the queue is longer than Queue: pass it
+	// to queue.list as cursor to read the requests after Queue's last.
+	QueueNextCursor string `json:"queueNextCursor,omitempty"`
 	// WarmPool explains the warm targets (absent from a gateway).
 	WarmPool *WarmPool `json:"warmPool,omitempty"`
 	// Goldens shows clone provisioning's golden devices and refused golden
 	// builds; absent when there are none (and from a gateway).
 	Goldens *Goldens `json:"goldens,omitempty"`
+}
+
+// StatusQueueEntries is how many queued requests status.get lists.
+const StatusQueueEntries = 50
+
+// QueueListDefaultLimit and QueueListMaxLimit bound one page of queue.list.
+const (
+	QueueListDefaultLimit = 100
+	QueueListMaxLimit     = 1000
+)
+
+type QueueListIn struct {
+	// Cursor continues a walk: a nextCursor from queue.list or status.get's
+	// queueNextCursor. Empty reads from the head of the queue. A cursor
+	// names a place in the queue's arrival order, so it stays valid while
+	// requests before it leave; it is valid for the daemon run that gave it.
+	Cursor string `json:"cursor,omitempty"`
+	Limit  int    `json:"limit,omitempty"` // default 100, at most 1000
+}
+
+// QueueCursor is cursor n on the wire; "" for 0, no cursor.
+func QueueCursor(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// ParseQueueCursor reads a queue.list cursor ("" is 0: the head).
+func ParseQueueCursor(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, Errorf(CodeBadRequest, "cursor %q is not a queue.list cursor", s).WithDetails("field", "cursor").
+			WithNext("pass nextCursor from queue.list or queueNextCursor from status.get, or no cursor to read from the head")
+	}
+	return n, nil
+}
+
+type QueueListOut struct {
+	// Entries are oldest first; position is each one's place in the whole
+	// queue when this page was read.
+	Entries []QueueEntry `json:"entries"`
+	// Depth counts every queued request.
+	Depth int `json:"depth"`
+	// NextCursor reads the next page; empty when this page reaches the
+	// tail of the queue.
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 type ListGetIn struct {

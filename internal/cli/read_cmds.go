@@ -52,6 +52,9 @@ func (a *app) statusCmd() *cobra.Command {
 				a.printf("  %d. %s wants %s %s %s (%s, waiting %s)\n", q.Position, q.RequesterID, q.Platform, q.Model, q.OSVersion, q.Phase,
 					time.Since(q.EnqueuedAt).Round(time.Second))
 			}
+			if more := st.QueueDepth - len(st.Queue); more > 0 {
+				a.printf("  ... and %d more (queue.list pages the whole queue)\n", more)
+			}
 			return nil
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports"
 )
 
@@ -294,18 +295,26 @@ func (b *capacityBook) reportLocked() CapacityReport {
 // one decision section so a lease and its device always agree (never a lease
 // whose device still reads reclaiming from the one before).
 type StatusSnapshot struct {
-	Devices  []DeviceRecord // sorted by id
-	Leases   []LeaseRecord  // sorted by grant time
-	Queue    []QueueEntry   // FIFO order
-	Capacity CapacityReport
+	Devices []DeviceRecord // sorted by id
+	Leases  []LeaseRecord  // sorted by grant time
+	// Queue is the first contract.StatusQueueEntries queued requests in
+	// FIFO order; QueueDepth counts them all, QueueByPlatform per platform
+	// and QueueNext is the cursor that reads on (RequestDesk.QueuePage; 0:
+	// Queue is the whole queue).
+	Queue           []QueueEntry
+	QueueDepth      int
+	QueueByPlatform map[string]int
+	QueueNext       uint64
+	Capacity        CapacityReport
 }
 
 // Status reads devices, leases, queue and capacity at one instant.
 func (e *Engine) Status() StatusSnapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacity.reportLocked(),
-		Leases: make([]LeaseRecord, 0, len(e.reg.leases)), Queue: e.queue.list()}
+	q := e.queue.page(0, contract.StatusQueueEntries)
+	s := StatusSnapshot{Devices: e.Sorted(), Capacity: e.capacity.reportLocked(), Leases: make([]LeaseRecord, 0, len(e.reg.leases)),
+		Queue: q.Entries, QueueDepth: q.Depth, QueueByPlatform: q.ByPlatform, QueueNext: q.Next}
 	for _, l := range e.reg.leases {
 		s.Leases = append(s.Leases, *l)
 	}

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"time"
+
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/waitq"
 )
@@ -17,6 +19,23 @@ type queue struct {
 	// withdraw.
 	emit   func(events.Event)
 	replan func()
+	// byPlatform counts the queued requests of each platform (a
+	// multi-device request under its first device's), kept by Push and
+	// remove so status.get reads the counts without walking the queue.
+	byPlatform map[string]int
+}
+
+// Push queues w as waitq's Push does and counts it under its platform.
+// It stands in for the embedded method, so every push is counted.
+func (q *queue) Push(w *waiter, at time.Time, timeout time.Duration) bool {
+	if !q.Queue.Push(w, at, timeout) {
+		return false
+	}
+	if q.byPlatform == nil {
+		q.byPlatform = map[string]int{}
+	}
+	q.byPlatform[w.spec.Platform]++
+	return true
 }
 
 // remove takes w out of the queue. withdraw also plans again; a caller of
@@ -24,7 +43,11 @@ type queue struct {
 // it ends, a grant in the planner) or need not (a noWait refusal: nothing
 // stands behind a request queued a moment ago).
 func (q *queue) remove(w *waiter) {
-	q.Remove(w)
+	if q.Remove(w) {
+		if q.byPlatform[w.spec.Platform]--; q.byPlatform[w.spec.Platform] <= 0 {
+			delete(q.byPlatform, w.spec.Platform)
+		}
+	}
 	q.left()
 }
 
@@ -43,9 +66,23 @@ func (q *queue) withdraw(w *waiter, ev events.Event) {
 // list is the queue oldest first; Position is the place in the FIFO,
 // counting requests whose device work is already running.
 func (q *queue) list() []QueueEntry {
-	out := make([]QueueEntry, 0, q.Len())
-	for i, w := range q.Entries() {
-		out = append(out, QueueEntry{Position: i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
+	return q.page(0, q.Len()).Entries
+}
+
+// page is up to limit entries queued after cursor (0: from the head),
+// oldest first, with the queue's depth and per-platform counts: O(log n
+// + limit + platforms), whatever the queue's length.
+func (q *queue) page(cursor uint64, limit int) QueuePage {
+	ws, index := q.After(cursor, limit)
+	out := QueuePage{Entries: make([]QueueEntry, 0, len(ws)), Depth: q.Len(), ByPlatform: make(map[string]int, len(q.byPlatform))}
+	for i, w := range ws {
+		out.Entries = append(out.Entries, QueueEntry{Position: index + i + 1, RequesterID: w.requester, OwnerID: w.owner, Spec: w.spec, Phase: w.phase, EnqueuedAt: w.enqueuedAt})
+	}
+	for p, n := range q.byPlatform {
+		out.ByPlatform[p] = n
+	}
+	if n := len(ws); n > 0 && index+n < q.Len() {
+		out.Next = q.Seq(ws[n-1])
 	}
 	return out
 }

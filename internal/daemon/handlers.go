@@ -67,6 +67,11 @@ func (d *Daemon) registerCommon(disp *dispatch.Dispatcher) {
 func (d *Daemon) register(disp *dispatch.Dispatcher) {
 	d.registerCommon(disp)
 	dispatch.Handle(disp, contract.StatusGet, d.statusGet)
+	dispatch.Handle(disp, contract.QueueList, func(_ context.Context, _ *dispatch.Call, in contract.QueueListIn) (contract.QueueListOut, error) {
+		cursor, err := contract.ParseQueueCursor(in.Cursor) // a refusal's out is dropped
+		p := d.engine.Requests().QueuePage(cursor, in.Limit)
+		return contract.QueueListOut{Entries: core.WireQueue(p.Entries), Depth: p.Depth, NextCursor: contract.QueueCursor(p.Next)}, err
+	})
 	dispatch.Handle(disp, contract.LeaseRequest, d.leaseRequest)
 	dispatch.Handle(disp, contract.LeaseRenew, func(_ context.Context, _ *dispatch.Call, in contract.LeaseRenewIn) (contract.Lease, error) {
 		l, err := d.engine.Renew(in.LeaseID, time.Duration(in.TTLMs)*time.Millisecond)
@@ -358,10 +363,7 @@ func (d *Daemon) leaseOut(l core.LeaseRecord) contract.Lease {
 }
 
 func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.StatusGetIn) (contract.StatusGetOut, error) {
-	out := contract.StatusGetOut{
-		Daemon:  d.daemonInfo(),
-		Devices: []contract.Device{}, Leases: []contract.Lease{}, Queue: []contract.QueueEntry{},
-	}
+	out := contract.StatusGetOut{Daemon: d.daemonInfo(), Devices: []contract.Device{}, Leases: []contract.Lease{}, Queue: []contract.QueueEntry{}, QueueByPlatform: map[string]int{}}
 	if !d.isReady() {
 		return out, nil // nothing is loaded before convergence finishes
 	}
@@ -396,11 +398,7 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 		out.Capacity.Platforms[p] = contract.PlatformCapacity{MaxRunning: pl.MaxRunning, MaxManaged: pl.MaxManaged,
 			Running: u.Running, Managed: u.Managed, Reserved: u.Reserved, RAMUsedBytes: u.RAMBytes}
 	}
-	for _, q := range snap.Queue {
-		out.Queue = append(out.Queue, contract.QueueEntry{Position: q.Position, RequesterID: q.RequesterID, Platform: q.Spec.Platform,
-			Model: q.Spec.Model, OSVersion: q.Spec.OSVersion, Phase: q.Phase, EnqueuedAt: q.EnqueuedAt})
-	}
-	out.QueueDepth = len(out.Queue)
+	out.Queue, out.QueueDepth, out.QueueByPlatform, out.QueueNextCursor = core.WireQueue(snap.Queue), snap.QueueDepth, snap.QueueByPlatform, contract.QueueCursor(snap.QueueNext)
 	out.Goldens = goldensOut(d.engine.Goldens().GoldenStatus())
 	return out, nil
 }

@@ -243,6 +243,15 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 		}
 		return g.Status(call.Session, base), nil
 	})
+	dispatch.Handle(d, contract.QueueList, func(_ context.Context, _ *dispatch.Call, in contract.QueueListIn) (contract.QueueListOut, error) {
+		cursor, err := contract.ParseQueueCursor(in.Cursor)
+		if err != nil {
+			return contract.QueueListOut{}, err
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.queuePageLocked(cursor, in.Limit).QueueListOut, nil
+	})
 	dispatch.Handle(d, contract.ListGet, func(_ context.Context, _ *dispatch.Call, in contract.ListGetIn) (contract.ListGetOut, error) {
 		devs := g.devices()
 		if in.Booted {

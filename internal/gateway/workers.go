@@ -652,14 +652,42 @@ func (g *Gateway) Status(s contract.Session, base contract.DaemonInfo) contract.
 			out.Capacity.Platforms[p] = sum
 		}
 	}
-	for _, qp := range g.queue.Positions(waits) {
-		// A request a worker is answering right now is still queued here
-		// until that worker begins device work.
-		p := qp.Entry
-		out.Queue = append(out.Queue, contract.QueueEntry{Position: qp.Pos, RequesterID: p.requester, Platform: p.in.Platform,
-			Model: p.in.Model, OSVersion: p.in.OSVersion, Phase: "queued", EnqueuedAt: g.queue.EnqueuedAt(p).UTC()})
+	page := g.queuePageLocked(0, contract.StatusQueueEntries)
+	out.Queue, out.QueueDepth, out.QueueByPlatform, out.QueueNextCursor = page.Entries, page.Depth, page.byPlatform, page.NextCursor
+	return out
+}
+
+type queuePage struct {
+	contract.QueueListOut
+	byPlatform map[string]int
+	last       *pending // the last entry listed
+}
+
+// queuePageLocked is up to limit of the fleet queue's waiting requests
+// queued after cursor (0: from the head), with the depth and per-platform
+// counts, as a worker's status.get and queue.list number them. A request
+// a worker is answering right now is still queued here until that worker
+// begins device work.
+func (g *Gateway) queuePageLocked(cursor uint64, limit int) queuePage {
+	if limit <= 0 {
+		limit = contract.QueueListDefaultLimit
 	}
-	out.QueueDepth = len(out.Queue)
+	limit = min(limit, contract.QueueListMaxLimit)
+	out := queuePage{QueueListOut: contract.QueueListOut{Entries: []contract.QueueEntry{}}, byPlatform: map[string]int{}}
+	for _, qp := range g.queue.Positions(waits) {
+		p := qp.Entry
+		out.Depth++
+		out.byPlatform[p.in.Platform]++
+		if seq := g.queue.Seq(p); seq <= cursor {
+			continue
+		} else if len(out.Entries) == limit {
+			out.NextCursor = contract.QueueCursor(g.queue.Seq(out.last))
+			continue
+		}
+		out.Entries = append(out.Entries, contract.QueueEntry{Position: qp.Pos, RequesterID: p.requester, Platform: p.in.Platform,
+			Model: p.in.Model, OSVersion: p.in.OSVersion, Phase: "queued", EnqueuedAt: g.queue.EnqueuedAt(p).UTC()})
+		out.last = p
+	}
 	return out
 }
 

@@ -12,7 +12,10 @@
 // its scheduling state, which is why it imports only the standard library.
 package waitq
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Timer is the part of a clock timer the queue needs: stopping it when its
 // entry leaves. ports.Timer satisfies it.
@@ -24,6 +27,7 @@ type Queue[T comparable] struct {
 	order []T
 	slots map[T]*slot
 	stamp uint64 // orders position decisions across the queue
+	seq   uint64 // the last sequence number Push gave
 }
 
 type slot struct {
@@ -31,6 +35,7 @@ type slot struct {
 	deadline time.Time // zero: no timeout
 	timer    Timer
 	pos      int // position last decided; 0: none yet
+	seq      uint64
 }
 
 // Position is one entry's place in the queue as numbered by a pass.
@@ -54,7 +59,8 @@ func (q *Queue[T]) Push(e T, at time.Time, timeout time.Duration) bool {
 	if _, dup := q.slots[e]; dup {
 		return false
 	}
-	s := &slot{enqueued: at}
+	q.seq++
+	s := &slot{enqueued: at, seq: q.seq}
 	if timeout > 0 {
 		s.deadline = at.Add(timeout)
 	}
@@ -101,6 +107,26 @@ func (q *Queue[T]) Len() int { return len(q.order) }
 // order, passing over the entries it cannot serve yet, and may Remove
 // entries (the one it visits or any other) as it goes.
 func (q *Queue[T]) Entries() []T { return append([]T(nil), q.order...) }
+
+// Seq is the sequence number Push gave e: it increases with every Push,
+// so it orders the queue and names a place in it that stays put while
+// other entries leave. It is 0 when e is not queued.
+func (q *Queue[T]) Seq(e T) uint64 {
+	if s := q.slots[e]; s != nil {
+		return s.seq
+	}
+	return 0
+}
+
+// After returns up to limit entries pushed after sequence number seq
+// (0: from the oldest), oldest first, with index, the place in the order
+// of the first of them (0-based). It costs O(log n + limit): the order
+// is by sequence number, so a binary search finds where to start.
+func (q *Queue[T]) After(seq uint64, limit int) (entries []T, index int) {
+	index = sort.Search(len(q.order), func(i int) bool { return q.slots[q.order[i]].seq > seq })
+	end := min(index+max(limit, 0), len(q.order))
+	return append([]T(nil), q.order[index:end]...), index
+}
 
 // Find returns the oldest entry match accepts.
 func (q *Queue[T]) Find(match func(T) bool) (T, bool) {

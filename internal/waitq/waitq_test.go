@@ -229,3 +229,39 @@ func TestDeadlinesAndTimers(t *testing.T) {
 		})
 	}
 }
+
+// TestAfterPagesByPushOrderAcrossRemovals walks the queue a page at a
+// time by sequence number: a page's cursor stays valid while entries
+// before or at it leave, and the walk sees every entry still queued
+// once, in order.
+func TestAfterPagesByPushOrderAcrossRemovals(t *testing.T) {
+	var q Queue[*entry]
+	var all []*entry
+	for i := range 7 {
+		e := &entry{name: fmt.Sprintf("e%d", i)}
+		all = append(all, e)
+		q.Push(e, t0, 0)
+	}
+	page, index := q.After(0, 3)
+	if names(page) != "e0,e1,e2" || index != 0 {
+		t.Fatalf("first page %q at %d, want e0,e1,e2 at 0", names(page), index)
+	}
+	cursor := q.Seq(page[len(page)-1])
+	// The cursor's own entry and one before it leave; one behind it too.
+	q.Remove(all[2])
+	q.Remove(all[0])
+	q.Remove(all[4])
+	page, index = q.After(cursor, 3)
+	if names(page) != "e3,e5,e6" || index != 1 {
+		t.Fatalf("second page %q at %d, want e3,e5,e6 at 1 (e1 is the only entry before them)", names(page), index)
+	}
+	if page, _ = q.After(q.Seq(page[len(page)-1]), 3); len(page) != 0 {
+		t.Fatalf("past the tail: %q, want nothing", names(page))
+	}
+	if q.Seq(all[0]) != 0 || q.Seq(all[1]) == 0 {
+		t.Fatalf("Seq: a removed entry reads %d (want 0), a queued one %d (want >0)", q.Seq(all[0]), q.Seq(all[1]))
+	}
+	if page, _ = q.After(0, 0); len(page) != 0 {
+		t.Fatalf("limit 0 returned %q", names(page))
+	}
+}
