@@ -15,8 +15,14 @@ import (
 // fake clock.
 func cloneHarness(t *testing.T) (*harness, *fakedrv.Cloning) {
 	t.Helper()
+	return cloneHarnessWith(t, core.Limits{MaxRunning: 1, MaxManaged: 4})
+}
+
+// cloneHarnessWith is cloneHarness under other limits.
+func cloneHarnessWith(t *testing.T, lim core.Limits) (*harness, *fakedrv.Cloning) {
+	t.Helper()
 	h := &harness{t: t}
-	*h = *newHarness(t, core.Limits{MaxRunning: 1, MaxManaged: 4})
+	*h = *newHarness(t, lim)
 	c := fakedrv.NewCloning(h.drv, h.clock)
 	for verb, d := range map[string]time.Duration{"erase": 300 * time.Millisecond, "first-boot": 30 * time.Second,
 		"clone": 500 * time.Millisecond, "boot": 1500 * time.Millisecond} {
@@ -205,5 +211,33 @@ func TestNoResetProbeWhileAnExecutionWaits(t *testing.T) {
 	// The spec idle for the window: the overdue probe runs at once.
 	if k, _, _ := cycleHeld(t, h, core.ResetProbeIdle); k != core.ResetErase {
 		t.Fatalf("after an idle window the due probe should run, got %s", k)
+	}
+}
+
+// With a second ready device of the spec, the next execution is served by
+// it while the released device runs the slower reset: a due probe runs
+// then even back to back (ADR 0092), so the figures stay measured.
+func TestResetProbeRunsWhileAnotherReadyDeviceServes(t *testing.T) {
+	h, _ := cloneHarnessWith(t, core.Limits{MaxRunning: 2, MaxManaged: 4})
+	a := leaseOn(t, h, "a", "ios", "Phone")
+	b := leaseOn(t, h, "b", "ios", "Phone")
+	for _, g := range []core.Grant{a, b} {
+		if err := h.engine.Release(g.Lease.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.engine.WaitIdle()
+	erases := 0
+	var got []string
+	for range 20 {
+		k, _, _ := cycle(t, h)
+		got = append(got, k)
+		if k == core.ResetErase {
+			erases++
+		}
+	}
+	// At most one erase measures the kind; the rest are probes.
+	if erases < 2 {
+		t.Fatalf("reset kinds %v: no probe ran though another ready device served each next execution", got)
 	}
 }
