@@ -61,8 +61,8 @@ type resetFigure struct {
 }
 
 // choose picks the reset kind for a device of spec key. cloneOK says a
-// clone reset is possible now (a fresh golden exists). An unmeasured kind
-// is tried first; then the faster one, except that every resetProbeEvery
+// clone reset is possible now (a fresh golden exists). The clone is tried
+// first, and the other kind, unmeasured, at the first reset probeOK allows; then the faster one, except that every resetProbeEvery
 // resets the slower one runs once. probeOK says no execution would wait
 // for the probe (resetBook.probeFreeLocked): a probe is a reset known to
 // be slower, so it waits until no request would wait for it (a release
@@ -78,10 +78,22 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 	ce, okE := r.avg[ResetErase]
 	cc, okC := r.avg[ResetClone]
 	switch {
-	case !okC:
+	case !okC && !okE:
 		return ResetClone
-	case !okE:
-		return ResetErase
+	case !okC || !okE:
+		// The first measurement of the other kind is a probe too: it may
+		// be the slow one (an erase's first boot), so it waits for probeOK
+		// like every probe (ADR 0092).
+		if !probeOK {
+			if okC {
+				return ResetClone
+			}
+			return ResetErase
+		}
+		if okC {
+			return ResetErase
+		}
+		return ResetClone
 	}
 	fast, slow := ResetClone, ResetErase
 	if ce < cc {

@@ -82,8 +82,8 @@ func TestResetChoiceFollowsRecordedTimings(t *testing.T) {
 	var got []string
 	for i := range 10 {
 		hold := time.Duration(0)
-		if i == 9 {
-			hold = core.ResetProbeIdle
+		if i == 1 || i == 9 {
+			hold = core.ResetProbeIdle // the first erase and the probe
 		}
 		k, _, _ := cycleHeld(t, h, hold)
 		got = append(got, k)
@@ -133,7 +133,7 @@ func TestCloneResetReplacesTheDeviceAndFallsBack(t *testing.T) {
 	}
 
 	// The clone failing leaves the device as it was, and erases it.
-	cycle(t, h) // the erase probe
+	cycleHeld(t, h, core.ResetProbeIdle) // the erase, measured once the spec is idle
 	h.drv.SetFail("clone", 1)
 	k, before, after = cycle(t, h)
 	if k != core.ResetClone || after.Handle != before.Handle {
@@ -161,8 +161,12 @@ func TestCloneResetReplacesTheDeviceAndFallsBack(t *testing.T) {
 // kind, and the probe runs at the next reset nobody waits for.
 func TestSlowerResetProbeWaitsWhileARequestWaits(t *testing.T) {
 	h, _ := cloneHarness(t)
-	for range 9 {
-		cycle(t, h) // clone, erase, then seven clones: the probe is due
+	for i := range 9 {
+		hold := time.Duration(0)
+		if i == 1 {
+			hold = core.ResetProbeIdle // the first erase waits for an idle spec
+		}
+		cycleHeld(t, h, hold) // clone, erase, then seven clones: the probe is due
 	}
 	g := leaseOn(t, h, "r", "ios", "Phone")
 	waiting := h.async(core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "w", OwnerID: "w", TTL: time.Hour})
@@ -201,14 +205,27 @@ func TestNoResetProbeWhileAnExecutionWaits(t *testing.T) {
 		k, _, _ := cycle(t, h) // back to back: each lease comes right after the reset
 		got = append(got, k)
 	}
-	if want := "clone erase" + strings.Repeat(" clone", 18); strings.Join(got, " ") != want {
+	// Not even the first erase, which measures the kind, runs back to back.
+	if want := "clone" + strings.Repeat(" clone", 19); strings.Join(got, " ") != want {
 		t.Fatalf("back-to-back reset kinds %v, want %s: no probe while the next execution comes", got, want)
 	}
 	// Held just short of the window: still no probe.
 	if k, _, _ := cycleHeld(t, h, core.ResetProbeIdle-time.Second); k != core.ResetClone {
 		t.Fatalf("a lease held %v (under the window) was reset by %s", core.ResetProbeIdle-time.Second, k)
 	}
-	// The spec idle for the window: the overdue probe runs at once.
+	// The spec idle for the window: the erase is measured at once, and
+	// later due probes wait in the same way.
+	if k, _, _ := cycleHeld(t, h, core.ResetProbeIdle); k != core.ResetErase {
+		t.Fatalf("after an idle window the erase should be measured, got %s", k)
+	}
+	got = got[:0]
+	for range 10 {
+		k, _, _ := cycle(t, h)
+		got = append(got, k)
+	}
+	if want := "clone" + strings.Repeat(" clone", 9); strings.Join(got, " ") != want {
+		t.Fatalf("back-to-back reset kinds after the measurement %v, want %s", got, want)
+	}
 	if k, _, _ := cycleHeld(t, h, core.ResetProbeIdle); k != core.ResetErase {
 		t.Fatalf("after an idle window the due probe should run, got %s", k)
 	}
