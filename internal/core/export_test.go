@@ -31,3 +31,7 @@ func (gd GoldenDesk) GoldenRefusals() map[string]string {
 	}
 	return out
 }
+
+// ResetProbeIdle is how long a spec must have had no grant before a reset
+// probe may run on its only device (ADR 0092).
+const ResetProbeIdle = resetProbeIdle

@@ -38,6 +38,13 @@ type Cloner interface {
 // kind out of use for ever.
 const resetProbeEvery = 8
 
+// resetProbeIdle is how long a spec must have had no grant before a probe
+// may run on the only device that could serve its next request (ADR 0092):
+// executions that follow one another leave nobody queued at the release,
+// yet the next one comes right after, and a probe then makes it wait for
+// the slower reset.
+const resetProbeIdle = 5 * time.Minute
+
 // resetFigures is the per-spec moving figure of each reset kind's
 // duration on this machine, from the purges the engine ran: the choice
 // between the kinds follows what this machine measured, not a constant.
@@ -54,12 +61,13 @@ type resetFigure struct {
 }
 
 // choose picks the reset kind for a device of spec key. cloneOK says a
-// clone reset is possible now (a fresh golden exists). An unmeasured kind
-// is tried first; then the faster one, except that every resetProbeEvery
-// resets the slower one runs once. probeOK says nobody waits for the
-// spec: a probe is a reset known to be slower, so it waits until no
-// request would wait for it (a release must not make the next execution
-// wait longer than it has to), and runs at the first reset after that.
+// clone reset is possible now (a fresh golden exists). The clone is tried
+// first, and the other kind, unmeasured, at the first reset probeOK allows; then the faster one, except that every resetProbeEvery
+// resets the slower one runs once. probeOK says no execution would wait
+// for the probe (resetBook.probeFreeLocked): a probe is a reset known to
+// be slower, so it waits until no request would wait for it (a release
+// must not make the next execution wait longer than it has to), and runs
+// at the first reset after that.
 func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 	if !cloneOK {
 		return ResetErase
@@ -70,10 +78,22 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 	ce, okE := r.avg[ResetErase]
 	cc, okC := r.avg[ResetClone]
 	switch {
-	case !okC:
+	case !okC && !okE:
 		return ResetClone
-	case !okE:
-		return ResetErase
+	case !okC || !okE:
+		// The first measurement of the other kind is a probe too: it may
+		// be the slow one (an erase's first boot), so it waits for probeOK
+		// like every probe (ADR 0092).
+		if !probeOK {
+			if okC {
+				return ResetClone
+			}
+			return ResetErase
+		}
+		if okC {
+			return ResetErase
+		}
+		return ResetClone
 	}
 	fast, slow := ResetClone, ResetErase
 	if ce < cc {
@@ -85,6 +105,30 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 		return slow
 	}
 	return fast
+}
+
+// probeFreeLocked reports whether a probe of the slower reset kind on
+// device id, of spec key, would make no execution wait (ADR 0092): nobody
+// is queued for the spec, and either another device of the spec is ready
+// and free to serve the next request, or the spec has had no grant for
+// resetProbeIdle, so its next request is not expected within the probe.
+func (b *resetBook) probeFreeLocked(key, id string, now time.Time) bool {
+	if b.specWaitedForLocked(key) {
+		return false
+	}
+	var last time.Time
+	for _, d := range b.reg.devices {
+		if d.Spec.Key() != key {
+			continue
+		}
+		if d.ID != id && d.State == StateReady && b.reg.opLock(d.ID) == "" && !b.reg.leased(d.ID) {
+			return true
+		}
+		if d.LastLeasedAt.After(last) {
+			last = d.LastLeasedAt
+		}
+	}
+	return now.Sub(last) >= resetProbeIdle
 }
 
 // specWaitedForLocked reports whether a queued request waits for a device
@@ -197,9 +241,9 @@ func (b *resetBook) purge(ctx context.Context, o *deviceOp) (stopped bool, kind 
 		stopped, err = b.eng.purgeByErase(ctx, o.drv, o.rec)
 		return stopped, "", err
 	}
-	waited := false
-	b.eng.section(func() { waited = b.specWaitedForLocked(key) })
-	if b.figures.choose(key, c.CloneReady(o.rec.Spec), !waited) == ResetClone {
+	probeOK := false
+	b.eng.section(func() { probeOK = b.probeFreeLocked(key, o.id, b.eng.now()) })
+	if b.figures.choose(key, c.CloneReady(o.rec.Spec), probeOK) == ResetClone {
 		stopped, kind, err = b.purgeByClone(ctx, o, c)
 	} else {
 		kind = ResetErase

@@ -159,6 +159,50 @@ func TestBootstatusBootsAShutdownDevice(t *testing.T) {
 	}
 }
 
+// bootstatus -b on a shut-down device is the whole boot in one process:
+// it returns only once the boot time of the speed model has passed, having
+// printed progress, and leaves the device Booted.
+func TestBootstatusDashBBootsAndWaitsForTheBoot(t *testing.T) {
+	h := newHarness(t, EnvSpeed, "0.03") // a 0.9 s first boot
+	u := h.create("Phone", "iPhone 15", "iOS 18.0")
+	start := time.Now()
+	out := h.must("bootstatus", u, "-b")
+	if elapsed := time.Since(start); elapsed < 800*time.Millisecond {
+		t.Errorf("bootstatus -b returned after %v, before a 0.9 s boot could finish", elapsed)
+	}
+	if !strings.HasPrefix(out, "Monitoring boot status for Phone ("+u+").\n[") || !strings.Contains(out, "\n\tWaiting on ") {
+		t.Errorf("bootstatus -b output:\n%s", out)
+	}
+	if got := h.state(u); got != "Booted" {
+		t.Errorf("after bootstatus -b: %s", got)
+	}
+}
+
+// Without -b, bootstatus does not boot a shut-down device: it waits for
+// someone else to, and returns once they have.
+func TestBootstatusWithoutBWaitsForAShutdownDevice(t *testing.T) {
+	h := newHarness(t, EnvSpeed, "0.03")
+	u := h.create("Phone", "iPhone 15", "iOS 18.0")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	r := h.runCtx(ctx, "xcrun", "simctl", "bootstatus", u)
+	cancel()
+	if r.code == 0 {
+		t.Errorf("bootstatus without -b returned for a shut-down device: %+v", r)
+	}
+	if got := h.state(u); got != "Shutdown" {
+		t.Errorf("bootstatus without -b booted the device: %s", got)
+	}
+	done := make(chan result, 1)
+	go func() { done <- h.simctl("bootstatus", u) }()
+	h.must("boot", u)
+	if r := <-done; r.code != 0 {
+		t.Errorf("bootstatus after someone booted the device: %+v", r)
+	}
+	if got := h.state(u); got != "Booted" {
+		t.Errorf("after the boot: %s", got)
+	}
+}
+
 func TestCrashAfterFault(t *testing.T) {
 	h := newHarness(t, EnvFaults, "crash-after=200@1")
 	u := h.create("Phone", "iPhone 15", "iOS 18.0")

@@ -504,24 +504,25 @@ func (d *Driver) buildGolden(ctx context.Context, key string, want golden) error
 	if err := record(g); err != nil {
 		return err
 	}
-	steps := [][]string{{"boot", udid}, {"bootstatus", udid, "-b"}, {"shutdown", udid}}
-	for i, s := range steps {
-		if _, err := d.goldenSimctl(ctx, s...); err != nil {
-			if st, ok := stateOf(err); ok && s[0] == "boot" && (st == StateBooted || st == StateBooting) {
-				continue
+	// Boot it once (bootstatus -b boots and waits in one process) so its
+	// clones skip the first boot, then shut it down to be cloned.
+	_, err = bootAndWait(ctx, d.goldenSimctl, udid)
+	if err == nil {
+		_, err = d.goldenSimctl(ctx, "shutdown", udid)
+	}
+	if err != nil {
+		// It may be running (the boot can fail after it started, or the wait
+		// time out), and once the build ends the engine no longer counts it
+		// as running: shut it down, with a context of its own since ctx may
+		// be what ended. An already shut-down device is no news.
+		sctx, cancel := d.withTimeout(context.WithoutCancel(ctx), d.timeouts.Command, "simctl shutdown "+udid)
+		if _, serr := d.goldenSimctl(sctx, "shutdown", udid); serr != nil {
+			if st, ok := stateOf(serr); !ok || st != StateShutdown {
+				d.log.Warn("a failed golden build left its simulator up", "udid", udid, "err", serr)
 			}
-			if i > 0 {
-				// It may be running, and once the build ends the engine no
-				// longer counts it as running: shut it down, with a context
-				// of its own since ctx may be what ended.
-				sctx, cancel := d.withTimeout(context.WithoutCancel(ctx), d.timeouts.Command, "simctl shutdown "+udid)
-				if _, serr := d.goldenSimctl(sctx, "shutdown", udid); serr != nil {
-					d.log.Warn("a failed golden build left its simulator up", "udid", udid, "err", serr)
-				}
-				cancel()
-			}
-			return err
 		}
+		cancel()
+		return err
 	}
 	g.Ready = true
 	if err := record(g); err != nil {

@@ -46,7 +46,7 @@ type Timeouts struct {
 	// Command bounds list, create, shutdown, erase and delete (default 2m;
 	// erase can take tens of seconds on a loaded machine).
 	Command time.Duration
-	// Boot bounds boot plus `bootstatus -b` together (default 180s: boots
+	// Boot bounds `bootstatus -b`, the boot and the wait for it (default 180s: boots
 	// take ~30s but vary by a third or more, so this is a ceiling for a stuck
 	// device, not a service level).
 	Boot time.Duration
@@ -312,8 +312,10 @@ func deviceName() (string, error) {
 	return "simlock-" + hex.EncodeToString(b[:]), nil
 }
 
-// MakeReady boots the device and waits for bootstatus to report it usable.
-// A device that is already booted (or booting) is not an error.
+// MakeReady boots the device and waits until it is usable, in one SDK
+// process: `simctl bootstatus <udid> -b` boots a shut-down device and
+// monitors it until it has booted, and reports a booted one at once. A
+// device that is already booted (or booting) is not an error.
 func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 	udid, err := handle(dev)
 	if err != nil {
@@ -322,18 +324,11 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 	if err := d.requireOwned(ctx, udid); err != nil {
 		return err
 	}
-	// One deadline covers boot and bootstatus: what matters to the caller is
-	// the time until the device is usable.
+	// One deadline covers the boot and the wait: what matters to the caller
+	// is the time until the device is usable.
 	bctx, cancel := d.withTimeout(ctx, d.timeouts.Boot, "boot "+udid)
 	defer cancel()
-	if _, err := d.simctl(bctx, "boot", udid); err != nil {
-		st, ok := stateOf(err)
-		if !ok || (st != StateBooted && st != StateBooting) {
-			return err
-		}
-		d.log.Debug("boot: device already up", "udid", udid, "state", st)
-	}
-	out, err := d.simctl(bctx, "bootstatus", udid, "-b")
+	out, err := bootAndWait(bctx, d.simctl, udid)
 	if err != nil {
 		return err
 	}
@@ -341,6 +336,19 @@ func (d *Driver) MakeReady(ctx context.Context, dev core.DeviceRef) error {
 	d.log.Debug("device ready", "udid", udid, "alreadyBooted", bs.AlreadyBooted, "progressBlocks", len(bs.Progress))
 	// Slim mode: after every boot, a reclaim's erase included (slim.go).
 	return d.applySlim(ctx, dev)
+}
+
+// bootAndWait runs `bootstatus <udid> -b` through run. When its boot is
+// refused because the device is already Booted or Booting (someone else
+// started it between bootstatus's look and its boot), the device is on its
+// way up, and one more `bootstatus -b` waits for it or reports it booted.
+// Any other failure is returned as simctl reported it.
+func bootAndWait(ctx context.Context, run func(context.Context, ...string) ([]byte, error), udid string) ([]byte, error) {
+	out, err := run(ctx, "bootstatus", udid, "-b")
+	if st, ok := stateOf(err); ok && (st == StateBooted || st == StateBooting) {
+		return run(ctx, "bootstatus", udid, "-b")
+	}
+	return out, err
 }
 
 // Reclaim wipes the device (shutdown, erase) and boots it again: erase is the

@@ -401,6 +401,9 @@ func TestProvision(t *testing.T) {
 func TestMakeReady(t *testing.T) {
 	ctx := context.Background()
 	bootstatus := transcript(t)["xcrun simctl bootstatus "+transcriptUDID+" -b"]
+	// bootstatus -b boots the device itself; when that boot is refused
+	// because another caller booted it first, one more bootstatus -b waits
+	// for it (or reports it booted) instead of failing.
 	for _, file := range []string{
 		"errors/boot-already-booted-code164-xcode10.txt",
 		"errors/boot-already-booted-code405-exit149.txt",
@@ -409,7 +412,7 @@ func TestMakeReady(t *testing.T) {
 		t.Run("already booted "+file, func(t *testing.T) {
 			h := newHarness(t)
 			h.expect(
-				fake.Step{Match: h.sim("boot " + transcriptUDID), ExitCode: 149, Stderr: string(readFixture(t, file))},
+				fake.Step{Match: h.sim("bootstatus " + transcriptUDID + " -b"), ExitCode: 149, Stderr: string(readFixture(t, file))},
 				fake.Step{Match: h.sim("bootstatus " + transcriptUDID + " -b"), Stdout: bootstatus},
 			)
 			if err := h.d.MakeReady(ctx, ref(transcriptUDID)); err != nil {
@@ -418,20 +421,33 @@ func TestMakeReady(t *testing.T) {
 			h.assertDone()
 		})
 	}
-	t.Run("fresh boot", func(t *testing.T) {
+	t.Run("booted device is one process", func(t *testing.T) {
+		h := newHarness(t)
+		h.expect(fake.Step{Match: h.sim("bootstatus " + transcriptUDID + " -b"), Stdout: bootstatus})
+		if err := h.d.MakeReady(ctx, ref(transcriptUDID)); err != nil {
+			t.Fatal(err)
+		}
+		h.assertDone()
+		if len(h.runner.Calls) != 1 {
+			t.Fatalf("calls %q, want the one bootstatus -b", h.runner.Calls)
+		}
+	})
+	t.Run("fresh boot is one process", func(t *testing.T) {
 		h := newHarness(t)
 		h.expect(
-			fake.Step{Match: h.sim("boot " + transcriptUDID)},
 			fake.Step{Match: h.sim("bootstatus " + transcriptUDID + " -b"), Stdout: string(readFixture(t, "bootstatus-data-migration-excerpt-2021.txt"))},
 		)
 		if err := h.d.MakeReady(ctx, ref(transcriptUDID)); err != nil {
 			t.Fatal(err)
 		}
 		h.assertDone()
+		if len(h.runner.Calls) != 1 {
+			t.Fatalf("calls %q, want the one bootstatus -b", h.runner.Calls)
+		}
 	})
 	t.Run("boot failure surfaces the simctl error", func(t *testing.T) {
 		h := newHarness(t)
-		h.expect(fake.Step{Match: h.sim("boot " + transcriptUDID), ExitCode: 60,
+		h.expect(fake.Step{Match: h.sim("bootstatus " + transcriptUDID + " -b"), ExitCode: 60,
 			Stderr: string(readFixture(t, "errors/boot-launchd-failed-posix60-xcode14.txt"))})
 		err := h.d.MakeReady(ctx, ref(transcriptUDID))
 		var se *SimError
@@ -442,11 +458,15 @@ func TestMakeReady(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Result.ExitCode != 60 {
 			t.Fatalf("exit error lost: %v", err)
 		}
+		// A real failure is not retried.
+		h.assertDone()
+		if len(h.runner.Calls) != 1 {
+			t.Fatalf("calls %q, want no retry of a failed boot", h.runner.Calls)
+		}
 	})
 	t.Run("bootstatus hang hits the boot timeout", func(t *testing.T) {
 		h := newHarness(t)
 		h.expect(
-			fake.Step{Match: h.sim("boot " + transcriptUDID)},
 			fake.Step{Match: h.sim("bootstatus " + transcriptUDID + " -b"), Do: func(ctx context.Context, _ ports.Command) error {
 				<-ctx.Done()
 				return ctx.Err()
@@ -534,14 +554,13 @@ func TestReclaim(t *testing.T) {
 	h.expect(
 		fake.Step{Match: h.sim("shutdown " + bootedUDID)},
 		fake.Step{Match: h.sim("erase " + bootedUDID)},
-		fake.Step{Match: h.sim("boot " + bootedUDID)},
 		fake.Step{Match: h.sim("bootstatus " + bootedUDID + " -b")},
 	)
 	if err := h.d.Reclaim(context.Background(), ref(bootedUDID)); err != nil {
 		t.Fatal(err)
 	}
 	h.assertDone()
-	want := []string{"shutdown", "erase", "boot", "bootstatus"}
+	want := []string{"shutdown", "erase", "bootstatus"}
 	if len(h.runner.Calls) != len(want) {
 		t.Fatalf("calls %q, want the verbs %v", h.runner.Calls, want)
 	}
