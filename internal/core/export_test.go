@@ -33,5 +33,5 @@ func (gd GoldenDesk) GoldenRefusals() map[string]string {
 }
 
 // ResetProbeIdle is how long a spec must have had no grant before a reset
-// probe may run on its only device (ADR 0092).
+// probe may run on its only device (ADR 0093).
 const ResetProbeIdle = resetProbeIdle

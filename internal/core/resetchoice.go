@@ -39,7 +39,7 @@ type Cloner interface {
 const resetProbeEvery = 8
 
 // resetProbeIdle is how long a spec must have had no grant before a probe
-// may run on the only device that could serve its next request (ADR 0092):
+// may run on the only device that could serve its next request (ADR 0093):
 // executions that follow one another leave nobody queued at the release,
 // yet the next one comes right after, and a probe then makes it wait for
 // the slower reset.
@@ -83,7 +83,7 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 	case !okC || !okE:
 		// The first measurement of the other kind is a probe too: it may
 		// be the slow one (an erase's first boot), so it waits for probeOK
-		// like every probe (ADR 0092).
+		// like every probe (ADR 0093).
 		if !probeOK {
 			if okC {
 				return ResetClone
@@ -108,7 +108,7 @@ func (f *resetFigures) choose(key string, cloneOK, probeOK bool) string {
 }
 
 // probeFreeLocked reports whether a probe of the slower reset kind on
-// device id, of spec key, would make no execution wait (ADR 0092): nobody
+// device id, of spec key, would make no execution wait (ADR 0093): nobody
 // is queued for the spec, and either another device of the spec is ready
 // and free to serve the next request, or the spec has had no grant for
 // resetProbeIdle, so its next request is not expected within the probe.

@@ -42,7 +42,7 @@ func cycle(t *testing.T, h *harness) (kind string, before, after core.DeviceReco
 
 // cycleHeld is cycle with the lease held for hold on the fake clock: a
 // lease held past core.ResetProbeIdle leaves its spec idle long enough for
-// a due reset probe to run at its release (ADR 0092).
+// a due reset probe to run at its release (ADR 0093).
 func cycleHeld(t *testing.T, h *harness, hold time.Duration) (kind string, before, after core.DeviceRecord) {
 	t.Helper()
 	g, err := h.engine.Request(context.Background(), core.Request{
@@ -197,7 +197,7 @@ func TestSlowerResetProbeWaitsWhileARequestWaits(t *testing.T) {
 // queued when a release decides its reset, yet the next execution comes
 // right after and would wait out a probe of the slower kind. The probe
 // waits until the spec has been idle for the probe window or another ready
-// device of the spec could serve the next request (ADR 0092).
+// device of the spec could serve the next request (ADR 0093).
 func TestNoResetProbeWhileAnExecutionWaits(t *testing.T) {
 	h, _ := cloneHarness(t)
 	var got []string
@@ -233,7 +233,7 @@ func TestNoResetProbeWhileAnExecutionWaits(t *testing.T) {
 
 // With a second ready device of the spec, the next execution is served by
 // it while the released device runs the slower reset: a due probe runs
-// then even back to back (ADR 0092), so the figures stay measured.
+// then even back to back (ADR 0093), so the figures stay measured.
 func TestResetProbeRunsWhileAnotherReadyDeviceServes(t *testing.T) {
 	h, _ := cloneHarnessWith(t, core.Limits{MaxRunning: 2, MaxManaged: 4})
 	a := leaseOn(t, h, "a", "ios", "Phone")
