@@ -88,7 +88,7 @@ func TestConfSessionKeeperCutOffMidPrepareCancelsIt(t *testing.T) {
 			w.mustRun("daemon", "start")
 			k, stdin := w.startKeeper("cut", "o")
 			eventually(t, "the keeper's device to start booting", 20*time.Second, func() bool {
-				return len(matching(w.commandLog(logPath), "simctl", " boot ")) > 0
+				return booting(w.commandLog(logPath))
 			})
 			if st := w.confStatus("cut", "o"); st.Status != "pending" {
 				t.Fatalf("before the cut the session is %+v, want pending", st)

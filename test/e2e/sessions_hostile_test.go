@@ -39,9 +39,9 @@ func TestSessionKeeperKilledMidPrepareEndsTypedAndLeaksNothing(t *testing.T) {
 	defer keeper.Process.Kill()
 	_, _ = stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}` + "\n"))
 	eventually(t, "the keeper's device to start booting", 20*time.Second, func() bool {
-		// " boot " with its spaces: the daemon's startup runs
-		// `simctl list devices booted`, which is no boot.
-		return len(matching(w.commandLog(logPath), "simctl", " boot ")) > 0
+		// Not any "boot": the daemon's startup runs `simctl list
+		// devices booted`, which is no boot.
+		return booting(w.commandLog(logPath))
 	})
 	if st := w.sessionStatus("kept", "o"); st.Status != "pending" {
 		t.Fatalf("before the kill the session is %+v, want pending (mid-prepare)", st)

@@ -77,6 +77,18 @@ func (w *world) sessionStatus(req, token string) sessionReceipt {
 }
 
 // lines of the command log that contain every word.
+// booting reports whether the tool log shows a simulator boot: the
+// driver boots with one `simctl bootstatus <udid> -b`, which boots and
+// waits; a plain `simctl boot` counts too.
+func booting(log []string) bool {
+	for _, l := range log {
+		if strings.Contains(l, "simctl") && (strings.Contains(l, " boot ") || (strings.Contains(l, " bootstatus ") && strings.HasSuffix(strings.TrimSpace(l), " -b"))) {
+			return true
+		}
+	}
+	return false
+}
+
 func matching(log []string, words ...string) []int {
 	var at []int
 	for i, l := range log {

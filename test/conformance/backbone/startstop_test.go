@@ -158,7 +158,8 @@ func TestBackboneAGracefulStopDrainsAPurgeInFlight(t *testing.T) {
 	// What the stopped daemon left in the simulated SDK: every step of the
 	// erase reset ran, the holder's data is gone, the simulator is booted.
 	log := calls()
-	steps := []string{"shutdown " + l.Device.UDID, "erase " + l.Device.UDID, "boot " + l.Device.UDID}
+	// The boot is one `bootstatus -b`, which boots and waits (issue 25).
+	steps := []string{"shutdown " + l.Device.UDID, "erase " + l.Device.UDID, "bootstatus " + l.Device.UDID + " -b"}
 	at := 0
 	for _, s := range steps {
 		i := strings.Index(log[at:], s)
