@@ -146,7 +146,7 @@ type groupOps interface {
 
 // plan is a group waiter as the planner sees it.
 func (b *groupBook) plan(w *waiter) PlanWaiter {
-	pw := PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), NoWait: w.noWait,
+	pw := PlanWaiter{Platform: w.spec.Platform, SpecKey: w.key, NoWait: w.noWait,
 		Working: w.evicting || b.preparing(w), Blocking: w.bypassed >= b.bypass}
 	for _, s := range w.group {
 		pw.Group = append(pw.Group, PlanWaiter{Platform: s.Platform, SpecKey: s.Key(), RAM: b.footprint(s)})

@@ -120,6 +120,7 @@ type waiter struct {
 	requester  string
 	owner      string
 	spec       Spec
+	key        string // spec.Key(), kept: the queue's readers ask it of every waiter
 	ttl        time.Duration
 	enqueuedAt time.Time
 	progress   func(Progress)
@@ -224,6 +225,7 @@ func (e *Engine) request(ctx context.Context, r Request, progress func(Progress)
 		spec = group[0]
 		w.spec = spec
 	}
+	w.key = spec.Key()
 	// The wait's clock starts before the request is queued: once anyone
 	// can see it queued (request.queued), its deadline already exists, so
 	// time passing after that moment always counts (a fake clock advanced
@@ -398,7 +400,7 @@ func (e *Engine) grantWarmLocked(w *waiter) bool {
 	if len(w.group) > 0 || w.device != "" || w.slot != "" {
 		return false
 	}
-	key := w.spec.Key()
+	key := w.key
 	d, ok := e.reg.warmest(key, func(d *DeviceRecord) bool { return e.pool.of(d, w.system) })
 	if !ok {
 		return false
@@ -408,7 +410,7 @@ func (e *Engine) grantWarmLocked(w *waiter) bool {
 		if x == w {
 			continue
 		}
-		if len(x.group) > 0 || x.evicting || x.device == d.ID || (!x.working && x.spec.Platform == w.spec.Platform && x.spec.Key() == key) {
+		if len(x.group) > 0 || x.evicting || x.device == d.ID || (!x.working && x.key == key) {
 			return false
 		}
 		others = others || !x.working
@@ -494,7 +496,7 @@ func (e *Engine) planInputLocked(queue []*waiter, warm bool) PlanInput {
 			in.Queue = append(in.Queue, e.groups.plan(w))
 			continue
 		}
-		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.spec.Key(), RAM: e.footprintLocked(w.spec),
+		in.Queue = append(in.Queue, PlanWaiter{Platform: w.spec.Platform, SpecKey: w.key, RAM: e.footprintLocked(w.spec),
 			// A targeted waiter is served by the targeted book alone (targetBook.serveLocked): to
 			// the planner it is always in flight, so no other device is
 			// granted, booted or made for it.

@@ -135,7 +135,7 @@ func (b *resetBook) probeFreeLocked(key, id string, now time.Time) bool {
 // of spec key.
 func (b *resetBook) specWaitedForLocked(key string) bool {
 	for _, w := range b.queue.Entries() {
-		if w.spec.Key() == key {
+		if w.key == key {
 			return true
 		}
 	}

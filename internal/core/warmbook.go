@@ -206,11 +206,16 @@ func countDemand(v registryView) map[string]demandNow {
 		}
 	}
 	for _, w := range v.queue.Entries() {
-		specs := w.group
-		if len(specs) == 0 {
-			specs = []Spec{w.spec}
+		if len(w.group) == 0 {
+			c := cur[w.key]
+			if c.spec.Platform == "" {
+				c.spec = w.spec
+			}
+			c.queued++
+			cur[w.key] = c
+			continue
 		}
-		for _, sp := range specs {
+		for _, sp := range w.group {
 			k := sp.Key()
 			c := cur[k]
 			if c.spec.Platform == "" {
