@@ -59,7 +59,7 @@ func main() {
 	hold := flag.Duration("hold", 2*time.Minute, "how long each execution of (a) holds its device, at real speed (scaled by -speed)")
 	only := flag.String("only", "", "run only these scenarios, by letter (e.g. \"ag\"); the report then lacks the others")
 	profiles := flag.String("heapprofiles", "", "directory for (f)'s daemon heap profiles before and after the cycles (go tool pprof -base)")
-	rssCycles := flag.Int("rsscycles", 0, "lease+release cycles for (f)'s growth figure (0: 10000, or 500 with -quick)")
+	rssCycles := flag.Int("rsscycles", 0, "mixed cycles (grant, no-wait refusal, release) for (f)'s growth figure (0: 10000, or 500 with -quick)")
 	quietWait := flag.Duration("quietwait", 2*time.Minute, "before each (c) path, wait up to this long for the 1-minute load average to fall below 0.5 per CPU (0 with -quick unless set)")
 	replot := flag.String("replot", "", "rewrite the report from a samples file of an earlier run, measuring nothing")
 	flag.Parse()

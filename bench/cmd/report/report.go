@@ -321,7 +321,7 @@ func (r *report) write(dir string) error {
 	row("idle, no devices", m.Idle, m.IdleGC)
 	row(fmt.Sprintf("%d leases and %d queued requests", m.Leases, m.Queued), m.Loaded, m.LoadedGC)
 	row("after warm-up cycles", m.BeforeCycles, m.BeforeCyclesGC)
-	row(fmt.Sprintf("after %d more lease+release cycles", m.Cycles), m.AfterCycles, m.AfterCyclesGC)
+	row(fmt.Sprintf("after %d more mixed cycles", m.Cycles), m.AfterCycles, m.AfterCyclesGC)
 	p("\nGrowth over the %d cycles: RSS %s MiB", m.Cycles, mib(m.AfterCycles-m.BeforeCycles))
 	if m.AfterCyclesGC.RSS > 0 {
 		p("; after a forced GC, RSS %s MiB and live heap %s MiB (%s bytes per cycle)", mib(m.AfterCyclesGC.RSS-m.BeforeCyclesGC.RSS),
@@ -329,6 +329,14 @@ func (r *report) write(dir string) error {
 			num(float64(int64(m.AfterCyclesGC.HeapLiveBytes)-int64(m.BeforeCyclesGC.HeapLiveBytes))/float64(max(m.Cycles, 1))))
 	}
 	p(".\n\n")
+	if m.ReceiptBound > 0 {
+		p("The cycles are mixed: half the devices stay held while the other half rotate through a grant and a release, every grant is followed by a `--no-wait` request that finds nothing free (%d refusals in the measured cycles), and every eighth grant carries an idempotency key. With `requests.maxReceipts` at %d the receipts table held %d rows before the measured cycles and %d after (%s).\n\n",
+			m.Refusals, m.ReceiptBound, m.ReceiptsBefore, m.ReceiptsAfter, verdict(m.ReceiptsAfter <= m.ReceiptBound))
+		if m.AfterCyclesGC.RSS > 0 {
+			grow := int64(m.AfterCyclesGC.HeapLiveBytes) - int64(m.BeforeCyclesGC.HeapLiveBytes)
+			p("Target: live heap after a forced GC grows by at most 1 MiB over the mixed cycles: %s MiB, %s.\n\n", mib(grow), verdict(grow <= 1<<20))
+		}
+	}
 
 	p("## (g) iOS devices admitted, stock and slim\n\n")
 	p("The `resource` strategy on a pretended machine (`SIMLOCK_SIMSDK_MACHINE`): iOS leases with `--no-wait` until the daemon refuses; each grant is a booted simulator that passed readiness. The strategy charges each running device its RAM footprint against 60 %% of the machine's RAM (stock 2 GiB, slim about 440 MiB) and its CPU share against every CPU (stock 2 CPUs, slim about 1.2).\n\n")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -474,6 +475,11 @@ type memory struct {
 	Leases, Queued, Cycles                  int
 	// The same states right after a forced collection (RSS and live heap).
 	IdleGC, LoadedGC, BeforeCyclesGC, AfterCyclesGC harness.Memory
+	// Refusals counts the cycles' no-wait refusals; ReceiptsBefore and
+	// ReceiptsAfter are the stored receipts around the measured cycles,
+	// against ReceiptBound (requests.maxReceipts).
+	Refusals                                    int
+	ReceiptsBefore, ReceiptsAfter, ReceiptBound int
 }
 
 // measureMemory: (f) the daemon's RSS idle, with 8 leases and 100 queued
@@ -484,7 +490,8 @@ type memory struct {
 // profiles before and after the cycles go to profDir when it is set.
 func measureMemory(r *run, bin *harness.Binary, rep *report) {
 	const devices = 8
-	w := harness.NewWorld(r, bin, harness.Options{Devices: devices, Metrics: true})
+	w := harness.NewWorld(r, bin, harness.Options{Devices: devices, Metrics: true,
+		Extra: map[string]any{"requests": map[string]any{"maxReceipts": memReceiptBound}}})
 	admin := w.Dial("bench", true)
 	harness.WaitPlatformReady(r, admin, "ios", 0)
 	time.Sleep(time.Second)
@@ -553,22 +560,88 @@ func measureMemory(r *run, bin *harness.Binary, rep *report) {
 		harness.Release(r, holders[i], id)
 	}
 	harness.WaitPlatformReady(r, admin, "ios", devices)
-	// A thousand cycles first, so the figure is growth, not warm-up.
+	// The cycles are mixed, the way real traffic is: half the devices stay
+	// held, so the other half rotate through grant and release, and every
+	// grant is followed by a --no-wait request that finds nothing free and
+	// is refused. Every eighth grant carries an idempotency key, so keyed
+	// receipts pile up past requests.maxReceipts (set low for this world)
+	// and the bound has to hold them.
+	pinned := devices / 2
+	var pins []string
+	for i := range pinned {
+		pins = append(pins, harness.Lease(r, holders[devices-1-i], "ios").LeaseID)
+	}
+	refuser := w.Dial("refuser", false)
+	seq := 0
+	// A round grants every rotating device, is refused once per grant
+	// (nothing is free then: the rest are pinned), and releases them; n is
+	// rounded up to whole rounds.
 	cycle := func(n int) {
-		for range n {
-			l := harness.Lease(r, holders[0], "ios")
-			harness.Release(r, holders[0], l.LeaseID)
+		rot := devices - pinned
+		for done := 0; done < n; done += rot {
+			held := make([]string, rot)
+			for i := range held {
+				seq++
+				in := contract.LeaseRequestIn{Platform: "ios", TimeoutMs: 300_000}
+				if seq%8 == 0 {
+					in.IdempotencyKey = fmt.Sprintf("mem-%d", seq)
+				}
+				l, err := holders[i].LeaseRequest(context.Background(), in, nil)
+				if err != nil {
+					r.Fatalf("mixed cycle %d: lease: %v", seq, err)
+				}
+				held[i] = l.LeaseID
+			}
+			for range held {
+				_, err := refuser.LeaseRequest(context.Background(), contract.LeaseRequestIn{Platform: "ios", NoWait: true}, nil)
+				if err == nil {
+					r.Fatalf("mixed cycle %d: a no-wait request was granted with every device held", seq)
+				}
+				if !client.IsCode(err, contract.CodeNoCapacity) && !client.IsCode(err, contract.CodeCapacityExhausted) {
+					r.Fatalf("mixed cycle %d: no-wait refusal: %v", seq, err)
+				}
+				rep.Memory.Refusals++
+			}
+			for i, id := range held {
+				harness.Release(r, holders[i], id)
+			}
 		}
-		harness.WaitPlatformReady(r, admin, "ios", devices)
+		harness.WaitPlatformReady(r, admin, "ios", devices-pinned)
 	}
 	cycle(min(1000, rep.Sizes.RSSCycles/5))
 	rep.Memory.BeforeCycles = rss()
 	rep.Memory.BeforeCyclesGC = gc()
+	rep.Memory.ReceiptsBefore = receiptRows(r, w)
+	rep.Memory.Refusals = 0
 	profile("heap-before.pb.gz")
 	cycle(rep.Sizes.RSSCycles)
 	rep.Memory.AfterCycles, rep.Memory.Cycles = rss(), rep.Sizes.RSSCycles
 	rep.Memory.AfterCyclesGC = gc()
+	rep.Memory.ReceiptsAfter = receiptRows(r, w)
+	rep.Memory.ReceiptBound = memReceiptBound
 	profile("heap-after.pb.gz")
+	for i, id := range pins {
+		harness.Release(r, holders[devices-1-i], id)
+	}
+}
+
+// memReceiptBound is requests.maxReceipts in the memory world: low, so the
+// mixed cycles' keyed grants overrun it many times.
+const memReceiptBound = 200
+
+// receiptRows counts the stored lease-request receipts in w's database,
+// read-only beside the running daemon (WAL lets a reader in).
+func receiptRows(r *run, w *harness.World) int {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(w.Home, "simlock.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM lease_requests`).Scan(&n); err != nil {
+		r.Fatalf("count receipts: %v", err)
+	}
+	return n
 }
 
 // density is (g): iOS devices the resource strategy admits on one pretended
