@@ -87,7 +87,7 @@ func routeTable() []route {
 		{method: "DELETE", path: "/v1/leases/{id}", op: opRef(contract.LeaseRelease), fields: leaseID},
 		{method: "POST", path: "/v1/leases/{id}/release", op: opRef(contract.LeaseRelease), fields: leaseID, id: "lease.release.post"},
 		{method: "GET", path: "/v1/lease-requests/{id}", op: opRef(contract.LeaseRequestStatus), fields: map[string]string{"id": "requestId"},
-			summary: "A lease request's receipt by its request id: state, and the lease or the refusal; readable after a restart."},
+			summary: "A lease request's receipt by its request id: state, and the lease or the refusal; a keyed request's stays readable after a restart."},
 		{method: "GET", path: "/v1/requests/{id}", op: opRef(contract.LeaseRequest), kind: kindRequestPoll, id: "lease.request.poll",
 			summary: "Long-poll a lease request answered 202: waits up to ?wait= seconds (default 20, cap 60)."},
 		{method: "DELETE", path: "/v1/requests/{id}", op: opRef(contract.LeaseRequest), kind: kindRequestDrop, id: "lease.request.drop",
