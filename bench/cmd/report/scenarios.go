@@ -51,10 +51,10 @@ func measureWarmGrants(r *run, bin *harness.Binary, rep *report) {
 			admin := w.Dial("bench", true)
 			f := harness.NewFloor(r, w)
 			harness.WarmUp(r, admin, p)
-			rep.Warm = append(rep.Warm, sampleGrants(r, "socket", p, admin, admin, f, rep.Sizes.Grants, rep.quietWait))
+			rep.Warm = append(rep.Warm, sampleGrants(r, "socket", p, admin, f, rep.Sizes.Grants, rep.quietWait, admin))
 			if p == "ios" {
 				h := w.DialHTTP(w.Token("agent"))
-				rep.Warm = append(rep.Warm, sampleGrants(r, "HTTP", p, h, admin, f, rep.Sizes.Grants, rep.quietWait))
+				rep.Warm = append(rep.Warm, sampleGrants(r, "HTTP", p, h, f, rep.Sizes.Grants, rep.quietWait, admin))
 			}
 		})
 	}
@@ -72,7 +72,7 @@ func measureWarmGrants(r *run, bin *harness.Binary, rep *report) {
 		// Ready as the gateway sees it: its view of the worker lags the
 		// worker by one state push.
 		harness.WaitPlatformReady(r, gwAdmin, "ios", 1)
-		rep.Warm = append(rep.Warm, sampleGrants(r, "gateway", "ios", c, gwAdmin, f, rep.Sizes.Grants, rep.quietWait))
+		rep.Warm = append(rep.Warm, sampleGrants(r, "gateway", "ios", c, f, rep.Sizes.Grants, rep.quietWait, wkAdmin, gwAdmin))
 	})
 }
 
@@ -100,14 +100,20 @@ func waitWorkers(r *run, gw *client.Client, n int) {
 }
 
 // sampleGrants times n warm grants through c, interleaved with the floor:
-// the device is ready (watched through ready, which sees the worker that
-// holds it), the disk settled, then one floor sample, then one grant, whose
-// release and purge run untimed before the next pair.
-func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Floor, n int, quietWait time.Duration) latency {
+// the device is ready (watched through each of ready in turn: the worker
+// that holds it, then the gateway whose view of it lags by a state push),
+// the disk settled, then one floor sample, then one grant, whose release
+// and purge run untimed before the next pair.
+func sampleGrants(r *run, path, p string, c *client.Client, f *harness.Floor, n int, quietWait time.Duration, ready ...*client.Client) latency {
 	waitQuiet(r, quietWait)
 	out := latency{Path: path, Platform: p, LoadStart: loadAvg(r)}
 	ctx := context.Background()
-	harness.WaitPlatformReady(r, ready, p, 1)
+	waitReady := func() {
+		for _, rc := range ready {
+			harness.WaitPlatformReady(r, rc, p, 1)
+		}
+	}
+	waitReady()
 	for i := 0; i < n; i++ {
 		harness.Settle()
 		echo, commit := f.Sample(r)
@@ -120,7 +126,7 @@ func sampleGrants(r *run, path, p string, c, ready *client.Client, f *harness.Fl
 		}
 		out.Grants = append(out.Grants, d)
 		harness.Release(r, c, l.LeaseID)
-		harness.WaitPlatformReady(r, ready, p, 1)
+		waitReady()
 	}
 	out.LoadEnd = loadAvg(r)
 	return out
