@@ -265,7 +265,7 @@ func (b *goldenBook) verdictLocked(in *PlanInput, platform string, want Golden, 
 		return GoldenRefused, "the daemon is stopping or resetting"
 	}
 	queuedHere := false
-	for _, w := range b.queue.Entries() {
+	for w := range b.queue.All() {
 		if !w.working && w.device == "" {
 			return GoldenRefused, "a request is waiting for capacity"
 		}
@@ -335,7 +335,7 @@ func (b *goldenBook) retryLocked() {
 	if len(b.refused) == 0 {
 		return
 	}
-	for _, w := range b.queue.Entries() {
+	for w := range b.queue.All() {
 		if !w.working && w.device == "" {
 			return // the gate refuses while a request waits, whatever else freed
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"slices"
@@ -370,7 +371,7 @@ func (h HostDesk) HostWaits() []HostWait {
 	e := h.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return hostWaits(e.queue.Entries())
+	return hostWaits(e.queue.All())
 }
 
 // OnHostWaitChange registers f, called (outside the decision section, after
@@ -386,9 +387,9 @@ func (h HostDesk) OnHostWaitChange(f func()) {
 
 // hostWaits is the account of the queued requests held back only by a
 // host limit, by platform, sorted.
-func hostWaits(queue []*waiter) []HostWait {
+func hostWaits(queue iter.Seq[*waiter]) []HostWait {
 	by := map[string]*HostWait{}
-	for _, w := range queue {
+	for w := range queue {
 		// Working or evicting: this engine is already making its room.
 		if w.working || w.evicting || w.device != "" || len(w.group) > 0 || !isHostLimit(w.waitLimit) {
 			continue
@@ -422,7 +423,7 @@ func (b *hostBook) noteWaits(queue *waitq.Queue[*waiter]) func() {
 	if b.waitFn == nil {
 		return nil
 	}
-	now := hostWaits(queue.Entries())
+	now := hostWaits(queue.All())
 	if slices.Equal(now, b.waitLast) {
 		return nil
 	}

@@ -23,6 +23,41 @@ type queue struct {
 	// multi-device request under its first device's), kept by Push and
 	// remove so status.get reads the counts without walking the queue.
 	byPlatform map[string]int
+	// bySpec counts the devices the queued requests ask for, per spec key
+	// (every member of a multi-device request under its own), kept the same
+	// way, so the warm book's demand count reads one entry per spec instead
+	// of walking the queue on every plan and status.get.
+	bySpec map[string]*specDemand
+}
+
+// specDemand is one spec's count in queue.bySpec.
+type specDemand struct {
+	spec Spec
+	n    int
+}
+
+// countSpecs adds d (1 or -1) to every spec w asks for.
+func (q *queue) countSpecs(w *waiter, d int) {
+	add := func(k string, sp Spec) {
+		c := q.bySpec[k]
+		if c == nil {
+			c = &specDemand{spec: sp}
+			q.bySpec[k] = c
+		}
+		if c.n += d; c.n <= 0 {
+			delete(q.bySpec, k)
+		}
+	}
+	if q.bySpec == nil {
+		q.bySpec = map[string]*specDemand{}
+	}
+	if len(w.group) == 0 {
+		add(w.key, w.spec)
+		return
+	}
+	for _, sp := range w.group {
+		add(sp.Key(), sp)
+	}
 }
 
 // Push queues w as waitq's Push does and counts it under its platform.
@@ -35,6 +70,7 @@ func (q *queue) Push(w *waiter, at time.Time, timeout time.Duration) bool {
 		q.byPlatform = map[string]int{}
 	}
 	q.byPlatform[w.spec.Platform]++
+	q.countSpecs(w, 1)
 	return true
 }
 
@@ -47,6 +83,7 @@ func (q *queue) remove(w *waiter) {
 		if q.byPlatform[w.spec.Platform]--; q.byPlatform[w.spec.Platform] <= 0 {
 			delete(q.byPlatform, w.spec.Platform)
 		}
+		q.countSpecs(w, -1)
 	}
 	q.left()
 }

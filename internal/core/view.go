@@ -1,7 +1,5 @@
 package core
 
-import "github.com/simlock/simlock/internal/waitq"
-
 // registryView is what a book reads of the engine's registry: the books
 // own their feature's state, the engine owns the devices, leases, queue
 // and operation locks, and hands a book this view inside the decision
@@ -10,7 +8,7 @@ type registryView struct {
 	devices map[string]*DeviceRecord
 	leases  map[string]*LeaseRecord
 	opLocks map[string]string // device id -> the operation holding it
-	queue   *waitq.Queue[*waiter]
+	queue   *queue
 	// pool reports whether the general pool may use a device
 	// (pool.general).
 	pool func(*DeviceRecord) bool
@@ -18,5 +16,5 @@ type registryView struct {
 
 // viewLocked is the registry as the books read it, inside the section.
 func (e *Engine) viewLocked() registryView {
-	return registryView{devices: e.reg.devices, leases: e.reg.leases, opLocks: e.reg.opLocks, queue: &e.queue.Queue, pool: e.pool.general}
+	return registryView{devices: e.reg.devices, leases: e.reg.leases, opLocks: e.reg.opLocks, queue: &e.queue, pool: e.pool.general}
 }

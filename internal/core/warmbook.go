@@ -205,25 +205,13 @@ func countDemand(v registryView) map[string]demandNow {
 			cur[d.Spec.Key()] = c
 		}
 	}
-	for _, w := range v.queue.Entries() {
-		if len(w.group) == 0 {
-			c := cur[w.key]
-			if c.spec.Platform == "" {
-				c.spec = w.spec
-			}
-			c.queued++
-			cur[w.key] = c
-			continue
+	for k, q := range v.queue.bySpec {
+		c := cur[k]
+		if c.spec.Platform == "" {
+			c.spec = q.spec
 		}
-		for _, sp := range w.group {
-			k := sp.Key()
-			c := cur[k]
-			if c.spec.Platform == "" {
-				c.spec = sp
-			}
-			c.queued++
-			cur[k] = c
-		}
+		c.queued += q.n
+		cur[k] = c
 	}
 	return cur
 }

@@ -13,6 +13,8 @@
 package waitq
 
 import (
+	"iter"
+	"slices"
 	"sort"
 	"time"
 )
@@ -107,6 +109,12 @@ func (q *Queue[T]) Len() int { return len(q.order) }
 // order, passing over the entries it cannot serve yet, and may Remove
 // entries (the one it visits or any other) as it goes.
 func (q *Queue[T]) Entries() []T { return append([]T(nil), q.order...) }
+
+// All walks the queue oldest first without copying it, for a reader that
+// only looks: the walk must not Push or Remove (Entries is for a pass that
+// does). A status read and the end of every decision section walk the
+// queue this way, so a long queue costs them no allocation.
+func (q *Queue[T]) All() iter.Seq[T] { return slices.Values(q.order) }
 
 // Seq is the sequence number Push gave e: it increases with every Push,
 // so it orders the queue and names a place in it that stays put while
