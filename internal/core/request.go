@@ -392,7 +392,7 @@ func (w *waiter) pushPosition(pos int, stamp uint64) {
 //
 // Nothing ahead could want the device when no other queued request has
 // w's spec (unless its own device work is running, which the planner
-// leaves alone), none is a group (a group may hold capacity back), none
+// leaves alone, or it names another device), none is a group (a group may hold capacity back), none
 // is evicting (its victims may include the device) and none targets the
 // device. Every change of state plans the queue again, so a request
 // still queued there was already planned against this very device.
@@ -406,11 +406,13 @@ func (e *Engine) grantWarmLocked(w *waiter) bool {
 		return false
 	}
 	others := false
-	for _, x := range e.queue.Entries() {
+	for x := range e.queue.All() {
 		if x == w {
 			continue
 		}
-		if len(x.group) > 0 || x.evicting || x.device == d.ID || (!x.working && x.key == key) {
+		// A request that names another device wants that one only: like a
+		// request of another spec, it was planned against d already.
+		if len(x.group) > 0 || x.evicting || x.device == d.ID || (!x.working && x.key == key && x.device == "") {
 			return false
 		}
 		others = others || !x.working

@@ -111,3 +111,54 @@ func BenchmarkStatusGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWarmGrantBesideAQueue is a warm grant and its release through
+// the daemon's dispatcher with 0 and with 1,000 requests queued from
+// 1,000 principals, each asking for one device by name that another lease
+// holds: they stand in the queue but cannot want the ready device, so the
+// grant's cost beside them is what the queue's length adds to the
+// decision (issue 25's "costs flat in the queue").
+func BenchmarkWarmGrantBesideAQueue(b *testing.B) {
+	for _, n := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("queued=%d", n), func(b *testing.B) {
+			s := daemontest.Start(b, daemontest.Options{Devices: 2})
+			var held, warm contract.Lease
+			holder := contract.Session{Principal: "holder", Role: contract.RoleAgent, Compatible: true}
+			agent := contract.Session{Principal: "bench", Role: contract.RoleAgent, Compatible: true}
+			for _, x := range []struct {
+				sess contract.Session
+				l    *contract.Lease
+			}{{holder, &held}, {agent, &warm}} {
+				if err := s.Dispatch(x.sess, contract.LeaseRequest.Name, contract.LeaseRequestIn{Platform: "ios"}, x.l); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.Dispatch(agent, contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: warm.LeaseID}, nil); err != nil {
+				b.Fatal(err)
+			}
+			s.Daemon.Engine().WaitIdle()
+			for i := range n {
+				sess := contract.Session{Principal: fmt.Sprintf("p%04d", i), Role: contract.RoleAgent, Compatible: true}
+				go s.Dispatch(sess, contract.LeaseRequest.Name, contract.LeaseRequestIn{Platform: "ios", Device: held.Device.ID}, nil)
+				for s.Queued() != i+1 {
+					s.Daemon.Engine().WaitIdle()
+				}
+			}
+			for b.Loop() {
+				var l contract.Lease
+				if err := s.Dispatch(agent, contract.LeaseRequest.Name, contract.LeaseRequestIn{Platform: "ios", NoWait: true}, &l); err != nil {
+					b.Fatalf("warm grant beside %d queued: %v", n, err)
+				}
+				if l.Device.ID != warm.Device.ID {
+					b.Fatalf("granted %s, want the ready %s", l.Device.ID, warm.Device.ID)
+				}
+				b.StopTimer()
+				if err := s.Dispatch(agent, contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: l.LeaseID}, nil); err != nil {
+					b.Fatal(err)
+				}
+				s.Daemon.Engine().WaitIdle()
+				b.StartTimer()
+			}
+		})
+	}
+}
