@@ -162,10 +162,14 @@ func (c *Client) Raw(ctx context.Context, method string, params json.RawMessage,
 	return out, err
 }
 
-// LeaseRequest asks for a lease; progress (may be nil) receives queue and
-// preparation pushes while it waits.
-func (c *Client) LeaseRequest(ctx context.Context, in contract.LeaseRequestIn, progress func(contract.Progress)) (contract.Lease, error) {
+// LeaseRequest asks for a lease (lease.request); progress (may be nil)
+// receives queue and preparation pushes while it waits. TTL(d) and
+// QueueTimeout(d) set the lease's width and the queue wait.
+func (c *Client) LeaseRequest(ctx context.Context, in contract.LeaseRequestIn, progress func(contract.Progress), opts ...CallOption) (contract.Lease, error) {
 	var out contract.Lease
+	if err := apply(contract.LeaseRequest.Name, &in, opts); err != nil {
+		return out, err
+	}
 	err := c.call(ctx, contract.LeaseRequest.Name, in, &out, func(method string, params json.RawMessage) {
 		if method != contract.NotifyProgress || progress == nil {
 			return
