@@ -1,19 +1,3 @@
-// Package client is simlock's public typed Go client. It speaks the daemon
-// contract over the unix socket (Dial: JSON-RPC 2.0, one object per line) or
-// over the HTTP API (DialHTTP: bearer token, NDJSON for pushes); FromEnv
-// picks one from SIMLOCK_URL, SIMLOCK_TOKEN and SIMLOCK_HOME.
-//
-// The wire types, the operations and the error codes are those of package
-// github.com/simlock/simlock/contract, used directly: client declares no
-// copies or aliases of them (docs/adr/0031). Run any operation with Do:
-//
-//	l, err := client.Do(ctx, c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: id})
-//	if client.IsCode(err, contract.CodeUnknownLease) { ... }
-//
-// A Client never reconnects on its own: a dead connection fails every
-// pending and later call with CONNECTION_LOST, and the caller decides what
-// to do (Redial opens a new one the same way). Hold is the exception by
-// design: it keeps one lease alive across reconnects.
 package client
 
 import (

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -69,6 +71,26 @@ func TestEveryOperationHasAMethod(t *testing.T) {
 		}
 		if ft.NumOut() != wantOut || ft.Out(0) != op.Out || (wantOut == 2 && ft.Out(1) != errType) {
 			t.Errorf("%s: %s answers %s, want (%s, error)", op.Name, name, ft, op.Out)
+		}
+	}
+}
+
+// The package documentation's operation list names every operation and
+// its method, so `go doc` of the client is the index of what it can do.
+func TestThePackageDocListsEveryOperation(t *testing.T) {
+	b, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, op := range contract.Registry() {
+		// The name as a list item's word: "lease.request" is not found in
+		// "lease.requestStatus".
+		if !regexp.MustCompile(`[\s,]` + regexp.QuoteMeta(op.Name) + `[,:\s]`).MatchString(doc) {
+			t.Errorf("doc.go does not list %s", op.Name)
+		}
+		if !regexp.MustCompile(`\b` + methodFor(op.Name) + `\b`).MatchString(doc) {
+			t.Errorf("doc.go does not name %s's method %s", op.Name, methodFor(op.Name))
 		}
 	}
 }
