@@ -168,7 +168,9 @@ func (c *Client) LeaseRequest(ctx context.Context, in contract.LeaseRequestIn, p
 
 // Events reads buffered events after since; with follow, onEvent receives
 // each later event until ctx ends or the connection is lost. Gaps are not
-// reported; use EventStream to hear about them.
+// reported; use EventStream to hear about them. onEvent runs on the
+// connection's reader: a callback that blocks stalls every call on the
+// connection, so hand events to a buffered channel or another goroutine.
 func (c *Client) Events(ctx context.Context, in contract.EventsSubscribeIn, onEvent func(contract.Event)) (contract.EventsSubscribeOut, error) {
 	return c.EventStream(ctx, in, onEvent, nil)
 }
