@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"regexp"
@@ -19,6 +20,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/daemon/daemontest"
+	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
 // methodAliases are the operations whose method predates the naming rule
@@ -126,9 +128,16 @@ func wantCode(t *testing.T, op string, err error, code contract.Code) {
 	}
 }
 
+// Transports the round trips run over.
+const (
+	viaSocket = "socket"
+	viaHTTP   = "http"
+)
+
 // opsStack is a daemon with sessions served and an agent and an admin
-// connection to it.
-func opsStack(t *testing.T, edit func(*config.Config)) (st *daemontest.Stack, agent, admin *client.Client) {
+// (operator token) client of it, over the socket or over the daemon's HTTP
+// API in front of the same stack. agentPrincipal is who the agent is.
+func opsStack(t *testing.T, via string, edit func(*config.Config)) (st *daemontest.Stack, agent, admin *client.Client, agentPrincipal string) {
 	t.Helper()
 	st = daemontest.Start(t, daemontest.Options{Devices: 2, Config: func(c *config.Config) {
 		c.Sessions = &config.Sessions{HeartbeatTTLMs: 60_000}
@@ -137,7 +146,23 @@ func opsStack(t *testing.T, edit func(*config.Config)) (st *daemontest.Stack, ag
 		}
 	}})
 	secret, _ := st.Token(contract.TokenRoleOperator, "ops-admin")
-	return st, dialAs(t, st, "ops-agent", ""), dialAs(t, st, "ops-admin", secret)
+	if via == viaSocket {
+		return st, dialAs(t, st, "ops-agent", ""), dialAs(t, st, "ops-admin", secret), "ops-agent"
+	}
+	agentTok, principal := st.Token(contract.TokenRoleAgent, "ops-agent")
+	srv := httpapi.New(httpapi.Options{Backend: st.Backend(), Clock: st.Clock, Version: "test"})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Close) // first: ends open streams
+	dial := func(token string) *client.Client {
+		c, err := client.DialHTTP(t.Context(), ts.URL, token, client.WithClientName("ops-test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return st, dial(agentTok), dial(secret), principal
 }
 
 // stepper runs one operation's check as a subtest and records the
@@ -166,13 +191,15 @@ func TestEveryMethodRoundTrips(t *testing.T) {
 	covered := map[string]bool{}
 	groups := []struct {
 		name string
-		run  func(*testing.T, map[string]bool)
+		run  func(*testing.T, string, map[string]bool)
 	}{{"leases", leaseSteps}, {"sessions", sessionSteps}, {"slots", slotSteps}, {"gateway", gatewaySteps}, {"stop", stopSteps}}
 	all := true
-	for _, g := range groups {
-		ran := false
-		t.Run(g.name, func(t *testing.T) { ran = true; g.run(t, covered) })
-		all = all && ran
+	for _, via := range []string{viaSocket, viaHTTP} {
+		for _, g := range groups {
+			ran := false
+			t.Run(via+"/"+g.name, func(t *testing.T) { ran = true; g.run(t, via, covered) })
+			all = all && ran
+		}
 	}
 	if !all {
 		t.Log("a -run filter skipped some groups; coverage of the contract is not checked")
@@ -197,15 +224,15 @@ func stepContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func leaseSteps(t *testing.T, covered map[string]bool) {
-	st, agent, admin := opsStack(t, nil)
+func leaseSteps(t *testing.T, via string, covered map[string]bool) {
+	st, agent, admin, agentPrincipal := opsStack(t, via, nil)
 	ctx := stepContext(t)
 	s := stepper{t, covered}
 	step := s.step
 	var lease contract.Lease
 
 	step(contract.Hello.Name, func(t *testing.T) {
-		if h := agent.Hello(); h.Principal != "ops-agent" || h.Role != contract.RoleAgent {
+		if h := agent.Hello(); h.Principal != agentPrincipal || h.Role != contract.RoleAgent {
 			t.Fatalf("agent hello %+v", h)
 		}
 		if h := admin.Hello(); h.Role != contract.RoleAdmin {
@@ -300,6 +327,12 @@ func leaseSteps(t *testing.T, covered map[string]bool) {
 	})
 	step(contract.Passthrough.Name, func(t *testing.T) {
 		out, err := agent.DriverPassthrough(ctx, contract.PassthroughIn{Tool: "fakectl", Args: []string{"list"}})
+		if via == viaHTTP {
+			// It resolves a command for the daemon's own machine, so the
+			// HTTP API does not serve it (docs/http-api.md).
+			wantCode(t, "driver.passthrough over HTTP", err, contract.CodeUnknownOperation)
+			return
+		}
 		if err != nil || out.Platform != "ios" {
 			t.Fatalf("%+v %v", out, err)
 		}
@@ -421,8 +454,8 @@ func leaseSteps(t *testing.T, covered map[string]bool) {
 	})
 }
 
-func sessionSteps(t *testing.T, covered map[string]bool) {
-	_, agent, _ := opsStack(t, nil)
+func sessionSteps(t *testing.T, via string, covered map[string]bool) {
+	_, agent, _, _ := opsStack(t, via, nil)
 	ctx := stepContext(t)
 	step := stepper{t, covered}.step
 	var session contract.SessionReceipt
@@ -488,8 +521,8 @@ func sessionSteps(t *testing.T, covered map[string]bool) {
 	})
 }
 
-func slotSteps(t *testing.T, covered map[string]bool) {
-	_, agent, admin := opsStack(t, nil)
+func slotSteps(t *testing.T, via string, covered map[string]bool) {
+	_, agent, admin, _ := opsStack(t, via, nil)
 	ctx := stepContext(t)
 	step := stepper{t, covered}.step
 	cfg := contract.SlotLaunchConfig{ContractVersion: 1, ManagedHostScope: "h", RunnerNamespace: "ops", RunnerIncarnation: "b1", LocalSlotCapacity: 1,
@@ -528,8 +561,8 @@ func slotSteps(t *testing.T, covered map[string]bool) {
 	})
 }
 
-func gatewaySteps(t *testing.T, covered map[string]bool) {
-	_, _, admin := opsStack(t, func(c *config.Config) {
+func gatewaySteps(t *testing.T, via string, covered map[string]bool) {
+	_, _, admin, _ := opsStack(t, via, func(c *config.Config) {
 		c.Mode = "gateway"
 		c.Sessions = nil
 		c.HTTP = config.HTTP{Enabled: true, Listen: "127.0.0.1:0"}
@@ -557,8 +590,8 @@ func gatewaySteps(t *testing.T, covered map[string]bool) {
 	})
 }
 
-func stopSteps(t *testing.T, covered map[string]bool) {
-	_, agent, admin := opsStack(t, nil)
+func stopSteps(t *testing.T, via string, covered map[string]bool) {
+	_, agent, admin, _ := opsStack(t, via, nil)
 	ctx := stepContext(t)
 	step := stepper{t, covered}.step
 	step(contract.NukeRun.Name, func(t *testing.T) {
