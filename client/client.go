@@ -1,19 +1,3 @@
-// Package client is simlock's public typed Go client. It speaks the daemon
-// contract over the unix socket (Dial: JSON-RPC 2.0, one object per line) or
-// over the HTTP API (DialHTTP: bearer token, NDJSON for pushes); FromEnv
-// picks one from SIMLOCK_URL, SIMLOCK_TOKEN and SIMLOCK_HOME.
-//
-// The wire types, the operations and the error codes are those of package
-// github.com/simlock/simlock/contract, used directly: client declares no
-// copies or aliases of them (docs/adr/0031). Run any operation with Do:
-//
-//	l, err := client.Do(ctx, c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: id})
-//	if client.IsCode(err, contract.CodeUnknownLease) { ... }
-//
-// A Client never reconnects on its own: a dead connection fails every
-// pending and later call with CONNECTION_LOST, and the caller decides what
-// to do (Redial opens a new one the same way). Hold is the exception by
-// design: it keeps one lease alive across reconnects.
 package client
 
 import (
@@ -162,10 +146,14 @@ func (c *Client) Raw(ctx context.Context, method string, params json.RawMessage,
 	return out, err
 }
 
-// LeaseRequest asks for a lease; progress (may be nil) receives queue and
-// preparation pushes while it waits.
-func (c *Client) LeaseRequest(ctx context.Context, in contract.LeaseRequestIn, progress func(contract.Progress)) (contract.Lease, error) {
+// LeaseRequest asks for a lease (lease.request); progress (may be nil)
+// receives queue and preparation pushes while it waits. TTL(d) and
+// QueueTimeout(d) set the lease's width and the queue wait.
+func (c *Client) LeaseRequest(ctx context.Context, in contract.LeaseRequestIn, progress func(contract.Progress), opts ...CallOption) (contract.Lease, error) {
 	var out contract.Lease
+	if err := apply(contract.LeaseRequest.Name, &in, opts); err != nil {
+		return out, err
+	}
 	err := c.call(ctx, contract.LeaseRequest.Name, in, &out, func(method string, params json.RawMessage) {
 		if method != contract.NotifyProgress || progress == nil {
 			return
@@ -180,7 +168,9 @@ func (c *Client) LeaseRequest(ctx context.Context, in contract.LeaseRequestIn, p
 
 // Events reads buffered events after since; with follow, onEvent receives
 // each later event until ctx ends or the connection is lost. Gaps are not
-// reported; use EventStream to hear about them.
+// reported; use EventStream to hear about them. onEvent runs on the
+// connection's reader: a callback that blocks stalls every call on the
+// connection, so hand events to a buffered channel or another goroutine.
 func (c *Client) Events(ctx context.Context, in contract.EventsSubscribeIn, onEvent func(contract.Event)) (contract.EventsSubscribeOut, error) {
 	return c.EventStream(ctx, in, onEvent, nil)
 }

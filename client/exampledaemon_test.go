@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/simlock/simlock/client"
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/daemon/daemontest"
 )
 
@@ -25,9 +26,13 @@ func (e *exampleTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
 // startExampleDaemon starts a daemon with one iOS slot, points
 // SIMLOCK_HOME at it (and clears SIMLOCK_URL) so client.FromEnv finds it,
 // and returns what stops it.
-func startExampleDaemon() (stop func()) {
+func startExampleDaemon() (stop func()) { return startExampleDaemonWith(nil) }
+
+// startExampleDaemonWith is startExampleDaemon with the daemon's
+// configuration edited first (sessions served, say).
+func startExampleDaemonWith(edit func(*config.Config)) (stop func()) {
 	tb := &exampleTB{}
-	st := daemontest.Start(tb, daemontest.Options{})
+	st := daemontest.Start(tb, daemontest.Options{Config: edit})
 	restore := setenv(map[string]string{client.EnvHome: st.Home, client.EnvURL: "", client.EnvToken: "", client.EnvPrincipal: "example"})
 	return func() {
 		restore()

@@ -98,7 +98,7 @@ func (h *Holder) Release(ctx context.Context) error {
 	for delay := holdRetryMin; ; delay = min(delay*2, holdRetryMax) {
 		c, err := h.conn(ctx)
 		if err == nil {
-			_, err = Do(ctx, c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: h.id})
+			_, err = c.LeaseRelease(ctx, h.id)
 			if err == nil || IsCode(err, contract.CodeUnknownLease) {
 				return nil
 			}
@@ -260,7 +260,7 @@ func (h *Holder) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l, err := Do(ctx, c, contract.LeaseRenew, contract.LeaseRenewIn{LeaseID: h.id})
+	l, err := c.LeaseRenew(ctx, h.id)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,16 @@ var waitingOps = map[string]bool{
 	contract.ResourcesGet.Name:       true,
 	contract.ResourcesSet.Name:       true,
 	contract.ResourcesReconcile.Name: true,
+	// These wait for a device to be made, booted or torn down: a session
+	// prepared without waitMs answers once its device is ready, a slot
+	// once it is reconciled, a scope reset within waitMs (up to 60 s), a
+	// clean stop and a device release once the teardown is done.
+	contract.SessionPrepare.Name: true,
+	contract.SessionRelease.Name: true,
+	contract.SlotAcquire.Name:    true,
+	contract.SlotResetScope.Name: true,
+	contract.DaemonStop.Name:     true,
+	contract.DeviceRelease.Name:  true,
 }
 
 // DialHTTP connects to a daemon or gateway's HTTP API at baseURL (for

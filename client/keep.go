@@ -89,7 +89,7 @@ func KeepSession(ctx context.Context, o KeepSessionOptions) error {
 		c, err := o.Conn(ctx)
 		if err == nil {
 			var hb contract.SessionHeartbeatOut
-			hb, err = Do(ctx, c, contract.SessionHeartbeat, contract.SessionHeartbeatIn{SessionID: o.SessionID, OwnerToken: o.OwnerToken})
+			hb, err = c.SessionHeartbeat(ctx, contract.SessionHeartbeatIn{SessionID: o.SessionID, OwnerToken: o.OwnerToken})
 			if err == nil {
 				failingSince = time.Time{}
 				wait = max(time.UnixMilli(hb.ExpiresAtMs).Sub(clock.Now())/3, keepMinEvery)

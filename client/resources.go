@@ -13,12 +13,14 @@ func (c *Client) ResourcesGet(ctx context.Context, leaseID string) (contract.Res
 
 // ResourcesSet enables or disables groups (or restores an Android receipt)
 // on the caller's leased device; the answer is the independent re-read.
-func (c *Client) ResourcesSet(ctx context.Context, in contract.ResourcesSetIn) (contract.ResourceResult, error) {
-	return Do(ctx, c, contract.ResourcesSet, in)
+// Timeout(d) bounds the whole call on the daemon's side.
+func (c *Client) ResourcesSet(ctx context.Context, in contract.ResourcesSetIn, opts ...CallOption) (contract.ResourceResult, error) {
+	return doWith(ctx, c, contract.ResourcesSet, in, opts)
 }
 
 // ResourcesReconcile compares a requested map with the device's observed
 // state as typed drift, repairing when asked.
-func (c *Client) ResourcesReconcile(ctx context.Context, in contract.ResourcesReconcileIn) (contract.ResourceResult, error) {
-	return Do(ctx, c, contract.ResourcesReconcile, in)
+// Timeout(d) bounds the whole call on the daemon's side.
+func (c *Client) ResourcesReconcile(ctx context.Context, in contract.ResourcesReconcileIn, opts ...CallOption) (contract.ResourceResult, error) {
+	return doWith(ctx, c, contract.ResourcesReconcile, in, opts)
 }

@@ -80,6 +80,10 @@ func define[In, Out any](name string, role Role, claim ClaimPolicy, doc string, 
 func ownsLease(o *Op) { o.Auth = AuthOwnsLease }
 func unparked(o *Op)  { o.Unparked = true }
 
+// The operations the daemon serves, one variable each, named after the
+// operation in Go case (lease.requestStatus is LeaseRequestStatus, the one
+// exception Passthrough for driver.passthrough). Package client has a typed
+// method per operation; client.Do runs any of them.
 var (
 	Hello              = define[HelloIn, HelloOut]("hello", RoleAgent, ClaimNone, "Negotiate the protocol range and the session's role.", unparked)
 	StatusGet          = define[StatusGetIn, StatusGetOut]("status.get", RoleAgent, ClaimObserve, "Daemon health, devices, leases, capacity and queue.", unparked)

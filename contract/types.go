@@ -2,6 +2,12 @@
 // input and output types, and the error table. Every frontend (socket, HTTP,
 // MCP, gateway uplink) and the typed client speak these types. This package
 // imports only the standard library; a test enforces it.
+//
+// Each operation is an Operation variable (LeaseRequest is "lease.request",
+// LeaseRequestIn to Lease); `go doc` folds them into their var blocks, so
+// read them with `go doc -all`, Registry() at run time, or the operation
+// list in package client's documentation, which names the typed method
+// for each.
 package contract
 
 import (

@@ -33,7 +33,7 @@ func run() error {
 	defer c.Close()
 	// 10s: long enough that a loaded machine's stall around a daemon
 	// restart does not let the lease lapse (test/e2e reads it back).
-	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TTLMs: (10 * time.Second).Milliseconds()}, nil)
+	l, err := c.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios"}, nil, client.TTL(10*time.Second))
 	if err != nil {
 		return err
 	}
