@@ -426,9 +426,10 @@ const overflowAt420 = `(() => {
 // loads fails; and at 420 px wide nothing overflows sideways.
 func TestConsoleShowsGoldensAnIconAndFitsANarrowScreen(t *testing.T) {
 	browserPath(t) // skip (or fail) before starting daemons
+	addr := freeAddr(t)
 	w := newWorld(t, fmt.Sprintf(`{"drivers":{"ios":{"clone":{"enabled":true}}},
  "capacity":{"strategy":"fixed","fixed":{"maxRunning":3,"maxManaged":5}},
- "http":{"enabled":true,"listen":%q}}`, freeAddr(t)))
+ "http":{"enabled":true,"listen":%q}}`, addr))
 	w.setEnv("SIMLOCK_SIMSDK_SPEED", cloneSpeed)
 	w.mustRun("daemon", "start")
 	var l lease
@@ -495,4 +496,17 @@ func TestConsoleShowsGoldensAnIconAndFitsANarrowScreen(t *testing.T) {
 		t.Fatal("the golden's row is not on screen at 420 px")
 	}
 	b.screenshot("console-narrow.png")
+
+	// The sign-in form, before any token, fits too.
+	login := newTab(t)
+	lctx, lcancel := context.WithTimeout(login.ctx, 30*time.Second)
+	defer lcancel()
+	if err := chromedp.Do(lctx, chromedp.EmulateViewport(420, 900)); err != nil {
+		t.Fatal(err)
+	}
+	login.open("http://" + addr + "/")
+	login.waitFor("the login form", `!document.getElementById("login").hidden && document.documentElement.clientWidth === 420`, 30*time.Second)
+	if over := eval[[]string](login, overflowAt420); len(over) != 0 {
+		t.Fatalf("the sign-in page at 420 px wide:\n%s", strings.Join(over, "\n"))
+	}
 }
