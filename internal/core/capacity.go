@@ -243,6 +243,10 @@ type CapacityReport struct {
 type UsageReport struct {
 	Running, Managed, Reserved int
 	RAMBytes                   uint64
+	// CPUMilli is what the same devices take from the CPU budget, in
+	// thousandths of a CPU, each by its platform's charge as the planner
+	// counts it (0 under a strategy that plans no CPU).
+	CPUMilli uint64
 	// Goldens is how many of Managed are golden devices (golden.go).
 	Goldens int
 }
@@ -284,6 +288,9 @@ func (b *capacityBook) reportLocked() CapacityReport {
 			u.RAMBytes += ram
 			r.Global.RAMBytes += ram
 			r.DeviceRAM[d.ID] = ram
+			cpu := r.Limits.cpuCharge(d.Platform)
+			u.CPUMilli += cpu
+			r.Global.CPUMilli += cpu
 		}
 		r.Platforms[d.Platform] = u
 	}

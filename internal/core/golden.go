@@ -621,6 +621,9 @@ func (b *goldenBook) addGoldensLocked(r *CapacityReport) {
 			r.Global.Reserved++
 			u.RAMBytes += g.RAM
 			r.Global.RAMBytes += g.RAM
+			cpu := r.Limits.cpuCharge(g.Platform)
+			u.CPUMilli += cpu
+			r.Global.CPUMilli += cpu
 		}
 		r.Platforms[g.Platform] = u
 	}

@@ -32,8 +32,22 @@ type Options struct {
 	Mode      string // worker or gateway
 	// Snapshot feeds the gauges at scrape time (nil: no gauges).
 	Snapshot Snapshot
+	// CPU reads the CPU budget at scrape time; nil, or false from it (a
+	// gateway, a daemon not serving yet), leaves the CPU gauges out.
+	CPU func(ctx context.Context) (CPUReading, bool)
+	// Platforms are the platforms the refusal counters start at zero for
+	// (default: ios and android).
+	Platforms []string
 	// ScrapeTimeout bounds one snapshot read (default 5 s).
 	ScrapeTimeout time.Duration
+}
+
+// CPUReading is the CPU budget the resource strategy plans by, in
+// thousandths of a CPU. status.get has no CPU figures, so the daemon reads
+// them from its engine beside the snapshot.
+type CPUReading struct {
+	BudgetMilli uint64 // 0: the strategy plans no CPU (fixed)
+	UsedMilli   uint64 // running devices and reservations, each by its platform's charge
 }
 
 // Metrics is one daemon's metrics. Observe feeds it; Handler serves it.
@@ -82,6 +96,18 @@ func New(o Options) *Metrics {
 	m.events = counter("events_total", "Business events published, by type.", "type")
 	m.grants = counter("lease_grants_total", "Leases granted, by platform and admission path.", "platform", "path")
 	m.refusals = counter("lease_refusals_total", "Lease requests that ended without a lease, by error code.", "platform", "code")
+	// A counter appears only at its first increment, so a dashboard's
+	// rate() of a refusal that has not happened yet reads no data rather
+	// than 0; the codes a lease request is known to end with start at 0.
+	platforms := o.Platforms
+	if len(platforms) == 0 {
+		platforms = []string{"ios", "android"}
+	}
+	for _, p := range platforms {
+		for _, c := range RefusalCodes {
+			m.refusals.WithLabelValues(p, string(c))
+		}
+	}
 	m.queueWait = histogram("queue_wait_seconds", "Time a granted request waited in the queue before anything was done for it.", waitBuckets, "platform")
 	m.timeToReady = histogram("time_to_ready_seconds", "Time from a lease request's arrival to its grant, by admission path (warm, boot, provision, evict-then-provision, download).", readyBuckets, "platform", "path")
 	m.reclaim = histogram("reclaim_duration_seconds", "Duration of the purge after a release, by platform and outcome (ready, shutdown, failed).", reclaimBuckets, "platform", "outcome")
@@ -96,7 +122,7 @@ func New(o Options) *Metrics {
 	info.Set(1)
 	m.reg.MustRegister(info)
 	if o.Snapshot != nil {
-		m.reg.MustRegister(&stateCollector{snapshot: o.Snapshot, timeout: o.ScrapeTimeout})
+		m.reg.MustRegister(&stateCollector{snapshot: o.Snapshot, cpu: o.CPU, timeout: o.ScrapeTimeout})
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -177,6 +203,19 @@ func (m *Metrics) Observe(e events.Event) {
 	}
 }
 
+// RefusalCodes are the error codes a lease request is known to end with,
+// each a zero-filled series of simlock_lease_refusals_total: the queue's
+// own outcomes first, then the refusals before the queue (request.rejected)
+// that a well-formed request can meet. Other codes still count when they
+// happen; they are just not there before.
+var RefusalCodes = []contract.Code{
+	contract.CodeNoCapacity, contract.CodeCapacityExhausted, contract.CodeQueueTimeout, contract.CodeDeviceFailed,
+	contract.CodeRequestCancelled,
+	contract.CodeUnsupportedPlatform, contract.CodeUnknownModel, contract.CodeOSOutOfRange, contract.CodeRuntimeMissing,
+	contract.CodeDownloadForbidden, contract.CodeInsufficientDisk, contract.CodeLicenseNotAccepted,
+	contract.CodeRequesterLeased, contract.CodeRequesterQueued, contract.CodeQueueLimit, contract.CodeDaemonStopping,
+}
+
 // refusalCodes name a refusal whose event carries no data.code (one
 // republished from an older worker).
 var refusalCodes = map[string]string{
@@ -205,8 +244,13 @@ func number(v any) (float64, bool) {
 }
 
 // deviceStates are reported for every platform, zero included, so a
-// dashboard's series do not come and go.
-var deviceStates = []string{"provisioning", "ready", "leased", "reclaiming", "shutdown", "quarantined"}
+// dashboard's series do not come and go. "golden" counts clone
+// provisioning's golden devices: they serve no lease and are not in the
+// device list, but each takes a managed slot, so without them the states
+// would not add up to simlock_capacity_managed.
+var deviceStates = []string{"provisioning", "ready", "leased", "reclaiming", "shutdown", "quarantined", stateGolden}
+
+const stateGolden = "golden"
 
 var (
 	devicesDesc    = prometheus.NewDesc("simlock_devices", "Managed devices, by platform and state.", []string{"platform", "state"}, nil)
@@ -219,6 +263,10 @@ var (
 	uplinkDesc     = prometheus.NewDesc("simlock_worker_uplink", "1 for each worker's current uplink state (connected, disconnected, incompatible); gateway only.", []string{"worker", "state"}, nil)
 	drainedDesc    = prometheus.NewDesc("simlock_worker_drained", "1 when the worker is drained; gateway only.", []string{"worker"}, nil)
 	upDesc         = prometheus.NewDesc("simlock_snapshot_ok", "1 when the last scrape could read the daemon's state.", nil, nil)
+	ramBudgetDesc  = prometheus.NewDesc("simlock_capacity_ram_budget_bytes", "The RAM budget running devices share (0: the strategy plans no RAM).", nil, nil)
+	ramUsedDesc    = prometheus.NewDesc("simlock_capacity_ram_used_bytes", "RAM charged to running devices and reservations, by platform; each by its footprint.", []string{"platform"}, nil)
+	cpuBudgetDesc  = prometheus.NewDesc("simlock_capacity_cpu_budget_cores", "The CPU budget running devices share, in CPUs (0: the strategy plans no CPU).", nil, nil)
+	cpuUsedDesc    = prometheus.NewDesc("simlock_capacity_cpu_used_cores", "CPU charged to running devices and reservations, in CPUs; each by its platform's share.", nil, nil)
 	// ownedDesc counts the devices an owner system (the session broker)
 	// holds beside the general pool, in every state.
 	ownedDesc = prometheus.NewDesc("simlock_owner_system_devices", "Devices owned by a system beside the general pool (session), by platform, system and state.", []string{"platform", "system", "state"}, nil)
@@ -228,11 +276,13 @@ var (
 // not facts, are read where the state is, never kept in step by events.
 type stateCollector struct {
 	snapshot Snapshot
+	cpu      func(ctx context.Context) (CPUReading, bool)
 	timeout  time.Duration
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{devicesDesc, leasesDesc, queueDesc, runningDesc, maxRunDesc, managedDesc, maxManagedDesc, uplinkDesc, drainedDesc, upDesc, ownedDesc} {
+	for _, d := range []*prometheus.Desc{devicesDesc, leasesDesc, queueDesc, runningDesc, maxRunDesc, managedDesc, maxManagedDesc, uplinkDesc, drainedDesc, upDesc, ownedDesc,
+		ramBudgetDesc, ramUsedDesc, cpuBudgetDesc, cpuUsedDesc} {
 		ch <- d
 	}
 }
@@ -255,14 +305,27 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for p := range st.Capacity.Platforms {
 		platforms[p] = true
 	}
-	for _, d := range st.Devices {
-		platforms[d.Platform] = true
-		if devices[d.Platform] == nil {
-			devices[d.Platform] = map[string]int{}
+	count := func(platform, state string) {
+		platforms[platform] = true
+		if devices[platform] == nil {
+			devices[platform] = map[string]int{}
 		}
-		devices[d.Platform][d.Runtime.Lifecycle]++
+		devices[platform][state]++
+	}
+	for _, d := range st.Devices {
+		if d.Runtime.Lifecycle == "deleted" {
+			continue // on its way out of the registry; capacity no longer counts it
+		}
+		count(d.Platform, d.Runtime.Lifecycle)
 		if d.OwnerSystem != "" {
 			owned[[3]string{d.Platform, d.OwnerSystem, d.Runtime.Lifecycle}]++
+		}
+	}
+	if st.Goldens != nil {
+		// A golden's own state (building, stuck, ...) is in status.get;
+		// here it is one managed slot like any other device's.
+		for _, g := range st.Goldens.Devices {
+			count(g.Platform, stateGolden)
 		}
 	}
 	for k, n := range owned {
@@ -291,6 +354,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(maxRunDesc, float64(st.Capacity.MaxRunning))
 	gauge(managedDesc, float64(st.Capacity.Managed))
 	gauge(maxManagedDesc, float64(st.Capacity.MaxManaged))
+	gauge(ramBudgetDesc, float64(st.Capacity.RAMBudgetBytes))
+	for _, p := range sortedKeys(platforms) {
+		gauge(ramUsedDesc, float64(st.Capacity.Platforms[p].RAMUsedBytes), p)
+	}
+	if c.cpu != nil {
+		if r, ok := c.cpu(ctx); ok {
+			gauge(cpuBudgetDesc, float64(r.BudgetMilli)/1000)
+			gauge(cpuUsedDesc, float64(r.UsedMilli)/1000)
+		}
+	}
 	for _, w := range st.Workers {
 		gauge(uplinkDesc, 1, w.ID, w.State)
 		drained := 0.0

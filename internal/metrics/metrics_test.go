@@ -213,3 +213,88 @@ func TestHandlerServesTheTextFormat(t *testing.T) {
 		t.Error("runtime or build info missing")
 	}
 }
+
+// Goldens are a device state of their own, so the states add up to the
+// managed count; a device the registry is deleting is no longer counted,
+// as capacity no longer counts it.
+func TestDeviceStatesCountGoldensAndAddUpToManaged(t *testing.T) {
+	st := contract.StatusGetOut{
+		Devices: []contract.Device{{Platform: "ios", Runtime: contract.DeviceRuntime{Lifecycle: "ready"}},
+			{Platform: "ios", Runtime: contract.DeviceRuntime{Lifecycle: "deleted"}},
+			{Platform: "android", Runtime: contract.DeviceRuntime{Lifecycle: "leased"}}},
+		Goldens:  &contract.Goldens{Devices: []contract.GoldenDevice{{Platform: "ios", State: "ready"}, {Platform: "ios", State: "building"}}},
+		Capacity: contract.Capacity{Managed: 4, Platforms: map[string]contract.PlatformCapacity{"ios": {}, "android": {}}},
+	}
+	m := New(Options{Snapshot: func(context.Context) (contract.StatusGetOut, error) { return st, nil }})
+	var sum float64
+	for _, s := range family(t, m, "simlock_devices").GetMetric() {
+		sum += s.GetGauge().GetValue()
+	}
+	if sum != float64(st.Capacity.Managed) {
+		t.Errorf("sum(simlock_devices) = %v; want managed %d", sum, st.Capacity.Managed)
+	}
+	for _, c := range []struct {
+		platform string
+		want     float64
+	}{{"ios", 2}, {"android", 0}} {
+		s := sample(t, m, "simlock_devices", map[string]string{"platform": c.platform, "state": "golden"})
+		if s == nil || s.GetGauge().GetValue() != c.want {
+			t.Errorf("simlock_devices{platform=%q,state=golden} = %v; want %v", c.platform, s, c.want)
+		}
+	}
+	if s := sample(t, m, "simlock_devices", map[string]string{"state": "deleted"}); s != nil {
+		t.Errorf("a deleted device is counted: %v", s)
+	}
+}
+
+// The known refusal codes are series at 0 from the start, for every
+// platform, and count up from there.
+func TestRefusalCountersStartAtZero(t *testing.T) {
+	m := New(Options{})
+	for _, p := range []string{"ios", "android"} {
+		for _, c := range RefusalCodes {
+			s := sample(t, m, "simlock_lease_refusals_total", map[string]string{"platform": p, "code": string(c)})
+			if s == nil || s.GetCounter().GetValue() != 0 {
+				t.Errorf("refusals{platform=%q,code=%q} = %v; want a series at 0", p, c, s)
+			}
+		}
+	}
+	m.Observe(events.Event{Type: "request.timed-out", Platform: "ios"})
+	if got := counterValue(t, m, "simlock_lease_refusals_total", map[string]string{"platform": "ios", "code": "QUEUE_TIMEOUT"}); got != 1 {
+		t.Errorf("QUEUE_TIMEOUT after one timeout = %v", got)
+	}
+	only := New(Options{Platforms: []string{"ios"}})
+	if s := sample(t, only, "simlock_lease_refusals_total", map[string]string{"platform": "android"}); s != nil {
+		t.Errorf("a platform not named is zero-filled: %v", s)
+	}
+}
+
+// The RAM gauges come from the snapshot, the CPU gauges from their own
+// read; without a CPU reading (a gateway) the CPU gauges are left out.
+func TestBudgetGauges(t *testing.T) {
+	st := contract.StatusGetOut{Capacity: contract.Capacity{RAMBudgetBytes: 8 << 30, RAMUsedBytes: 3 << 30,
+		Platforms: map[string]contract.PlatformCapacity{"ios": {RAMUsedBytes: 2 << 30}, "android": {RAMUsedBytes: 1 << 30}}}}
+	cpuOK := true
+	m := New(Options{Snapshot: func(context.Context) (contract.StatusGetOut, error) { return st, nil },
+		CPU: func(context.Context) (CPUReading, bool) { return CPUReading{BudgetMilli: 8000, UsedMilli: 2400}, cpuOK }})
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"simlock_capacity_ram_budget_bytes", nil, 8 << 30},
+		{"simlock_capacity_ram_used_bytes", map[string]string{"platform": "ios"}, 2 << 30},
+		{"simlock_capacity_ram_used_bytes", map[string]string{"platform": "android"}, 1 << 30},
+		{"simlock_capacity_cpu_budget_cores", nil, 8},
+		{"simlock_capacity_cpu_used_cores", nil, 2.4},
+	} {
+		s := sample(t, m, c.name, c.labels)
+		if s == nil || s.GetGauge().GetValue() != c.want {
+			t.Errorf("%s%v = %v; want %v", c.name, c.labels, s, c.want)
+		}
+	}
+	cpuOK = false
+	if f := family(t, m, "simlock_capacity_cpu_budget_cores"); f != nil {
+		t.Errorf("CPU gauges without a reading: %v", f)
+	}
+}

@@ -387,3 +387,126 @@ func TestConsoleCommand(t *testing.T) {
 		return string(b) == link
 	})
 }
+
+// await runs an async function body in the page and decodes what it
+// returns into out. The page stores the answer, as JSON, where a later
+// evaluation reads it: plain evaluations do not wait for a promise.
+func (b *tab) await(what, body string, out any) {
+	b.t.Helper()
+	eval[bool](b, `(() => { window.__awaited = undefined; (async () => { `+body+` })().then(
+  (v) => { window.__awaited = JSON.stringify(v === undefined ? null : v) },
+  (e) => { window.__awaited = JSON.stringify({ thrown: String(e) }) }); return true })()`)
+	b.waitFor(what, `window.__awaited !== undefined`, 30*time.Second)
+	if err := json.Unmarshal([]byte(eval[string](b, `window.__awaited`)), out); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// overflowAt420 is what sticks out sideways at the current width: the
+// document wider than the window, a card that scrolls sideways, or an
+// element whose box ends past the window's right edge. Empty: none.
+const overflowAt420 = `(() => {
+  const out = [];
+  const doc = document.documentElement;
+  if (doc.scrollWidth > doc.clientWidth) out.push("document " + doc.scrollWidth + " > " + doc.clientWidth);
+  for (const c of document.querySelectorAll(".card")) {
+    if (c.offsetParent !== null && c.scrollWidth > c.clientWidth + 1) out.push("#" + c.id + " scrolls " + c.scrollWidth + " > " + c.clientWidth);
+  }
+  for (const e of document.querySelectorAll("body *")) {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > doc.clientWidth + 1) out.push(e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + "." + e.className + " ends at " + Math.round(r.right));
+  }
+  return out.slice(0, 12);
+})()`
+
+// With clone provisioning on, the console shows the golden beside the
+// devices (a state of its own, counted in the summary), so the managed
+// bar adds up to what the page lists; the icon a browser asks for is
+// served without a token and decodes as a 32 px image, nothing the page
+// loads fails; and at 420 px wide nothing overflows sideways.
+func TestConsoleShowsGoldensAnIconAndFitsANarrowScreen(t *testing.T) {
+	browserPath(t) // skip (or fail) before starting daemons
+	addr := freeAddr(t)
+	w := newWorld(t, fmt.Sprintf(`{"drivers":{"ios":{"clone":{"enabled":true}}},
+ "capacity":{"strategy":"fixed","fixed":{"maxRunning":3,"maxManaged":5}},
+ "http":{"enabled":true,"listen":%q}}`, addr))
+	w.setEnv("SIMLOCK_SIMSDK_SPEED", cloneSpeed)
+	w.mustRun("daemon", "start")
+	var l lease
+	w.json(&l, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "agent-a", "--ttl", "30m")
+	eventually(t, "the golden to be built", 90*time.Second, func() bool {
+		g := w.status().Goldens
+		return g != nil && len(g.Devices) == 1 && g.Devices[0].State == "ready"
+	})
+	var st struct {
+		Devices  []struct{ ID string }
+		Capacity struct{ Managed, MaxManaged int }
+		Goldens  struct{ Devices []struct{ Handle string } }
+	}
+	w.json(&st, "status", "--json")
+	if st.Capacity.Managed != len(st.Devices)+1 {
+		t.Fatalf("managed %d for %d devices and one golden", st.Capacity.Managed, len(st.Devices))
+	}
+
+	b := newTab(t)
+	b.open(w.consoleLink())
+	b.waitFor("the console to sign in and go live", signedIn, 30*time.Second)
+	golden := fmt.Sprintf(`[data-golden=%q]`, st.Goldens.Devices[0].Handle)
+	b.waitFor("the golden's row", fmt.Sprintf(`(() => { const r = document.querySelector(%q); return !!r && r.dataset.state === "golden" && r.querySelector(".golden-state").textContent.trim() === "ready" })()`, golden), 30*time.Second)
+	b.waitFor("the lease's device", fmt.Sprintf(`!!document.querySelector('[data-device=%q]')`, l.Device.ID), 30*time.Second)
+	if n := eval[string](b, `document.querySelector('[data-count="ios/golden"]').textContent`); n != "1" {
+		t.Fatalf("the summary counts %s ios goldens, want 1", n)
+	}
+	rows := eval[int](b, `document.querySelectorAll("#devices [data-device], #devices [data-golden]").length`)
+	managed := eval[string](b, `document.querySelector('[data-bar="managed"] .value').textContent`)
+	if want := fmt.Sprintf("%d / %d (1 golden)", st.Capacity.Managed, st.Capacity.MaxManaged); managed != want || rows != st.Capacity.Managed {
+		t.Fatalf("the managed bar reads %q beside %d listed rows; want %q and %d", managed, rows, want, st.Capacity.Managed)
+	}
+
+	// The icon: what a browser fetches by itself (no token, no cookie) and
+	// what the page names, both answered 200 as images that decode.
+	var icon struct {
+		Ico, SVG     int
+		Type, Thrown string
+		Width        int
+		Failed       []string
+	}
+	b.await("the icon checks", `
+  const ico = await fetch("/favicon.ico", { credentials: "omit", cache: "no-store" });
+  const svg = await fetch(document.querySelector('link[rel="icon"]').href, { credentials: "omit", cache: "no-store" });
+  const img = new Image();
+  await new Promise((ok, bad) => { img.onload = ok; img.onerror = () => bad(new Error("the icon does not decode")); img.src = "/favicon.ico?decode" });
+  const failed = performance.getEntriesByType("resource").filter((e) => e.responseStatus >= 400).map((e) => e.name + " " + e.responseStatus);
+  return { ico: ico.status, svg: svg.status, type: ico.headers.get("Content-Type"), width: img.naturalWidth, failed };`, &icon)
+	if icon.Thrown != "" || icon.Ico != 200 || icon.SVG != 200 || icon.Type != "image/x-icon" || icon.Width != 32 || len(icon.Failed) != 0 {
+		t.Fatalf("icon: %+v", icon)
+	}
+
+	// A phone-sized window: the same page, nothing wider than the screen.
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(420, 900)); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the 420 px layout", `document.documentElement.clientWidth === 420`, 10*time.Second)
+	if over := eval[[]string](b, overflowAt420); len(over) != 0 {
+		t.Fatalf("at 420 px wide:\n%s", strings.Join(over, "\n"))
+	}
+	if !eval[bool](b, fmt.Sprintf(`(() => { const r = document.querySelector(%q).getBoundingClientRect(); return r.width > 0 && r.right <= 420 })()`, golden)) {
+		t.Fatal("the golden's row is not on screen at 420 px")
+	}
+	b.screenshot("console-narrow.png")
+
+	// The sign-in form, before any token, fits too.
+	login := newTab(t)
+	lctx, lcancel := context.WithTimeout(login.ctx, 30*time.Second)
+	defer lcancel()
+	if err := chromedp.Do(lctx, chromedp.EmulateViewport(420, 900)); err != nil {
+		t.Fatal(err)
+	}
+	login.open("http://" + addr + "/")
+	login.waitFor("the login form", `!document.getElementById("login").hidden && document.documentElement.clientWidth === 420`, 30*time.Second)
+	if over := eval[[]string](login, overflowAt420); len(over) != 0 {
+		t.Fatalf("the sign-in page at 420 px wide:\n%s", strings.Join(over, "\n"))
+	}
+}

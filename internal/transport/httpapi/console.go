@@ -237,20 +237,36 @@ func (s *Server) mountConsole(mux *http.ServeMux) {
 	mux.Handle(exchange.pattern(), s.wrap(exchange, s.serveConsoleExchange))
 	signOut := route{method: "DELETE", path: "/v1/console/session"}
 	mux.Handle(signOut.pattern(), s.wrap(signOut, s.serveConsoleSignOut))
+	// Browsers ask for /favicon.ico on their own, without a token: behind
+	// the auth wall it answered 401 and every page load logged an error.
+	icon := route{method: "GET", path: "/favicon.ico", public: true, summary: "the console's icon"}
+	mux.Handle("GET /favicon.ico", s.wrap(icon, func(w http.ResponseWriter, r *http.Request) { serveAsset(w, r, "favicon.ico") }))
 }
+
+// assetTypes are the console's own content types where the system's MIME
+// table may differ (.ico has two names in the wild).
+var assetTypes = map[string]string{".ico": "image/x-icon", ".svg": "image/svg+xml"}
 
 func (s *Server) serveConsoleAsset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	if name == "" {
 		name = "index.html"
 	}
+	serveAsset(w, r, name)
+}
+
+// serveAsset writes the embedded console file name.
+func serveAsset(w http.ResponseWriter, r *http.Request, name string) {
 	b, err := fs.ReadFile(consoleAssets, path.Join("console", path.Clean("/"+name)))
 	if err != nil {
 		http.NotFound(w, r)
 		return
 	}
 	h := w.Header()
-	ct := mime.TypeByExtension(path.Ext(name))
+	ct := assetTypes[path.Ext(name)]
+	if ct == "" {
+		ct = mime.TypeByExtension(path.Ext(name))
+	}
 	if ct == "" {
 		ct = "application/octet-stream"
 	}

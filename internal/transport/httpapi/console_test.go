@@ -199,3 +199,26 @@ func TestConsoleAssetsAreServed(t *testing.T) {
 		t.Fatalf("GET /anything without a token: %d", r.StatusCode)
 	}
 }
+
+// The icon a browser asks for by itself is served without a token, as an
+// icon; the page names its SVG twin, which the asset route serves.
+func TestConsoleFaviconNeedsNoToken(t *testing.T) {
+	f := newFixture(t, 1)
+	for path, ct := range map[string]string{"/favicon.ico": "image/x-icon", "/console/favicon.svg": "image/svg+xml"} {
+		r := f.req("GET", path, "", "")
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != 200 || r.Header.Get("Content-Type") != ct || len(b) == 0 {
+			t.Fatalf("GET %s without a token: %d %q, %d bytes", path, r.StatusCode, r.Header.Get("Content-Type"), len(b))
+		}
+		if path == "/favicon.ico" && !strings.HasPrefix(string(b), "\x00\x00\x01\x00") {
+			t.Fatalf("GET /favicon.ico is not an icon file: % x", b[:min(8, len(b))])
+		}
+	}
+	r := f.req("GET", "/", "", "")
+	page, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if !strings.Contains(string(page), `rel="icon" href="/console/favicon.svg"`) {
+		t.Fatal("the page names no icon")
+	}
+}

@@ -219,11 +219,12 @@ function render() {
   $("daemon").textContent = `${d.mode} · v${d.version} · ${d.health}` + (d.http ? ` · ${d.http}` : "");
   const gateway = d.mode === "gateway";
   $("tools-card").hidden = !isOperator() || gateway;
-  renderCapacity(st.capacity);
+  const goldens = (st.goldens && st.goldens.devices) || [];
+  renderCapacity(st.capacity, goldens.length);
   renderWorkers(gateway);
   renderLeases(st.leases || []);
   renderQueue(st.queue || []);
-  renderDevices(st.devices || []);
+  renderDevices(st.devices || [], goldens, (st.goldens && st.goldens.notBuilt) || []);
   tick();
 }
 
@@ -238,10 +239,13 @@ function bar(label, used, limit, text) {
     el("span", { class: "value" }, text || `${used} / ${limit}`));
 }
 
-function renderCapacity(c) {
+// goldens is how many of the managed devices are clone provisioning's
+// goldens: they take a managed slot each, so "managed" says so beside a
+// device list that has fewer leasable devices than the count.
+function renderCapacity(c, goldens) {
   $("strategy").textContent = c.strategy ? `(${c.strategy})` : "";
   const rows = [bar("running", c.running, c.maxRunning, `${c.running} / ${c.maxRunning}` + (c.reserved ? ` (+${c.reserved} reserved)` : "")),
-    bar("managed", c.managed, c.maxManaged)];
+    bar("managed", c.managed, c.maxManaged, `${c.managed} / ${c.maxManaged}` + (goldens ? ` (${goldens} golden)` : ""))];
   if (c.ramBudgetBytes > 0) {
     rows.push(bar("RAM", c.ramUsedBytes, c.ramBudgetBytes, `${fmtBytes(c.ramUsedBytes)} / ${fmtBytes(c.ramBudgetBytes)}`));
   }
@@ -333,15 +337,40 @@ function renderQueue(queue) {
 // lease the id of the lease holding it (null when idle).
 const lifecycle = (d) => (d.runtime && d.runtime.lifecycle) || "";
 
-function renderDevices(devices) {
-  const states = [...new Set(devices.map(lifecycle))].sort();
-  const platforms = [...new Set(devices.map((d) => d.platform))].sort();
-  const count = (p, s) => devices.filter((d) => d.platform === p && lifecycle(d) === s).length;
+// shortID drops the reverse-DNS prefix of a device type or runtime
+// identifier (com.apple.CoreSimulator.SimDeviceType.iPhone-16 reads
+// iPhone-16); the whole one is the cell's title.
+const shortID = (id) => (id || "").replace(/^com\.apple\.CoreSimulator\.Sim(DeviceType|Runtime)\./, "");
+
+// Goldens (clone provisioning's templates) are listed with the devices in
+// a state of their own: they serve no lease, but each takes a managed slot,
+// so the page adds up to the managed count. Their own state (ready,
+// building, reclaiming, stuck) is shown beside it.
+function renderDevices(devices, goldens, notBuilt) {
+  const all = devices.map((d) => ({ platform: d.platform, state: lifecycle(d) }))
+    .concat(goldens.map((g) => ({ platform: g.platform, state: "golden" })));
+  const states = [...new Set(all.map((d) => d.state))].sort();
+  const platforms = [...new Set(all.map((d) => d.platform))].sort();
+  const count = (p, s) => all.filter((d) => d.platform === p && d.state === s).length;
+  $("device-count").textContent = goldens.length ? `(${devices.length} + ${goldens.length} golden)` : `(${devices.length})`;
   const summary = el("table", { class: "summary" },
     el("thead", {}, el("tr", {}, el("th", {}, "platform"), ...states.map((s) => el("th", {}, s)))),
     el("tbody", {}, ...platforms.map((p) =>
-      el("tr", {}, el("td", {}, p), ...states.map((s) => el("td", { class: count(p, s) ? "" : "muted" }, count(p, s)))))));
-  $("device-summary").replaceChildren(devices.length ? summary : el("p", { class: "muted" }, "no devices yet: they are created on demand"));
+      el("tr", {}, el("td", {}, p), ...states.map((s) => el("td", { class: count(p, s) ? "" : "muted", "data-count": `${p}/${s}` }, count(p, s)))))));
+  const refused = notBuilt.map((n) =>
+    el("p", { class: "muted", "data-not-built": `${n.platform}/${n.modelId}/${n.runtimeId}` },
+      `golden ${n.platform} ${n.modelId} ${n.runtimeId} not built: ${n.reason}` + (n.retrying ? " (retrying)" : "")));
+  $("device-summary").replaceChildren(all.length ? summary : el("p", { class: "muted" }, "no devices yet: they are created on demand"), ...refused);
+  const goldenRows = goldens.map((g) =>
+    el("tr", { "data-golden": g.handle, "data-state": "golden" },
+      el("td", { class: "mono" }, g.handle),
+      el("td", {}, g.platform),
+      el("td", { title: g.modelId }, shortID(g.modelId)),
+      el("td", { title: g.runtimeId }, shortID(g.runtimeId)),
+      el("td", {}, el("span", { class: "pill state-golden" }, "golden"),
+        el("span", { class: "muted golden-state" }, " " + g.state + (g.error ? `: ${g.error}` : ""))),
+      el("td", { class: "since" }, g.retryAt ? "retry at " + new Date(g.retryAt).toLocaleTimeString() : "—"),
+      el("td", {}, "")));
   const rows = devices.map((d) =>
     el("tr", { "data-device": d.id, "data-state": lifecycle(d) },
       el("td", { class: "mono" }, d.id, d.workerId ? el("span", { class: "muted" }, ` @${d.workerId}`) : null),
@@ -351,7 +380,7 @@ function renderDevices(devices) {
       el("td", {}, el("span", { class: "pill state-" + lifecycle(d) }, lifecycle(d))),
       el("td", { class: "since", "data-at": d.stateSinceAt }),
       el("td", { class: "mono" }, (d.runtime && d.runtime.lease) || "")));
-  fill($("devices").tBodies[0], rows, "no devices", 7);
+  fill($("devices").tBodies[0], rows.concat(goldenRows), "no devices", 7);
 }
 
 // tick moves every clock on the page: ages, waits and countdowns.
