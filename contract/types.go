@@ -349,6 +349,12 @@ type Capacity struct {
 	RAMBudgetBytes uint64 `json:"ramBudgetBytes"`
 	// RAMUsedBytes is what running devices and reservations take from it.
 	RAMUsedBytes uint64 `json:"ramUsedBytes"`
+	// CPUBudgetMilli is the CPU budget running devices share, in
+	// thousandths of a CPU (0: the strategy plans no CPU, as fixed does);
+	// CPUUsedMilli is what running devices and reservations take from it,
+	// each by its platform's share.
+	CPUBudgetMilli uint64 `json:"cpuBudgetMilli"`
+	CPUUsedMilli   uint64 `json:"cpuUsedMilli"`
 	// DeviceRAMBytes is the footprint each running or reserved device is
 	// charged, by device id.
 	DeviceRAMBytes map[string]uint64 `json:"deviceRamBytes,omitempty"`

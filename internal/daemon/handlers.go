@@ -388,7 +388,7 @@ func (d *Daemon) statusGet(_ context.Context, call *dispatch.Call, _ contract.St
 	c := snap.Capacity
 	out.Capacity = contract.Capacity{Strategy: c.Strategy, MaxRunning: c.Limits.MaxRunning, MaxManaged: c.Limits.MaxManaged,
 		Running: c.Global.Running, Managed: c.Global.Managed, Reserved: c.Global.Reserved, Platforms: map[string]contract.PlatformCapacity{},
-		RAMBudgetBytes: c.Limits.RAMBudget, RAMUsedBytes: c.Global.RAMBytes}
+		RAMBudgetBytes: c.Limits.RAMBudget, RAMUsedBytes: c.Global.RAMBytes, CPUBudgetMilli: c.Limits.CPUBudget, CPUUsedMilli: c.Global.CPUMilli}
 	if len(c.DeviceRAM) > 0 {
 		out.Capacity.DeviceRAMBytes = c.DeviceRAM
 	}

@@ -75,7 +75,7 @@ func (d *Daemon) startRecorder(ctx context.Context, o Options) error {
 		stop: make(chan uint64, 1), done: make(chan struct{})}
 	r.retention.count = o.Config.Events.Retention.Count
 	r.retention.maxAge = time.Duration(o.Config.Events.Retention.MaxAgeMs) * time.Millisecond
-	r.metrics = metrics.New(metrics.Options{Version: o.Version, GoVersion: runtime.Version(), Mode: o.Config.Mode, Snapshot: d.statusSnapshot, CPU: d.cpuReading})
+	r.metrics = metrics.New(metrics.Options{Version: o.Version, GoVersion: runtime.Version(), Mode: o.Config.Mode, Snapshot: d.statusSnapshot})
 	if addr := o.Config.Metrics.Listen; addr != "" {
 		if r.metricsLn, err = net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("metrics listen on %s: %w", addr, err)
@@ -169,19 +169,6 @@ func (d *Daemon) statusSnapshot(ctx context.Context) (contract.StatusGetOut, err
 		return *st, nil
 	}
 	return contract.StatusGetOut{}, fmt.Errorf("status.get answered %T", out)
-}
-
-// cpuReading is the engine's CPU budget and what is charged to it, for the
-// CPU gauges: status.get carries no CPU figures. A gateway has no engine
-// and no CPU budget of its own; nothing is read before the daemon is ready
-// (the engine is set by then, and readyCh orders that write before this
-// read).
-func (d *Daemon) cpuReading(context.Context) (metrics.CPUReading, bool) {
-	if !d.isReady() || d.engine == nil {
-		return metrics.CPUReading{}, false
-	}
-	c := d.engine.Capacity()
-	return metrics.CPUReading{BudgetMilli: c.Limits.CPUBudget, UsedMilli: c.Global.CPUMilli}, true
 }
 
 // MetricsHandler serves the daemon's metrics (the HTTP API mounts it).

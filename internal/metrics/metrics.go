@@ -32,22 +32,11 @@ type Options struct {
 	Mode      string // worker or gateway
 	// Snapshot feeds the gauges at scrape time (nil: no gauges).
 	Snapshot Snapshot
-	// CPU reads the CPU budget at scrape time; nil, or false from it (a
-	// gateway, a daemon not serving yet), leaves the CPU gauges out.
-	CPU func(ctx context.Context) (CPUReading, bool)
 	// Platforms are the platforms the refusal counters start at zero for
 	// (default: ios and android).
 	Platforms []string
 	// ScrapeTimeout bounds one snapshot read (default 5 s).
 	ScrapeTimeout time.Duration
-}
-
-// CPUReading is the CPU budget the resource strategy plans by, in
-// thousandths of a CPU. status.get has no CPU figures, so the daemon reads
-// them from its engine beside the snapshot.
-type CPUReading struct {
-	BudgetMilli uint64 // 0: the strategy plans no CPU (fixed)
-	UsedMilli   uint64 // running devices and reservations, each by its platform's charge
 }
 
 // Metrics is one daemon's metrics. Observe feeds it; Handler serves it.
@@ -122,7 +111,7 @@ func New(o Options) *Metrics {
 	info.Set(1)
 	m.reg.MustRegister(info)
 	if o.Snapshot != nil {
-		m.reg.MustRegister(&stateCollector{snapshot: o.Snapshot, cpu: o.CPU, timeout: o.ScrapeTimeout})
+		m.reg.MustRegister(&stateCollector{snapshot: o.Snapshot, gateway: o.Mode == "gateway", timeout: o.ScrapeTimeout})
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -276,7 +265,7 @@ var (
 // not facts, are read where the state is, never kept in step by events.
 type stateCollector struct {
 	snapshot Snapshot
-	cpu      func(ctx context.Context) (CPUReading, bool)
+	gateway  bool // a gateway has no budget of its own: no CPU gauges
 	timeout  time.Duration
 }
 
@@ -358,11 +347,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range sortedKeys(platforms) {
 		gauge(ramUsedDesc, float64(st.Capacity.Platforms[p].RAMUsedBytes), p)
 	}
-	if c.cpu != nil {
-		if r, ok := c.cpu(ctx); ok {
-			gauge(cpuBudgetDesc, float64(r.BudgetMilli)/1000)
-			gauge(cpuUsedDesc, float64(r.UsedMilli)/1000)
-		}
+	if !c.gateway {
+		gauge(cpuBudgetDesc, float64(st.Capacity.CPUBudgetMilli)/1000)
+		gauge(cpuUsedDesc, float64(st.Capacity.CPUUsedMilli)/1000)
 	}
 	for _, w := range st.Workers {
 		gauge(uplinkDesc, 1, w.ID, w.State)

@@ -269,14 +269,13 @@ func TestRefusalCountersStartAtZero(t *testing.T) {
 	}
 }
 
-// The RAM gauges come from the snapshot, the CPU gauges from their own
-// read; without a CPU reading (a gateway) the CPU gauges are left out.
+// The RAM and CPU gauges come from the snapshot's capacity; a gateway,
+// which has no budget of its own, leaves the CPU gauges out.
 func TestBudgetGauges(t *testing.T) {
-	st := contract.StatusGetOut{Capacity: contract.Capacity{RAMBudgetBytes: 8 << 30, RAMUsedBytes: 3 << 30,
+	st := contract.StatusGetOut{Capacity: contract.Capacity{RAMBudgetBytes: 8 << 30, RAMUsedBytes: 3 << 30, CPUBudgetMilli: 8000, CPUUsedMilli: 2400,
 		Platforms: map[string]contract.PlatformCapacity{"ios": {RAMUsedBytes: 2 << 30}, "android": {RAMUsedBytes: 1 << 30}}}}
-	cpuOK := true
-	m := New(Options{Snapshot: func(context.Context) (contract.StatusGetOut, error) { return st, nil },
-		CPU: func(context.Context) (CPUReading, bool) { return CPUReading{BudgetMilli: 8000, UsedMilli: 2400}, cpuOK }})
+	snap := func(context.Context) (contract.StatusGetOut, error) { return st, nil }
+	m := New(Options{Snapshot: snap})
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -293,8 +292,8 @@ func TestBudgetGauges(t *testing.T) {
 			t.Errorf("%s%v = %v; want %v", c.name, c.labels, s, c.want)
 		}
 	}
-	cpuOK = false
-	if f := family(t, m, "simlock_capacity_cpu_budget_cores"); f != nil {
-		t.Errorf("CPU gauges without a reading: %v", f)
+	gw := New(Options{Snapshot: snap, Mode: "gateway"})
+	if f := family(t, gw, "simlock_capacity_cpu_budget_cores"); f != nil {
+		t.Errorf("a gateway's CPU gauges: %v", f)
 	}
 }
