@@ -11,6 +11,7 @@ func goDocs() map[string]string {
 		"AndroidHardware.GPUMode":                  "auto, host, software, swiftshader, lavapipe, swangle",
 		"AndroidImage":                             "AndroidImage is where an Android device's system comes from: the system image directory the AVD boots (path), its API target (\"android-35\") and the SDK package it was created from (basedOn).",
 		"CapabilitiesGetOut":                       "CapabilitiesGetOut lists the contracts this daemon serves; a launcher checks it before relying on one.",
+		"Capacity.CPUBudgetMilli":                  "CPUBudgetMilli is the CPU budget running devices share, in thousandths of a CPU (0: the strategy plans no CPU, as fixed does); CPUUsedMilli is what running devices and reservations take from it, each by its platform's share.",
 		"Capacity.DeviceRAMBytes":                  "DeviceRAMBytes is the footprint each running or reserved device is charged, by device id.",
 		"Capacity.Host":                            "Host is the machine-wide view a worker plans against: its own devices, other simlock homes' and devices booted outside simlock (absent for a gateway).",
 		"Capacity.RAMBudgetBytes":                  "RAMBudgetBytes is the one RAM budget every platform's running devices share (0: the strategy plans no RAM, as fixed does).",
