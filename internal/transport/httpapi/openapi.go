@@ -142,6 +142,14 @@ var enumFields = map[string]string{
 	"PassthroughOut.Platform":      "Platform",
 }
 
+// neverNull names the pointer fields without omitempty that are never
+// sent as null, so their schema is not nullable: every error response
+// carries its error, and a generated client should not make each caller
+// check for a null one.
+var neverNull = map[string]bool{
+	"ErrorBody.Error": true,
+}
+
 // fallbackDocs describe fields whose Go declaration carries no comment,
 // by JSON name, so every property has a description.
 var fallbackDocs = map[string]string{
@@ -390,7 +398,7 @@ func (g *schemaGen) object(t reflect.Type, strict bool) map[string]any {
 		// A field without omitempty is always sent, a pointer too: the
 		// encoder writes null for it, which the device description uses
 		// for an unknown fact (contract/describe.go).
-		if !omitempty && f.Type.Kind() == reflect.Pointer {
+		if !omitempty && f.Type.Kind() == reflect.Pointer && !neverNull[t.Name()+"."+f.Name] {
 			p = map[string]any{"anyOf": []any{p, map[string]any{"type": "null"}}}
 		}
 		p["description"] = g.fieldDoc(t, f, name)

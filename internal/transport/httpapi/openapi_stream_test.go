@@ -92,3 +92,17 @@ func keys(m map[string]any) []string {
 	}
 	return out
 }
+
+// TestOpenAPIErrorBodyCarriesItsError: every refusal has its error, so the
+// schema does not let a generated client think it may be null.
+func TestOpenAPIErrorBodyCarriesItsError(t *testing.T) {
+	doc := generatedDoc(t, false)
+	body := doc["components"].(map[string]any)["schemas"].(map[string]any)["ErrorBody"].(map[string]any)
+	errProp := body["properties"].(map[string]any)["error"].(map[string]any)
+	if _, nullable := errProp["anyOf"]; nullable || errProp["$ref"] != "#/components/schemas/Error" {
+		t.Errorf("ErrorBody.error is %v", errProp)
+	}
+	if req, _ := body["required"].([]any); len(req) == 0 || req[0] != "error" {
+		t.Errorf("ErrorBody.required is %v", body["required"])
+	}
+}
