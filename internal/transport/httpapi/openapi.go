@@ -770,6 +770,7 @@ func (g *schemaGen) routeOperation(rt route) map[string]any {
 			// no 202 handle.
 			responses["200"] = response("NDJSON: progress lines, then one {result} line with the Lease, or one {error} line.",
 				ndjsonContent())
+			o["description"] = o["description"].(string) + " The answer is NDJSON whatever Accept says; closing the connection withdraws the request."
 			break
 		}
 		created := response("Granted.", jsonContent(g.ref(rt.op.Out, false)))
