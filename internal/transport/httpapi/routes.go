@@ -219,15 +219,18 @@ func (s *Server) handlerFor(rt route) func(http.ResponseWriter, *http.Request) {
 const streamSuffix = ":stream"
 
 // streamed serves h as if the client had sent Accept: application/x-ndjson.
-// Every route decides on a stream by that header (existing clients send
-// it), so the twin only has to set it; the request is cloned because a
-// handler must not change the one it was given.
 func streamed(h func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
-		r = r.Clone(r.Context())
-		r.Header.Set("Accept", mediaNDJSON)
-		h(w, r)
-	}
+	return func(w http.ResponseWriter, r *http.Request) { h(w, asStream(r)) }
+}
+
+// asStream is r asking for NDJSON. Every route decides on a stream by the
+// Accept header (existing clients send it), so a twin only has to set it;
+// the request is cloned because a handler must not change the one it was
+// given.
+func asStream(r *http.Request) *http.Request {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", mediaNDJSON)
+	return r
 }
 
 func (rt route) successStatus() int {
@@ -282,9 +285,7 @@ func (s *Server) serveOps(w http.ResponseWriter, r *http.Request) {
 	if base, ok := strings.CutSuffix(name, streamSuffix); ok {
 		// POST /v1/ops/<name>:stream: the mux cannot match a suffix inside
 		// a wildcard segment, so the generic route takes it apart here.
-		name = base
-		r = r.Clone(r.Context())
-		r.Header.Set("Accept", mediaNDJSON)
+		name, r = base, asStream(r)
 	}
 	if why, refused := notOverHTTP[name]; refused {
 		writeError(w, contract.Errorf(contract.CodeUnknownOperation, "%s is not served over HTTP", name).WithNext(why), nil)
