@@ -291,7 +291,9 @@ func (s *Server) serveLeaseRequest(w http.ResponseWriter, r *http.Request, rt ro
 		return
 	}
 	if accepts(r, mediaNDJSON) {
-		s.call(w, r, rt.op.Name, params, http.StatusCreated)
+		// 201 when the lease is the first line; a stream that pushed first
+		// has sent 200 already. The :stream twin answers 200 throughout.
+		s.call(w, r, rt.op.Name, params, rt.successStatus())
 		return
 	}
 	wait := DefaultWait

@@ -47,6 +47,9 @@ func openAPIDocument(routes []route, version string, gateway bool) map[string]an
 			for _, op := range contract.Registry() {
 				if _, refused := notOverHTTP[op.Name]; !refused && !gatewayOnly[op.Name] {
 					add("/v1/ops/"+op.Name, http.MethodPost, g.opsOperation(op))
+					if _, pushes := pushingOps[op.Name]; pushes {
+						add("/v1/ops/"+op.Name+streamSuffix, http.MethodPost, g.opsStreamOperation(op))
+					}
 				}
 			}
 			continue
@@ -137,6 +140,14 @@ var enumFields = map[string]string{
 	"PlatformCatalog.Platform":     "Platform",
 	"DoctorFinding.Platform":       "Platform",
 	"PassthroughOut.Platform":      "Platform",
+}
+
+// neverNull names the pointer fields without omitempty that are never
+// sent as null, so their schema is not nullable: every error response
+// carries its error, and a generated client should not make each caller
+// check for a null one.
+var neverNull = map[string]bool{
+	"ErrorBody.Error": true,
 }
 
 // fallbackDocs describe fields whose Go declaration carries no comment,
@@ -387,7 +398,7 @@ func (g *schemaGen) object(t reflect.Type, strict bool) map[string]any {
 		// A field without omitempty is always sent, a pointer too: the
 		// encoder writes null for it, which the device description uses
 		// for an unknown fact (contract/describe.go).
-		if !omitempty && f.Type.Kind() == reflect.Pointer {
+		if !omitempty && f.Type.Kind() == reflect.Pointer && !neverNull[t.Name()+"."+f.Name] {
 			p = map[string]any{"anyOf": []any{p, map[string]any{"type": "null"}}}
 		}
 		p["description"] = g.fieldDoc(t, f, name)
@@ -592,21 +603,68 @@ func operationID(name string) string {
 	return strings.Join(parts, "")
 }
 
+// pushingOps are the operations that push while they run, with what they
+// push. Each gets a :stream twin in the document; any operation still
+// streams with Accept: application/x-ndjson, but only these have anything
+// to stream.
+var pushingOps = map[string]string{
+	contract.LeaseRequest.Name:    "progress lines",
+	contract.DeviceExec.Name:      "output lines (stdout and stderr chunks)",
+	contract.EventsSubscribe.Name: "event and gap lines (with follow and Prefer: keep-open, for as long as the connection stays open)",
+	contract.SlotAcquire.Name:     "progress lines",
+}
+
+// A success response declares application/json alone: generators type a
+// response as the union of its media types, so a stream media type beside
+// it would make every answer Out | NDJSONLine. The stream is a separate
+// operation (the :stream twin), whose only media type is NDJSON.
+const acceptNote = " (Accept: application/x-ndjson still streams this route for clients written before the :stream twins.)"
+
 // opsOperation describes POST /v1/ops/{name} for one operation.
 func (g *schemaGen) opsOperation(op contract.Op) map[string]any {
 	responses := map[string]any{
-		"200": response("The operation's output.", map[string]any{
-			mediaJSON:   map[string]any{"schema": g.ref(op.Out, false)},
-			mediaNDJSON: map[string]any{"schema": ref("NDJSONLine")},
-		}),
+		"200": response("The operation's output.", jsonContent(g.ref(op.Out, false))),
+	}
+	addErrors(responses, op.Name)
+	desc := "Role: " + string(op.Role) + ". The body is the operation's input."
+	if _, pushes := pushingOps[op.Name]; pushes {
+		desc += " POST /v1/ops/" + op.Name + streamSuffix + " streams its pushes before the result." + acceptNote
+	}
+	return map[string]any{
+		"operationId":         opsOperationID(op.Name),
+		"tags":                []string{"ops"},
+		"summary":             op.Doc,
+		"description":         desc,
+		"x-simlock-operation": op.Name,
+		"requestBody":         map[string]any{"required": false, "content": jsonContent(g.ref(op.In, true))},
+		"responses":           responses,
+	}
+}
+
+func opsOperationID(name string) string {
+	return "ops" + strings.ToUpper(name[:1]) + operationID(name)[1:]
+}
+
+// ndjsonContent is the one media type of a stream twin's success.
+func ndjsonContent() map[string]any {
+	return map[string]any{mediaNDJSON: map[string]any{"schema": ref("NDJSONLine")}}
+}
+
+// opsStreamOperation describes POST /v1/ops/{name}:stream, the operation
+// answered as NDJSON lines.
+func (g *schemaGen) opsStreamOperation(op contract.Op) map[string]any {
+	responses := map[string]any{
+		"200": response("NDJSON: "+pushingOps[op.Name]+", then one {result} line with the operation's output, or one {error} line.",
+			ndjsonContent()),
 	}
 	addErrors(responses, op.Name)
 	return map[string]any{
-		"operationId": "ops" + strings.ToUpper(op.Name[:1]) + operationID(op.Name)[1:],
+		"operationId": opsOperationID(op.Name) + "Stream",
 		"tags":        []string{"ops"},
-		"summary":     op.Doc,
-		"description": "Role: " + string(op.Role) + ". The body is the operation's input; with Accept: application/x-ndjson " +
-			"pushes stream as lines before the result (Prefer: keep-open keeps the stream after it).",
+		"summary":     op.Doc + " Streamed.",
+		"description": "Role: " + string(op.Role) + ". The body is the operation's input; the answer is NDJSON whatever Accept says: " +
+			pushingOps[op.Name] + " as {method, params}, then the result. A refusal before the first line keeps its table status; " +
+			"a later one is the {error} line. Prefer: keep-open keeps the stream open after the result.",
 		"x-simlock-operation": op.Name,
 		"requestBody":         map[string]any{"required": false, "content": jsonContent(g.ref(op.In, true))},
 		"responses":           responses,
@@ -700,20 +758,28 @@ func (g *schemaGen) routeOperation(rt route) map[string]any {
 		responses["200"] = response("Server-Sent Events; each data line is one Event.",
 			map[string]any{mediaSSE: map[string]any{"schema": g.ref(reflect.TypeFor[contract.Event](), false)}})
 	case kindLeaseRequest:
-		params = append(params, map[string]any{"name": "Prefer", "in": "header", "required": false,
-			"description": "wait=N (seconds, capped at 60; default 20) or respond-async.", "schema": map[string]any{"type": "string"}})
+		if !rt.stream {
+			params = append(params, map[string]any{"name": "Prefer", "in": "header", "required": false,
+				"description": "wait=N (seconds, capped at 60; default 20) or respond-async.", "schema": map[string]any{"type": "string"}})
+		}
 		params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
 			"description": "The body's idempotencyKey: a repeat with the same key returns the first request's outcome.",
 			"schema":      map[string]any{"type": "string", "maxLength": 256}})
-		created := response("Granted.", map[string]any{
-			mediaJSON:   map[string]any{"schema": g.ref(rt.op.Out, false)},
-			mediaNDJSON: map[string]any{"schema": ref("NDJSONLine")},
-		})
+		if rt.stream {
+			// The stream runs the request in the connection: no Prefer,
+			// no 202 handle.
+			responses["200"] = response("NDJSON: progress lines, then one {result} line with the Lease, or one {error} line.",
+				ndjsonContent())
+			o["description"] = o["description"].(string) + " The answer is NDJSON whatever Accept says; closing the connection withdraws the request."
+			break
+		}
+		created := response("Granted.", jsonContent(g.ref(rt.op.Out, false)))
 		created["headers"] = headerRefs("Location", "Preference-Applied")
 		responses["201"] = created
 		wait := response("Still waiting; long-poll the Location.", jsonContent(pending))
 		wait["headers"] = headerRefs("Location", "Preference-Applied")
 		responses["202"] = wait
+		o["description"] = o["description"].(string) + " POST /v1/leases:stream streams the progress instead." + acceptNote
 	case kindUpload:
 		o["requestBody"] = map[string]any{"required": true, "description": "The file's bytes, streamed; Content-Length, when sent, is checked against the cap before anything is stored.",
 			"content": map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
@@ -735,10 +801,17 @@ func (g *schemaGen) routeOperation(rt route) map[string]any {
 		if rt.created {
 			status = "201"
 		}
-		responses[status] = response("The operation's output.", map[string]any{
-			mediaJSON:   map[string]any{"schema": g.ref(rt.op.Out, false)},
-			mediaNDJSON: map[string]any{"schema": ref("NDJSONLine")},
-		})
+		switch {
+		case rt.stream:
+			responses[status] = response("NDJSON: "+pushingOps[opName]+", then one {result} line with the operation's output, or one {error} line.",
+				ndjsonContent())
+			o["description"] = o["description"].(string) + " The answer is NDJSON whatever Accept says."
+		default:
+			responses[status] = response("The operation's output.", jsonContent(g.ref(rt.op.Out, false)))
+			if _, pushes := pushingOps[opName]; pushes {
+				o["description"] = o["description"].(string) + " POST " + rt.path + streamSuffix + " streams its " + pushingOps[opName] + "." + acceptNote
+			}
+		}
 	}
 	addErrors(responses, opName)
 	if input != nil {

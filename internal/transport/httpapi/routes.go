@@ -45,6 +45,10 @@ type route struct {
 	kind    kind
 	public  bool
 	summary string
+	// stream marks a route's :stream twin: the same operation answered as
+	// NDJSON whatever Accept says, so the document can describe it as an
+	// operation of its own (ADR 0094).
+	stream bool
 }
 
 func (rt route) pattern() string { return rt.method + " " + rt.path }
@@ -80,6 +84,8 @@ func routeTable() []route {
 		{method: "GET", path: "/v1/devices", op: opRef(contract.ListGet)},
 		{method: "GET", path: "/v1/config", op: opRef(contract.ConfigGet)},
 		{method: "POST", path: "/v1/leases", op: opRef(contract.LeaseRequest), kind: kindLeaseRequest, created: true},
+		{method: "POST", path: "/v1/leases:stream", op: opRef(contract.LeaseRequest), kind: kindLeaseRequest, stream: true,
+			id: "lease.request.stream", summary: "Request a lease and stream its progress as NDJSON lines, then the lease; runs while the connection stays open."},
 		{method: "GET", path: "/v1/leases", op: opRef(contract.LeaseList)},
 		{method: "POST", path: "/v1/leases/release-all", op: opRef(contract.LeaseReleaseAll)},
 		{method: "GET", path: "/v1/leases/{id}", op: opRef(contract.LeaseGet), fields: leaseID},
@@ -93,7 +99,9 @@ func routeTable() []route {
 		{method: "DELETE", path: "/v1/requests/{id}", op: opRef(contract.LeaseRequest), kind: kindRequestDrop, id: "lease.request.drop",
 			summary: "Cancel a lease request answered 202 (it ends as REQUEST_CANCELLED) and give up its handle; a lease granted meanwhile is released."},
 		{method: "POST", path: "/v1/leases/{id}/exec", op: opRef(contract.DeviceExec), fields: leaseID,
-			summary: "Run simctl or adb against the leased device; with Accept: application/x-ndjson its output streams as lines."},
+			summary: "Run simctl or adb against the leased device; the answer is the exit code (the :stream twin streams the output)."},
+		{method: "POST", path: "/v1/leases/{id}/exec:stream", op: opRef(contract.DeviceExec), fields: leaseID, stream: true, id: "device.exec.stream",
+			summary: "Run simctl or adb against the leased device, its output streamed as NDJSON lines, then the exit code."},
 		{method: "PUT", path: "/v1/leases/{id}/uploads/{name}", op: opRef(contract.DeviceUpload), kind: kindUpload,
 			fields: map[string]string{"id": "leaseId", "name": "name"}, id: "device.upload.put",
 			summary: "Stream a file (the raw body) into the lease's scratch directory; device.exec names it as {upload:NAME}."},
@@ -149,7 +157,11 @@ func (s *Server) buildMux(uplink http.Handler) http.Handler {
 		mux.Handle("GET /v1/uplink", uplink)
 	}
 	for _, rt := range s.routes {
-		mux.Handle(rt.pattern(), s.wrap(rt, s.handlerFor(rt)))
+		h := s.handlerFor(rt)
+		if rt.stream {
+			h = streamed(h)
+		}
+		mux.Handle(rt.pattern(), s.wrap(rt, h))
 	}
 	s.mountConsole(mux)
 	if s.metrics != nil {
@@ -202,6 +214,25 @@ func (s *Server) handlerFor(rt route) func(http.ResponseWriter, *http.Request) {
 	}
 }
 
+// streamSuffix names a route's stream twin: POST /v1/leases:stream,
+// POST /v1/ops/lease.request:stream.
+const streamSuffix = ":stream"
+
+// streamed serves h as if the client had sent Accept: application/x-ndjson.
+func streamed(h func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) { h(w, asStream(r)) }
+}
+
+// asStream is r asking for NDJSON. Every route decides on a stream by the
+// Accept header (existing clients send it), so a twin only has to set it;
+// the request is cloned because a handler must not change the one it was
+// given.
+func asStream(r *http.Request) *http.Request {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", mediaNDJSON)
+	return r
+}
+
 func (rt route) successStatus() int {
 	if rt.created {
 		return http.StatusCreated
@@ -251,6 +282,11 @@ func (s *Server) serveHello(w http.ResponseWriter, r *http.Request, rt route) {
 // its output (or NDJSON pushes and result when accepted).
 func (s *Server) serveOps(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if base, ok := strings.CutSuffix(name, streamSuffix); ok {
+		// POST /v1/ops/<name>:stream: the mux cannot match a suffix inside
+		// a wildcard segment, so the generic route takes it apart here.
+		name, r = base, asStream(r)
+	}
 	if why, refused := notOverHTTP[name]; refused {
 		writeError(w, contract.Errorf(contract.CodeUnknownOperation, "%s is not served over HTTP", name).WithNext(why), nil)
 		return

@@ -353,3 +353,81 @@ func TestOpenAPIIsServedWithoutAToken(t *testing.T) {
 		t.Fatalf("openapi without a token: %d, %.200s", resp.StatusCode, b)
 	}
 }
+
+// TestStreamTwinsAnswerNDJSONWithoutAccept: a :stream twin streams with no
+// Accept header at all (a generated client sends none, or application/json),
+// and the plain route still streams with Accept: application/x-ndjson.
+func TestStreamTwinsAnswerNDJSONWithoutAccept(t *testing.T) {
+	f := newFixture(t, 1)
+	l := f.lease(f.agent)
+	for _, c := range []struct {
+		name, path string
+		hdr        []string
+	}{
+		{"route twin", "/v1/leases/" + l.LeaseID + "/exec:stream", nil},
+		{"route twin, JSON asked", "/v1/leases/" + l.LeaseID + "/exec:stream", []string{"Accept", "application/json"}},
+		{"ops twin", "/v1/ops/device.exec:stream", nil},
+		{"Accept on the plain route", "/v1/leases/" + l.LeaseID + "/exec", []string{"Accept", httpapi.MediaNDJSON}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `{"tool":"fakectl","args":["getenv","booted","HOME"]}`
+			if strings.HasPrefix(c.path, "/v1/ops/") {
+				body = `{"leaseId":"` + l.LeaseID + `","tool":"fakectl","args":["getenv","booted","HOME"]}`
+			}
+			resp := f.req("POST", c.path, f.agent, body, c.hdr...)
+			defer resp.Body.Close()
+			if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != httpapi.MediaNDJSON {
+				t.Fatalf("%d %q", resp.StatusCode, ct)
+			}
+			lines := ndjson{bufio.NewReader(resp.Body)}
+			first := lines.next(t)
+			if string(first["method"]) != `"output"` {
+				t.Fatalf("first line %v", first)
+			}
+			for m := first; m["result"] == nil; m = lines.next(t) {
+				if m["error"] != nil {
+					t.Fatalf("error line %s", m["error"])
+				}
+			}
+		})
+	}
+	// Without either, the plain route answers JSON.
+	var out contract.DeviceExecOut
+	if resp := f.call("POST", "/v1/leases/"+l.LeaseID+"/exec", f.agent, `{"tool":"fakectl","args":["list"]}`, &out); resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("plain exec answered %q", resp.Header.Get("Content-Type"))
+	}
+	// A refusal before the first line keeps its table status on a twin too.
+	resp := f.req("POST", "/v1/ops/list.get:stream", f.agent, "")
+	defer resp.Body.Close()
+	line := ndjson{bufio.NewReader(resp.Body)}.next(t)
+	if resp.StatusCode != 403 || !strings.Contains(string(line["error"]), "FORBIDDEN") {
+		t.Fatalf("%d %v", resp.StatusCode, line)
+	}
+}
+
+// TestLeaseRequestStreamTwin: POST /v1/leases:stream queues, pushes
+// progress and ends with the lease, 200, with no Accept header.
+func TestLeaseRequestStreamTwin(t *testing.T) {
+	f := newFixture(t, 1)
+	held := f.lease(f.agent)
+	resp := f.req("POST", "/v1/leases:stream", f.agent2, `{"platform":"ios"}`)
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != httpapi.MediaNDJSON {
+		t.Fatalf("%d %q", resp.StatusCode, ct)
+	}
+	lines := ndjson{bufio.NewReader(resp.Body)}
+	if first := lines.next(t); string(first["method"]) != `"progress"` {
+		t.Fatalf("first line %v", first)
+	}
+	f.call("DELETE", "/v1/leases/"+held.LeaseID, f.agent, "", nil)
+	var last map[string]json.RawMessage
+	for last = lines.next(t); last["result"] == nil; last = lines.next(t) {
+		if last["error"] != nil {
+			t.Fatalf("error line %s", last["error"])
+		}
+	}
+	var l contract.Lease
+	if err := json.Unmarshal(last["result"], &l); err != nil || l.OwnerID != f.principal(f.agent2) {
+		t.Fatalf("result %s: %v", last["result"], err)
+	}
+}
