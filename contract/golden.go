@@ -30,6 +30,8 @@ type GoldenDevice struct {
 	// try to remove it again, and why the last removal failed.
 	RetryAt *time.Time `json:"retryAt,omitempty"`
 	Error   string     `json:"error,omitempty"`
+	// Worker is set by a gateway: the worker that keeps the golden.
+	Worker string `json:"worker,omitempty"`
 }
 
 // GoldenNotBuilt is a spec whose golden build the engine refused.
@@ -43,4 +45,6 @@ type GoldenNotBuilt struct {
 	// Retrying: the daemon has asked for the build again now that the
 	// reason may have cleared, and has no answer yet.
 	Retrying bool `json:"retrying,omitempty"`
+	// Worker is set by a gateway: the worker that refused the build.
+	Worker string `json:"worker,omitempty"`
 }

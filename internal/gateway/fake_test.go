@@ -42,6 +42,8 @@ type fakeWorker struct {
 	execCode  int
 	uploadCap int64 // device.upload refuses past this many bytes (0: no cap)
 	refuse    int   // refuse the next n lease.requests with NO_CAPACITY
+	goldens   *contract.Goldens
+	cpu       [2]uint64 // status.get's CPU budget and use, in thousandths
 	seq       uint64
 	backlog   []contract.Event
 	emitMu    sync.Mutex
@@ -208,7 +210,8 @@ func (w *fakeWorker) release(leaseID, reason string) {
 func (w *fakeWorker) status() contract.StatusGetOut {
 	out := contract.StatusGetOut{Daemon: contract.DaemonInfo{Version: "1.0.0", Health: "running", Mode: "worker", InstanceID: w.id, StartedAt: w.started},
 		Devices: w.devicesLocked(), Leases: []contract.Lease{}, Queue: []contract.QueueEntry{},
-		Capacity: contract.Capacity{Strategy: "fixed", Platforms: map[string]contract.PlatformCapacity{}}}
+		Capacity: contract.Capacity{Strategy: "fixed", Platforms: map[string]contract.PlatformCapacity{}, CPUBudgetMilli: w.cpu[0], CPUUsedMilli: w.cpu[1]},
+		Goldens:  w.goldens}
 	for _, l := range w.leases {
 		out.Leases = append(out.Leases, *l)
 	}

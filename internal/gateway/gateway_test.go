@@ -683,6 +683,31 @@ func TestStatusCatalogAndListAggregate(t *testing.T) {
 	}
 }
 
+// The fleet's status carries every connected worker's goldens, each named
+// by its worker, and sums the CPU budgets as it sums the RAM ones: the
+// managed counts it sums include goldens, so a reader of the fleet's
+// status (the console, the device gauges) must see them as well.
+func TestStatusCarriesTheWorkersGoldensAndCPUBudgets(t *testing.T) {
+	h := newHarness(t)
+	a, b := newFakeWorker("wa", h.clock), newFakeWorker("wb", h.clock)
+	a.goldens = &contract.Goldens{Devices: []contract.GoldenDevice{{Platform: "ios", ModelID: "m", RuntimeID: "r", Handle: "G-A", State: "ready"}}}
+	b.goldens = &contract.Goldens{NotBuilt: []contract.GoldenNotBuilt{{Platform: "ios", ModelID: "m", RuntimeID: "r", Reason: "a request is waiting for capacity"}}}
+	a.cpu, b.cpu = [2]uint64{8000, 2000}, [2]uint64{4000, 1000}
+	h.attach(a)
+	h.attach(b)
+	var st contract.StatusGetOut
+	eventually(t, "both workers in the view", func() bool {
+		st = h.status(admin)
+		return len(st.Workers) == 2 && st.Goldens != nil && len(st.Goldens.NotBuilt) == 1
+	})
+	if g := st.Goldens; len(g.Devices) != 1 || g.Devices[0].Handle != "G-A" || g.Devices[0].Worker != "wa" || g.NotBuilt[0].Worker != "wb" {
+		t.Fatalf("fleet goldens %+v", g)
+	}
+	if st.Capacity.CPUBudgetMilli != 12000 || st.Capacity.CPUUsedMilli != 3000 {
+		t.Fatalf("fleet CPU budget %d used %d, want 12000 and 3000", st.Capacity.CPUBudgetMilli, st.Capacity.CPUUsedMilli)
+	}
+}
+
 func TestWorkerEventsAreRepublished(t *testing.T) {
 	h := newHarness(t)
 	a := newFakeWorker("wa", h.clock)

@@ -641,6 +641,9 @@ func (g *Gateway) Status(s contract.Session, base contract.DaemonInfo) contract.
 		out.Capacity.Reserved += c.Reserved
 		out.Capacity.RAMBudgetBytes += c.RAMBudgetBytes
 		out.Capacity.RAMUsedBytes += c.RAMUsedBytes
+		out.Capacity.CPUBudgetMilli += c.CPUBudgetMilli
+		out.Capacity.CPUUsedMilli += c.CPUUsedMilli
+		mergeGoldens(&out, w.id, w.status.Goldens)
 		for p, pc := range c.Platforms {
 			sum := out.Capacity.Platforms[p]
 			sum.MaxRunning += pc.MaxRunning
@@ -655,6 +658,26 @@ func (g *Gateway) Status(s contract.Session, base contract.DaemonInfo) contract.
 	page := g.queuePageLocked(0, contract.StatusQueueEntries)
 	out.Queue, out.QueueDepth, out.QueueByPlatform, out.QueueNextCursor = page.Entries, page.Depth, page.byPlatform, page.NextCursor
 	return out
+}
+
+// mergeGoldens adds a connected worker's goldens to the fleet's status,
+// each named by its worker: they count in the managed figures summed
+// above, so a reader (the console, the device gauges) must see them too.
+func mergeGoldens(out *contract.StatusGetOut, worker string, g *contract.Goldens) {
+	if g == nil || len(g.Devices)+len(g.NotBuilt) == 0 {
+		return
+	}
+	if out.Goldens == nil {
+		out.Goldens = &contract.Goldens{}
+	}
+	for _, d := range g.Devices {
+		d.Worker = worker
+		out.Goldens.Devices = append(out.Goldens.Devices, d)
+	}
+	for _, n := range g.NotBuilt {
+		n.Worker = worker
+		out.Goldens.NotBuilt = append(out.Goldens.NotBuilt, n)
+	}
 }
 
 type queuePage struct {

@@ -111,7 +111,7 @@ func New(o Options) *Metrics {
 	info.Set(1)
 	m.reg.MustRegister(info)
 	if o.Snapshot != nil {
-		m.reg.MustRegister(&stateCollector{snapshot: o.Snapshot, gateway: o.Mode == "gateway", timeout: o.ScrapeTimeout})
+		m.reg.MustRegister(&stateCollector{snapshot: o.Snapshot, timeout: o.ScrapeTimeout})
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -265,7 +265,6 @@ var (
 // not facts, are read where the state is, never kept in step by events.
 type stateCollector struct {
 	snapshot Snapshot
-	gateway  bool // a gateway has no budget of its own: no CPU gauges
 	timeout  time.Duration
 }
 
@@ -347,10 +346,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range sortedKeys(platforms) {
 		gauge(ramUsedDesc, float64(st.Capacity.Platforms[p].RAMUsedBytes), p)
 	}
-	if !c.gateway {
-		gauge(cpuBudgetDesc, float64(st.Capacity.CPUBudgetMilli)/1000)
-		gauge(cpuUsedDesc, float64(st.Capacity.CPUUsedMilli)/1000)
-	}
+	gauge(cpuBudgetDesc, float64(st.Capacity.CPUBudgetMilli)/1000)
+	gauge(cpuUsedDesc, float64(st.Capacity.CPUUsedMilli)/1000)
 	for _, w := range st.Workers {
 		gauge(uplinkDesc, 1, w.ID, w.State)
 		drained := 0.0
