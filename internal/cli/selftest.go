@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/captures"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
@@ -26,6 +27,8 @@ type selftestReport struct {
 	Passed    bool               `json:"passed"`
 	Root      string             `json:"root"`
 	Platforms []selftestPlatform `json:"platforms"`
+	// Recorded is the manifest `--record` wrote, when it was asked for.
+	Recorded *selftestRecorded `json:"recorded,omitempty"`
 }
 
 type selftestPlatform struct {
@@ -55,7 +58,7 @@ type selftestStep struct {
 }
 
 func (a *app) selftestCmd() *cobra.Command {
-	var platform string
+	var platform, record string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "selftest",
@@ -65,7 +68,13 @@ platform (or --platform), create a device in a temporary root of the selftest's 
 create, boot, wait for readiness, run a command on it, reclaim, shut down and destroy it, timing
 every step. It never touches a daemon, its home or any device outside that root, and it removes
 the root at the end. Prints a table (or, with --json, one JSON report) and exits 0 only when
-every step of every platform passed. See docs/real-machine.md.`,
+every step of every platform passed.
+
+With --record DIR it also captures what the tools print for the commands simlock parses or
+its simulated SDK models (simctl's listings, xcodebuild -version, launchctl print-disabled,
+adb devices -l and getprop, emulator -list-avds and -version, avdmanager list, and the texts
+of a few refused commands), scrubbed of user names, home paths, host names, UDIDs and serial
+numbers, into DIR with a manifest.json. See docs/real-machine.md for sending them to us.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if platform != "" {
@@ -77,7 +86,7 @@ every step of every platform passed. See docs/real-machine.md.`,
 			defer stop()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			rep, err := a.selftest(ctx, platform)
+			rep, err := a.selftest(ctx, platform, record)
 			if err != nil {
 				return err
 			}
@@ -96,6 +105,7 @@ every step of every platform passed. See docs/real-machine.md.`,
 	}
 	cmd.Flags().StringVar(&platform, "platform", "", "ios or android (default: every platform whose tools are on PATH)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Minute, "give up after this long; the device is still destroyed")
+	cmd.Flags().StringVar(&record, "record", "", "also capture the tools' outputs, scrubbed, into this directory (with a manifest.json)")
 	a.addJSON(cmd)
 	return cmd
 }
@@ -104,7 +114,7 @@ every step of every platform passed. See docs/real-machine.md.`,
 // configuration over a fresh temporary home (never the user's config, whose
 // roots or device-set mode could point at someone's devices), and runs the
 // lifecycle on each.
-func (a *app) selftest(ctx context.Context, only string) (selftestReport, error) {
+func (a *app) selftest(ctx context.Context, only, record string) (selftestReport, error) {
 	home, err := os.MkdirTemp("", "simlock-selftest-")
 	if err != nil {
 		return selftestReport{}, err
@@ -123,6 +133,12 @@ func (a *app) selftest(ctx context.Context, only string) (selftestReport, error)
 	}
 	defer done()
 	rep := selftestReport{Passed: true, Root: home, Platforms: []selftestPlatform{}}
+	var rec *captures.Recorder
+	if record != "" {
+		if rec, err = newSelftestRecorder(record, home, a.env.Getenv); err != nil {
+			return selftestReport{}, err
+		}
+	}
 	platforms := []string{"ios", "android"}
 	if only != "" {
 		platforms = []string{only}
@@ -143,13 +159,20 @@ func (a *app) selftest(ctx context.Context, only string) (selftestReport, error)
 			continue
 		}
 		fmt.Fprintf(a.env.Stderr, "simlock: selftest %s in %s\n", p, home)
-		pr := a.selftestPlatform(ctx, drv, home)
+		pr := a.selftestPlatform(ctx, drv, home, rec)
 		rep.Platforms = append(rep.Platforms, pr)
 		rep.Passed = rep.Passed && pr.Passed
 	}
 	if len(rep.Platforms) == 0 {
 		rep.Passed = false
 		rep.Platforms = append(rep.Platforms, missingToolchain("ios"), missingToolchain("android"))
+	}
+	if rec != nil {
+		got, err := finishRecording(rec, rep)
+		if err != nil {
+			return rep, err
+		}
+		rep.Recorded = got
 	}
 	return rep, nil
 }
@@ -171,7 +194,7 @@ func missingToolchain(p string) selftestPlatform {
 // selftestPlatform runs the lifecycle once. After a failure the remaining
 // steps are skipped, but a device that was created is still shut down and
 // destroyed, so nothing outlives the selftest.
-func (a *app) selftestPlatform(ctx context.Context, drv core.Driver, scratch string) selftestPlatform {
+func (a *app) selftestPlatform(ctx context.Context, drv core.Driver, scratch string, rec *captures.Recorder) selftestPlatform {
 	start := time.Now()
 	pr := selftestPlatform{Platform: drv.Platform(), Passed: true}
 	var spec core.Spec
@@ -225,6 +248,9 @@ func (a *app) selftestPlatform(ctx context.Context, drv core.Driver, scratch str
 		return observe(ctx, drv, ref.Handle, core.RunRunning)
 	})
 	step("exec", func(ctx context.Context) (string, error) { return selftestExec(ctx, drv, ref, scratch) })
+	if rec != nil {
+		step("record", func(ctx context.Context) (string, error) { return recordPlatform(ctx, rec, drv, ref, scratch) })
+	}
 	step("reclaim", func(ctx context.Context) (string, error) {
 		if err := drv.Reclaim(ctx, ref); err != nil {
 			return "", err
