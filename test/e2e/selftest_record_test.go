@@ -98,6 +98,11 @@ func TestSelftestRecordWritesScrubbedCapturesTheSimulatorMatches(t *testing.T) {
 		t.Errorf("%d files for %d captures", files, len(m.Captures))
 	}
 
+	// A second recording never mixes with the first.
+	if r := w.run("selftest", "--json", "--platform", "ios", "--record", dir); r.code != 2 || !strings.Contains(r.stdout+r.stderr, "BAD_REQUEST") {
+		t.Errorf("recording into a full directory: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+
 	// The shape check against the field.
 	all, err := captures.LoadAll("../../testdata/captures")
 	if err != nil {
