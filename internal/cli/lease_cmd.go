@@ -48,9 +48,9 @@ func (lf *leaseFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&lf.in.NoWait, "no-wait", false, "fail with NO_CAPACITY instead of queueing")
 	f.StringVar(&lf.in.RequesterID, "requester", "", "requester id (default $SIMLOCK_REQUESTER, else one per process under your principal)")
 	f.BoolVar(&lf.in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
-	f.StringVar(&lf.in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see `simlock device status`)")
+	f.StringVar(&lf.in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see 'simlock device status')")
 	f.StringVar(&lf.in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
-	f.StringVar(&lf.resources, "resources", "", "tune the device before the grant: GROUP=enabled|disabled,... (see `simlock resources groups`); on iOS an unprovable entry fails the request")
+	f.StringVar(&lf.resources, "resources", "", "tune the device before the grant: GROUP=enabled|disabled,... (see 'simlock resources groups'); on iOS an unprovable entry fails the request")
 	f.StringVar(&lf.hardware, "hardware", "", "Android emulator hardware written before boot: memoryMb=4096,cpuCores=2,gpuMode=swiftshader,...")
 }
 
