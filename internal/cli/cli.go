@@ -25,9 +25,6 @@ import (
 	"github.com/simlock/simlock/internal/simsdk"
 )
 
-// Version is the build's version string.
-const Version = "0.1.0"
-
 // Env is the process environment the CLI runs in.
 type Env struct {
 	Stdin  io.Reader
