@@ -353,12 +353,13 @@ func (a *app) releaseCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release [LEASE_ID]",
 		Short: "Release a lease (or --all of yours); returns at once, the device is reclaimed in the background",
-		Long: `Release one lease by id, or with --all every lease of a requester and of the requester
-ids scoped under it ("<requester>/..."). The requester is --requester, else
-$SIMLOCK_REQUESTER, else your principal: $SIMLOCK_PRINCIPAL, or cli:<OS user>, which
-every lease this OS user took from any shell is scoped under. Releasing every lease of every requester takes --everyone and an admin
-credential; on a terminal it asks first (--yes skips the question), and without a
-terminal it needs --yes.`,
+		Long: `Release one lease by id, or with --all every lease of a requester and of the
+requester ids scoped under it ("<requester>/..."). The requester is --requester,
+else $SIMLOCK_REQUESTER, else your principal: $SIMLOCK_PRINCIPAL, or cli:<OS user>,
+under which every lease this OS user took from any shell is scoped. Releasing
+every lease of every requester takes --everyone and an admin credential; on a
+terminal it asks first (--yes skips the question), and without a terminal it
+needs --yes.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if everyone {
 				all = true
