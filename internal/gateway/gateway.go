@@ -96,19 +96,24 @@ type Gateway struct {
 	wg     sync.WaitGroup
 	kickCh chan struct{}
 
-	mu        sync.Mutex
-	closed    bool
-	gen       uint64
-	workers   map[string]*worker
-	drained   map[string]string     // worker id → label, persisted
-	queue     waitq.Queue[*pending] // queued and being-tried requests, oldest first
-	pendingBy map[string]*pending
-	leases    map[string]*leaseEntry // gateway lease id → entry
-	byReq     map[string]*leaseEntry // client requester → entry
-	tombs     map[string]map[string]uint64
-	seq       uint64
-	nextReq   uint64
-	tick      ports.Timer
+	mu      sync.Mutex
+	closed  bool
+	gen     uint64
+	workers map[string]*worker
+	drained map[string]string     // worker id → label, persisted
+	queue   waitq.Queue[*pending] // queued and being-tried requests, oldest first
+	// waiting counts the queue's waiting requests (noWait ones never
+	// wait) per platform, kept as requests enter and leave, so status.get
+	// and queue.list report the depth without walking the whole queue.
+	waiting      map[string]int
+	waitingTotal int
+	pendingBy    map[string]*pending
+	leases       map[string]*leaseEntry // gateway lease id → entry
+	byReq        map[string]*leaseEntry // client requester → entry
+	tombs        map[string]map[string]uint64
+	seq          uint64
+	nextReq      uint64
+	tick         ports.Timer
 }
 
 // New builds a gateway and loads its drained set.

@@ -150,7 +150,7 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 	if !p.noWait && in.TimeoutMs > 0 {
 		timeout = time.Duration(in.TimeoutMs) * time.Millisecond
 	}
-	g.queue.Push(p, g.clock.Now(), timeout)
+	g.enqueueLocked(p, timeout)
 	if timeout > 0 {
 		g.queue.SetTimer(p, g.clock.AfterFunc(timeout, func() { g.expire(p) }))
 	}
@@ -179,7 +179,7 @@ func (g *Gateway) finishLocked(p *pending, o outcome) {
 		return
 	}
 	p.finished = true
-	g.queue.Remove(p) // and stops its timeout
+	g.dequeueLocked(p) // and stops its timeout
 
 	if g.pendingBy[p.requester] == p {
 		delete(g.pendingBy, p.requester)
@@ -402,6 +402,28 @@ func (g *Gateway) dispatchPass() {
 // waits reports whether p takes a queue position.
 func waits(p *pending) bool { return !p.noWait }
 
+// enqueueLocked puts p at the queue's tail and counts it if it waits.
+func (g *Gateway) enqueueLocked(p *pending, timeout time.Duration) {
+	if g.queue.Push(p, g.clock.Now(), timeout) && waits(p) {
+		if g.waiting == nil {
+			g.waiting = map[string]int{}
+		}
+		g.waiting[p.in.Platform]++
+		g.waitingTotal++
+	}
+}
+
+// dequeueLocked takes p out of the queue (stopping its timeout), once:
+// only a request that was still there is uncounted.
+func (g *Gateway) dequeueLocked(p *pending) {
+	if g.queue.Remove(p) && waits(p) {
+		g.waitingTotal--
+		if g.waiting[p.in.Platform]--; g.waiting[p.in.Platform] == 0 {
+			delete(g.waiting, p.in.Platform)
+		}
+	}
+}
+
 func noCapacity(p *pending) error {
 	return contract.Errorf(contract.CodeNoCapacity, "no worker in the fleet can serve a %s device right now", p.in.Platform).
 		WithRetryAfter(5000)
@@ -445,7 +467,7 @@ func (g *Gateway) markDispatched(p *pending, wid string, lk *link) {
 		return
 	}
 	p.state = stDispatched
-	g.queue.Remove(p)
+	g.dequeueLocked(p)
 	g.dropInflightLocked(p)
 	g.mu.Unlock()
 	g.publish(p.event("request.dispatched", "workerId", wid))

@@ -696,18 +696,27 @@ func (g *Gateway) queuePageLocked(cursor uint64, limit int) queuePage {
 		limit = contract.QueueListDefaultLimit
 	}
 	limit = min(limit, contract.QueueListMaxLimit)
-	out := queuePage{QueueListOut: contract.QueueListOut{Entries: []contract.QueueEntry{}}, byPlatform: map[string]int{}}
-	for _, qp := range g.queue.Positions(waits) {
-		p := qp.Entry
-		out.Depth++
-		out.byPlatform[p.in.Platform]++
-		if seq := g.queue.Seq(p); seq <= cursor {
-			continue
-		} else if len(out.Entries) == limit {
-			out.NextCursor = contract.QueueCursor(g.queue.Seq(out.last))
+	out := queuePage{QueueListOut: contract.QueueListOut{Entries: []contract.QueueEntry{}, Depth: g.waitingTotal}, byPlatform: map[string]int{}}
+	for platform, n := range g.waiting {
+		out.byPlatform[platform] = n
+	}
+	// The walk numbers positions as Positions(waits) would and stops one
+	// entry past the page: a page costs its offset plus its length, not the
+	// whole queue.
+	pos := 0
+	for p := range g.queue.All() {
+		if !waits(p) {
 			continue
 		}
-		out.Entries = append(out.Entries, contract.QueueEntry{Position: qp.Pos, RequesterID: p.requester, Platform: p.in.Platform,
+		pos++
+		if g.queue.Seq(p) <= cursor {
+			continue
+		}
+		if len(out.Entries) == limit {
+			out.NextCursor = contract.QueueCursor(g.queue.Seq(out.last))
+			break
+		}
+		out.Entries = append(out.Entries, contract.QueueEntry{Position: pos, RequesterID: p.requester, Platform: p.in.Platform,
 			Model: p.in.Model, OSVersion: p.in.OSVersion, Phase: "queued", EnqueuedAt: g.queue.EnqueuedAt(p).UTC()})
 		out.last = p
 	}
