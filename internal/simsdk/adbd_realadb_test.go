@@ -211,3 +211,38 @@ func TestRealADBDeviceLeavesWhenTheEmulatorExits(t *testing.T) {
 		return !strings.Contains(r.run("devices").stdout, serial)
 	})
 }
+
+// The simulated adb binary says what the real adb says, command for
+// command, against the same emulator: texts, exit statuses, and which
+// stream each line goes to. Transfer rates and times are the only parts
+// left out. The differences that remain are listed in docs/testing.md
+// ("Real adb against the simulated one") and are not compared here.
+func TestRealADBAgreesWithTheSimulatedOne(t *testing.T) {
+	a := newAndroid(t)
+	r := startRealADB(t, a)
+	serial, _ := bootReal(t, a, r, "real4")
+	dir := t.TempDir()
+	local := filepath.Join(dir, "hello.txt")
+	if err := os.WriteFile(local, []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	timing := regexp.MustCompile(`\d+\.\d MB/s \((\d+) bytes in \d+\.\d{3}s\)`)
+	norm := func(s string) string { return timing.ReplaceAllString(s, "R MB/s ($1 bytes in T)") }
+	on := func(args ...string) []string { return append([]string{"-s", serial}, args...) }
+	for _, c := range [][]string{
+		{"devices"}, {"devices", "-l"}, on("get-serialno"), on("get-state"),
+		on("shell", "nosuchcmd"), on("shell", "exit 300"), on("shell", "id"),
+		on("exec-out", "echo hi; exit 3"),
+		on("push", local, "/sdcard/h"), on("pull", "/sdcard/h", filepath.Join(dir, "back")),
+		on("pull", "/sdcard/none", dir), on("push", filepath.Join(dir, "missing"), "/sdcard/"),
+		on("push", local, "/system/x"), on("install", filepath.Join(dir, "nope.apk")),
+		on("uninstall", "com.nope"), on("root"), on("wait-for-device"), on("unroot"),
+		{"bogus"},
+	} {
+		real, sim := r.run(c...), a.adb(c...)
+		real.stdout, real.stderr, sim.stdout, sim.stderr = norm(real.stdout), norm(real.stderr), norm(sim.stdout), norm(sim.stderr)
+		if real != sim {
+			t.Errorf("adb %s:\nreal      %+v\nsimulated %+v", strings.Join(c, " "), real, sim)
+		}
+	}
+}

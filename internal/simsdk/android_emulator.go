@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -362,15 +363,26 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	// then, as with a booting emulator.
 	adbCtx, stopADBD := context.WithCancel(ctx)
 	adbdDone := make(chan struct{})
+	// After adbd restarts (adb root) the server has dropped the
+	// emulator, and it ignores an announcement until it has noticed the
+	// old connection is gone; so the emulator announces itself until the
+	// server connects again.
+	var accepted atomic.Int64
 	announceReal := func() {
-		if _, err := announceToServer(adbCtx, adbPort, port+1); err != nil {
-			s.emuLog("WARNING", "%v", err)
+		before := accepted.Load()
+		for range reannounceTries {
+			if _, err := announceToServer(adbCtx, adbPort, port+1); err != nil {
+				s.emuLog("WARNING", "%v", err)
+			}
+			if sleepCtx(adbCtx, reannounceEvery) != nil || accepted.Load() != before {
+				return
+			}
 		}
 	}
 	dev := &emuADBDevice{s: s, dir: dir, announce: announceReal}
 	go func() {
 		defer close(adbdDone)
-		s.serveADBD(adbCtx, listeners[1], dev)
+		s.serveADBD(adbCtx, listeners[1], dev, func() { accepted.Add(1) })
 	}()
 	defer func() {
 		stopADBD()
@@ -605,6 +617,14 @@ func (s *sdk) emulatorLoop(ctx context.Context, plan bootPlan, dir string, sigs 
 	logf := func(format string, a ...any) { s.emuLog("INFO", format, a...) }
 	return deviceLoop(ctx, o, deviceHooks{logf: logf, poll: poll, sigs: sigs})
 }
+
+// An emulator whose adbd restarted announces itself every
+// reannounceEvery, at most reannounceTries times, until the server
+// connects again.
+const (
+	reannounceEvery = 250 * time.Millisecond
+	reannounceTries = 120
+)
 
 // acceptAndClose answers connections on l by closing them, so a probe of
 // the port does not hang, until l is closed.
