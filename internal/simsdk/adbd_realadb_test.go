@@ -1,8 +1,11 @@
 package simsdk
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/internal/loopback"
 )
@@ -237,6 +241,7 @@ func TestRealADBAgreesWithTheSimulatedOne(t *testing.T) {
 		on("pull", "/sdcard/none", dir), on("push", filepath.Join(dir, "missing"), "/sdcard/"),
 		on("push", local, "/system/x"), on("install", filepath.Join(dir, "nope.apk")),
 		on("uninstall", "com.nope"), on("root"), on("wait-for-device"), on("unroot"),
+		on("emu", "avd", "name"), on("emu", "ping"), on("emu", "frobnicate"),
 		{"bogus"},
 	} {
 		real, sim := r.run(c...), a.adb(c...)
@@ -245,4 +250,72 @@ func TestRealADBAgreesWithTheSimulatedOne(t *testing.T) {
 			t.Errorf("adb %s:\nreal      %+v\nsimulated %+v", strings.Join(c, " "), real, sim)
 		}
 	}
+}
+
+// The console on its TCP port: the captured greeting, auth with the token
+// the emulator created in $HOME, then commands; and the real adb's `emu`
+// (which reads the token itself) stops the emulator.
+func TestRealADBEmuKillThroughTheConsole(t *testing.T) {
+	a := newAndroid(t)
+	r := startRealADB(t, a)
+	serial, p := bootReal(t, a, r, "real5")
+	port := strings.TrimPrefix(serial, "emulator-")
+
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, waitLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(waitLimit)) // a hang guard
+	br := bufio.NewReader(c)
+	readReply := func() string {
+		t.Helper()
+		var b strings.Builder
+		for {
+			l, err := br.ReadString('\n')
+			b.WriteString(l)
+			if err != nil {
+				t.Fatalf("console: %v after %q", err, b.String())
+			}
+			if l == "OK\r\n" || strings.HasPrefix(l, "KO:") {
+				return b.String()
+			}
+		}
+	}
+	captured, err := os.ReadFile("../drivers/android/testdata/emulator/console-banner-auth-required-2024.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenPath := filepath.Join(r.home, consoleTokenFile)
+	want := strings.ReplaceAll(string(captured), "/home/pcxlk/.emulator_console_auth_token", tokenPath)
+	if got := readReply(); got != want {
+		t.Errorf("greeting\n%q\nwant the captured\n%q", got, want)
+	}
+	fmt.Fprint(c, "avd name\r\n")
+	if got := readReply(); !strings.HasPrefix(got, "KO:") {
+		t.Errorf("a command before auth answered %q", got)
+	}
+	token, err := os.ReadFile(tokenPath)
+	if err != nil || len(token) == 0 {
+		t.Fatalf("token file: %q %v", token, err)
+	}
+	fmt.Fprintf(c, "auth %s\r\n", token)
+	if got := readReply(); got != "Android Console: type 'help' for a list of commands\r\nOK\r\n" {
+		t.Errorf("auth answered %q", got)
+	}
+	fmt.Fprint(c, "avd name\r\n")
+	if got := readReply(); got != "real5\r\nOK\r\n" {
+		t.Errorf("avd name answered %q", got)
+	}
+	c.Close()
+
+	if got := r.run("-s", serial, "emu", "kill"); got.code != 0 {
+		t.Fatalf("real adb emu kill: %+v", got)
+	}
+	if code := p.wait(waitLimit); code != 0 {
+		t.Errorf("emulator exit %d after emu kill\n%s", code, p.out.String())
+	}
+	a.waitFor(serial+" to leave the real adb's list", func() bool {
+		return !strings.Contains(r.run("devices").stdout, serial)
+	})
 }

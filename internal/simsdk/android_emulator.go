@@ -357,7 +357,12 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	if err := writeJSONAtomic(procEntryPath(s.home, "android", run.serial()), entry); err != nil {
 		return s.androidReport("emulator", err)
 	}
-	go acceptAndClose(listeners[0])
+	// The console answers on its port, behind the auth token in $HOME,
+	// as the real console does for `adb emu` and telnet.
+	token, err := consoleToken(s.env("HOME"))
+	if err != nil {
+		return s.androidReport("emulator", err)
+	}
 	// adbd answers on the adb port from now on; a real adb server that
 	// connects before the guest is up sees the device offline until
 	// then, as with a booting emulator.
@@ -380,6 +385,11 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 		}
 	}
 	dev := &emuADBDevice{s: s, dir: dir, announce: announceReal}
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		s.serveConsole(adbCtx, listeners[0], dir, token, filepath.Join(s.env("HOME"), consoleTokenFile))
+	}()
 	go func() {
 		defer close(adbdDone)
 		s.serveADBD(adbCtx, listeners[1], dev, func() { accepted.Add(1) })
@@ -387,6 +397,7 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	defer func() {
 		stopADBD()
 		<-adbdDone
+		<-consoleDone
 	}()
 	// Two servers may be listening for the announcement: the simulated
 	// one (its state in the home) and a real adb server on the port.
@@ -625,15 +636,3 @@ const (
 	reannounceEvery = 250 * time.Millisecond
 	reannounceTries = 120
 )
-
-// acceptAndClose answers connections on l by closing them, so a probe of
-// the port does not hang, until l is closed.
-func acceptAndClose(l net.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		_ = c.Close()
-	}
-}
