@@ -61,14 +61,17 @@ func TestRealADBUnderTheAndroidDriver(t *testing.T) {
 	}
 	dev := core.DeviceRef{ID: "dev-1", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
 	serial := p.Attrs[core.AttrSerial]
-	if err := d.MakeReady(ctx, dev); err != nil {
-		t.Fatal(err)
-	}
 	// The driver's private server is a real one: the real client sees the
 	// device there.
 	r := &realADB{t: t, port: p.Attrs[core.AttrEnvPrefix+"ANDROID_ADB_SERVER_PORT"], home: a.env["HOME"]}
 	if r.port == "" {
 		t.Fatalf("no adb server port in the device's attributes: %v", p.Attrs)
+	}
+	// The driver leaves its private server running, as a daemon does
+	// between devices; the test stops it.
+	t.Cleanup(func() { r.run("kill-server") })
+	if err := d.MakeReady(ctx, dev); err != nil {
+		t.Fatal(err)
 	}
 	if got := r.run("-s", serial, "shell", "echo dirt > /data/local/tmp/dirt && getprop sys.boot_completed"); got.code != 0 || got.stdout != "1\n" {
 		t.Fatalf("real adb shell on the driver's server: %+v", got)
