@@ -86,10 +86,26 @@ func TestAndroidLeaseWithTheRealADB(t *testing.T) {
 	if out := w.mustRun("exec", l.LeaseID, "--", "adb", "shell", "pm", "list", "packages", "-3"); !strings.Contains(out, "package:com.example.realadb") {
 		t.Fatalf("pm list packages after the install: %s", out)
 	}
-	shot := w.cmd("exec", l.LeaseID, "--", "adb", "exec-out", "screencap", "-p")
+	// The screenshot as a holder takes it: the real adb, pointed at the
+	// lease's private server by the grant's environment. (Through `simlock
+	// exec` the bytes arrive as text, so a PNG does not survive it, with
+	// either adb.)
+	shot := exec.Command(realADB, "-s", serial, "exec-out", "screencap", "-p")
+	shot.Env = append(append([]string(nil), w.env...), "ANDROID_ADB_SERVER_PORT="+port)
 	png, err := shot.Output()
 	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
-		t.Fatalf("screenshot through the real adb: %d bytes, %v", len(png), err)
+		t.Fatalf("screenshot through the real adb: %d bytes, %v: %q", len(png), err, png[:min(len(png), 16)])
+	}
+	// And through exec, as a file on the device pulled to the host.
+	pulled := filepath.Join(t.TempDir(), "shot.png")
+	w.mustRun("exec", l.LeaseID, "--", "adb", "shell", "screencap", "-p", "/sdcard/shot.png")
+	get := exec.Command(realADB, "-s", serial, "pull", "/sdcard/shot.png", pulled)
+	get.Env = shot.Env
+	if out, err := get.CombinedOutput(); err != nil {
+		t.Fatalf("pull of the screenshot: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(pulled); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("pulled screenshot: %d bytes, %v", len(b), err)
 	}
 
 	// Release reclaims: the holder's file is gone and the device is ready
