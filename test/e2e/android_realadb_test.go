@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +65,23 @@ func TestAndroidLeaseWithTheRealADB(t *testing.T) {
 	direct.Env = w.env
 	if out, err := direct.Output(); err != nil || !strings.Contains(string(out), serial+" ") || !strings.Contains(string(out), " device product:") {
 		t.Fatalf("real adb devices -l on the private server: %v\n%s", err, out)
+	}
+
+	// A user's own real adb server, with every discovery on (its
+	// emulator scan included), never sees the leased emulator.
+	userPort := freeTCPPort(t)
+	userEnv := []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	user := func(args ...string) ([]byte, error) {
+		c := exec.Command(realADB, append([]string{"-P", userPort}, args...)...)
+		c.Env = userEnv
+		return c.CombinedOutput()
+	}
+	if out, err := user("start-server"); err != nil {
+		t.Fatalf("the user's adb server: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = user("kill-server") })
+	if out, err := user("devices"); err != nil || strings.Contains(string(out), serial) {
+		t.Fatalf("the user's adb server lists simlock's emulator (%v):\n%s", err, out)
 	}
 
 	if out := w.mustRun("exec", l.LeaseID, "--", "adb", "shell", "getprop", "sys.boot_completed"); strings.TrimSpace(out) != "1" {
@@ -125,4 +144,15 @@ func TestAndroidLeaseWithTheRealADB(t *testing.T) {
 		t.Fatalf("the reclaimed device still has the holder's file: %+v", r)
 	}
 	w.mustRun("release", next.LeaseID)
+}
+
+// freeTCPPort is a loopback port nothing listens on now.
+func freeTCPPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
