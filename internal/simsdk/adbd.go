@@ -144,7 +144,7 @@ func (d *adbd) serve(ctx context.Context, rw io.ReadWriteCloser) error {
 			}()
 		case adbCmdOKAY:
 			if st := c.stream(p.arg1); st != nil {
-				st.acked(p.arg0)
+				st.acked()
 			}
 		case adbCmdWRTE:
 			st := c.stream(p.arg1)
@@ -261,10 +261,7 @@ func (st *adbdStream) deliver(b []byte) bool {
 	}
 }
 
-func (st *adbdStream) acked(remote uint32) {
-	if st.remote == 0 {
-		st.remote = remote
-	}
+func (st *adbdStream) acked() {
 	select {
 	case st.ready <- struct{}{}:
 	default:

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -334,8 +333,8 @@ func writeStatV2(w io.Writer, id uint32, fsys deviceFS, p string) {
 	statV2Body(w, fi, err)
 }
 
-// writeList answers LIST/LIS2: one entry per name, "." and ".." first as
-// readdir gives them, then DONE padded to an entry's size.
+// writeList answers LIST/LIS2: "." and ".." first, as readdir gives
+// them, then the entries by name, then DONE padded to an entry's size.
 func writeList(w io.Writer, v2 bool, fsys deviceFS, p string) {
 	ents, err := fsys.list(p)
 	if err == nil {
@@ -343,10 +342,6 @@ func writeList(w io.Writer, v2 bool, fsys deviceFS, p string) {
 		if serr == nil {
 			ents = append([]fs.FileInfo{named{self, "."}, named{self, ".."}}, ents...)
 		}
-		sort.SliceStable(ents[min(2, len(ents)):], func(i, j int) bool {
-			rest := ents[min(2, len(ents)):]
-			return rest[i].Name() < rest[j].Name()
-		})
 	}
 	for _, fi := range ents {
 		name := fi.Name()
