@@ -85,6 +85,9 @@ func TestAndroidDriverAgainstTheSimulatedSDK(t *testing.T) {
 	}
 	dev := core.DeviceRef{ID: "dev-1", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
 	serial := p.Attrs[core.AttrSerial]
+	// The harness's adb talks to the driver's private server, wherever the
+	// host's registry placed it (5137 may be another program's).
+	a.env[envADBServerPort] = p.Attrs[core.AttrEnvPrefix+"ANDROID_ADB_SERVER_PORT"]
 
 	// First boot: cold, then the baseline snapshot is captured.
 	if err := d.MakeReady(ctx, dev); err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -296,7 +297,9 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	var listeners []net.Listener
 	port := 0
 	for _, p := range ports {
-		ls, ok := loopback.Hold(p, 2)
+		// Bound, not merely held: the console port answers nothing
+		// yet, the adb port is served by adbd once the run is published.
+		ls, ok := loopback.Bind(p, 2)
 		if !ok {
 			continue
 		}
@@ -354,9 +357,57 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	if err := writeJSONAtomic(procEntryPath(s.home, "android", run.serial()), entry); err != nil {
 		return s.androidReport("emulator", err)
 	}
+	// The console answers on its port, behind the auth token in $HOME,
+	// as the real console does for `adb emu` and telnet.
+	token, err := consoleToken(s.env("HOME"))
+	if err != nil {
+		return s.androidReport("emulator", err)
+	}
+	// adbd answers on the adb port from now on; a real adb server that
+	// connects before the guest is up sees the device offline until
+	// then, as with a booting emulator.
+	adbCtx, stopADBD := context.WithCancel(ctx)
+	adbdDone := make(chan struct{})
+	// After adbd restarts (adb root) the server has dropped the
+	// emulator, and it ignores an announcement until it has noticed the
+	// old connection is gone; so the emulator announces itself until the
+	// server connects again.
+	var accepted atomic.Int64
+	announceReal := func() {
+		before := accepted.Load()
+		for range reannounceTries {
+			if _, err := announceToServer(adbCtx, adbPort, port+1); err != nil {
+				s.emuLog("WARNING", "%v", err)
+			}
+			if sleepCtx(adbCtx, reannounceEvery) != nil || accepted.Load() != before {
+				return
+			}
+		}
+	}
+	dev := &emuADBDevice{s: s, dir: dir, announce: announceReal}
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		s.serveConsole(adbCtx, listeners[0], dir, token, filepath.Join(s.env("HOME"), consoleTokenFile))
+	}()
+	go func() {
+		defer close(adbdDone)
+		s.serveADBD(adbCtx, listeners[1], dev, func() { accepted.Add(1) })
+	}()
+	defer func() {
+		stopADBD()
+		<-adbdDone
+		<-consoleDone
+	}()
+	// Two servers may be listening for the announcement: the simulated
+	// one (its state in the home) and a real adb server on the port.
+	heardReal, err := announceToServer(ctx, adbPort, port+1)
+	if err != nil {
+		s.emuLog("WARNING", "%v", err)
+	}
 	if heard, err := s.announce(adbPort, run); err != nil {
 		return s.androidReport("emulator", err)
-	} else if heard {
+	} else if heard || heardReal {
 		s.emuLog("INFO", "Simulated device %s (AVD %s, %s) registered with the adb server on port %d",
 			run.serial(), a.Name, img.Path, adbPort)
 	} else {
@@ -577,3 +628,11 @@ func (s *sdk) emulatorLoop(ctx context.Context, plan bootPlan, dir string, sigs 
 	logf := func(format string, a ...any) { s.emuLog("INFO", format, a...) }
 	return deviceLoop(ctx, o, deviceHooks{logf: logf, poll: poll, sigs: sigs})
 }
+
+// An emulator whose adbd restarted announces itself every
+// reannounceEvery, at most reannounceTries times, until the server
+// connects again.
+const (
+	reannounceEvery = 250 * time.Millisecond
+	reannounceTries = 120
+)

@@ -38,7 +38,10 @@ func TestAndroidKeepBootedCleansASessionBackToTheBaseline(t *testing.T) {
 	a := newAndroid(t, EnvSpeed, "0.05")
 	d, run, root := newResDriver(t, a, 30300, nil)
 	ctx := context.Background()
-	dev, serial, _ := bootOne(t, d)
+	dev, serial, port := bootOne(t, d)
+	// The harness's adb talks to the driver's private server, wherever the
+	// host's registry placed it (5137 may be another program's).
+	a.env[envADBServerPort] = port
 	a.env[envAVDHome] = root
 	sh := func(cmd string) string { return a.ok("adb", "-s", serial, "shell", cmd) }
 	apk := func(pkg string) string {

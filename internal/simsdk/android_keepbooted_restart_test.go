@@ -33,7 +33,10 @@ func TestAndroidKeepBootedBaselineSurvivesADriverRestart(t *testing.T) {
 		return next
 	}
 	ctx := context.Background()
-	dev, serial, _ := bootOne(t, d)
+	dev, serial, port := bootOne(t, d)
+	// The harness's adb talks to the driver's private server, wherever the
+	// host's registry placed it (5137 may be another program's).
+	a.env[envADBServerPort] = port
 	a.env[envAVDHome] = root
 	sh := func(cmd string) string { return a.ok("adb", "-s", serial, "shell", cmd) }
 	install := func(pkg string) {

@@ -24,7 +24,10 @@ func TestAndroidReclaimStartsTwoProcesses(t *testing.T) {
 	hp.ConsoleBase = freeConsole(t, 27400, 27800)
 	d := driverFor(t, a, root, hp, EnvCommandLog+"="+logFile)
 	ctx := context.Background()
-	dev, serial, _ := bootOne(t, d)
+	dev, serial, port := bootOne(t, d)
+	// The harness's adb talks to the driver's private server, wherever the
+	// host's registry placed it (5137 may be another program's).
+	a.env[envADBServerPort] = port
 	commands := func() []string {
 		b, err := os.ReadFile(logFile)
 		if err != nil {

@@ -35,6 +35,9 @@ func TestAndroidEveryPackageGroupAgainstTheSimulatedSDK(t *testing.T) {
 	}
 	dev := core.DeviceRef{ID: "dev-cat", Handle: p.Handle, Name: p.Name, Spec: spec, Attrs: p.Attrs, Data: p.Data}
 	serial := p.Attrs[core.AttrSerial]
+	// The harness's adb talks to the driver's private server, wherever the
+	// host's registry placed it (5137 may be another program's).
+	a.env[envADBServerPort] = p.Attrs[core.AttrEnvPrefix+"ANDROID_ADB_SERVER_PORT"]
 	if err := d.MakeReady(ctx, dev); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,9 @@ func TestAndroidLiveStateAgainstTheSimulatedSDK(t *testing.T) {
 		if err := d.MakeReady(ctx, dev); err != nil {
 			t.Fatal(err)
 		}
+		// The harness's adb talks to the driver's private server, wherever
+		// the host's registry placed it (5137 may be another program's).
+		a.env[envADBServerPort] = p.Attrs[core.AttrEnvPrefix+"ANDROID_ADB_SERVER_PORT"]
 		return dev, p.Attrs[core.AttrSerial]
 	}
 	dev, serial := boot("pixel_7")

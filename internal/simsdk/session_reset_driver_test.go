@@ -120,6 +120,9 @@ func TestSessionKeepBootedResetThroughTheCore(t *testing.T) {
 	}
 	first := req("s1")
 	serial := first.Device.Attrs[core.AttrSerial]
+	// The harness's adb talks to the driver's private server, wherever the
+	// host's registry placed it (5137 may be another program's).
+	a.env[envADBServerPort] = first.Device.Attrs[core.AttrEnvPrefix+"ANDROID_ADB_SERVER_PORT"]
 	a.env[envAVDHome] = root
 	sh := func(cmd string) string { return a.ok("adb", "-s", serial, "shell", cmd) }
 	apk := filepath.Join(t.TempDir(), "com.example.session.apk")
