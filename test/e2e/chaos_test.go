@@ -405,7 +405,7 @@ func waitGroup(t *testing.T, wg *sync.WaitGroup, what string, within time.Durati
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(within):
+	case <-time.After(testhost.Scale(within)):
 		t.Fatalf("timed out after %s waiting for %s", within, what)
 	}
 }

@@ -93,7 +93,7 @@ func eval[T any](b *tab, js string) T {
 // did; the overall limit is generous so a slow machine does not flake.
 func (b *tab) waitFor(what, js string, within time.Duration) time.Time {
 	b.t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testhost.Scale(within))
 	for {
 		if eval[bool](b, js) {
 			return time.Now()

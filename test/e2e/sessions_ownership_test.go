@@ -71,7 +71,7 @@ var slowSessions = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"max
 // if a device being prepared for a session shows without its mark.
 func (w *world) watchPlainLeases(t *testing.T, session map[string]bool, within time.Duration, done func([]ownedDevice) bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testhost.Scale(within))
 	for {
 		st := w.ownedDevices("status")
 		for _, d := range w.ownedDevices("list") {
