@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // TestDialFailsWhenTheDaemonNeverAnswersHello: a socket whose owner
@@ -40,7 +41,7 @@ func TestDialFailsWhenTheDaemonNeverAnswersHello(t *testing.T) {
 		if !IsCode(err, contract.CodeConnectionLost) {
 			t.Fatalf("accept=%v: %v, want CONNECTION_LOST", accept, err)
 		}
-		if d := time.Since(start); d > 3*time.Second {
+		if d := time.Since(start); d > testhost.Scale(3*time.Second) {
 			t.Fatalf("accept=%v: Dial returned after %s", accept, d)
 		}
 	}
@@ -56,13 +57,13 @@ func TestDialHTTPFailsWhenHelloIsNeverAnswered(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(stuck)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(30*time.Second))
 	defer cancel()
 	start := time.Now()
 	if _, err := DialHTTP(ctx, srv.URL, "tok"); err == nil {
 		t.Fatal("DialHTTP succeeded against a server that never answers")
 	}
-	if d := time.Since(start); d > DefaultHandshakeTimeout+5*time.Second {
+	if d := time.Since(start); d > DefaultHandshakeTimeout+testhost.Scale(5*time.Second) {
 		t.Fatalf("DialHTTP returned after %s", d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/daemon/daemontest"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // socketClient dials st's socket as principal.
@@ -87,7 +88,7 @@ func TestHoldRenewsAndReportsALostLease(t *testing.T) {
 	for i := range 2 {
 		select {
 		case <-renews:
-		case <-time.After(2 * time.Second):
+		case <-time.After(testhost.Scale(2 * time.Second)):
 			t.Fatalf("renew %d not seen within 2s", i+1)
 		}
 	}
@@ -95,7 +96,7 @@ func TestHoldRenewsAndReportsALostLease(t *testing.T) {
 	st.Admin(contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: l.LeaseID}, nil)
 	select {
 	case <-h.Lost():
-	case <-time.After(2 * time.Second):
+	case <-time.After(testhost.Scale(2 * time.Second)):
 		t.Fatal("the holder did not report the released lease as lost")
 	}
 	if err := h.Err(); !client.IsCode(err, contract.CodeUnknownLease) && !client.IsCode(err, contract.CodeLeaseEnded) {
@@ -121,7 +122,7 @@ func TestHoldStopsWithItsContext(t *testing.T) {
 	cancel()
 	select {
 	case <-h.Done():
-	case <-time.After(2 * time.Second):
+	case <-time.After(testhost.Scale(2 * time.Second)):
 		t.Fatal("the holder did not stop with its context")
 	}
 	if !errors.Is(h.Err(), context.Canceled) {
@@ -160,7 +161,7 @@ func TestHoldHearsALeaseLostPush(t *testing.T) {
 	st.Clock.Advance(61 * time.Second)
 	select {
 	case <-h.Lost():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("the holder did not report the expired lease")
 	}
 	if !client.IsCode(h.Err(), contract.CodeLeaseEnded) {
@@ -171,7 +172,7 @@ func TestHoldHearsALeaseLostPush(t *testing.T) {
 		if n.Type != contract.NotifyLeaseLost || n.LeaseID != l.LeaseID {
 			t.Fatalf("the program's receiver got %+v", n)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("the holder took the notice from the program's own receiver")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/daemon/daemontest"
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
@@ -53,7 +54,7 @@ func (f *httpFixture) dial(t *testing.T, token string) *client.Client {
 
 func spin(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached within 5s")
@@ -156,7 +157,7 @@ func TestHTTPClientFollowsEvents(t *testing.T) {
 			}
 			last = e.Seq
 			granted = e.Type == "lease.granted" && e.LeaseID == l.LeaseID
-		case <-time.After(5 * time.Second):
+		case <-time.After(testhost.Scale(5 * time.Second)):
 			t.Fatal("no live lease.granted")
 		}
 	}
@@ -180,7 +181,7 @@ func TestHTTPClientReportsALostServerOnce(t *testing.T) {
 	f.srv.Close() // ends the follow stream: the daemon went away
 	select {
 	case <-c.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("the client did not notice its stream ending")
 	}
 	f.ts.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // scriptedPeer is a daemon that answers hello and then each
@@ -96,7 +97,7 @@ func (p *scriptedPeer) count() int {
 // and the fake clock only moves when the test says so.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -121,7 +122,7 @@ func (r *keepRun) wait(t *testing.T) error {
 	select {
 	case <-r.done:
 		return r.err
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("the keeper did not return")
 		return nil
 	}

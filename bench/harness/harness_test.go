@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // The process-time reading moves with work done, and the machine reading
@@ -25,7 +26,7 @@ func TestCPUReadingsMoveWithWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Spin until the process has used a few clock ticks (10 ms each).
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	x := 0
 	for {
 		for i := range 1_000_000 {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // simlock-architecture, CLI: a held or waiting simlock lease ends on
@@ -21,7 +23,7 @@ func TestSignalContextNamesTheSignal(t *testing.T) {
 	}
 	select {
 	case <-ctx.Done():
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		t.Fatal("SIGTERM did not end the context")
 	}
 	if sig, ok := stopSignal(ctx); !ok || sig != syscall.SIGTERM {

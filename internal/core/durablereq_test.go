@@ -10,6 +10,7 @@ import (
 
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // classify stands in for the daemon's error mapping.
@@ -347,7 +348,7 @@ func TestTimingRecordsHowEachLeaseWasServed(t *testing.T) {
 	// Observers are fed by their own goroutine, so the facts may still be
 	// on their way: wait for every grant (bounded), not for what is there.
 	var grants int
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(testhost.Scale(5 * time.Second))
 	for grants < len(cases) {
 		select {
 		case ev := <-ch:

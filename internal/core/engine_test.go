@@ -13,6 +13,7 @@ import (
 	"github.com/simlock/simlock/internal/core/events"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // memStore is an in-memory core.Store that can be told to fail.
@@ -589,7 +590,7 @@ func TestCancelledRequestInFlightFreesItsRequester(t *testing.T) {
 		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a"}, nil)
 		first <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for {
 		q := h.engine.Queue()
 		if len(q) == 1 && q[0].Phase == "booting" {
@@ -611,7 +612,7 @@ func TestCancelledRequestInFlightFreesItsRequester(t *testing.T) {
 		_, err := h.engine.Request(context.Background(), core.Request{Spec: core.SpecRequest{Platform: "ios"}, RequesterID: "a"}, nil)
 		second <- err
 	}()
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(testhost.Scale(10 * time.Second))
 	for len(h.engine.Queue()) < 2 {
 		select {
 		case err := <-second:

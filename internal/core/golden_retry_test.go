@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // droidLimits leave iOS room for a golden beside the devices while one
@@ -223,7 +224,7 @@ func TestStuckGoldenIsRetriedAfterItsBackoffAndNotBefore(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("tablet after the golden was removed: %v", r.err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatalf("tablet never granted after the backoff: %v", c.Calls())
 	}
 	h.engine.WaitIdle()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/simlock/simlock/internal/core"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func goldenHarness(t *testing.T, limits core.Limits) (*harness, *fakedrv.Cloning) {
@@ -219,7 +220,7 @@ func TestGoldenBusyIsNotReclaimedAndABusyRemovalIsRetried(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("tablet after a busy removal: %v", r.err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatalf("the tablet was never granted after a busy removal: %v", c.Calls())
 	}
 	if n := strings.Count(strings.Join(c.Calls(), "\n"), "remove-golden G1"); n != 2 {

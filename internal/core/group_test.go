@@ -10,6 +10,7 @@ import (
 
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // perPlatform allows n running and 2n managed devices on each platform.
@@ -215,7 +216,7 @@ func TestGroupAgainstStreamOfSinglesIsGrantedWithinBypass(t *testing.T) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testhost.Scale(20 * time.Second)):
 		t.Fatal("the group was never granted: starved or deadlocked")
 	}
 	close(stop)
@@ -379,7 +380,7 @@ func recv(t *testing.T, ch <-chan result) result {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("no outcome within 10s")
 		return result{}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // One device of this engine runs and another home runs one: a host limit
@@ -96,7 +97,7 @@ func TestHostWaiterGrantedWhenAnotherHomeReleases(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("waiter after the other home released: %v", r.err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("the waiter was not granted after the other home released")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func evictedFor(h *harness, reason string) []string {
@@ -100,7 +101,7 @@ func TestHostWaitsFollowTheQueue(t *testing.T) {
 		t.Helper()
 		select {
 		case <-changed:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testhost.Scale(10 * time.Second)):
 			t.Fatalf("no change call %s", what)
 		}
 	}
@@ -126,7 +127,7 @@ func TestHostWaitsFollowTheQueue(t *testing.T) {
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("not granted once the host had room")
 	}
 	awaitChange("after the grant")

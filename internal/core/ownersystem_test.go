@@ -7,6 +7,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // markedLease is a lease request of owner system sys that destroys its
@@ -86,7 +87,7 @@ func TestAbandonedMarkedPreparationIsDestroyed(t *testing.T) {
 		ch <- err
 	}()
 	var id string
-	for deadline := time.Now().Add(5 * time.Second); id == ""; {
+	for deadline := time.Now().Add(testhost.Scale(5 * time.Second)); id == ""; {
 		if time.Now().After(deadline) {
 			t.Fatal("no device was made for the marked request")
 		}
@@ -103,7 +104,7 @@ func TestAbandonedMarkedPreparationIsDestroyed(t *testing.T) {
 		t.Fatal("the abandoned request was granted")
 	}
 	h.drv.Gate <- struct{}{} // the boot finishes after its request left
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for {
 		h.engine.WaitIdle()
 		if _, ok := h.engine.Device(id); !ok {

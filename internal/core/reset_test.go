@@ -13,6 +13,7 @@ import (
 	"github.com/simlock/simlock/internal/core/events"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // newResetHarness is a harness whose iOS and Android fakes have every
@@ -50,7 +51,7 @@ func (h *harness) settled(id string) contract.SessionReset {
 	}
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		h.t.Fatalf("reset of %s never settled", id)
 	}
 	h.engine.WaitIdle()

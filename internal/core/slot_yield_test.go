@@ -9,6 +9,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Idle slot devices yield their running room (ADR 0062), like warm ones:
@@ -58,7 +59,7 @@ func TestAnIdleSlotDeviceYieldsItsRoomAndBootsAgainForItsSlot(t *testing.T) {
 	h.engine.Slots().SetAssigned(map[string]string{a.ID: "scopeA/0", b.ID: "scopeB/0"})
 
 	// Bounded: without the yield the request would wait for ever.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(10*time.Second))
 	defer cancel()
 	g, err := h.engine.Request(ctx, core.Request{Spec: core.SpecRequest{Platform: "ios", Model: "Phone"}, RequesterID: "plain", OwnerID: "plain"}, nil)
 	if err != nil {
@@ -233,7 +234,7 @@ func TestARestartKeepsASlotExecutionsLeaseForTheRebindWindow(t *testing.T) {
 		t.Fatal("the slot execution's lease ended at startup")
 	}
 	h.clock.Advance(time.Millisecond)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for _, live := h.engine.Lease(plain.Lease.ID); live; _, live = h.engine.Lease(plain.Lease.ID) {
 		if time.Now().After(deadline) {
 			t.Fatal("a plain lease past its deadline survived the restart")
@@ -256,7 +257,7 @@ func TestARestartKeepsASlotExecutionsLeaseForTheRebindWindow(t *testing.T) {
 	ended := h.engine.Watch().LeaseEnded(g.Lease.ID)
 	select {
 	case <-ended:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("without heartbeats the restored lease did not end")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // countingStore counts the registry writes made through it and, while
@@ -99,7 +100,7 @@ func claimOf(t *testing.T, d *Daemon, key hostreg.Key) (hostreg.Status, bool) {
 // the background on the real clock).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -234,7 +235,7 @@ func TestAWarmGrantWritesNothingToTheHostRegistry(t *testing.T) {
 	var lb contract.Lease
 	select {
 	case lb = <-granted:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("a warm grant waited for a host-registry write")
 	}
 	if lb.Device == nil || lb.Device.ID != la.Device.ID {

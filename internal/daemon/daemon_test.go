@@ -14,6 +14,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 type fixture struct {
@@ -223,7 +224,7 @@ func TestEventsFollowSeesLeaseFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(testhost.Scale(5 * time.Second))
 	for {
 		select {
 		case e := <-got:
@@ -292,7 +293,7 @@ func TestQueuedRequestOfADepartedClientIsWithdrawn(t *testing.T) {
 	go b.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios"}, func(contract.Progress) { queued <- struct{}{} })
 	<-queued
 	b.Close() // bob goes away while queued
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for {
 		st, _ := client.Do(ctx, a, contract.StatusGet, contract.StatusGetIn{})
 		if st.QueueDepth == 0 {
@@ -336,7 +337,7 @@ func TestLeaseLostReachesTheOwnerAfterAFlood(t *testing.T) {
 		if n.LeaseID != "lse_gone" || n.Reason != "expired" {
 			t.Fatalf("notice %+v", n)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("the owner was never told its lease was lost")
 	}
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func TestIdempotentRepeatOverTheSocket(t *testing.T) {
 	f := startDaemon(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(10*time.Second))
 	defer cancel()
 	in := contract.LeaseRequestIn{Platform: "ios", IdempotencyKey: "job-1"}
 	a := f.dial("alice", "")

@@ -18,6 +18,7 @@ import (
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func startWithRunner(t *testing.T, runner ports.ProcessRunner, timeoutMs int64) *fixture {
@@ -158,7 +159,7 @@ func TestExecEndsWhenItsLeaseIsReleased(t *testing.T) {
 		if len(ans.out) != 1 || ans.out[0].Chunk != "working\n" {
 			t.Fatalf("output before the release was lost: %+v", ans.out)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		t.Fatal("the exec outlived its lease")
 	}
 	// A lease that has already ended runs nothing.

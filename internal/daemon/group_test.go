@@ -8,6 +8,7 @@ import (
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // A multi-device request over the socket: one lease, devices[] in order
@@ -15,7 +16,7 @@ import (
 // that ends every member's lease.
 func TestGroupLeaseOverTheSocket(t *testing.T) {
 	f := startDaemon(t, func(c *config.Config) { c.Capacity.Fixed = config.Fixed{MaxRunning: 2, MaxManaged: 4} })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(10*time.Second))
 	defer cancel()
 	c := f.dial("alice", "")
 	in := contract.LeaseRequestIn{Devices: []contract.DeviceSpec{{Platform: "ios"}, {Platform: "ios"}}}

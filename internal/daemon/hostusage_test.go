@@ -14,6 +14,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // aliveProber proves every owner alive with start identity "s".
@@ -94,7 +95,7 @@ func (f *hostFixture) host(c *client.Client) contract.HostCapacity {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -156,7 +157,7 @@ func TestOtherHomesClaimsBindTheHostLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("queued request after the other home released: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("the queued request was not granted after the other home released")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // release --all means the caller's requester (and the ids scoped under
@@ -115,7 +116,7 @@ func TestQueuedRequestsAreCappedPerPrincipal(t *testing.T) {
 		}()
 	}
 	waitQueue(t, f, 2)
-	c3, cancel3 := context.WithTimeout(ctx, 5*time.Second) // a missing cap would queue it
+	c3, cancel3 := context.WithTimeout(ctx, testhost.Scale(5*time.Second)) // a missing cap would queue it
 	defer cancel3()
 	_, err := bob.LeaseRequest(c3, contract.LeaseRequestIn{Platform: "ios", RequesterID: "r3"}, nil)
 	ce := contract.AsError(err)
@@ -129,7 +130,7 @@ func TestQueuedRequestsAreCappedPerPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitQueue(t, f, 2)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for {
 		c, cancelOne := context.WithTimeout(ctx, 200*time.Millisecond)
 		_, err := bob.LeaseRequest(c, contract.LeaseRequestIn{Platform: "ios", RequesterID: "r4"}, nil)
@@ -218,7 +219,7 @@ func lease(t *testing.T, c *client.Client, requester string) contract.Lease {
 
 func waitQueue(t *testing.T, f *fixture, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for len(f.d.Engine().Queue()) != n {
 		if time.Now().After(deadline) {
 			t.Fatalf("queue depth %d, want %d", len(f.d.Engine().Queue()), n)

@@ -17,6 +17,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/sessions"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Sessions against callers who are hostile or unlucky: none of them may
@@ -26,8 +27,9 @@ import (
 // hostile one is busy. A call held behind the flood would wait without
 // bound, while a quiet answer takes milliseconds; under -race on a loaded
 // 2-core machine a 240-prepare flood slows honest calls to seconds, so
-// 10 s keeps a stall of the machine from reading as a block.
-const promptly = 10 * time.Second
+// 10 s (stretched by the machine's measured slowdown) keeps a stall of the
+// machine from reading as a block.
+func promptly() time.Duration { return testhost.Scale(10 * time.Second) }
 
 // Another agent naming alice's session id (or request id) with its own
 // token changes nothing: release answers unknown_session and heartbeat
@@ -133,7 +135,7 @@ func TestSessionPrepareFloodIsRefusedAndOthersStayPrompt(t *testing.T) {
 	for round := 0; ; round++ {
 		start := time.Now()
 		if bobLease == "" {
-			l, err := b.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TimeoutMs: promptly.Milliseconds()}, nil)
+			l, err := b.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TimeoutMs: promptly().Milliseconds()}, nil)
 			if err != nil {
 				t.Fatalf("bob's plain lease during the flood: %v", err)
 			}
@@ -151,7 +153,7 @@ func TestSessionPrepareFloodIsRefusedAndOthersStayPrompt(t *testing.T) {
 		break
 	}
 	t.Logf("worst lease/status answer during the flood of %d prepares: %v", conns*each, worst)
-	if worst > promptly {
+	if worst > promptly() {
 		t.Fatalf("a call of another client took %v during the flood", worst)
 	}
 	if codes[contract.CodeCapacityExhausted] != conns*each || len(codes) != 1 {
@@ -202,7 +204,7 @@ func (r *rawConn) send(method string, params any) {
 		r.t.Fatal(err)
 	}
 	line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.id, "method": method, "params": json.RawMessage(p)})
-	_ = r.c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = r.c.SetWriteDeadline(time.Now().Add(testhost.Scale(time.Second)))
 	if _, err := r.w.Write(append(line, '\n')); err == nil {
 		_ = r.w.Flush()
 	}
@@ -229,13 +231,13 @@ func TestSessionPrepareFromAClientThatStopsReadingBlocksNobody(t *testing.T) {
 	if _, err := client.Do(ctx, a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "brisk", OwnerToken: "owner-a"}); err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	l, err := f.dial("bob", "").LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TimeoutMs: promptly.Milliseconds()}, nil)
+	l, err := f.dial("bob", "").LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", TimeoutMs: promptly().Milliseconds()}, nil)
 	if err != nil {
 		t.Fatalf("bob's lease next to a stalled reader: %v", err)
 	}
 	took := time.Since(start)
 	t.Logf("prepare, status and lease next to a stalled reader: %v", took)
-	if r.Status != contract.SessionReady || l.LeaseID == "" || took > promptly {
+	if r.Status != contract.SessionReady || l.LeaseID == "" || took > promptly() {
 		t.Fatalf("next to a stalled reader: receipt %+v, lease %q, %v", r, l.LeaseID, took)
 	}
 	// The stalled client's own preparation ran to its end all the same,
@@ -263,7 +265,7 @@ func TestSessionKeeperGoneMidPrepareEndsTypedAndLeaksNothing(t *testing.T) {
 		_, err := client.Do(context.Background(), keeper, contract.SessionPrepare, contract.SessionPrepareIn{Config: sessionConfig("k"), OwnerToken: "owner-k"})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for len(f.d.engine.Devices()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -304,7 +306,7 @@ func TestSessionPermanentDestroyFailureIsPreparationFailed(t *testing.T) {
 	if _, err := client.Do(ctx, a, contract.SessionRelease, contract.SessionReleaseIn{SessionID: one.SessionID, OwnerToken: "o", ReplyBudgetMs: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for {
 		d, ok := f.d.engine.Device(one.Device.ID)
 		if ok && d.State == core.StateQuarantined && d.Health.QuarantineAttempts >= 1 {
@@ -342,7 +344,7 @@ func TestSessionFactsAreOnTheEventBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []events.Event
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testhost.Scale(10 * time.Second))
 	for len(got) < 3 {
 		select {
 		case e := <-evs:

@@ -18,6 +18,7 @@ import (
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/sessions"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func sessionDaemon(t *testing.T, mutate func(*config.Sessions)) *fixture {
@@ -259,7 +260,7 @@ func TestSessionHeartbeatLapseEndsAsOwnerExited(t *testing.T) {
 
 func waitReceipt(t *testing.T, c *client.Client, req, token string, ok func(contract.SessionReceipt) bool) contract.SessionReceipt {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for {
 		r, err := client.Do(context.Background(), c, contract.SessionStatus, contract.SessionStatusIn{RequestID: req, OwnerToken: token})
 		if err == nil && ok(r) {

@@ -12,6 +12,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // setSlotTablesReadable renames the slot_assignments table of the host
@@ -84,7 +85,7 @@ func TestSlotTablesNeverReadRefuseAllocationAndALaterFailedReadKeepsTheMap(t *te
 	restartDaemon(t, f, false)
 	select {
 	case <-f.d.readyCh: // its first read of the slot tables is done
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("the restarted daemon never became ready")
 	}
 	c = f.dial("runner", "")

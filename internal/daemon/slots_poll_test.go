@@ -12,6 +12,7 @@ import (
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/slots"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // An idle host whose slots were never used reads no slot table: the
@@ -81,7 +82,7 @@ func TestASlotReleaseWakesWhenTheDeviceSettles(t *testing.T) {
 			if a.err != nil || a.out.Outcome != slots.OutcomeReusable {
 				t.Fatalf("release %d: %+v %v", i, a.out, a.err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testhost.Scale(10 * time.Second)):
 			t.Fatalf("release %d never answered: its wait did not wake when the device settled", i)
 		}
 	}
@@ -151,7 +152,7 @@ func restartDaemonAs(t *testing.T, f *fixture, hostDir, scope, leaseID string) {
 	f.d = d
 	select {
 	case <-d.readyCh:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("the restarted daemon never became ready")
 	}
 }

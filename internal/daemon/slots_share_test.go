@@ -10,6 +10,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // acquireNS runs slot.acquire for slot 0 of namespace ns.
@@ -36,7 +37,7 @@ func (f *fixture) deviceState(id string) core.DeviceState {
 // waitReady waits for the released execution's device to be ready again.
 func (f *fixture) waitReady(id string) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for f.deviceState(id) != core.StateReady {
 		if time.Now().After(deadline) {
 			f.t.Fatalf("device %s is %s, want ready", id, f.deviceState(id))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func code(t *testing.T, err *contract.Error, want contract.Code) {
@@ -783,7 +784,7 @@ func TestRejectedAndSupersededUplinks(t *testing.T) {
 	second := h.attach(a)
 	select {
 	case <-first.Done():
-	case <-time.After(time.Second):
+	case <-time.After(testhost.Scale(time.Second)):
 		t.Fatal("a superseded uplink was left open")
 	}
 	time.Sleep(10 * time.Millisecond)

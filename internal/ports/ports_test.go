@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func TestWriteFileAtomicIsOwnerOnlyAndReplaces(t *testing.T) {
@@ -110,7 +112,7 @@ func TestExecRunnerReportsExitAndKillsTheGroupOnCancel(t *testing.T) {
 	start := time.Now()
 	// The grandchild sleep must die too, or Run would wait for its pipe.
 	_, err = r.Run(ctx, Command{Name: "sh", Args: []string{"-c", "sleep 30 & sleep 30"}})
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > testhost.Scale(10*time.Second) {
 		t.Fatalf("cancel: %v after %s", err, time.Since(start))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // counter counts what it is given and keeps nothing.
@@ -66,7 +68,7 @@ func TestExecRunnerEndsWhenAStalledWriterGivesUpOnCancel(t *testing.T) {
 	}()
 	// The program is held back by the stalled writer; the deadline is only
 	// a guard against a hung test.
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testhost.Scale(10 * time.Second))
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned %v before the writer was unblocked", err)

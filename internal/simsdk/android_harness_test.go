@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // androidHarness runs the Android tools in-process, and emulators as real
@@ -166,7 +168,7 @@ func (p *emuProc) wait(timeout time.Duration) int {
 	select {
 	case <-p.done:
 		return p.code
-	case <-time.After(timeout):
+	case <-time.After(testhost.Scale(timeout)):
 		p.t.Fatalf("emulator still running after %v; output:\n%s", timeout, p.out.String())
 	}
 	return 0

@@ -1,9 +1,12 @@
 package simsdk
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func (h *harness) launchctl(udid string, args ...string) result {
@@ -139,17 +142,22 @@ func TestLaunchctlFaults(t *testing.T) {
 		h.mustLC(udid, 0, "print", "system/com.apple.chronod")
 	})
 	t.Run("slow", func(t *testing.T) {
-		h := newHarness(t, EnvFaults, faultLaunchctlSlow+"=300")
+		// The delay is stretched by the machine's slowdown so that an
+		// unslowed write, which does the same work as a read but for the
+		// delay, stays below it on a loaded machine too; a slowed one
+		// cannot, however fast the machine.
+		delay := testhost.Scale(300 * time.Millisecond).Round(time.Millisecond)
+		h := newHarness(t, EnvFaults, faultLaunchctlSlow+"="+strconv.FormatInt(delay.Milliseconds(), 10))
 		udid := h.bootedIOS("iOS 18.0")
 		start := time.Now()
 		h.mustLC(udid, 0, "print-disabled", "system")
-		if d := time.Since(start); d < 300*time.Millisecond {
-			t.Fatalf("a slow probe answered in %s", d)
+		if d := time.Since(start); d < delay {
+			t.Fatalf("a slow probe answered in %s, under its %s delay", d, delay)
 		}
 		start = time.Now()
 		h.mustLC(udid, 0, "disable", "system/com.apple.chronod")
-		if d := time.Since(start); d >= 300*time.Millisecond {
-			t.Fatalf("a write was slowed too (%s)", d)
+		if d := time.Since(start); d >= delay {
+			t.Fatalf("a write was slowed too (%s, delay %s)", d, delay)
 		}
 	})
 	for _, bad := range []string{faultLaunchctlSlow, faultLaunchctlSlow + "=soon", faultLaunchctlMissing, faultLaunchctlWriteNoop + "=1"} {

@@ -13,6 +13,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/drivers/ios"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // iosRig runs the real iOS driver against the simulated SDK with real
@@ -359,7 +360,7 @@ func TestIOSResourcesSlowProbeIsBoundedByTheDeadline(t *testing.T) {
 	if err == nil {
 		t.Fatal("an observation outlived its deadline")
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 700*time.Millisecond+testhost.Scale(5*time.Second) {
 		t.Fatalf("the observation took %s past a 700 ms deadline", d)
 	}
 }

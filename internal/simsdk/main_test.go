@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // The tests have no simlock binary to run device processes with, so the
@@ -135,7 +137,7 @@ func (h *harness) state(udid string, setArgs ...string) string {
 // waitState polls until the device reaches want.
 func (h *harness) waitState(udid, want string) {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for {
 		got := h.state(udid)
 		if got == want {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // onlyProc returns the single running device process, failing otherwise.
@@ -38,7 +40,7 @@ func noProcs(t *testing.T, home string) {
 
 func processGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for unix.Kill(pid, 0) == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d still exists", pid)
@@ -110,7 +112,7 @@ func TestShutdownStopsTheProcess(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached in 5s")

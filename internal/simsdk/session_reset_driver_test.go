@@ -15,6 +15,7 @@ import (
 	"github.com/simlock/simlock/internal/drivers/ios"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // resetEngine is a core engine over one real driver and a real store.
@@ -46,7 +47,7 @@ func resetOf(t *testing.T, eng *core.Engine, leaseID string) contract.SessionRes
 	}
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
+	case <-time.After(testhost.Scale(60 * time.Second)):
 		t.Fatalf("the reset of %s did not settle", leaseID)
 	}
 	rec, _, _ := eng.Resets().ResetOf(leaseID)

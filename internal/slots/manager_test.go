@@ -15,6 +15,7 @@ import (
 	"github.com/simlock/simlock/internal/hostreg"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // managerHarness is a Manager over a real engine (one fake iOS driver, a
@@ -126,7 +127,7 @@ func TestAnIdleSlotExecutionEndsForGood(t *testing.T) {
 		t.Fatalf("release after the idle end: %v", err)
 	}
 	var s2 contract.SlotResult
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for {
 		res, err := h.m.Acquire(ctx, runner(), contract.SlotAcquireIn{Config: slotTestConfig(t, "b1"), OwnerToken: "tok-2"})
 		if err != nil {

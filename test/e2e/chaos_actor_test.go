@@ -12,6 +12,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // An actor is one concurrent client of the drill: its own goroutine, its
@@ -89,7 +90,7 @@ func (a *actor) connect(ctx context.Context) bool {
 		return false
 	}
 	a.c = c
-	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, testhost.Scale(45*time.Second))
 	defer cancel()
 	out, err := client.Do(cctx, c, contract.LeaseList, contract.LeaseListIn{})
 	if err != nil {
@@ -215,7 +216,7 @@ func (a *actor) retry(ctx context.Context, at *attempt) {
 
 // request sends one attempt and waits for its outcome.
 func (a *actor) request(ctx context.Context, at *attempt) (contract.Lease, error) {
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, testhost.Scale(60*time.Second))
 	defer cancel()
 	at.sentAt = time.Now()
 	l, err := a.c.LeaseRequest(rctx, at.in, at.progress)
@@ -289,7 +290,7 @@ func (a *actor) requestThenCancel(ctx context.Context, at *attempt) {
 		done <- res{l, err}
 	}()
 	sleepCtx(ctx, time.Duration(20+a.rng.IntN(500))*time.Millisecond)
-	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, testhost.Scale(45*time.Second))
 	out, cerr := client.Do(cctx, c, contract.LeaseCancel, contract.LeaseCancelIn{})
 	cancel()
 	if ctx.Err() == nil {
@@ -328,7 +329,7 @@ func (a *actor) hold(ctx context.Context) {
 
 func (a *actor) renew(ctx context.Context, kind string) {
 	id := a.lease.LeaseID
-	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, testhost.Scale(45*time.Second))
 	defer cancel()
 	start := time.Now()
 	l, err := client.Do(cctx, a.c, contract.LeaseRenew, contract.LeaseRenewIn{LeaseID: id})
@@ -353,7 +354,7 @@ func (a *actor) renew(ctx context.Context, kind string) {
 func (a *actor) release(ctx context.Context) {
 	id := a.lease.LeaseID
 	a.ch.releaseAsked(id)
-	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, testhost.Scale(45*time.Second))
 	defer cancel()
 	start := time.Now()
 	_, err := client.Do(cctx, a.c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: id})
@@ -388,7 +389,7 @@ func (ch *chaos) slowReader(ctx context.Context, n int, platform string, stall t
 	}
 	defer conn.Close()
 	name := fmt.Sprintf("slow-%d", n)
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(testhost.Scale(10 * time.Second)))
 	hello := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":{"min":%d,"max":%d},"principal":%q,"credential":%q}}`+"\n",
 		contract.ProtocolMin, contract.ProtocolMax, name, ch.adminToken())
 	if _, err := conn.Write([]byte(hello)); err != nil {
@@ -400,7 +401,7 @@ func (ch *chaos) slowReader(ctx context.Context, n int, platform string, stall t
 		ch.count("slow-reader", "hello-failed")
 		return
 	}
-	_ = conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	_ = conn.SetWriteDeadline(time.Now().Add(testhost.Scale(2 * time.Second)))
 	lines := []string{
 		`{"jsonrpc":"2.0","id":2,"method":"events.subscribe","params":{"follow":true}}`,
 		fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"lease.request","params":{"platform":%q,"ttlMs":%d,"timeoutMs":3000}}`, platform, 1500+n%3*500),
@@ -427,7 +428,7 @@ func (ch *chaos) slowReader(ctx context.Context, n int, platform string, stall t
 // dial connects as principal (admin with the daemon's secret), retrying
 // for 30s while no daemon listens or a dying one resets the handshake.
 func (ch *chaos) dial(ctx context.Context, principal string, admin bool) (*client.Client, error) {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(30 * time.Second))
 	for {
 		o := client.Options{Socket: ch.sock, Principal: principal, Name: "chaos"}
 		if admin {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // incarnation is one daemon process's life as the drill saw it. Events are
@@ -109,7 +110,7 @@ func (ch *chaos) follow(ctx context.Context) {
 }
 
 func (ch *chaos) followOne(ctx context.Context, c *client.Client) {
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, testhost.Scale(30*time.Second))
 	st, err := client.Do(cctx, c, contract.StatusGet, contract.StatusGetIn{})
 	cancel()
 	if err != nil || st.Daemon.PID == 0 {
@@ -188,7 +189,7 @@ func (ch *chaos) fillGaps(ctx context.Context, c *client.Client, inc *incarnatio
 	if contiguous == max {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, testhost.Scale(30*time.Second))
 	defer cancel()
 	out, err := c.Events(cctx, contract.EventsSubscribeIn{Since: contiguous}, nil)
 	if err != nil {
@@ -253,7 +254,7 @@ func (ch *chaos) watch(ctx context.Context) {
 			}
 			admin = c
 		}
-		cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, testhost.Scale(45*time.Second))
 		sent := time.Now()
 		st, err := client.Do(cctx, admin, contract.StatusGet, contract.StatusGetIn{})
 		cancel()

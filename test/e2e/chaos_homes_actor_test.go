@@ -17,6 +17,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // A homeActor is one agent working in one home: its own connection, its
@@ -107,7 +108,7 @@ func (a *homeActor) connect(ctx context.Context) bool {
 	if a.c != nil {
 		return true
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, testhost.Scale(5*time.Second))
 	defer cancel()
 	c, err := client.Dial(dctx, client.Options{Socket: a.h.sock, Principal: a.name, Name: "chaos-homes"})
 	if err != nil {
@@ -140,7 +141,7 @@ func (a *homeActor) lease(ctx context.Context, kind string, in contract.LeaseReq
 		return
 	}
 	in.IdempotencyKey = fmt.Sprintf("%s-%d", a.name, a.n)
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, testhost.Scale(60*time.Second))
 	if kind == "plain" {
 		a.d.ask(a.name, in.Platform)
 	}
@@ -171,7 +172,7 @@ func (a *homeActor) lease(ctx context.Context, kind string, in contract.LeaseReq
 	if a.c == nil {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(30*time.Second))
 	_, err = client.Do(cctx, a.c, contract.LeaseRelease, contract.LeaseReleaseIn{LeaseID: l.LeaseID})
 	cancel()
 	a.d.count("release", outcome(err))
@@ -179,7 +180,7 @@ func (a *homeActor) lease(ctx context.Context, kind string, in contract.LeaseReq
 }
 
 func (a *homeActor) releaseLeftovers(ctx context.Context) {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, testhost.Scale(10*time.Second))
 	defer cancel()
 	out, err := client.Do(lctx, a.c, contract.LeaseList, contract.LeaseListIn{})
 	if a.drop(err) || err != nil {
@@ -278,7 +279,7 @@ func (a *homeActor) slot(ctx context.Context) {
 	cmd := exec.CommandContext(ctx, bin, "mcp", "--device-tools", "--slot-config", slotLaunchJSON(ns, "boot-1", 0, "iPhone 15"))
 	cmd.Env = append(append([]string(nil), a.h.w.env...), "SIMLOCK_PRINCIPAL="+a.name)
 	cl := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "chaos-runner", Version: "1"}, nil)
-	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, testhost.Scale(90*time.Second))
 	cs, err := cl.Connect(cctx, &mcpsdk.CommandTransport{Command: cmd}, nil)
 	cancel()
 	if err != nil {

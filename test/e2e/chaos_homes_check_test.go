@@ -15,6 +15,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // The host-wide checker of the multi-home drill. While the drill runs it
@@ -134,7 +135,7 @@ func (k *hostChecker) run(ctx context.Context) {
 // settle keeps sampling until the host is quiet (no dead owner's claim,
 // no waiter) or for the longest bound a rule states, whichever is first.
 func (k *hostChecker) settle(ctx context.Context) {
-	deadline := time.Now().Add(time.Duration(homesGraceMs)*time.Millisecond + 4*homesPoll + 2*homesSlack)
+	deadline := time.Now().Add(time.Duration(homesGraceMs)*time.Millisecond + 4*homesPoll + 2*homesSlack())
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		k.mu.Lock()
 		quiet := len(k.deadStopped) == 0 && len(k.deadRunning) == 0
@@ -151,7 +152,7 @@ func (k *hostChecker) status(ctx context.Context, h *home) (contract.StatusGetOu
 	c := k.conns[h]
 	k.mu.Unlock()
 	if c == nil {
-		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		dctx, cancel := context.WithTimeout(ctx, testhost.Scale(2*time.Second))
 		nc, err := client.Dial(dctx, client.Options{Socket: h.sock, Principal: "chaos-checker", Name: "chaos-homes-checker"})
 		cancel()
 		if err != nil {
@@ -162,7 +163,7 @@ func (k *hostChecker) status(ctx context.Context, h *home) (contract.StatusGetOu
 		k.conns[h] = c
 		k.mu.Unlock()
 	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, testhost.Scale(10*time.Second))
 	defer cancel()
 	st, err := client.Do(sctx, c, contract.StatusGet, contract.StatusGetIn{})
 	if err != nil {
@@ -442,7 +443,7 @@ func (k *hostChecker) checkClaims(now time.Time, homes []*home, procs []simProc,
 		}
 		key := normKey(c.DeviceKey)
 		id := fmt.Sprintf("%s|%s|%d", key, c.OwnerHome, c.OwnerPid)
-		bound := 2*homesPoll + homesSlack
+		bound := 2*homesPoll + homesSlack()
 		open, seen := k.deadStopped, seenStopped
 		if running[key] {
 			open, seen = k.deadRunning, seenRunning
@@ -547,7 +548,7 @@ func (k *hostChecker) checkFairness(now time.Time, first map[*home]contract.Stat
 			}
 		}
 	}
-	bound := 2*homesPoll + homesSlack
+	bound := 2*homesPoll + homesSlack()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	open := map[string]bool{}

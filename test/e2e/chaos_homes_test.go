@@ -19,6 +19,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // The multi-home chaos drill (issue 22): several homes share one host
@@ -47,7 +48,8 @@ const homesMaxRunning = 3
 // homesSlack is what a loaded two-core machine adds to a bound stated in
 // watcher intervals: the watcher is a goroutine in a daemon competing with
 // a dozen tool processes, and the checker's own samples are CLI calls.
-const homesSlack = 3 * time.Second
+// A slower machine gets proportionally more (testhost.Scale).
+func homesSlack() time.Duration { return testhost.Scale(3 * time.Second) }
 
 func homesConfig(iosRoot string) string {
 	root := ""
@@ -569,7 +571,7 @@ func (d *homesDrill) recover(dead *home, held string, rng *rand.Rand) bool {
 // and a moment more, so that a restart bringing that lease back overlaps
 // this one.
 func (d *homesDrill) takeRecovered(h, dead *home, udid string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(45*time.Second))
 	defer cancel()
 	answered := sync.OnceFunc(func() { d.taking.Add(-1) })
 	defer answered()
@@ -589,7 +591,7 @@ func (d *homesDrill) takeRecovered(h, dead *home, udid string) {
 	// Scenario 1 checked as the issue tells it: once the dead home runs
 	// again, its status must not list a lease on the device while this
 	// one holds it.
-	back := time.Now().Add(20 * time.Second)
+	back := time.Now().Add(testhost.Scale(20 * time.Second))
 	for time.Now().Before(back) {
 		st, ok := d.chk.status(ctx, dead)
 		if !ok || !dead.isAlive() || st.Daemon.Health != "running" {
@@ -628,7 +630,7 @@ func (d *homesDrill) takeRecovered(h, dead *home, udid string) {
 // it: the home is about to be killed (and perhaps deleted) with a device
 // that runs.
 func (d *homesDrill) holdOne(h *home, platform string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(30*time.Second))
 	defer cancel()
 	c, err := client.Dial(ctx, client.Options{Socket: h.sock, Principal: h.name + "-holder", Name: "chaos-homes"})
 	if err != nil {

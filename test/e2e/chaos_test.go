@@ -18,6 +18,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // The chaos drill: concurrent clients on both platforms lease, wait,
@@ -62,13 +63,13 @@ func chaosModeFor(t *testing.T) chaosMode {
 	switch {
 	case os.Getenv("SIMLOCK_CHAOS_LONG") == "1":
 		return chaosMode{name: "long", actors: 16, ops: 10000, kills: 24, faults: 200, perFault: 3,
-			wall: 35 * time.Minute, mustReach: true, stallBound: 5 * time.Second, maxSlow: 3, slowStallMs: 6000}
+			wall: 35 * time.Minute, mustReach: true, stallBound: testhost.Scale(5 * time.Second), maxSlow: 3, slowStallMs: 6000}
 	case testing.Short():
 		return chaosMode{name: "short", actors: 4, ops: 150, kills: 1, perFault: 2,
-			wall: 15 * time.Second, stallBound: 5 * time.Second, maxSlow: 1, slowStallMs: 2000}
+			wall: 15 * time.Second, stallBound: testhost.Scale(5 * time.Second), maxSlow: 1, slowStallMs: 2000}
 	default:
 		return chaosMode{name: "default", actors: 6, ops: 400, kills: 3, perFault: 2,
-			wall: 45 * time.Second, stallBound: 5 * time.Second, maxSlow: 2, slowStallMs: 3000}
+			wall: 45 * time.Second, stallBound: testhost.Scale(5 * time.Second), maxSlow: 2, slowStallMs: 3000}
 	}
 }
 
@@ -328,7 +329,7 @@ func TestChaosDrill(t *testing.T) {
 	select {
 	case ch.fillNow <- reply:
 		<-reply
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Error("the follower did not answer the final re-read")
 	}
 	stop()
@@ -346,7 +347,7 @@ func (ch *chaos) settle(ctx context.Context) {
 		ch.t.Fatal(err)
 	}
 	defer admin.Close()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(30 * time.Second))
 	for {
 		st, err := client.Do(ctx, admin, contract.StatusGet, contract.StatusGetIn{})
 		if err != nil {
@@ -404,7 +405,7 @@ func waitGroup(t *testing.T, wg *sync.WaitGroup, what string, within time.Durati
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(within):
+	case <-time.After(testhost.Scale(within)):
 		t.Fatalf("timed out after %s waiting for %s", within, what)
 	}
 }

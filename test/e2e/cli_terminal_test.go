@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // tmuxPane runs one command in a detached tmux session on a server of its
@@ -93,7 +95,7 @@ func TestTerminalProgressTicksAndGrantSummary(t *testing.T) {
 	var rows []string
 	var stamps []time.Duration
 	summary := ""
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(60 * time.Second))
 	for summary == "" && time.Now().Before(deadline) {
 		s := pane.screen()
 		if r := progressRow(s); r != "" {
@@ -147,7 +149,7 @@ func TestTerminalProgressTicksAndGrantSummary(t *testing.T) {
 		t.Fatalf("send-keys: %v %s", err, out)
 	}
 	released := false
-	for end := time.Now().Add(15 * time.Second); !released && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(testhost.Scale(15 * time.Second)); !released && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		released = strings.Contains(pane.screen(), "simlock: released lse_")
 	}
 	if !released {
@@ -206,7 +208,7 @@ func TestDaemonStartReportsBindErrorAtOnce(t *testing.T) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		_ = c.Process.Kill()
 		t.Fatal("daemon start still waiting after 10s")
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // A program in a module of its own (test/clientmod, which imports only the
@@ -60,7 +62,7 @@ func TestAnotherModuleHoldsALeaseAcrossARestart(t *testing.T) {
 				t.Fatalf("the program exited before %s", what)
 			}
 			return l
-		case <-time.After(30 * time.Second):
+		case <-time.After(testhost.Scale(30 * time.Second)):
 			t.Fatalf("no %s from the program within 30s", what)
 		}
 		return ""

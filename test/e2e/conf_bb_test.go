@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Gateway and worker modes, Aggregation: a gateway's catalog.get is the
@@ -259,7 +261,7 @@ func TestConfBBRunTerminatedWhileQueuedGivesUpItsPlace(t *testing.T) {
 		go func() { c.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(testhost.Scale(30 * time.Second)):
 			c.Process.Kill()
 			t.Fatalf("simlock %s did not end after SIGTERM", args[0])
 		}
@@ -339,7 +341,7 @@ func TestConfBBJunkLastEventIDGetsTheTypedError(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(conn, "GET /v1/events HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n", addr, tok, junk)
-		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		conn.SetReadDeadline(time.Now().Add(testhost.Scale(20 * time.Second)))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatal(err)

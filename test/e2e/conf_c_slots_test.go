@@ -18,6 +18,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Reference, "Concepts": entering replacing consumes a generation, and a
@@ -148,7 +149,7 @@ func TestConfSlotsAFailureAfterTheScopeResolvedNamesItsKey(t *testing.T) {
 		defer close(killed)
 		// The acquisition has claimed its slot (so its scope is
 		// admitted) before the daemon dies.
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(testhost.Scale(30 * time.Second))
 		for time.Now().Before(deadline) {
 			var l slotList
 			if r := w.run("slot", "list", "--json"); r.code == 0 && json.Unmarshal([]byte(r.stdout), &l) == nil {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Conformance of the session broker's deviations listed in issue 23
@@ -102,7 +104,7 @@ func TestConfSessionKeeperCutOffMidPrepareCancelsIt(t *testing.T) {
 			go func() { _ = k.Wait(); close(exited) }()
 			select {
 			case <-exited:
-			case <-time.After(30 * time.Second):
+			case <-time.After(testhost.Scale(30 * time.Second)):
 				t.Fatal("the keeper did not exit")
 			}
 			// Read at once: unfixed, the preparation went on to ready here.
@@ -165,7 +167,7 @@ func (w *world) confDial(t *testing.T) *confConn {
 }
 
 func (cc *confConn) send(line string) (map[string]any, error) {
-	_ = cc.c.SetDeadline(time.Now().Add(60 * time.Second))
+	_ = cc.c.SetDeadline(time.Now().Add(testhost.Scale(60 * time.Second)))
 	if _, err := cc.c.Write([]byte(line + "\n")); err != nil {
 		return nil, err
 	}

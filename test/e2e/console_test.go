@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Browser tests of the web console: headless Chromium against a real
@@ -68,7 +70,7 @@ func newTab(t *testing.T) *tab {
 
 func (b *tab) open(url string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, testhost.Scale(60*time.Second))
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		b.t.Fatalf("navigate %s: %v", url, err)
@@ -78,7 +80,7 @@ func (b *tab) open(url string) {
 // eval runs a script in the page and decodes its value into a T.
 func eval[T any](b *tab, js string) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, testhost.Scale(20*time.Second))
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
 	if err != nil {
@@ -91,7 +93,7 @@ func eval[T any](b *tab, js string) T {
 // did; the overall limit is generous so a slow machine does not flake.
 func (b *tab) waitFor(what, js string, within time.Duration) time.Time {
 	b.t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testhost.Scale(within))
 	for {
 		if eval[bool](b, js) {
 			return time.Now()
@@ -121,7 +123,7 @@ func (b *tab) screenshot(name string) {
 	}
 	eval[bool](b, `(() => { document.getElementById("toast").className = ""; return true })()`)
 	time.Sleep(1200 * time.Millisecond) // let the countdowns tick and the toast fade
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, testhost.Scale(30*time.Second))
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -213,8 +215,8 @@ func TestConsoleShowsLeasesLiveAndReleasesThem(t *testing.T) {
 	w.json(&l, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "agent-a", "--ttl", "30m")
 	row := fmt.Sprintf(`[data-lease=%q]`, l.LeaseID)
 	seen := b.waitFor("the new lease", fmt.Sprintf(`!!document.querySelector(%q)`, row), 30*time.Second)
-	if lag := seen.Sub(l.GrantedAt); lag > 5*time.Second {
-		t.Fatalf("the lease became visible %s after its grant; the budget is 5s", lag)
+	if lag := seen.Sub(l.GrantedAt); lag > testhost.Scale(5*time.Second) {
+		t.Fatalf("the lease became visible %s after its grant; the budget is %s", lag, testhost.Scale(5*time.Second))
 	} else {
 		t.Logf("grant to visible: %s", lag.Round(time.Millisecond))
 	}
@@ -483,7 +485,7 @@ func TestConsoleShowsGoldensAnIconAndFitsANarrowScreen(t *testing.T) {
 	}
 
 	// A phone-sized window: the same page, nothing wider than the screen.
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, testhost.Scale(30*time.Second))
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(420, 900)); err != nil {
 		t.Fatal(err)
@@ -499,7 +501,7 @@ func TestConsoleShowsGoldensAnIconAndFitsANarrowScreen(t *testing.T) {
 
 	// The sign-in form, before any token, fits too.
 	login := newTab(t)
-	lctx, lcancel := context.WithTimeout(login.ctx, 30*time.Second)
+	lctx, lcancel := context.WithTimeout(login.ctx, testhost.Scale(30*time.Second))
 	defer lcancel()
 	if err := chromedp.Do(lctx, chromedp.EmulateViewport(420, 900)); err != nil {
 		t.Fatal(err)

@@ -68,11 +68,10 @@ func TestListAnswersWithinBudgetUnderASlowProbe(t *testing.T) {
 	w.json(&first, "list", "--json")
 	took := time.Since(start)
 	t.Logf("list under a %d ms probe answered in %s (budget 500 ms)", slowProbeMs, took)
-	// The budget plus a CLI start and a socket round trip, with room for a
-	// loaded machine's 2-3 s stall; the probe alone takes twice as long.
-	if took >= 5*time.Second {
-		t.Fatalf("list took %s: it did not answer within its 500 ms budget", took)
-	}
+	// No wall-clock bound here: a loaded machine may take seconds to start
+	// the CLI. That list answered at its budget, not after the probe, is
+	// the incomplete enrichment with a timeout code below: a list that
+	// waited for the probe would be complete.
 	e := first.Enrichment
 	if e == nil || e.Complete || !e.Retryable || e.RetryAfterMs != 1000 || e.Code != "timeout" || !contains(e.Pending, "ios.devices") {
 		t.Fatalf("enrichment %+v, want incomplete with ios.devices pending and a 1000 ms retry hint", e)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/test/harness"
 )
 
@@ -512,7 +513,7 @@ func TestHolderLearnsAtOnceThatItsLeaseIsGone(t *testing.T) {
 		if err == nil || !strings.Contains(stderr.String(), "was lost") {
 			t.Fatalf("holder exit %v, stderr %s", err, stderr.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		// Renewing at TTL/3 would take minutes to notice; the push must not.
 		c.Process.Kill()
 		t.Fatal("the holder did not learn its lease was lost")

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Room for two devices of each platform, and an exec timeout far past
@@ -122,7 +124,7 @@ func TestReleasingTheLeaseEndsARunningExec(t *testing.T) {
 			t.Fatalf("exec after release: %v, stderr %s", err, stderr.String())
 		}
 		t.Logf("the exec ended %s after the release", time.Since(start).Round(time.Millisecond))
-	case <-time.After(20 * time.Second):
+	case <-time.After(testhost.Scale(20 * time.Second)):
 		c.Process.Kill()
 		t.Fatal("the exec outlived its lease")
 	}

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Host-wide fairness (issue 22 item 3, ADR 0061): two homes on one host
@@ -76,7 +78,7 @@ func granted(t *testing.T, what string, done <-chan error, out *strings.Builder,
 		if err != nil {
 			t.Fatalf("%s failed: %v: %s", what, err, out.String())
 		}
-	case <-time.After(within):
+	case <-time.After(testhost.Scale(within)):
 		t.Fatalf("%s was not granted within %s", what, within)
 	}
 	var l lease

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // TestAFloodOfIdleConnectionsAtALowFDLimitLocksNobodyOut: a daemon run with
@@ -64,12 +66,12 @@ func TestAFloodOfIdleConnectionsAtALowFDLimitLocksNobodyOut(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "daemon stopped") {
 		t.Fatalf("daemon stop: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if took > 30*time.Second {
+	if took > testhost.Scale(30*time.Second) {
 		t.Fatalf("daemon stop took %s", took)
 	}
 	select {
 	case <-exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("the daemon process did not exit")
 	}
 	t.Logf("daemon stop returned in %s: %s", took, strings.TrimSpace(r.stdout))
@@ -98,7 +100,7 @@ func TestDaemonStopEndsAFrozenDaemonBySignal(t *testing.T) {
 	if !strings.Contains(r.stdout, `"mode":"forced"`) || !strings.Contains(r.stdout, `"signal":"SIGTERM"`) {
 		t.Fatalf("daemon stop reported %s", r.stdout)
 	}
-	if took > 20*time.Second {
+	if took > testhost.Scale(20*time.Second) {
 		t.Fatalf("daemon stop took %s", took)
 	}
 	t.Logf("daemon stop against a frozen daemon returned in %s: %s", took, strings.TrimSpace(r.stdout))

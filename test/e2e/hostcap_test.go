@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/test/harness"
 )
 
@@ -175,7 +176,7 @@ func TestTwoHomesShareOneHostLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("b's queued request after a released: %v", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		t.Fatal("b's queued request was not granted after a released")
 	}
 	var lb3 lease

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 const httpConfig = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":2}},
@@ -86,7 +88,7 @@ func TestHTTPAPIWithAnAgentToken(t *testing.T) {
 	}
 	select {
 	case <-granted:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("no lease.granted over SSE for the agent's own lease")
 	}
 	code, b = httpDo(t, "POST", base+"/v1/leases/"+l.LeaseID+"/renew", tok.Token, "{}")

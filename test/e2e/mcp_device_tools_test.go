@@ -14,6 +14,8 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func (w *world) mcpWith(t *testing.T, args ...string) *mcpAgent {
@@ -46,7 +48,7 @@ func (a *mcpAgent) toolNames() []string {
 
 func (a *mcpAgent) callRaw(name string, args map[string]any) *mcpsdk.CallToolResult {
 	a.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(60*time.Second))
 	defer cancel()
 	res, err := a.cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // mcpAgent is an MCP client built with the go-sdk, spawning `simlock mcp`.
@@ -43,7 +45,7 @@ func (a *mcpAgent) call(name string, args map[string]any, token any) (string, bo
 	if token != nil {
 		p.SetProgressToken(token)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(60*time.Second))
 	defer cancel()
 	res, err := a.cs.CallTool(ctx, p)
 	if err != nil {
@@ -179,7 +181,7 @@ func TestMCPAnswersMalformedLinesAndKeepsItsLease(t *testing.T) {
 				t.Fatalf("simlock mcp exited after %q", line)
 			}
 			return m
-		case <-time.After(30 * time.Second):
+		case <-time.After(testhost.Scale(30 * time.Second)):
 			t.Fatalf("no answer to %q", line)
 			return nil
 		}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // simlock run leases, hands the child the device in its environment and
@@ -84,7 +86,7 @@ func TestRunForwardsSIGTERMAndReleases(t *testing.T) {
 	go func() { done <- c.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		c.Process.Kill()
 		t.Fatal("simlock run did not end after SIGTERM")
 	}
@@ -150,7 +152,7 @@ func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 	go func() { done <- c.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		c.Process.Kill()
 		t.Fatal("the command kept running after its lease ended")
 	}

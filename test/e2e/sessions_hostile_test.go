@@ -12,6 +12,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // A session keeper (`simlock mcp --session-config`) killed with SIGKILL
@@ -148,7 +149,7 @@ func TestSessionPrepareFloodLeavesOthersPrompt(t *testing.T) {
 	// Two CLI launches against a daemon under a flood take a few seconds on
 	// a loaded machine; a call held behind the flood would never answer,
 	// so 10 s tells the two apart with room for a 2-3 s stall.
-	if took > 10*time.Second || l.LeaseID == "" || st.Daemon.PID == 0 {
+	if took > testhost.Scale(10*time.Second) || l.LeaseID == "" || st.Daemon.PID == 0 {
 		t.Fatalf("during the flood: status %+v, lease %+v, %s", st.Daemon, l, took)
 	}
 	if codes["CAPACITY_EXHAUSTED"] < conns*each || len(codes) != 1 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Session devices stay the broker's (issue 22, items 7-9; ADR 0063).
@@ -70,7 +71,7 @@ var slowSessions = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":1,"max
 // if a device being prepared for a session shows without its mark.
 func (w *world) watchPlainLeases(t *testing.T, session map[string]bool, within time.Duration, done func([]ownedDevice) bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testhost.Scale(within))
 	for {
 		st := w.ownedDevices("status")
 		for _, d := range w.ownedDevices("list") {
@@ -370,7 +371,7 @@ func TestSessionOwnerTokenFromAnotherPrincipalIsAWrongToken(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the keeper exited %v\n%s", err, stderr.String())
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(testhost.Scale(60 * time.Second)):
 		t.Fatalf("the keeper did not end with its stdin\n%s", stderr.String())
 	}
 	if st, err := client.Do(ctx, a, contract.SessionStatus, contract.SessionStatusIn{RequestID: "a-run", OwnerToken: tokA}); err != nil || st.Status != contract.SessionReleased {

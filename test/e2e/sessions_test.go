@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // sessionDefaults are operator defaults for both platforms of the
@@ -286,7 +288,7 @@ func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 				t.Fatalf("line %q: %v", l, err)
 			}
 			return m
-		case <-time.After(10 * time.Second):
+		case <-time.After(testhost.Scale(10 * time.Second)):
 			t.Fatal("no answer from the MCP server")
 		}
 		return nil
@@ -306,8 +308,8 @@ func TestMCPSessionConfigUnsatisfiableAnswersAtOnce(t *testing.T) {
 	// A boot or a prepare's wait would take tens of seconds; 5 s leaves a
 	// loaded machine's stall of 2-3 s room, and that no simulator was
 	// created is checked below regardless.
-	if took > 5*time.Second {
-		t.Fatalf("initialize took %s, want under 5s", took)
+	if took > testhost.Scale(5*time.Second) {
+		t.Fatalf("initialize took %s, want under %s", took, testhost.Scale(5*time.Second))
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)

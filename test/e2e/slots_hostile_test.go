@@ -9,6 +9,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Against the real daemon and the simulated SDK: a flood of slot.acquire
@@ -32,7 +33,7 @@ func TestSlotAcquireFloodHasOneWinnerAndForeignTokensChangeNothing(t *testing.T)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(60*time.Second))
 			defer cancel()
 			results[i], errs[i] = client.Do(ctx, c, contract.SlotAcquire, contract.SlotAcquireIn{Config: cfg, OwnerToken: fmt.Sprintf("flood-%d", i)})
 		}()

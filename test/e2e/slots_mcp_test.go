@@ -11,6 +11,8 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Four devices may run at once: runner A's slot device, runner B's two,
@@ -86,7 +88,7 @@ func (w *world) slotProxy(t *testing.T, cfg string) *slotProxy {
 	a := &mcpAgent{t: t, cmd: cmd, progress: make(chan *mcpsdk.ProgressNotificationParams, 64)}
 	cl := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "e2e-runner", Version: "1"}, nil)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(90*time.Second))
 	defer cancel()
 	cs, err := cl.Connect(ctx, &mcpsdk.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -383,7 +385,7 @@ func TestManagedSlotEndsWhenItsExecutionOwnerExits(t *testing.T) {
 	go func() { exited <- p.cs.Wait() }() // the connection ends when the process exits
 	select {
 	case <-exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("the proxy outlived its execution owner")
 	}
 	eventually(t, "the slot to be released with its device kept", 10*time.Second, func() bool {
@@ -410,7 +412,7 @@ func TestManagedSlotProxyReleasesOnSIGTERM(t *testing.T) {
 	go func() { exited <- p.cs.Wait() }() // the connection ends when the process exits
 	select {
 	case <-exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("the proxy did not exit on SIGTERM")
 	}
 	if _, l, ok := w.slotAssignment("runner-A", "boot-1", 0); !ok || l != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // Slots share the host (issue 22, ADR 0062): an idle slot device yields
@@ -104,7 +105,7 @@ func TestOnePrincipalsSlotDevicesAreBounded(t *testing.T) {
 	// Both live: a third is refused, naming the bound, and makes nothing.
 	start := time.Now()
 	res, _ := acquireSlot(t, c, slotConfig("cfg-3", "boot-1", "iPhone 15"))
-	if took := time.Since(start); failureCode(res) != contract.CodeCapacityExhausted || took > 20*time.Second {
+	if took := time.Since(start); failureCode(res) != contract.CodeCapacityExhausted || took > testhost.Scale(20*time.Second) {
 		b, _ := json.Marshal(res)
 		t.Fatalf("third live execution of one principal (after %s): %s", took, b)
 	}
@@ -152,7 +153,7 @@ func TestASlotReuseAtTheLimitIsRefusedAtOnce(t *testing.T) {
 	res, _ = acquireSlot(t, c, cfg) // preparationTimeoutMs: the 600 s default
 	took := time.Since(start)
 	b, _ := json.Marshal(res)
-	if failureCode(res) != contract.CodeCapacityExhausted || took > 20*time.Second {
+	if failureCode(res) != contract.CodeCapacityExhausted || took > testhost.Scale(20*time.Second) {
 		t.Fatalf("reuse at the limit after %s: %s", took, b)
 	}
 	f := res.Failure
@@ -256,7 +257,7 @@ func TestASlotReuseAtTheLimitAfterARestartIsRefusedAtOnce(t *testing.T) {
 	res, _ := acquireSlot(t, c, cfgA)
 	took := time.Since(start)
 	raw, _ := json.Marshal(res)
-	if failureCode(res) != contract.CodeCapacityExhausted || took > 15*time.Second {
+	if failureCode(res) != contract.CodeCapacityExhausted || took > testhost.Scale(15*time.Second) {
 		t.Fatalf("A's reuse at the limit after %s: %s", took, raw)
 	}
 	if res.Scope.ScopeKey == nil || res.Failure.RetryAfterMs == nil || fmt.Sprint(res.Failure.Details["limit"]) != "1" || fmt.Sprint(res.Failure.Details["booted"]) != "1" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 const slotWorldConfig = `{"capacity":{"strategy":"fixed","fixed":{"maxRunning":4,"maxManaged":8}}}`
@@ -40,7 +41,7 @@ func acquireSlot(t *testing.T, c *client.Client, cfg contract.SlotLaunchConfig) 
 	t.Helper()
 	tokenSeq++
 	tok := fmt.Sprintf("proxy-%d-%d", os.Getpid(), tokenSeq)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(60*time.Second))
 	defer cancel()
 	res, err := client.Do(ctx, c, contract.SlotAcquire, contract.SlotAcquireIn{Config: cfg, OwnerToken: tok})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // stoppedHolder starts `simlock lease` holding a lease (or `simlock events
@@ -77,7 +78,7 @@ func TestAStoppedLeaseHolderDelaysNobody(t *testing.T) {
 	var worstGrant, worstNotice time.Duration
 	for i := 0; i < 5; i++ {
 		start := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, testhost.Scale(20*time.Second))
 		l, err := c.LeaseRequest(rctx, contract.LeaseRequestIn{Platform: "ios", TTLMs: 1000, RequesterID: "fast"}, nil)
 		cancel()
 		if err != nil {
@@ -91,12 +92,12 @@ func TestAStoppedLeaseHolderDelaysNobody(t *testing.T) {
 				t.Fatalf("cycle %d: notice %+v, want lease-lost for %s", i, n, l.LeaseID)
 			}
 			worstNotice = max(worstNotice, time.Since(granted))
-		case <-time.After(15 * time.Second):
+		case <-time.After(testhost.Scale(15 * time.Second)):
 			t.Fatalf("cycle %d: no lease-lost notice 15s after a 1s lease was granted", i)
 		}
 	}
 	t.Logf("with two stopped clients: slowest grant %s, slowest lease-lost notice %s after a 1s TTL", worstGrant, worstNotice)
-	if worstGrant > 10*time.Second {
+	if worstGrant > testhost.Scale(10*time.Second) {
 		t.Fatalf("a grant took %s", worstGrant)
 	}
 
@@ -115,7 +116,7 @@ func TestAStoppedLeaseHolderDelaysNobody(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 1) {
 			t.Fatalf("the resumed holder ended with %v", err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(testhost.Scale(15 * time.Second)):
 		t.Fatal("the resumed holder did not end on SIGTERM")
 	}
 }

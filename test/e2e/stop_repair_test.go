@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/simlock/simlock/internal/hostreg"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // runAs runs the simlock binary installed under another name (argv[0] and
@@ -92,7 +93,7 @@ func TestStopAHungDaemonBuiltUnderAnotherName(t *testing.T) {
 	// Its deadline: the graceful wait (the hung daemon's hello times out
 	// first), SIGTERM's grace and SIGKILL's wait, with slack for a loaded
 	// machine.
-	if took > 30*time.Second {
+	if took > testhost.Scale(30*time.Second) {
 		t.Fatalf("sl daemon stop took %s", took)
 	}
 	eventually(t, "the daemon process to be gone", 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 var (
@@ -244,12 +246,14 @@ func (w *World) Refused(args ...string) (Refusal, Result) {
 	return ref, r
 }
 
-// Eventually polls cond until it holds, failing the test after within.
-// These are real processes on a real clock, so there is no fake clock to
-// advance: a generous bound and a short poll keep such tests quick and
-// robust on a loaded machine.
+// Eventually polls cond until it holds, failing the test after within,
+// stretched by the machine's slowdown (testhost.Scale). These are real
+// processes on a real clock, so there is no fake clock to advance: a
+// generous bound and a short poll keep such tests quick and robust on a
+// loaded machine.
 func Eventually(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
+	within = testhost.Scale(within)
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {

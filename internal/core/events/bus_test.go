@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func epoch() time.Time { return time.Unix(0, 0) }
@@ -56,7 +58,7 @@ func TestPublishBatchNumbersConsecutively(t *testing.T) {
 
 func next(t *testing.T, f *Follower) Item {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(10*time.Second))
 	defer cancel()
 	it, err := f.Next(ctx)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // busBackend serves events.subscribe from a real bus through the real
@@ -226,7 +227,7 @@ func FuzzEventSinkDecoding(f *testing.F) {
 // eventually spins (without sleeping) until cond holds, failing after 5s.
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached within 5s")

@@ -14,6 +14,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/daemon/daemontest"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
@@ -63,7 +64,7 @@ func FuzzRequestDecoding(f *testing.F) {
 				t.Fatal(err)
 			}
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(5*time.Second))
 		defer cancel()
 		r, err := http.NewRequestWithContext(ctx, method, "http://simlock.test"+u.RequestURI(), bytes.NewReader(body))
 		if err != nil {
@@ -80,7 +81,7 @@ func FuzzRequestDecoding(f *testing.F) {
 		go func() { defer close(done); s.Handler().ServeHTTP(w, r) }()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testhost.Scale(10 * time.Second)):
 			t.Fatalf("%s %s did not answer", method, target)
 		}
 		if w.Code < 400 {

@@ -14,6 +14,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/daemon/daemontest"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
@@ -75,7 +76,7 @@ func (f *fixture) principal(secret string) string { return f.principals[secret] 
 // eventually spins (without sleeping) until cond holds, failing after 5s.
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(5 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached within 5s")

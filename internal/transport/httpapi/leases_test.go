@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
@@ -55,7 +56,7 @@ func get(t *testing.T, ch <-chan answer) answer {
 	select {
 	case a := <-ch:
 		return a
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("no answer within 10s")
 	}
 	return answer{}

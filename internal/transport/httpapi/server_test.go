@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 )
 
@@ -224,7 +225,7 @@ func TestTokensAndDaemonStop(t *testing.T) {
 	// daemon stops.
 	select {
 	case <-f.st.Daemon.Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("daemon.stop's after hook did not stop the daemon")
 	}
 }
@@ -298,7 +299,7 @@ func TestServeShutsDownLongStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		t.Fatal("Serve did not return with an SSE stream open")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // floodBackend accepts any token as an agent and answers every operation
@@ -96,15 +97,15 @@ func TestAnNDJSONClientThatStopsReadingDelaysNoPush(t *testing.T) {
 		if paced := <-b.paced; paced > s.writeStall+time.Second {
 			t.Fatalf("an output push waited %s, past the %s write deadline", paced, s.writeStall)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		t.Fatal("the flood never finished: a push blocked")
 	}
 	select {
 	case <-b.ended:
-		if d := time.Since(start); d > 4*s.writeStall+5*time.Second {
+		if d := time.Since(start); d > 4*s.writeStall+testhost.Scale(5*time.Second) {
 			t.Fatalf("the call ended %s after its client stopped reading", d)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		t.Fatal("the call of a client that stopped reading never ended")
 	}
 }
@@ -142,17 +143,17 @@ func TestAnUnauthenticatedConnectionIsClosedAtTheAuthDeadline(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 
-	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	idle.SetReadDeadline(time.Now().Add(testhost.Scale(10 * time.Second)))
 	start := time.Now()
 	if _, err := idle.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("idle connection: %v, want EOF", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > testhost.Scale(5*time.Second) {
 		t.Fatalf("idle connection closed after %s", d)
 	}
 	// The authenticated connection is still served.
 	fmt.Fprintf(authed, "GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	authed.SetReadDeadline(time.Now().Add(10 * time.Second))
+	authed.SetReadDeadline(time.Now().Add(testhost.Scale(10 * time.Second)))
 	if resp, err := http.ReadResponse(ar, nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("authenticated connection after the deadline: %v %v", resp, err)
 	}
@@ -183,7 +184,7 @@ func TestConnectionsPerListenerAreCapped(t *testing.T) {
 		t.Fatal("a connection past the cap was served")
 	}
 	held[0].Close()
-	third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	third.SetReadDeadline(time.Now().Add(testhost.Scale(5 * time.Second)))
 	if resp, err := http.ReadResponse(bufio.NewReader(third), nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("once a slot freed: %v %v", resp, err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/simlock/simlock/internal/daemon"
 	fakedrv "github.com/simlock/simlock/internal/drivers/fake"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // harness is one real in-process daemon on a temporary home, with the fake
@@ -167,7 +168,7 @@ func (l *logRecorder) count(s string) (int, <-chan struct{}) {
 // wait blocks until n messages contain s.
 func (l *logRecorder) wait(t *testing.T, s string, n int) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(testhost.Scale(5 * time.Second))
 	for {
 		got, next := l.count(s)
 		if got >= n {
@@ -221,7 +222,7 @@ func serve(t *testing.T, o Options) *testSession {
 		cs.Close()
 		select {
 		case <-s.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testhost.Scale(10 * time.Second)):
 			t.Error("Run did not return")
 		}
 	})
@@ -234,7 +235,7 @@ func (s *testSession) wait() error {
 	select {
 	case <-s.done:
 		return s.runErr
-	case <-time.After(10 * time.Second):
+	case <-time.After(testhost.Scale(10 * time.Second)):
 		s.t.Fatal("Run did not return")
 		return nil
 	}
@@ -253,7 +254,7 @@ func (s *testSession) call(name string, args any, token any) (json.RawMessage, *
 	if token != nil {
 		p.SetProgressToken(token)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(15*time.Second))
 	defer cancel()
 	res, err := s.cs.CallTool(ctx, p)
 	if err != nil {
@@ -454,7 +455,7 @@ func TestProgressOnlyWithAProgressToken(t *testing.T) {
 		t.Fatal(cerr)
 	}
 	var got []*mcpsdk.ProgressNotificationParams
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(testhost.Scale(5 * time.Second))
 	for len(got) == 0 || !strings.HasPrefix(got[len(got)-1].Message, "granted") {
 		select {
 		case p := <-s.progress:
@@ -612,7 +613,7 @@ func TestInterruptedLeaseRequestIsWithdrawn(t *testing.T) {
 		if p.Message != "queued at position 1" {
 			t.Fatalf("progress %+v", p)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("no queued progress")
 	}
 	cancel() // the agent gives up: the client sends notifications/cancelled

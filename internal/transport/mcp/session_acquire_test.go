@@ -11,6 +11,7 @@ import (
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 func sessionHarness(t *testing.T) *harness {
@@ -58,7 +59,7 @@ func TestSessionConfigUnsatisfiableAnswersInitializeWithTheFailure(t *testing.T)
 	// "Fast" is against a boot or a prepare's wait, tens of seconds; 5 s
 	// leaves a loaded machine's stall of 2-3 s room. That nothing was
 	// created is checked below, whatever the time.
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > testhost.Scale(5*time.Second) {
 		t.Fatalf("initialize took %s", took)
 	}
 	p := published(t, s)
@@ -66,7 +67,7 @@ func TestSessionConfigUnsatisfiableAnswersInitializeWithTheFailure(t *testing.T)
 	if p["status"] != contract.SessionFailed || f == nil || f["code"] != string(contract.CodeUnsupportedHardware) {
 		t.Fatalf("published %v", p)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(5*time.Second))
 	defer cancel()
 	tl, err := s.cs.ListTools(ctx, &mcpsdk.ListToolsParams{})
 	if err != nil || len(tl.Tools) != 0 {
@@ -97,7 +98,7 @@ func TestSessionConfigReadyIsHeldAndReleasedOnEOF(t *testing.T) {
 	if p["status"] != contract.SessionReady || p["sessionId"] == "" {
 		t.Fatalf("published %v", p)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(5*time.Second))
 	defer cancel()
 	tl, err := s.cs.ListTools(ctx, &mcpsdk.ListToolsParams{})
 	if err != nil || len(tl.Tools) == 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // gatedSessionHarness serves sessions whose device preparation waits on
@@ -53,7 +54,7 @@ func TestSessionKeeperCutOffMidPreparationCancelsIt(t *testing.T) {
 			status := func() (contract.SessionReceipt, error) {
 				return client.Do(context.Background(), adm, contract.SessionStatus, contract.SessionStatusIn{RequestID: "cut", OwnerToken: "tok"})
 			}
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 			for {
 				if st, err := status(); err == nil && st.Status == contract.SessionPending {
 					break
@@ -73,7 +74,7 @@ func TestSessionKeeperCutOffMidPreparationCancelsIt(t *testing.T) {
 			}
 			select {
 			case <-done:
-			case <-time.After(15 * time.Second):
+			case <-time.After(testhost.Scale(15 * time.Second)):
 				t.Fatal("the keeper did not return")
 			}
 			inW.Close()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // The keeper's first heartbeat goes as soon as the session is ready, not
@@ -25,7 +26,7 @@ func TestSessionKeeperHeartbeatsAtOnce(t *testing.T) {
 		t.Fatalf("published %v", p)
 	}
 	id, _ := p["leaseId"].(string)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testhost.Scale(10 * time.Second))
 	for {
 		l, ok := h.d.Engine().Lease(id)
 		if !ok {

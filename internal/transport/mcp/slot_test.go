@@ -17,6 +17,7 @@ import (
 
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/ports/fake"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 const testSlotConfig = `{"contractVersion":1,"managedHostScope":"host-1","runnerNamespace":"runner-A","runnerIncarnation":"boot-1",
@@ -325,7 +326,7 @@ func TestSlotAcquisitionAbortsOnStdinEOF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("stdin EOF did not abort the acquisition")
 	}
 	if len(be.released) != 0 {
@@ -424,7 +425,7 @@ func TestExecOwnerWatchSeesAnExplicitOwnerExit(t *testing.T) {
 	_ = cmd.Wait()
 	select {
 	case <-gone:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("the owner's exit went unnoticed")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // rawAgent speaks MCP's wire format by hand, so it can send lines no SDK
@@ -59,7 +61,7 @@ func (a *rawAgent) next() map[string]json.RawMessage {
 			a.t.Fatal(r.err)
 		}
 		return r.m
-	case <-time.After(15 * time.Second):
+	case <-time.After(testhost.Scale(15 * time.Second)):
 		a.t.Fatal("no response within 15s")
 		return nil
 	}
@@ -90,7 +92,7 @@ func TestAMalformedLineIsAnsweredAndTheSessionKeepsItsLease(t *testing.T) {
 		inW.Close()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testhost.Scale(10 * time.Second)):
 			t.Error("Run did not return")
 		}
 	})

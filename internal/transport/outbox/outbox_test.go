@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // gate is a sink that blocks until released, recording what it wrote.
@@ -43,7 +45,7 @@ func TestSendNeverBlocksAndOverflowFailsTheBox(t *testing.T) {
 			ok++
 		}
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > testhost.Scale(time.Second) {
 		t.Fatalf("sending to a stuck client took %s", d)
 	}
 	// One message may be in the sink already; at most MaxItems wait.
@@ -56,7 +58,7 @@ func TestSendNeverBlocksAndOverflowFailsTheBox(t *testing.T) {
 		if !errors.Is(err, ErrOverflow) {
 			t.Fatalf("OnFail got %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("overflow never failed the box")
 	}
 	<-b.Done()
@@ -100,10 +102,10 @@ func TestAStalledReaderFailsWithinTheDeadline(t *testing.T) {
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			t.Fatalf("OnFail got %v, want a timeout", err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > testhost.Scale(2*time.Second) {
 			t.Fatalf("a stalled write failed after %s", d)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("a stalled write never failed the box")
 	}
 }
@@ -174,7 +176,7 @@ func TestSendPacedEndsWhenTheReaderStops(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testhost.Scale(5 * time.Second)):
 		t.Fatal("a paced sender waited on a stopped reader past its deadline")
 	}
 	if b.Err() == nil {

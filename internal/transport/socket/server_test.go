@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/testhost"
 )
 
 // echo is a minimal dispatcher: hello grants agent; "echo" returns params.
@@ -73,7 +74,7 @@ func TestOversizedLineClosesOnlyThatConnection(t *testing.T) {
 		c.Write([]byte(strings.Repeat("x", MaxLine+10)))
 		c.Write([]byte("\n"))
 	}()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testhost.Scale(5 * time.Second)))
 	b, err := r.ReadBytes('\n')
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +102,7 @@ func FuzzServeLine(f *testing.F) {
 			c.Write(append(line, '\n'))
 			c.Write([]byte(`{"jsonrpc":"2.0","id":"last","method":"echo","params":{}}` + "\n"))
 		}()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(testhost.Scale(5 * time.Second)))
 		for {
 			b, err := r.ReadBytes('\n')
 			if err != nil {
@@ -227,7 +228,7 @@ func TestASlowReaderIsDisconnectedAndDelaysNobody(t *testing.T) {
 	// forever: a blocked writer never gives up) from "slow because the
 	// machine is busy" (the flood marshals 32 MB, which takes seconds under
 	// -race on a loaded machine), so they are generous on purpose.
-	fast.SetReadDeadline(time.Now().Add(20 * time.Second))
+	fast.SetReadDeadline(time.Now().Add(testhost.Scale(20 * time.Second)))
 	fmt.Fprintf(fast, `{"jsonrpc":"2.0","id":"e","method":"echo","params":{"ok":true}}`+"\n")
 	answered, notices := false, 0
 	for !answered || notices < 200 {
@@ -244,7 +245,7 @@ func TestASlowReaderIsDisconnectedAndDelaysNobody(t *testing.T) {
 			notices++
 		}
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > testhost.Scale(10*time.Second) {
 		t.Fatalf("the fast client waited %s for its answer and notices", d)
 	}
 
@@ -253,7 +254,7 @@ func TestASlowReaderIsDisconnectedAndDelaysNobody(t *testing.T) {
 		if worst > deadline/2 {
 			t.Fatalf("a request's notify blocked for %s", worst)
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(testhost.Scale(60 * time.Second)):
 		t.Fatal("the flooding request never finished: notify blocked")
 	}
 	if worst := <-relayDone; worst > deadline/2 {
@@ -265,17 +266,17 @@ func TestASlowReaderIsDisconnectedAndDelaysNobody(t *testing.T) {
 			if l.msg != "disconnecting a client that is not reading" {
 				continue
 			}
-			if d := l.at.Sub(start); d > deadline+5*time.Second {
+			if d := l.at.Sub(start); d > deadline+testhost.Scale(5*time.Second) {
 				t.Fatalf("the slow client was disconnected after %s (deadline %s)", d, deadline)
 			}
 			// Its connection is really gone: reading drains what the
 			// kernel buffered, then ends.
-			slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+			slow.SetReadDeadline(time.Now().Add(testhost.Scale(5 * time.Second)))
 			if _, err := io.Copy(io.Discard, slowR); err != nil {
 				t.Fatalf("the slow connection was not closed: %v", err)
 			}
 			return
-		case <-time.After(20 * time.Second):
+		case <-time.After(testhost.Scale(20 * time.Second)):
 			t.Fatal("the slow client was never disconnected")
 		}
 	}
@@ -308,7 +309,7 @@ func TestAcceptRidesOutRunningOutOfFileDescriptors(t *testing.T) {
 	go func() { served <- srv.Serve(ctx, &flakyListener{Listener: ln, fails: 5}) }()
 	t.Cleanup(func() { cancel(); srv.CloseAll(); <-served })
 	c, r := dialHello(t, path, "p")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testhost.Scale(5 * time.Second)))
 	if _, err := r.ReadBytes('\n'); err != nil {
 		t.Fatalf("no hello answer after EMFILE: %v", err)
 	}

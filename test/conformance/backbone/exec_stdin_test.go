@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/test/harness"
 )
 
@@ -117,7 +118,7 @@ func runWithin(t *testing.T, w *harness.World, d time.Duration, stdin string, ar
 	go func() { done <- c.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(d):
+	case <-time.After(testhost.Scale(d)):
 		c.Process.Kill()
 		<-done
 		t.Fatalf("simlock %s did not end within %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), d, o.String(), e.String())

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/test/harness"
 )
 
@@ -112,7 +113,7 @@ func TestBackboneAHolderExitsOneWhenItsDaemonGoesAndTheLeaseStays(t *testing.T) 
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 			t.Fatalf("the holder ended with %v, want exit status 1", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		t.Fatal("the holder did not notice its daemon was gone")
 	}
 	w.MustRun("daemon", "start")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/test/harness"
 )
 
@@ -357,7 +358,7 @@ func TestBackboneHTTPListensDuringConvergenceAndParksItsRequests(t *testing.T) {
 	var a answer
 	select {
 	case a = <-answered:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testhost.Scale(30 * time.Second)):
 		t.Fatal("GET /v1/leases was not answered after convergence")
 	}
 	if a.err != nil || a.code != 200 || a.body["leases"] == nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/test/harness"
 )
 
@@ -131,7 +132,7 @@ func (k *keeper) next() map[string]any {
 			k.t.Fatalf("keeper line %q: %v", l, err)
 		}
 		return m
-	case <-time.After(90 * time.Second):
+	case <-time.After(testhost.Scale(90 * time.Second)):
 		k.t.Fatal("no answer from the keeper")
 	}
 	return nil
@@ -182,7 +183,7 @@ func (k *keeper) close() {
 		if err != nil {
 			k.t.Fatalf("the keeper exited %v", err)
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(testhost.Scale(60 * time.Second)):
 		k.t.Fatal("the keeper did not exit when its stdin closed")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/simlock/simlock/internal/testhost"
 	"github.com/simlock/simlock/test/harness"
 )
 
@@ -55,7 +56,7 @@ func startProxy(t *testing.T, w *harness.World, args ...string) *proxy {
 	t.Helper()
 	cmd := w.Cmd(append([]string{"mcp"}, args...)...)
 	cl := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "conformance-runner", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(90*time.Second))
 	defer cancel()
 	cs, err := cl.Connect(ctx, &mcpsdk.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -77,7 +78,7 @@ func (p *proxy) end() { _ = p.cs.Close() }
 // resource reads the managed-slots resource.
 func (p *proxy) resource() map[string]any {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testhost.Scale(30*time.Second))
 	defer cancel()
 	r, err := p.cs.ReadResource(ctx, &mcpsdk.ReadResourceParams{URI: "simlock://managed-slots"})
 	if err != nil || len(r.Contents) != 1 {
