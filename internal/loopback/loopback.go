@@ -48,6 +48,15 @@ func Hold(first, n int) ([]net.Listener, bool) {
 	return ls, true
 }
 
+// Bind listens on ports first..first+n-1 like Hold, but leaves accepting
+// to the caller, which serves them (the simulated emulator answers adb on
+// its adb port). When any port cannot be bound, none is held.
+func Bind(first, n int) ([]net.Listener, bool) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	return listen(first, n)
+}
+
 // Free reports whether ports first..first+n-1 can all be bound right now.
 // When it returns, none of them is bound by this process.
 func Free(first, n int) bool {

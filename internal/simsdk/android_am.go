@@ -295,7 +295,7 @@ func (sh *devShell) amStart(verb string, args []string, stdout, stderr io.Writer
 
 // cmdApps answers the `cmd package` queries that list and launch apps; ok
 // is false for everything else, which the device-state cmd handles.
-func (sh *devShell) cmdApps(args []string, stdout, stderr io.Writer) (code int, ok bool) {
+func (sh *devShell) cmdApps(args []string, stdout, stderr io.Writer, stdin io.Reader) (code int, ok bool) {
 	if len(args) < 2 || args[0] != "package" {
 		return 0, false
 	}
@@ -305,7 +305,7 @@ func (sh *devShell) cmdApps(args []string, stdout, stderr io.Writer) (code int, 
 		return sh.hasFeature(args[2:], stdout), true
 	case "list", "path", "install", "uninstall":
 		// `cmd package X` is what `pm X` runs on the device.
-		return sh.pm(args[1:], stdout, stderr), true
+		return sh.pm(args[1:], stdout, stderr, stdin), true
 	default:
 		return 0, false
 	}

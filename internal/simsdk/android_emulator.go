@@ -296,7 +296,9 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	var listeners []net.Listener
 	port := 0
 	for _, p := range ports {
-		ls, ok := loopback.Hold(p, 2)
+		// Bound, not merely held: the console port answers nothing
+		// yet, the adb port is served by adbd once the run is published.
+		ls, ok := loopback.Bind(p, 2)
 		if !ok {
 			continue
 		}
@@ -354,9 +356,35 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	if err := writeJSONAtomic(procEntryPath(s.home, "android", run.serial()), entry); err != nil {
 		return s.androidReport("emulator", err)
 	}
+	go acceptAndClose(listeners[0])
+	// adbd answers on the adb port from now on; a real adb server that
+	// connects before the guest is up sees the device offline until
+	// then, as with a booting emulator.
+	adbCtx, stopADBD := context.WithCancel(ctx)
+	adbdDone := make(chan struct{})
+	announceReal := func() {
+		if _, err := announceToServer(adbCtx, adbPort, port+1); err != nil {
+			s.emuLog("WARNING", "%v", err)
+		}
+	}
+	dev := &emuADBDevice{s: s, dir: dir, announce: announceReal}
+	go func() {
+		defer close(adbdDone)
+		s.serveADBD(adbCtx, listeners[1], dev)
+	}()
+	defer func() {
+		stopADBD()
+		<-adbdDone
+	}()
+	// Two servers may be listening for the announcement: the simulated
+	// one (its state in the home) and a real adb server on the port.
+	heardReal, err := announceToServer(ctx, adbPort, port+1)
+	if err != nil {
+		s.emuLog("WARNING", "%v", err)
+	}
 	if heard, err := s.announce(adbPort, run); err != nil {
 		return s.androidReport("emulator", err)
-	} else if heard {
+	} else if heard || heardReal {
 		s.emuLog("INFO", "Simulated device %s (AVD %s, %s) registered with the adb server on port %d",
 			run.serial(), a.Name, img.Path, adbPort)
 	} else {
@@ -576,4 +604,16 @@ func (s *sdk) emulatorLoop(ctx context.Context, plan bootPlan, dir string, sigs 
 	o := deviceOpts{platform: "android", id: run.serial(), name: run.AVD, dir: dir, boot: -1, crash: plan.crashAfter}
 	logf := func(format string, a ...any) { s.emuLog("INFO", format, a...) }
 	return deviceLoop(ctx, o, deviceHooks{logf: logf, poll: poll, sigs: sigs})
+}
+
+// acceptAndClose answers connections on l by closing them, so a probe of
+// the port does not hang, until l is closed.
+func acceptAndClose(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_ = c.Close()
+	}
 }

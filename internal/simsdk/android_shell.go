@@ -2,6 +2,7 @@ package simsdk
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -465,13 +466,13 @@ func (sh *devShell) builtin(args []string, stdout, stderr io.Writer, stdin io.Re
 		fmt.Fprintln(stderr, "sh: only 'sh -c COMMAND' is simulated")
 		return 2
 	case "pm":
-		return sh.pm(rest, stdout, stderr)
+		return sh.pm(rest, stdout, stderr, stdin)
 	case "bmgr":
 		return sh.bmgr(rest, stdout, stderr)
 	case "settings":
 		return sh.settings(rest, stdout, stderr)
 	case "cmd":
-		if code, ok := sh.cmdApps(rest, stdout, stderr); ok {
+		if code, ok := sh.cmdApps(rest, stdout, stderr, stdin); ok {
 			return code
 		}
 		return sh.cmd(rest, stdout, stderr)
@@ -764,7 +765,7 @@ func systemPackages(tag string) []string {
 	return pkgs
 }
 
-func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
+func (sh *devShell) pm(args []string, stdout, stderr io.Writer, stdin io.Reader) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: pm list packages|features | pm path PKG | pm install PATH | pm uninstall PKG | pm clear PKG")
 		return 1
@@ -877,7 +878,7 @@ func (sh *devShell) pm(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	case "install", "install-streamed":
-		return sh.pmInstall(args[1:], stdout, stderr)
+		return sh.pmInstall(args[1:], stdout, stderr, stdin)
 	case "uninstall":
 		var pkgs []string
 		for i := 1; i < len(args); i++ {
@@ -928,15 +929,25 @@ var pmInstallFlags = []string{"-r", "-t", "-d", "-g", "-f", "-l", "-s", "--dont-
 	"--instant", "--full", "--restrict-permissions", "--staged", "--enable-rollback", "--bypass-low-target-sdk-block"}
 
 // pmInstall installs an APK already on the device (pushed to
-// /data/local/tmp, say) into the same per-device package list that
-// `adb install` fills.
-func (sh *devShell) pmInstall(args []string, stdout, stderr io.Writer) int {
+// /data/local/tmp, say), or, with -S SIZE and no file, the SIZE bytes
+// streamed on stdin (what `adb install` sends to `cmd package install`),
+// into the same per-device package list that `adb install` fills.
+func (sh *devShell) pmInstall(args []string, stdout, stderr io.Writer, stdin io.Reader) int {
 	var files []string
+	streamed := int64(-1)
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case slices.Contains(pmInstallFlags, a):
-		case a == "--user" || a == "-i" || a == "--install-reason" || a == "-S" || a == "--abi" || a == "-p":
+		case a == "-S" && i+1 < len(args):
+			i++
+			n, err := strconv.ParseInt(args[i], 10, 64)
+			if err != nil || n < 0 {
+				fmt.Fprintln(stderr, "Error: Invalid size: "+args[i])
+				return 1
+			}
+			streamed = n
+		case a == "--user" || a == "-i" || a == "--install-reason" || a == "--abi" || a == "-p":
 			i++
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintln(stderr, "Error: Unknown option: "+a)
@@ -945,21 +956,35 @@ func (sh *devShell) pmInstall(args []string, stdout, stderr io.Writer) int {
 			files = append(files, a)
 		}
 	}
-	if len(files) != 1 {
+	var b []byte
+	name := "base.apk"
+	switch {
+	case len(files) == 0 && streamed >= 0 && stdin != nil:
+		var buf bytes.Buffer
+		n, _ := io.CopyN(&buf, stdin, streamed)
+		if n != streamed {
+			fmt.Fprintf(stdout, "Failure [INSTALL_FAILED_INVALID_APK: the stream ended after %d of %d bytes]\n", n, streamed)
+			return 1
+		}
+		b = buf.Bytes()
+	case len(files) != 1:
 		fmt.Fprintln(stderr, "Error: APK content must be streamed")
 		return 1
-	}
-	host, ok := devicePath(sh.run, files[0])
-	b, err := os.ReadFile(host)
-	if !ok || err != nil {
-		fmt.Fprintf(stderr, "Error: Unable to open file: %s\nConsider using a file under /data/local/tmp/\n", files[0])
-		return 1
+	default:
+		host, ok := devicePath(sh.run, files[0])
+		var err error
+		b, err = os.ReadFile(host)
+		if !ok || err != nil {
+			fmt.Fprintf(stderr, "Error: Unable to open file: %s\nConsider using a file under /data/local/tmp/\n", files[0])
+			return 1
+		}
+		name = files[0]
 	}
 	if _, fired, err := sh.s.fire(faultInstallFail); err != nil || fired {
 		fmt.Fprintf(stdout, "Failure [INSTALL_FAILED_INSUFFICIENT_STORAGE: Failed to override installation location] %s\n", faultNote(faultInstallFail))
 		return 1
 	}
-	pkg := apkPackage(files[0], b)
+	pkg := apkPackage(name, b)
 	if err := sh.s.storeAPK(sh.run, pkg, b); err != nil {
 		fmt.Fprintf(stdout, "Failure [INSTALL_FAILED_INTERNAL_ERROR: %v]\n", err)
 		return 1
