@@ -86,7 +86,7 @@ func (e *emuADBDevice) root(want bool) (string, bool) {
 // announces itself again, as it does when its adbd comes back.
 func (e *emuADBDevice) restarted() {
 	if e.announce != nil {
-		e.announce()
+		go e.announce()
 	}
 }
 
@@ -110,8 +110,9 @@ func announceToServer(ctx context.Context, serverPort, adbPort int) (bool, error
 }
 
 // serveADBD serves adbd on l until ctx ends; it returns once every
-// connection it accepted has been closed.
-func (s *sdk) serveADBD(ctx context.Context, l net.Listener, dev adbdDevice) {
+// connection it accepted has been closed. accepted, when set, is called
+// for each connection.
+func (s *sdk) serveADBD(ctx context.Context, l net.Listener, dev adbdDevice, accepted func()) {
 	d := &adbd{dev: dev, log: slog.New(slog.DiscardHandler)}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -124,6 +125,9 @@ func (s *sdk) serveADBD(ctx context.Context, l net.Listener, dev adbdDevice) {
 				return
 			}
 			continue
+		}
+		if accepted != nil {
+			accepted()
 		}
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)

@@ -311,7 +311,7 @@ func (s *sdk) adb(ctx context.Context, args []string) int {
 			return nil
 		})
 	default:
-		err = adbError(fmt.Sprintf("adb: unknown command %s (or not simulated by the simlock simulated SDK)\n", cmd))
+		err = adbError(fmt.Sprintf("adb: unknown command %s\n", cmd))
 	}
 	return s.androidReport("adb", err)
 }
@@ -689,10 +689,12 @@ func (s *sdk) adbInstall(r *emuRun, args []string) error {
 		return adbError("adb: install requires an apk argument\n")
 	}
 	apk := apks[0]
+	// The real adb announces the streamed install before it looks at
+	// the file.
+	fmt.Fprintln(s.stdout, "Performing Streamed Install")
 	if _, err := os.Stat(apk); err != nil {
 		return adbError(fmt.Sprintf("adb: failed to stat %s: No such file or directory\n", apk))
 	}
-	fmt.Fprintln(s.stdout, "Performing Streamed Install")
 	if _, fired, err := s.fire(faultInstallFail); err != nil {
 		return err
 	} else if fired {
@@ -788,6 +790,32 @@ func installedApps(dataDir string) []string {
 }
 
 // push LOCAL REMOTE and pull REMOTE [LOCAL]: files on the data partition.
+// Like the real adb's file-transfer client, they print their errors on
+// stdout (adb's line printer writes every kind of line there), and the
+// summary line gives a transfer rate; the simulation's transfers take a
+// nominal millisecond.
+func syncSummary(what string, files, bytes int, verb string) string {
+	noun := "files"
+	if files == 1 {
+		noun = "file"
+	}
+	secs := 0.001
+	if files == 0 {
+		secs = 0
+	}
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(bytes) / (1 << 20) / secs
+	}
+	return fmt.Sprintf("%s: %d %s %s, 0 skipped. %.1f MB/s (%d bytes in %.3fs)\n", what, files, noun, verb, rate, bytes, secs)
+}
+
+// syncError is a push or pull failure as adb reports it: on stdout.
+func (s *sdk) syncError(text string) error {
+	fmt.Fprint(s.stdout, text)
+	return &toolError{exit: 1}
+}
+
 func (s *sdk) adbPush(r *emuRun, args []string) error {
 	if len(args) != 2 {
 		return adbError("adb: push requires LOCAL and REMOTE arguments\n")
@@ -795,14 +823,15 @@ func (s *sdk) adbPush(r *emuRun, args []string) error {
 	src, dst := args[0], args[1]
 	b, err := os.ReadFile(src)
 	if err != nil {
-		return adbError(fmt.Sprintf("adb: error: cannot stat '%s': No such file or directory\n", src))
+		return s.syncError(fmt.Sprintf("adb: error: cannot stat '%s': No such file or directory\n", src))
 	}
 	if strings.HasSuffix(dst, "/") {
 		dst += filepath.Base(src)
 	}
 	host, ok := devicePath(r, dst)
 	if !ok {
-		return adbError(fmt.Sprintf("adb: error: failed to copy '%s' to '%s': remote couldn't create file: Read-only file system\n", src, dst))
+		return s.syncError(fmt.Sprintf("adb: error: failed to copy '%s' to '%s': remote couldn't create file: Read-only file system\n", src, dst) +
+			syncSummary(src, 0, len(b), "pushed"))
 	}
 	if fi, err := os.Stat(host); err == nil && fi.IsDir() {
 		host = filepath.Join(host, filepath.Base(src))
@@ -816,7 +845,7 @@ func (s *sdk) adbPush(r *emuRun, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.stdout, "%s: 1 file pushed, 0 skipped. (%d bytes in 0.001s)\n", src, len(b))
+	fmt.Fprint(s.stdout, syncSummary(src, 1, len(b), "pushed"))
 	return nil
 }
 
@@ -832,7 +861,7 @@ func (s *sdk) adbPull(r *emuRun, args []string) error {
 	host, _ := devicePath(r, src)
 	b, err := os.ReadFile(host)
 	if host == "" || err != nil {
-		return adbError(fmt.Sprintf("adb: error: failed to stat remote object '%s': No such file or directory\n", src))
+		return s.syncError(fmt.Sprintf("adb: error: failed to stat remote object '%s': No such file or directory\n", src))
 	}
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
 		dst = filepath.Join(dst, filepath.Base(src))
@@ -840,6 +869,6 @@ func (s *sdk) adbPull(r *emuRun, args []string) error {
 	if err := os.WriteFile(dst, b, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.stdout, "%s: 1 file pulled, 0 skipped. (%d bytes in 0.001s)\n", src, len(b))
+	fmt.Fprint(s.stdout, syncSummary(src, 1, len(b), "pulled"))
 	return nil
 }

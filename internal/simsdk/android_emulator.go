@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -356,25 +357,47 @@ func (s *sdk) runEmulator(ctx context.Context, o emulatorOpts) int {
 	if err := writeJSONAtomic(procEntryPath(s.home, "android", run.serial()), entry); err != nil {
 		return s.androidReport("emulator", err)
 	}
-	go acceptAndClose(listeners[0])
+	// The console answers on its port, behind the auth token in $HOME,
+	// as the real console does for `adb emu` and telnet.
+	token, err := consoleToken(s.env("HOME"))
+	if err != nil {
+		return s.androidReport("emulator", err)
+	}
 	// adbd answers on the adb port from now on; a real adb server that
 	// connects before the guest is up sees the device offline until
 	// then, as with a booting emulator.
 	adbCtx, stopADBD := context.WithCancel(ctx)
 	adbdDone := make(chan struct{})
+	// After adbd restarts (adb root) the server has dropped the
+	// emulator, and it ignores an announcement until it has noticed the
+	// old connection is gone; so the emulator announces itself until the
+	// server connects again.
+	var accepted atomic.Int64
 	announceReal := func() {
-		if _, err := announceToServer(adbCtx, adbPort, port+1); err != nil {
-			s.emuLog("WARNING", "%v", err)
+		before := accepted.Load()
+		for range reannounceTries {
+			if _, err := announceToServer(adbCtx, adbPort, port+1); err != nil {
+				s.emuLog("WARNING", "%v", err)
+			}
+			if sleepCtx(adbCtx, reannounceEvery) != nil || accepted.Load() != before {
+				return
+			}
 		}
 	}
 	dev := &emuADBDevice{s: s, dir: dir, announce: announceReal}
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		s.serveConsole(adbCtx, listeners[0], dir, token, filepath.Join(s.env("HOME"), consoleTokenFile))
+	}()
 	go func() {
 		defer close(adbdDone)
-		s.serveADBD(adbCtx, listeners[1], dev)
+		s.serveADBD(adbCtx, listeners[1], dev, func() { accepted.Add(1) })
 	}()
 	defer func() {
 		stopADBD()
 		<-adbdDone
+		<-consoleDone
 	}()
 	// Two servers may be listening for the announcement: the simulated
 	// one (its state in the home) and a real adb server on the port.
@@ -606,14 +629,10 @@ func (s *sdk) emulatorLoop(ctx context.Context, plan bootPlan, dir string, sigs 
 	return deviceLoop(ctx, o, deviceHooks{logf: logf, poll: poll, sigs: sigs})
 }
 
-// acceptAndClose answers connections on l by closing them, so a probe of
-// the port does not hang, until l is closed.
-func acceptAndClose(l net.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		_ = c.Close()
-	}
-}
+// An emulator whose adbd restarted announces itself every
+// reannounceEvery, at most reannounceTries times, until the server
+// connects again.
+const (
+	reannounceEvery = 250 * time.Millisecond
+	reannounceTries = 120
+)

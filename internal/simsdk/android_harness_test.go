@@ -36,6 +36,11 @@ func newAndroid(t *testing.T, env ...string) *androidHarness {
 		h.env[envADBServerPort] = "5137"
 	}
 	h.env["USER"] = "tester"
+	// The user's home: the emulator keeps its console auth token there,
+	// which a test must not write into the real one.
+	if _, ok := h.env["HOME"]; !ok {
+		h.env["HOME"] = t.TempDir()
+	}
 	return a
 }
 

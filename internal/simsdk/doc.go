@@ -123,6 +123,13 @@
 // init.svc.bootanim "stopped" (unset under -no-boot-anim), when the boot
 // completes.
 //
+// The emulator also serves adb's transport protocol on its adb port
+// (adbd*.go) and its console on its console port behind the auth token in
+// $HOME (android_console_tcp.go), and announces itself over TCP to a real
+// adb server on its ANDROID_ADB_SERVER_PORT, so a real adb works against
+// it as server and client; adbd answers from the same device shell and
+// data partition as the simulated adb (ADR 0099).
+//
 // The catalog is a simulated cmdline-tools 19.0 / platform-tools 36.0.0 /
 // emulator 36.1.9 SDK: android-35 and android-36 Google APIs and Google Play
 // images installed for the host ABI (x86_64 on amd64, arm64-v8a on arm64),
