@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,9 +24,6 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/simsdk"
 )
-
-// Version is the build's version string.
-const Version = "0.1.0"
 
 // Env is the process environment the CLI runs in.
 type Env struct {
@@ -178,15 +177,48 @@ func (a *app) addJSON(cmd *cobra.Command) {
 
 func (a *app) paths() config.Paths { return config.PathsFor(a.home) }
 
-// principal is this invocation's identity. Each CLI process is its own
-// principal; admin sessions bypass ownership, which is what lets a later
-// `simlock release` act on a lease a detached `simlock lease` took.
+// principal is who this invocation acts for on the socket: the person at
+// the terminal, so every shell of one OS user is the same principal and
+// `simlock release --all` from a new shell finds what an earlier `simlock
+// lease --detach` took (ADR 0097). SIMLOCK_PRINCIPAL replaces it for a
+// caller, such as an agent, that wants an identity of its own.
 func (a *app) principal() string {
 	if p := a.env.Getenv("SIMLOCK_PRINCIPAL"); p != "" {
 		return p
 	}
-	host, _ := os.Hostname()
-	return fmt.Sprintf("cli:%s:%d", host, os.Getpid())
+	return "cli:" + osUser(a.env.Getenv)
+}
+
+// osUser names the OS user running this process: the account database
+// first, then $USER, then the numeric uid (a container may have no entry).
+func osUser(getenv func(string) string) string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := getenv("USER"); u != "" {
+		return u
+	}
+	return "uid" + strconv.Itoa(os.Getuid())
+}
+
+// requester is the requester id a lease request names: --requester, then
+// SIMLOCK_REQUESTER, then (for the person identity on the socket) one id
+// per process scoped under the principal. A requester holds one lease at
+// a time, so two shells of one person must not share it, while the scope
+// ("<principal>/...") keeps both inside what `release --all` releases.
+// An empty answer lets the daemon use the session's principal, as it does
+// for SIMLOCK_PRINCIPAL and for an HTTP token.
+func (a *app) requester(flag, principal string) string {
+	if flag != "" {
+		return flag
+	}
+	if r := a.env.Getenv("SIMLOCK_REQUESTER"); r != "" {
+		return r
+	}
+	if a.url != "" || a.env.Getenv("SIMLOCK_PRINCIPAL") != "" || principal == "" {
+		return ""
+	}
+	return principal + "/" + strconv.Itoa(os.Getpid())
 }
 
 // credential resolves the admin credential: --token, SIMLOCK_ADMIN_TOKEN,

@@ -41,9 +41,16 @@ local APK on a remote device. Uploads are deleted when the lease ends.`,
 			if in.Args == nil {
 				in.Args = []string{}
 			}
-			if in.RequesterID == "" && c.Hello().Role == contract.RoleAdmin {
-				// The local operator acts for the lease holder.
-				if l, err := client.Do(cmd.Context(), c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]}); err == nil {
+			if in.RequesterID == "" {
+				in.RequesterID = a.env.Getenv("SIMLOCK_REQUESTER")
+			}
+			if in.RequesterID == "" {
+				// The local operator acts for the lease holder, and a
+				// person for any lease of theirs: each of their `simlock
+				// lease` processes asked under its own requester id.
+				hello := c.Hello()
+				if l, err := client.Do(cmd.Context(), c, contract.LeaseGet, contract.LeaseGetIn{LeaseID: args[0]}); err == nil &&
+					(hello.Role == contract.RoleAdmin || l.OwnerID == hello.Principal) {
 					in.RequesterID = l.RequesterID
 				}
 			}
@@ -84,7 +91,7 @@ local APK on a remote device. Uploads are deleted when the lease ends.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&requester, "requester", "", "the lease's requester id (default: yours; as admin, the lease's own)")
+	cmd.Flags().StringVar(&requester, "requester", "", "the lease's requester id (default $SIMLOCK_REQUESTER, else the lease's own when it is yours or you are admin)")
 	cmd.Flags().StringArrayVar(&uploadFiles, "upload", nil, "a local file to upload first, named {upload:BASENAME} in the arguments (repeatable)")
 	cmd.Flags().StringVar(&stdinFile, "stdin", "", "file to send as the command's standard input (- for this process's)")
 	a.addJSON(cmd)

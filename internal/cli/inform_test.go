@@ -72,6 +72,11 @@ func TestInputsAreCheckedBeforeTheDaemon(t *testing.T) {
 		{[]string{"daemon", "strat"}, 2, []string{"did you mean `simlock daemon start`?"}},
 		{[]string{"lease", "lsit"}, 2, []string{"did you mean `simlock lease list`?"}},
 		{[]string{"lease", "--bogus"}, 2, []string{"BAD_REQUEST: unknown flag: --bogus", "simlock lease --help"}},
+		{[]string{"lease", "--platfrom", "ios"}, 2, []string{"unknown flag: --platfrom", "did you mean --platform?"}},
+		{[]string{"lease", "--platfrom=ios"}, 2, []string{"did you mean --platform?"}},
+		{[]string{"lease", "--dev", "dev_1"}, 2, []string{"did you mean --device or --device-spec?"}},
+		{[]string{"daemon", "stop", "--claen"}, 2, []string{"did you mean --clean?"}},
+		{[]string{"status", "--hmoe", "x"}, 2, []string{"did you mean --home?"}}, // an inherited flag
 		{[]string{"lease", "renew"}, 2, []string{"BAD_REQUEST", "accepts 1 arg"}},
 	}
 	for _, c := range cases {

@@ -46,11 +46,11 @@ func (lf *leaseFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&lf.ttl, "ttl", 0, "lease TTL (default lease.defaultTtlMs)")
 	f.DurationVar(&lf.timeout, "timeout", 0, "give up waiting in the queue after this long (default: wait)")
 	f.BoolVar(&lf.in.NoWait, "no-wait", false, "fail with NO_CAPACITY instead of queueing")
-	f.StringVar(&lf.in.RequesterID, "requester", "", "requester id (default: this process's principal)")
+	f.StringVar(&lf.in.RequesterID, "requester", "", "requester id (default $SIMLOCK_REQUESTER, else one per process under your principal)")
 	f.BoolVar(&lf.in.AllowDownload, "allow-download", false, "permit installing a missing OS runtime (multi-GB)")
-	f.StringVar(&lf.in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see `simlock device status`)")
+	f.StringVar(&lf.in.Device, "device", "", "lease this device only: a device id, UDID, AVD name or host key (see 'simlock device status')")
 	f.StringVar(&lf.in.IdempotencyKey, "idempotency-key", "", "make the request safe to repeat: the same key returns the same lease (or refusal), never a second device")
-	f.StringVar(&lf.resources, "resources", "", "tune the device before the grant: GROUP=enabled|disabled,... (see `simlock resources groups`); on iOS an unprovable entry fails the request")
+	f.StringVar(&lf.resources, "resources", "", "tune the device before the grant: GROUP=enabled|disabled,... (see 'simlock resources groups'); on iOS an unprovable entry fails the request")
 	f.StringVar(&lf.hardware, "hardware", "", "Android emulator hardware written before boot: memoryMb=4096,cpuCores=2,gpuMode=swiftshader,...")
 }
 
@@ -60,8 +60,8 @@ func (lf *leaseFlags) request() (contract.LeaseRequestIn, error) {
 	in.TTLMs = lf.ttl.Milliseconds()
 	in.TimeoutMs = lf.timeout.Milliseconds()
 	if in.IdempotencyKey != "" && in.RequesterID == "" {
-		// The key is scoped to its requester, and this process's
-		// default requester is new with every run.
+		// The key is scoped to its requester, and the default
+		// requester is new with every process.
 		return in, contract.Errorf(contract.CodeBadRequest, "--idempotency-key needs --requester").
 			WithNext("pass the same --requester with every repeat of the request")
 	}
@@ -81,6 +81,11 @@ func (lf *leaseFlags) request() (contract.LeaseRequestIn, error) {
 // progress on stderr. A request interrupted while queued is withdrawn.
 // On success the caller owns c.
 func (a *app) acquire(ctx context.Context, lf *leaseFlags) (*client.Client, contract.Lease, *progressLine, error) {
+	if lf.in.RequesterID == "" {
+		// Read before the checks: a requester from the environment is as
+		// stable as the flag, so it carries an idempotency key too.
+		lf.in.RequesterID = a.env.Getenv("SIMLOCK_REQUESTER")
+	}
 	in, err := lf.request()
 	if err != nil {
 		return nil, contract.Lease{}, nil, err
@@ -99,6 +104,7 @@ func (a *app) acquire(ctx context.Context, lf *leaseFlags) (*client.Client, cont
 	if err != nil {
 		return nil, contract.Lease{}, nil, err
 	}
+	in.RequesterID = a.requester(in.RequesterID, c.Hello().Principal)
 	pl := a.newProgressLine()
 	l, err := c.LeaseRequest(ctx, in, pl.update)
 	pl.stop()
@@ -262,16 +268,62 @@ func (a *app) leaseCancelCmd() *cobra.Command {
 		Short: "Withdraw a queued lease request",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := do(cmd, a, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: requester})
+			if requester == "" {
+				requester = a.env.Getenv("SIMLOCK_REQUESTER")
+			}
+			c, err := a.connect(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			out, err := client.Do(cmd.Context(), c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: requester})
+			if requester == "" && client.IsCode(err, contract.CodeNoPendingRequest) {
+				out, err = a.cancelScoped(cmd.Context(), c, err)
+			}
 			if err != nil {
 				return err
 			}
 			return a.printJSON(out)
 		},
 	}
-	cmd.Flags().StringVar(&requester, "requester", "", "requester whose request to cancel")
+	cmd.Flags().StringVar(&requester, "requester", "", "requester whose request to cancel (default $SIMLOCK_REQUESTER, else yours)")
 	a.addJSON(cmd)
 	return cmd
+}
+
+// cancelScoped withdraws the queued requests of the requester ids scoped
+// under the session's principal: a person's `simlock lease` waits as one id
+// per process (see app.requester), which a plain cancel by principal does
+// not name. notFound is returned when none is queued.
+func (a *app) cancelScoped(ctx context.Context, c *client.Client, notFound error) (contract.LeaseCancelOut, error) {
+	scope := c.Hello().Principal + "/"
+	var mine []string
+	for in := (contract.QueueListIn{Limit: 1000}); ; {
+		page, err := client.Do(ctx, c, contract.QueueList, in)
+		if err != nil {
+			return contract.LeaseCancelOut{}, err
+		}
+		for _, q := range page.Entries {
+			if strings.HasPrefix(q.RequesterID, scope) {
+				mine = append(mine, q.RequesterID)
+			}
+		}
+		if in.Cursor = page.NextCursor; in.Cursor == "" {
+			break
+		}
+	}
+	cancelled := false
+	for _, r := range mine {
+		_, err := client.Do(ctx, c, contract.LeaseCancel, contract.LeaseCancelIn{RequesterID: r})
+		if err != nil && !client.IsCode(err, contract.CodeNoPendingRequest) {
+			return contract.LeaseCancelOut{}, err
+		}
+		cancelled = cancelled || err == nil
+	}
+	if !cancelled {
+		return contract.LeaseCancelOut{}, notFound
+	}
+	return contract.LeaseCancelOut{Cancelled: true}, nil
 }
 
 func (a *app) leaseListCmd() *cobra.Command {
@@ -300,12 +352,14 @@ func (a *app) releaseCmd() *cobra.Command {
 	var requester string
 	cmd := &cobra.Command{
 		Use:   "release [LEASE_ID]",
-		Short: "Release a lease (or --all of your requester's); returns at once, the device is reclaimed in the background",
-		Long: `Release one lease by id, or with --all every lease of your requester: --requester, or
-by default this process's principal (SIMLOCK_PRINCIPAL when set), and the requester ids
-scoped under it. Releasing every lease of every requester takes --everyone and an admin
-credential; on a terminal it asks first (--yes skips the question), and without a
-terminal it needs --yes.`,
+		Short: "Release a lease (or --all of yours); returns at once, the device is reclaimed in the background",
+		Long: `Release one lease by id, or with --all every lease of a requester and of the
+requester ids scoped under it ("<requester>/..."). The requester is --requester,
+else $SIMLOCK_REQUESTER, else your principal: $SIMLOCK_PRINCIPAL, or cli:<OS user>,
+under which every lease this OS user took from any shell is scoped. Releasing
+every lease of every requester takes --everyone and an admin credential; on a
+terminal it asks first (--yes skips the question), and without a terminal it
+needs --yes.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if everyone {
 				all = true
@@ -348,6 +402,9 @@ terminal it needs --yes.`,
 					return exitError{1}
 				}
 			}
+			if requester == "" && !everyone {
+				requester = a.env.Getenv("SIMLOCK_REQUESTER")
+			}
 			// No requester means the session's own principal, which the
 			// daemon knows better than we do (over HTTP it is the token's).
 			in := contract.LeaseReleaseAllIn{RequesterID: requester, Everyone: everyone}
@@ -356,11 +413,12 @@ terminal it needs --yes.`,
 				return err
 			}
 			if len(out.Released) == 0 && !everyone {
-				// Each CLI process is its own requester by default, so a
-				// lease taken by another `simlock lease` is not this one's.
+				// A lease taken under another principal or requester id
+				// (an agent's SIMLOCK_PRINCIPAL, a --requester) is not
+				// in this namespace.
 				who := requester
 				if who == "" {
-					who = "this process's requester (" + c.Hello().Principal + ")"
+					who = "your principal (" + c.Hello().Principal + ")"
 				}
 				fmt.Fprintf(a.env.Stderr, "simlock: no leases of %s; name the lease id, pass the --requester it was taken with, or --everyone (admin)\n", who)
 			}
@@ -368,8 +426,8 @@ terminal it needs --yes.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&all, "all", false, "release every lease of your requester (see --requester)")
-	f.StringVar(&requester, "requester", "", "with --all: the requester whose leases to release (default: this process's principal)")
+	f.BoolVar(&all, "all", false, "release every lease of yours (see --requester)")
+	f.StringVar(&requester, "requester", "", "with --all: the requester whose leases to release (default $SIMLOCK_REQUESTER, else your principal)")
 	f.BoolVar(&everyone, "everyone", false, "release every lease of every requester (admin; asks on a terminal)")
 	f.BoolVar(&yes, "yes", false, "with --everyone: do not ask for confirmation")
 	a.addJSON(cmd)

@@ -100,7 +100,7 @@ func (a *app) runWithLease(parent context.Context, lf *leaseFlags, args []string
 		return err
 	}
 	child := exec.Command(args[0], cargs...)
-	child.Env = a.runEnv(l, c.Hello().Principal)
+	child.Env = a.runEnv(l)
 	child.Stdin, child.Stdout, child.Stderr = a.env.Stdin, a.env.Stdout, a.env.Stderr
 	if err := child.Start(); err != nil {
 		release()
@@ -171,7 +171,7 @@ func childExit(err error) error {
 // variables, then the device's own env (which knows the adb port best).
 // A simlock command the child runs reaches the same daemon as the same
 // principal, so `simlock exec $SIMLOCK_LEASE_ID` works from inside it.
-func (a *app) runEnv(l contract.Lease, principal string) []string {
+func (a *app) runEnv(l contract.Lease) []string {
 	env := append([]string(nil), a.env.Environ...)
 	set := func(k, v string) {
 		if v != "" {
@@ -179,10 +179,10 @@ func (a *app) runEnv(l contract.Lease, principal string) []string {
 		}
 	}
 	if a.url == "" {
+		// The principal is not passed down: the child's simlock derives
+		// the same one (the OS user, or the inherited SIMLOCK_PRINCIPAL),
+		// and pinning it would also pin the child's requester to it.
 		set("SIMLOCK_HOME", a.home)
-		if a.env.Getenv("SIMLOCK_PRINCIPAL") == "" {
-			set("SIMLOCK_PRINCIPAL", principal)
-		}
 	} else {
 		set("SIMLOCK_URL", a.url)
 	}

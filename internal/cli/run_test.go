@@ -55,13 +55,13 @@ func TestRunEnvironment(t *testing.T) {
 	a := &app{env: Env{Environ: []string{"PATH=/bin", "ANDROID_SERIAL=stale"}, Getenv: func(string) string { return "" }}, home: "/h"}
 	l := contract.Lease{LeaseID: "lse_2", DeviceID: "dev_2", Platform: "android",
 		Device: &contract.Device{Serial: "emulator-5700", Env: map[string]string{"ANDROID_ADB_SERVER_PORT": "5137", "ANDROID_SERIAL": "emulator-5700"}}}
-	env := a.runEnv(l, "cli:host:1")
+	env := a.runEnv(l)
 	last := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := cutEnv(kv)
 		last[k] = v
 	}
-	for k, v := range map[string]string{"PATH": "/bin", "SIMLOCK_HOME": "/h", "SIMLOCK_PRINCIPAL": "cli:host:1", "SIMLOCK_LEASE_ID": "lse_2",
+	for k, v := range map[string]string{"PATH": "/bin", "SIMLOCK_HOME": "/h", "SIMLOCK_LEASE_ID": "lse_2",
 		"SIMLOCK_DEVICE_ID": "dev_2", "ANDROID_SERIAL": "emulator-5700", "ANDROID_ADB_SERVER_PORT": "5137"} {
 		if last[k] != v {
 			t.Errorf("%s=%q, want %q", k, last[k], v)
@@ -70,12 +70,10 @@ func TestRunEnvironment(t *testing.T) {
 	if _, ok := last["SIMLOCK_UDID"]; ok {
 		t.Error("an Android lease sets SIMLOCK_UDID")
 	}
-	// A principal the caller chose is kept, not replaced.
-	a.env.Getenv = func(k string) string { return map[string]string{"SIMLOCK_PRINCIPAL": "ci"}[k] }
-	for _, kv := range a.runEnv(l, "cli:host:1") {
-		if kv == "SIMLOCK_PRINCIPAL=cli:host:1" {
-			t.Error("overrode the caller's SIMLOCK_PRINCIPAL")
-		}
+	// The child derives its principal itself; pinning one would also
+	// make it the child's requester, one lease at a time.
+	if p, ok := last["SIMLOCK_PRINCIPAL"]; ok {
+		t.Errorf("the child is given SIMLOCK_PRINCIPAL=%s", p)
 	}
 }
 

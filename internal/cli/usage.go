@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/simlock/simlock/contract"
 )
@@ -35,6 +36,36 @@ func refineTree(root *cobra.Command) {
 		}
 	}
 	walk(root)
+	// Subcommands find the root's function: cobra looks up the parents.
+	root.SetFlagErrorFunc(flagError)
+}
+
+var unknownFlagRE = regexp.MustCompile(`^unknown flag: --([^\s=]+)`)
+
+// flagError is every command's answer to a flag pflag refused: a
+// BAD_REQUEST, and for an unknown flag the nearest flags the command does
+// take, as a mistyped command gets the nearest commands.
+func flagError(cmd *cobra.Command, err error) error {
+	m := unknownFlagRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return usageError(cmd, err)
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	e := contract.Errorf(contract.CodeBadRequest, "unknown flag: --%s", m[1])
+	s := nearest(m[1], names)
+	if len(s) == 0 {
+		return e.WithNext(fmt.Sprintf("`%s --help` shows its usage", cmd.CommandPath()))
+	}
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = "--" + x
+	}
+	return e.WithDetails("suggestions", q).WithNext("did you mean " + strings.Join(q, " or ") + "?")
 }
 
 func unknownCommand(cmd *cobra.Command, name string) *contract.Error {

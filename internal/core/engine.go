@@ -83,6 +83,10 @@ type Config struct {
 	// the daemon was away, so the execution's proxy can re-bind (ADR 0062).
 	// 0 restores it with its persisted deadline, like any lease.
 	SlotRebindWindow time.Duration
+	// TimingScope names the speed the measured timings belong to (the
+	// simulated SDK's speed factor, say), so figures taken at one speed
+	// never predict another; "" is the platform's plain figure.
+	TimingScope string
 }
 
 // Deps are the engine's collaborators.
@@ -102,6 +106,9 @@ type Deps struct {
 	Hooks OpHooks
 	// Requests stores lease request receipts (nil: kept in memory only).
 	Requests RequestStore
+	// Timings keeps measured driver timings across runs (nil: kept in
+	// memory only, and every start begins from the drivers' guesses).
+	Timings TimingStore
 	// Classify names a refusal in the daemon's vocabulary for its receipt,
 	// so a replay after a restart answers the same code.
 	Classify func(error) RequestError
@@ -257,6 +264,10 @@ func New(cfg Config, d Deps) *Engine {
 	e.doctor = doctorBook{eng: e, reg: &e.reg, health: &e.health, quarantine: &e.quarantine}
 	e.owners = ownerSystemBook{eng: e, reg: &e.reg, pool: &e.pool, log: d.Logger}
 	e.warm.eng, e.warm.halt, e.warm.targets, e.warm.drivers, e.warm.log = e, &e.halt, cfg.WarmTargets, e.drivers, d.Logger
+	e.est.scope = cfg.TimingScope
+	if d.Timings != nil {
+		e.est.attach(d.Timings, d.Logger)
+	}
 	e.failed = make(chan struct{})
 	e.wr = newWriter(d.Store, d.Bus, e.storeFailed)
 	e.reach = fenceReach{store: d.Store, log: d.Logger, mu: &e.mu, reg: &e.reg, queue: &e.queue, wr: e.wr}

@@ -147,6 +147,8 @@ type harness struct {
 	disk   uint64
 	// drivers, when set, replaces {drv, droid} (wrapped drivers in tests).
 	drivers []core.Driver
+	// timings, when set, keeps measured timings across restarts.
+	timings core.TimingStore
 	ids     int
 }
 
@@ -175,7 +177,8 @@ func (h *harness) start() {
 		Clock:    h.clock, Store: st, Drivers: drivers,
 		Strategy: core.FixedStrategy{L: h.limits}, Bus: h.bus,
 		// Counted across restarts, so a restarted engine never reuses an id.
-		NewID: func() string { h.ids++; return fmt.Sprintf("%04d", h.ids) },
+		NewID:   func() string { h.ids++; return fmt.Sprintf("%04d", h.ids) },
+		Timings: h.timings,
 	})
 	if err := h.engine.Converge(context.Background()); err != nil {
 		h.t.Fatal(err)

@@ -269,10 +269,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return fail(err)
 	}
 	stats := o.Stats
-	d.engine = core.New(engineConfig(o.Config), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
+	d.engine = core.New(engineConfig(o.Config, "sdk-speed="+o.Getenv("SIMLOCK_SIMSDK_SPEED")), core.Deps{Clock: o.Clock, Store: d.db, Drivers: drivers, Strategy: strategy,
 		Bus: d.bus, Logger: ports.Module(o.Logger, "engine"), Hooks: d.claims.Hooks(),
 		DiskFree: func() (uint64, error) { return stats.FreeDiskBytes(o.Home) },
-		Requests: d.db, Classify: classifyRefusal})
+		Requests: d.db, Timings: d.db, Classify: classifyRefusal})
 	d.claims.Bind(d.engine, d.engine.Host(), d.engine.Resets(), d.engine.OneDevice(), drivers) // host waiters, usage and admission
 	d.sessions = d.newBroker(o)
 	d.slots = newSlotManager(d, ports.Module(o.Logger, "slots"))
@@ -652,8 +652,9 @@ func (a socketAdapter) Dispatch(ctx context.Context, sess contract.Session, meth
 	return out, call.RunAfter, err
 }
 
-// engineConfig maps the configuration file onto the engine's policies.
-func engineConfig(c config.Config) core.Config {
+// engineConfig maps the configuration file onto the engine's policies;
+// timingScope keeps ETAs measured at one simulated SDK speed from another's.
+func engineConfig(c config.Config, timingScope string) core.Config {
 	out := core.Config{
 		DefaultTTL: ms(c.Lease.DefaultTTLMs),
 		MaxTTL:     ms(c.Lease.MaxTTLMs),
@@ -667,7 +668,7 @@ func engineConfig(c config.Config) core.Config {
 		Demand: core.DemandPolicy{Enabled: c.WarmPool.Demand.Enabled, Window: ms(c.WarmPool.Demand.WindowMs),
 			Sample: ms(c.WarmPool.Demand.SampleMs), Spare: c.WarmPool.Demand.Spare},
 		MaxGroupSize: c.Queue.MaxGroupSize,
-		GroupBypass:  c.Queue.GroupBypass,
+		GroupBypass:  c.Queue.GroupBypass, TimingScope: timingScope,
 		// A slot execution's proxy re-binds after a restart (ADR 0062).
 		SlotRebindWindow: ms(c.Slots.RebindWindowMs),
 	}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"maps"
 	"testing"
+	"time"
 )
 
 func TestMeta(t *testing.T) {
@@ -19,5 +21,23 @@ func TestMeta(t *testing.T) {
 		if err != nil || !ok || got != v {
 			t.Fatalf("after SetMeta(%q): GetMeta = %q, %v, %v", v, got, ok, err)
 		}
+	}
+}
+
+// Timings survive a reopen of the home's database, to the millisecond.
+func TestTimingsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db, path := newTestDB(t)
+	if m, err := db.LoadTimings(ctx); err != nil || len(m) != 0 {
+		t.Fatalf("a new home has timings %v, %v", m, err)
+	}
+	want := map[string]time.Duration{"ios/boot@sdk-speed=0": 12 * time.Millisecond, "android/provision": 31 * time.Second}
+	if err := db.SaveTimings(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	got, err := openAt(t, path).LoadTimings(ctx)
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("after reopening: %v, %v; want %v", got, err, want)
 	}
 }
