@@ -51,6 +51,13 @@ type world struct {
 
 func newWorld(t *testing.T, config string) *world {
 	t.Helper()
+	return newWorldOnHost(t, config, "")
+}
+
+// newWorldOnHost is a world whose home registers in the host registry
+// hostDir, which other worlds may share ("" keeps the test binary's own).
+func newWorldOnHost(t *testing.T, config, hostDir string) *world {
+	t.Helper()
 	// Short paths: unix socket paths are limited to about 100 bytes.
 	root, err := os.MkdirTemp("", "sl-tp-")
 	if err != nil {
@@ -69,6 +76,9 @@ func newWorld(t *testing.T, config string) *world {
 		"SIMLOCK_SIMSDK_HOME="+filepath.Join(root, "sim"), "SIMLOCK_SIMSDK_SPEED=0",
 		"SIMLOCK_SIMSDK_COMMAND_LOG="+filepath.Join(root, "commands.log"),
 		"SIMLOCK_ADMIN_TOKEN=", "SIMLOCK_PRINCIPAL=")
+	if hostDir != "" {
+		w.env = append(w.env, "SIMLOCK_HOST_DIR="+hostDir)
+	}
 	w.simlock("simsdk", "install", sdk)
 	t.Cleanup(func() {
 		w.run(bin, nil, "daemon", "stop")
