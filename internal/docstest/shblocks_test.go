@@ -70,7 +70,7 @@ func shBlocks(t *testing.T) []shBlock {
 var notRunHere = map[string]string{
 	"README.md: GOTOOLCHAIN=go1.27.3 go run ./cmd/simlock demo      # the main job, end to end, on the simulated SDK": "" +
 		"its second line is the whole suite, this test included; the demo is TestDemoFinishesAndTellsTheStory (test/e2e)",
-	"README.md: go build -o /tmp/sl ./cmd/simlock": "" +
+	"README.md: GOTOOLCHAIN=go1.27.3 go build -o /tmp/sl ./cmd/simlock": "" +
 		"Try it by hand has a test of its own (issue 26), which runs it from a fresh shell with nothing set",
 	"docs/gateway.md: simlock --url http://gateway.example:7420 --token \"$AGENT_TOKEN\" lease --platform ios --detach": "" +
 		"needs the network: a gateway at gateway.example and the reader's token; the local walkthrough block runs the same lease through a real gateway",
