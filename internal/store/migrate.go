@@ -193,6 +193,38 @@ ALTER TABLE session_exports_v10 RENAME TO session_exports;
 -- Only an admin's refusal asks whether anyone linked a prepare id.
 CREATE INDEX session_exports_prepare ON session_exports (prepare_id);
 `,
+	// 11: a gateway's accepted lease requests and its drained set (ADR
+	// 0101). A worker never writes them; they sit empty in its file.
+	`
+CREATE TABLE gateway_requests (
+	id          TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+	seq         INTEGER NOT NULL UNIQUE,
+	requester   TEXT NOT NULL,
+	owner       TEXT NOT NULL,
+	idem_key    TEXT,                           -- NULL: no idempotency key
+	fingerprint TEXT NOT NULL,
+	body        TEXT NOT NULL,                  -- JSON contract.LeaseRequestIn
+	state       TEXT NOT NULL,
+	worker      TEXT NOT NULL DEFAULT '',
+	attempt     INTEGER NOT NULL DEFAULT 0,
+	attempt_at  INTEGER,
+	lease       TEXT,                           -- JSON contract.Lease; NULL is none
+	error       TEXT,                           -- JSON contract.Error; NULL is none
+	interrupted INTEGER NOT NULL CHECK (interrupted IN (0, 1)),
+	deadline    INTEGER,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL
+) STRICT;
+
+CREATE UNIQUE INDEX gateway_requests_key ON gateway_requests (requester, idem_key) WHERE idem_key IS NOT NULL;
+-- A restart reads the open ones; pruning walks the settled ones by age.
+CREATE INDEX gateway_requests_state ON gateway_requests (state, updated_at);
+
+CREATE TABLE gateway_drained (
+	worker_id TEXT PRIMARY KEY NOT NULL CHECK (worker_id <> ''),
+	label     TEXT NOT NULL DEFAULT ''
+) STRICT;
+`,
 }
 
 // SchemaTooNewError refuses a database written by a newer simlock; the
