@@ -655,7 +655,7 @@ func (c Config) DriverRoot(home, platform string) string {
 
 // gatewayKeys are the only top-level keys a gateway reads.
 var gatewayKeys = map[string]bool{"mode": true, "http": true, "log": true, "lease": true, "eventBuffer": true, "gateway": true,
-	"metrics": true, "events": true}
+	"metrics": true, "events": true, "requests": true, "queue": true}
 
 // IgnoredInGateway lists the keys the file set that a gateway does not read
 // (they configure devices, which a gateway has none of), for a warning.

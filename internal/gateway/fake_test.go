@@ -48,6 +48,15 @@ type fakeWorker struct {
 	seq       uint64
 	backlog   []contract.Event
 	emitMu    sync.Mutex
+	// keyed holds the outcome of each keyed lease.request, replayed to a
+	// repeat as a worker's receipts do (ADR 0017); an interrupted one is
+	// not kept, so a repeat admits it again.
+	keyed map[string]keyedOutcome
+}
+
+type keyedOutcome struct {
+	lease contract.Lease
+	err   error
 }
 
 func newFakeWorker(id string, clock *fake.Clock) *fakeWorker {
@@ -55,7 +64,7 @@ func newFakeWorker(id string, clock *fake.Clock) *fakeWorker {
 		proto:   contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 		started: clock.Now(), policy: "on-request",
 		maxRun: map[string]int{"ios": 2}, reserved: map[string]int{},
-		leases: map[string]*contract.Lease{}, working: map[string]chan struct{}{},
+		leases: map[string]*contract.Lease{}, working: map[string]chan struct{}{}, keyed: map[string]keyedOutcome{},
 		catalog: []contract.PlatformCatalog{{Platform: "ios",
 			Models:   []contract.CatalogModel{{Name: "iPhone 16", Identifier: "com.apple.iPhone-16"}, {Name: "iPad Air", Identifier: "com.apple.iPad-Air"}},
 			Runtimes: []contract.CatalogRuntime{{Name: "iOS 18.2", Version: "18.2", Identifier: "com.apple.CoreSimulator.SimRuntime.iOS-18-2", Available: true}}}},
@@ -404,7 +413,7 @@ func (c *fakeConn) handle(ctx context.Context, method string, raw []byte, notify
 		return contract.LeaseCancelOut{Cancelled: true}, nil
 	case contract.LeaseRequest.Name:
 		in := decode[contract.LeaseRequestIn](raw)
-		w.calls = append(w.calls, fmt.Sprintf("%s %s owner=%s noWait=%v", method, in.RequesterID, in.OwnerID, in.NoWait))
+		w.calls = append(w.calls, fmt.Sprintf("%s %s owner=%s noWait=%v key=%s", method, in.RequesterID, in.OwnerID, in.NoWait, in.IdempotencyKey))
 		return w.request(ctx, c, in, notify)
 	case contract.DeviceExec.Name:
 		in := decode[contract.DeviceExecIn](raw)
@@ -439,6 +448,29 @@ func (c *fakeConn) handle(ctx context.Context, method string, raw []byte, notify
 
 // request serves a forwarded lease.request (called with w.mu held).
 func (w *fakeWorker) request(ctx context.Context, c *fakeConn, in contract.LeaseRequestIn, notify func(string, json.RawMessage)) (any, error) {
+	if in.IdempotencyKey == "" {
+		return w.serve(ctx, c, in, notify)
+	}
+	k := in.RequesterID + "\x00" + in.IdempotencyKey
+	if o, ok := w.keyed[k]; ok {
+		if o.err != nil {
+			return nil, o.err
+		}
+		if l := w.leases[o.lease.LeaseID]; l != nil {
+			out := *l
+			return out, nil
+		}
+		return nil, contract.Errorf(contract.CodeUnknownLease, "lease %s has ended", o.lease.LeaseID)
+	}
+	res, err := w.serve(ctx, c, in, notify)
+	if ce := contract.AsError(err); err == nil || (ce != nil && ce.Code != contract.CodeConnectionLost) {
+		l, _ := res.(contract.Lease)
+		w.keyed[k] = keyedOutcome{lease: l, err: err}
+	}
+	return res, err
+}
+
+func (w *fakeWorker) serve(ctx context.Context, c *fakeConn, in contract.LeaseRequestIn, notify func(string, json.RawMessage)) (any, error) {
 	for _, l := range w.leases {
 		if l.RequesterID == in.RequesterID {
 			return nil, contract.Errorf(contract.CodeRequesterLeased, "this requester already holds lease %s", l.LeaseID).WithDetails("leaseId", l.LeaseID)

@@ -79,6 +79,19 @@ type Options struct {
 	// DaemonInfo supplies the daemon block of status.get (version, pid,
 	// addresses); the gateway sets mode and fills the instance id.
 	DaemonInfo func() contract.DaemonInfo
+	// Store keeps the requests the gateway accepted and its drained set
+	// (ADR 0101); New takes back the open requests it holds. Nil keeps
+	// both in memory (DrainFile then persists the drained set), refuses
+	// idempotency keys and lease.requestStatus, and a restart loses the
+	// queue.
+	Store Store
+	// Retention and MaxReceipts bound settled receipts by age and count
+	// (defaults 24h and 2000, as requests.* on a worker).
+	Retention   time.Duration
+	MaxReceipts int
+	// MaxPerPrincipal caps the requests one owner may have in the fleet
+	// queue at once (queue.maxPerPrincipal; 0: no cap).
+	MaxPerPrincipal int
 }
 
 // Gateway is the fleet's coordinator. Build it with New, register its
@@ -114,6 +127,13 @@ type Gateway struct {
 	seq          uint64
 	nextReq      uint64
 	tick         ports.Timer
+	// byRID and byKey name the requests in the queue by id and by
+	// (requester, idempotency key); perOwner counts them per owner.
+	byRID       map[string]*pending
+	byKey       map[string]*pending
+	perOwner    map[string]int
+	uncollected map[string]uncollectedLease // client requester → lease
+	settled     uint64
 }
 
 // New builds a gateway and loads its drained set.
@@ -145,6 +165,12 @@ func New(o Options) (*Gateway, error) {
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = 30 * time.Second
 	}
+	if o.Retention <= 0 {
+		o.Retention = 24 * time.Hour
+	}
+	if o.MaxReceipts <= 0 {
+		o.MaxReceipts = 2000
+	}
 	r, ok := routingPolicies[o.Routing]
 	if !ok {
 		names := make([]string, 0, len(routingPolicies))
@@ -157,11 +183,16 @@ func New(o Options) (*Gateway, error) {
 	g := &Gateway{o: o, route: r, clock: o.Clock, log: o.Log, bus: o.Bus, prefix: "gw:" + o.InstanceID + ":",
 		kickCh: make(chan struct{}, 1), workers: map[string]*worker{}, drained: map[string]string{},
 		pendingBy: map[string]*pending{}, leases: map[string]*leaseEntry{}, byReq: map[string]*leaseEntry{},
-		tombs: map[string]map[string]uint64{}}
+		tombs: map[string]map[string]uint64{}, byRID: map[string]*pending{}, byKey: map[string]*pending{},
+		perOwner: map[string]int{}, uncollected: map[string]uncollectedLease{}}
 	if err := g.loadDrained(); err != nil {
 		return nil, err
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
+	if err := g.restore(g.ctx); err != nil {
+		g.cancel()
+		return nil, err
+	}
 	g.wg.Add(1)
 	go g.dispatchLoop()
 	g.mu.Lock()
@@ -196,7 +227,7 @@ func (g *Gateway) Close() {
 		}
 	}
 	for _, p := range append([]*pending(nil), g.allPendingLocked()...) {
-		g.finishLocked(p, outcome{err: contract.Errorf(contract.CodeDaemonStopping, "the gateway is stopping")})
+		g.finishLocked(p, outcome{err: contract.Errorf(contract.CodeDaemonStopping, "the gateway is stopping"), keepOpen: true})
 	}
 	g.mu.Unlock()
 	g.cancel()
@@ -298,7 +329,7 @@ func (g *Gateway) Register(d *dispatch.Dispatcher) {
 	unsupported(d, contract.CleanupRun)
 	unsupported(d, contract.DoctorRun)
 	unsupported(d, contract.Passthrough)
-	unsupported(d, contract.LeaseRequestStatus)
+	dispatch.Handle(d, contract.LeaseRequestStatus, g.requestStatus)
 	unsupported(d, contract.DeviceRelease)
 	// Sessions are one worker's receipts and devices; a gateway serves no
 	// contract of its own yet, so its capabilities list is empty.

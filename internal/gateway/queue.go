@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/dispatch"
+	"github.com/simlock/simlock/internal/ports"
 )
 
 // Request states in the fleet queue.
@@ -17,6 +19,9 @@ const (
 	stQueued     = iota // waiting for routing
 	stTrying            // sent to a worker (noWait), no answer and no progress yet
 	stDispatched        // the worker has begun work: it is that worker's now
+	// stPinned: restored after a restart while a worker had it; it waits
+	// for that worker to answer the same attempt again (ADR 0101).
+	stPinned
 )
 
 // pending is one lease request the gateway holds. Its place in the fleet
@@ -29,7 +34,23 @@ type pending struct {
 	requester string                  // client-side
 	owner     string                  // client-side
 	noWait    bool
-	call      *dispatch.Call
+	// calls are the callers waiting on it: one, several attached under
+	// one idempotency key, or none for a request restored after a restart.
+	calls []*dispatch.Call
+	// rid names the request (its receipt); durable when the store has it.
+	rid     string
+	key     string
+	fp      string
+	durable bool
+	// deadline is when timeoutMs ends the wait (zero: none).
+	deadline time.Time
+	// attemptN and attemptAt are the routing attempt under way; the
+	// forwarded idempotency key is <rid>.<attemptN>.
+	attemptN  int
+	attemptAt time.Time
+	unpin     ports.Timer // ends a pinned wait (stPinned)
+	created   time.Time
+	restored  bool // read back from the store, not asked for in this run
 
 	state  int
 	worker string
@@ -39,7 +60,8 @@ type pending struct {
 	cancelled bool // lease.cancel arrived while a worker had it
 	abandoned bool // the caller went away while a worker had it
 	finished  bool
-	done      chan outcome
+	fin       chan struct{} // closed when out is set
+	out       outcome
 
 	pmu     sync.Mutex // orders the pushes to the caller
 	working bool       // a worker's progress has been relayed (under pmu)
@@ -49,6 +71,9 @@ type pending struct {
 type outcome struct {
 	lease contract.Lease
 	err   error
+	// keepOpen leaves the stored receipt open: the gateway is stopping
+	// and the next run takes the request back.
+	keepOpen bool
 }
 
 func (p *pending) route() routeRequest {
@@ -65,7 +90,9 @@ func (p *pending) push(pr contract.Progress, relayed bool) {
 	} else if p.working {
 		return
 	}
-	p.call.Push(contract.NotifyProgress, pr)
+	for _, c := range p.calls {
+		c.Push(contract.NotifyProgress, pr)
+	}
 }
 
 // pushPosition sends a queued push unless a later pass has already moved
@@ -77,7 +104,9 @@ func (p *pending) pushPosition(pos int, stamp uint64) {
 		return
 	}
 	p.pushed = stamp
-	p.call.Push(contract.NotifyProgress, contract.Progress{Phase: "queued", QueuePosition: pos})
+	for _, c := range p.calls {
+		c.Push(contract.NotifyProgress, contract.Progress{Phase: "queued", QueuePosition: pos})
+	}
 }
 
 func ownerData(owner string, kv ...any) map[string]any {
@@ -95,7 +124,9 @@ func (p *pending) event(typ string, kv ...any) events.Event {
 // leaseRequest enters a request into the fleet queue and waits for its
 // outcome. The queue has a worker's semantics: timeoutMs ends a wait with
 // QUEUE_TIMEOUT, noWait refuses at once with NO_CAPACITY, lease.cancel
-// withdraws it, and queued progress carries the position.
+// withdraws it, and queued progress carries the position. With a store,
+// a waiting or keyed request is stored before it joins the queue, and an
+// idempotency key names it across repeats and restarts (ADR 0101).
 func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in contract.LeaseRequestIn) (contract.Lease, error) {
 	if in.Platform == "" && len(in.Devices) == 0 {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "platform is required").
@@ -104,12 +135,11 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 	if in.TimeoutMs < 0 {
 		return contract.Lease{}, contract.Errorf(contract.CodeBadRequest, "ttlMs and timeoutMs must not be negative")
 	}
-	if in.IdempotencyKey != "" {
-		// The fleet queue keeps no receipts, and a retry may be routed to
-		// another worker: honouring the key would be a promise (never a
-		// second device) the gateway cannot keep, so it says so instead.
-		return contract.Lease{}, contract.Errorf(contract.CodeUnsupportedInGateway, "idempotencyKey: a gateway keeps no lease request receipts yet").
-			WithNext("drop --idempotency-key when leasing through a gateway, or send the request to a worker daemon, which keeps durable receipts")
+	if in.IdempotencyKey != "" && g.o.Store == nil {
+		// Without a store the gateway keeps no receipts: honouring the key
+		// would be a promise (never a second device) it cannot keep.
+		return contract.Lease{}, contract.Errorf(contract.CodeUnsupportedInGateway, "idempotencyKey: this gateway runs without a store and keeps no lease request receipts").
+			WithNext("drop --idempotency-key, or run the gateway with its home store (the default)")
 	}
 	if in.TTLMs == 0 && g.o.DefaultTTL > 0 {
 		in.TTLMs = g.o.DefaultTTL.Milliseconds()
@@ -128,64 +158,157 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 		}
 		owner = in.OwnerID
 	}
+	fp := fingerprint(in)
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		return contract.Lease{}, contract.Errorf(contract.CodeDaemonStopping, "the gateway is stopping")
 	}
+	rid := ""
+	if in.IdempotencyKey != "" {
+		if p := g.byKey[keyOf(requester, in.IdempotencyKey)]; p != nil {
+			if p.fp != fp {
+				g.mu.Unlock()
+				return contract.Lease{}, keyMismatch(p.rid)
+			}
+			return g.wait(ctx, g.attachAndUnlock(p, call), call)
+		}
+		r, ok, err := g.o.Store.ReceiptByKey(ctx, requester, in.IdempotencyKey)
+		if err != nil {
+			g.mu.Unlock()
+			return contract.Lease{}, fmt.Errorf("gateway: read the request's receipt: %w", err)
+		}
+		if ok {
+			if r.Fingerprint != fp {
+				g.mu.Unlock()
+				return contract.Lease{}, keyMismatch(r.ID)
+			}
+			if !r.Interrupted {
+				l, err := g.replayLocked(r)
+				g.mu.Unlock()
+				return l, err
+			}
+			rid = r.ID // admitted again under its own id, at the back
+		}
+	}
 	if e := g.byReq[requester]; e != nil {
+		if u, ok := g.uncollected[requester]; ok && u.fp == fp && u.lease.LeaseID == e.id && in.IdempotencyKey == "" {
+			// A restored request was served while no caller waited; its
+			// requester repeating the same request collects the lease.
+			delete(g.uncollected, requester)
+			g.mu.Unlock()
+			return u.lease, nil
+		}
 		g.mu.Unlock()
 		return contract.Lease{}, contract.Errorf(contract.CodeRequesterLeased, "this requester already holds lease %s", e.id).
 			WithDetails("leaseId", e.id, "workerId", e.worker).
 			WithNext("release " + e.id + " first (`simlock release " + e.id + "`), or use a different --requester")
 	}
-	if g.pendingBy[requester] != nil {
+	if q := g.pendingBy[requester]; q != nil {
+		if q.restored && q.key == in.IdempotencyKey && q.fp == fp && q.owner == owner && g.callersLocked(q) == 0 {
+			// The same request again from the requester of a restored one
+			// that nobody waits on: it is this caller's, in its old place.
+			return g.wait(ctx, g.attachAndUnlock(q, call), call)
+		}
 		g.mu.Unlock()
 		return contract.Lease{}, contract.Errorf(contract.CodeRequesterQueued, "requester %s already has a pending request", requester)
 	}
+	if limit := g.o.MaxPerPrincipal; limit > 0 && g.perOwner[owner] >= limit {
+		g.mu.Unlock()
+		return contract.Lease{}, contract.Errorf(contract.CodeQueueLimit, "%s already has %d lease requests waiting in the fleet; at most %d may wait at once", owner, g.perOwner[owner], limit).
+			WithDetails("limit", limit).WithRetryAfter(5000)
+	}
 	g.nextReq++
-	p := &pending{id: g.nextReq, in: in, group: groupOf(in), requester: requester, owner: owner, noWait: in.NoWait, call: call,
-		avoid: map[string]uint64{}, done: make(chan outcome, 1)}
+	now := g.clock.Now()
+	p := &pending{id: g.nextReq, in: in, group: groupOf(in), requester: requester, owner: owner, noWait: in.NoWait,
+		calls: []*dispatch.Call{call}, key: in.IdempotencyKey, fp: fp, created: now,
+		avoid: map[string]uint64{}, fin: make(chan struct{})}
+	if rid == "" {
+		rid = requestID(p.id)
+	}
+	p.rid = rid
 	var timeout time.Duration
 	if !p.noWait && in.TimeoutMs > 0 {
 		timeout = time.Duration(in.TimeoutMs) * time.Millisecond
+		p.deadline = now.Add(timeout)
 	}
-	g.enqueueLocked(p, timeout)
-	if timeout > 0 {
-		g.queue.SetTimer(p, g.clock.AfterFunc(timeout, func() { g.expire(p) }))
+	// A request that will wait, or that names itself with a key, is
+	// stored before it can be served; a keyless noWait one is answered on
+	// this pass and a restart has nothing to take back.
+	if g.o.Store != nil && (p.key != "" || !p.noWait) {
+		p.durable = true
+		if err := g.o.Store.PutReceipt(ctx, g.receiptLocked(p, ReceiptQueued, now)); err != nil {
+			g.mu.Unlock()
+			return contract.Lease{}, fmt.Errorf("gateway: store the request before queueing it: %w", err)
+		}
 	}
-	g.pendingBy[requester] = p
+	g.admitLocked(p, timeout)
 	var evs []events.Event
 	if !p.noWait {
-		evs = append(evs, p.event("request.queued", "model", in.Model, "osVersion", in.OSVersion))
+		evs = append(evs, p.event("request.queued", "model", in.Model, "osVersion", in.OSVersion, "requestId", p.rid))
 	}
 	g.mu.Unlock()
 	g.publishAll(evs)
 	// Decide before returning to the caller's loop: a request that can go
 	// now goes now, and noWait is answered on this pass.
 	g.dispatchPass()
+	return g.wait(ctx, p, call)
+}
+
+// admitLocked puts a new or restored request in the fleet queue and the
+// indexes that name it.
+func (g *Gateway) admitLocked(p *pending, timeout time.Duration) {
+	g.enqueueLocked(p, timeout)
+	if timeout > 0 {
+		g.queue.SetTimer(p, g.clock.AfterFunc(timeout, func() { g.expire(p) }))
+	}
+	g.pendingBy[p.requester] = p
+	g.byRID[p.rid] = p
+	if p.key != "" {
+		g.byKey[keyOf(p.requester, p.key)] = p
+	}
+	g.perOwner[p.owner]++
+}
+
+// wait blocks until p has its outcome, or withdraws this caller if ctx
+// ends first.
+func (g *Gateway) wait(ctx context.Context, p *pending, call *dispatch.Call) (contract.Lease, error) {
 	select {
-	case o := <-p.done:
-		return o.lease, o.err
+	case <-p.fin:
+		return p.out.lease, p.out.err
 	case <-ctx.Done():
-		g.abandon(p)
+		g.abandon(p, call)
 		return contract.Lease{}, ctx.Err()
 	}
 }
 
-// finishLocked ends a request once, with its outcome.
+// finishLocked ends a request once, with its outcome, and settles its
+// receipt before any caller hears it.
 func (g *Gateway) finishLocked(p *pending, o outcome) {
 	if p.finished {
 		return
 	}
 	p.finished = true
 	g.dequeueLocked(p) // and stops its timeout
-
+	if p.unpin != nil {
+		p.unpin.Stop()
+	}
 	if g.pendingBy[p.requester] == p {
 		delete(g.pendingBy, p.requester)
 	}
+	if g.byRID[p.rid] == p {
+		delete(g.byRID, p.rid)
+	}
+	if p.key != "" && g.byKey[keyOf(p.requester, p.key)] == p {
+		delete(g.byKey, keyOf(p.requester, p.key))
+	}
+	if g.perOwner[p.owner]--; g.perOwner[p.owner] <= 0 {
+		delete(g.perOwner, p.owner)
+	}
 	g.dropInflightLocked(p)
-	p.done <- o
+	g.settleLocked(p, o)
+	p.out = o
+	close(p.fin)
 }
 
 func (g *Gateway) dropInflightLocked(p *pending) {
@@ -224,16 +347,23 @@ func (g *Gateway) timeoutErr(p *pending) error {
 		WithDetails("timeoutMs", p.in.TimeoutMs)
 }
 
-// abandon withdraws a request whose caller went away. Work a worker has
-// already begun completes; a lease it grants is indexed and lives on its
-// TTL, since a closing connection releases nothing.
-func (g *Gateway) abandon(p *pending) {
+// abandon withdraws call from p. When no caller is left the request is
+// withdrawn: work a worker has already begun completes, and a lease it
+// grants is indexed and lives on its TTL, since a closing connection
+// releases nothing.
+func (g *Gateway) abandon(p *pending, call *dispatch.Call) {
 	g.mu.Lock()
 	if p.finished {
 		g.mu.Unlock()
 		return
 	}
-	if p.state != stQueued {
+	if g.detachCallLocked(p, call) > 0 {
+		g.mu.Unlock()
+		return
+	}
+	// A pinned request is withdrawn too: whatever its worker granted
+	// before the restart reached no one and expires unrenewed.
+	if p.state != stQueued && p.state != stPinned {
 		p.abandoned = true
 		g.mu.Unlock()
 		return
@@ -259,7 +389,7 @@ func (g *Gateway) leaseCancel(ctx context.Context, call *dispatch.Call, in contr
 		g.mu.Unlock()
 		return contract.LeaseCancelOut{}, contract.Errorf(contract.CodeForbidden, "the pending request of %s belongs to another principal", req)
 	}
-	if p.state == stQueued {
+	if p.state == stQueued || p.state == stPinned {
 		g.finishLocked(p, outcome{err: contract.Errorf(contract.CodeRequestCancelled, "the request was cancelled")})
 		g.mu.Unlock()
 		g.publish(p.event("request.cancelled"))
@@ -429,12 +559,40 @@ func noCapacity(p *pending) error {
 		WithRetryAfter(5000)
 }
 
-// attempt sends one routed request to its worker with noWait and follows
-// it to an outcome.
+// attempt carries out one routing decision: with a store, the receipt
+// first records the worker and the attempt's number, so a restart can
+// ask that worker about exactly this attempt; then the request is sent.
 func (g *Gateway) attempt(p *pending, wid string, lk *link) {
+	if p.durable {
+		g.mu.Lock()
+		if p.finished {
+			g.mu.Unlock()
+			return
+		}
+		p.attemptN++
+		p.attemptAt = g.clock.Now()
+		err := g.o.Store.PutReceipt(context.WithoutCancel(g.ctx), g.receiptLocked(p, ReceiptDispatched, p.attemptAt))
+		g.mu.Unlock()
+		if err != nil {
+			g.attemptDone(p, wid, lk, contract.Lease{}, fmt.Errorf("gateway: record the request's attempt before sending it: %w", err))
+			return
+		}
+	}
+	g.send(p, wid, lk)
+}
+
+// send forwards p to its worker with noWait and follows it to an outcome.
+// A stored request carries its attempt's idempotency key, so the worker
+// answers a repeat of the same attempt from its own receipt.
+func (g *Gateway) send(p *pending, wid string, lk *link) {
 	fwd := contract.LeaseRequestIn{Platform: p.in.Platform, Model: p.in.Model, OSVersion: p.in.OSVersion,
 		TTLMs: p.in.TTLMs, NoWait: true, RequesterID: g.ns(p.requester), AllowDownload: p.in.AllowDownload,
 		OwnerID: g.ns(p.owner), Devices: p.in.Devices}
+	g.mu.Lock()
+	if p.durable {
+		fwd.IdempotencyKey = attemptKey(p.rid, p.attemptN)
+	}
+	g.mu.Unlock()
 	var l contract.Lease
 	var err error
 	if lk == nil {

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"sort"
 
 	"github.com/simlock/simlock/contract"
@@ -25,6 +27,37 @@ type drainedEntry struct {
 }
 
 func (g *Gateway) loadDrained() error {
+	if g.o.Store != nil {
+		return g.loadDrainedFromStore()
+	}
+	return g.loadDrainFile()
+}
+
+// loadDrainedFromStore reads the drained set from the store. A gateway
+// that kept it in workers.json before it had a store brings that file's
+// entries over once, the first time it starts with an empty set.
+func (g *Gateway) loadDrainedFromStore() error {
+	ctx := context.Background()
+	set, err := g.o.Store.Drained(ctx)
+	if err != nil {
+		return fmt.Errorf("gateway: read the drained set: %w", err)
+	}
+	if len(set) == 0 && g.o.DrainFile != "" {
+		if err := g.loadDrainFile(); err != nil {
+			return err
+		}
+		for id, label := range g.drained {
+			if err := g.o.Store.SetDrained(ctx, id, label, true); err != nil {
+				return fmt.Errorf("gateway: bring %s into the store: %w", g.o.DrainFile, err)
+			}
+		}
+		return nil
+	}
+	maps.Copy(g.drained, set)
+	return nil
+}
+
+func (g *Gateway) loadDrainFile() error {
 	if g.o.DrainFile == "" {
 		return nil
 	}
@@ -47,8 +80,12 @@ func (g *Gateway) loadDrained() error {
 	return nil
 }
 
-// saveDrainedLocked writes the drained set atomically, owner-only.
-func (g *Gateway) saveDrainedLocked() error {
+// saveDrainedLocked persists one change to the drained set: in the store,
+// or by rewriting workers.json atomically, owner-only.
+func (g *Gateway) saveDrainedLocked(id, label string, drained bool) error {
+	if g.o.Store != nil {
+		return g.o.Store.SetDrained(context.WithoutCancel(g.ctx), id, label, drained)
+	}
 	if g.o.DrainFile == "" {
 		return nil
 	}
@@ -96,7 +133,7 @@ func (g *Gateway) setDrain(id string, drain bool) (contract.WorkerOut, error) {
 		typ = "worker.drain-ended"
 	}
 	if typ != "" {
-		if err := g.saveDrainedLocked(); err != nil {
+		if err := g.saveDrainedLocked(id, label, drain); err != nil {
 			if drain {
 				delete(g.drained, id)
 			} else {

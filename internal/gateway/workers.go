@@ -151,6 +151,7 @@ func (g *Gateway) Attach(ctx context.Context, id, label string, conn WorkerConn)
 	})
 	g.publish(events.Event{Type: "worker.connected", Data: map[string]any{"workerId": id, "label": label,
 		"version": hello.Version, "state": contract.WorkerConnected}})
+	g.resendPinned(id, lk)
 	g.kickDispatch()
 	return nil
 }
