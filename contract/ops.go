@@ -150,7 +150,7 @@ func GatewayOnly() []string {
 // WorkerOnly names the operations a gateway refuses with
 // UNSUPPORTED_IN_GATEWAY_MODE: they act on one machine's devices.
 func WorkerOnly() []string {
-	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name, LeaseRequestStatus.Name,
+	return []string{NukeRun.Name, CleanupRun.Name, DeviceRelease.Name, DoctorRun.Name, Passthrough.Name,
 		SessionPrepare.Name, SessionStatus.Name, SessionAbandon.Name, SessionRelease.Name, SessionHeartbeat.Name,
 		SessionInfo.Name, SessionStats.Name, SessionGetExport.Name, SessionAcknowledgeExport.Name,
 		SlotAcquire.Name, SlotHeartbeat.Name, SlotRelease.Name, SlotResetScope.Name, SlotList.Name}

@@ -29,11 +29,7 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 		DisconnectedRetention: ms(o.Config.Gateway.DisconnectedRetentionMs), ExecTimeout: ms(o.Config.Gateway.ExecTimeoutMs),
 		DefaultTTL: ms(o.Config.Lease.DefaultTTLMs), MaxTTL: ms(o.Config.Lease.MaxTTLMs),
 		DaemonInfo: d.daemonInfo, Journal: d.journal,
-		// The home store keeps the requests the gateway accepted and its
-		// drained set (ADR 0101); workers.json is read once, to bring an
-		// older gateway's drained set over.
-		Store: d.db, Retention: ms(o.Config.Requests.RetentionMs), MaxReceipts: o.Config.Requests.MaxReceipts,
-		MaxPerPrincipal: o.Config.Queue.MaxPerPrincipal,
+		Store: d.db, Retention: ms(o.Config.Requests.RetentionMs), MaxReceipts: o.Config.Requests.MaxReceipts, MaxPerPrincipal: o.Config.Queue.MaxPerPrincipal, // ADR 0101
 	})
 	if err != nil {
 		return err
