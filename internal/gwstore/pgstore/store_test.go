@@ -1,0 +1,37 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/gateway/gatewaystoretest"
+	"github.com/simlock/simlock/internal/pgtest"
+)
+
+// hangGuard bounds a test's waits; it is no performance bound.
+const hangGuard = 2 * time.Minute
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openStore(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := Open(testCtx(t), dsn, 4)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestContract(t *testing.T) {
+	srv := pgtest.Start(t)
+	gatewaystoretest.Run(t, func(t *testing.T) gateway.Store {
+		return openStore(t, srv.NewDatabase(t))
+	})
+}
