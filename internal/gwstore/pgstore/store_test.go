@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/gateway/gatewaystoretest"
 	"github.com/simlock/simlock/internal/pgtest"
@@ -34,4 +36,14 @@ func TestContract(t *testing.T) {
 	gatewaystoretest.Run(t, func(t *testing.T) gateway.Store {
 		return openStore(t, srv.NewDatabase(t))
 	})
+}
+
+func openPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(testCtx(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
