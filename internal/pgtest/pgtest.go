@@ -5,9 +5,10 @@
 // (CI), where a missing server is a failure.
 //
 // Starting a server costs initdb plus the postmaster's start: 0.8 s
-// measured on a 2-core machine shared with other builds (TestServerLifecycle
-// logs the figure). That is cheap enough for a server per test; a test that
-// needs several databases calls NewDatabase on one server.
+// measured on an idle 2-core machine, 2.7 s with other test binaries
+// running beside it (TestServerLifecycle logs the figure). That is cheap
+// enough for a server per test; a test that needs several databases calls
+// NewDatabase on one server.
 package pgtest
 
 import (
