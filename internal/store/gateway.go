@@ -53,9 +53,19 @@ func (db *DB) PutReceipt(ctx context.Context, r gateway.Receipt) error {
 		if err != nil {
 			return fmt.Errorf("store: put receipt %s: %w", r.ID, err)
 		}
+		// The high-water mark outlives the receipts: a restarted gateway
+		// must not number a new request like a deleted one.
+		if _, err := q.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = CAST(MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)) AS TEXT)`,
+			gatewaySeqKey, fmt.Sprint(r.Seq)); err != nil {
+			return fmt.Errorf("store: put receipt %s: %w", r.ID, err)
+		}
 		return nil
 	})
 }
+
+// gatewaySeqKey is the meta key of the highest admission number ever stored.
+const gatewaySeqKey = "gateway.maxSeq"
 
 func jsonOrNull[T any](v *T) (any, error) {
 	if v == nil {
@@ -105,7 +115,8 @@ func (db *DB) OpenReceipts(ctx context.Context) ([]gateway.Receipt, error) {
 // MaxSeq is the highest admission number stored, 0 for none.
 func (db *DB) MaxSeq(ctx context.Context) (uint64, error) {
 	var n sql.NullInt64
-	if err := db.sql.QueryRowContext(ctx, `SELECT MAX(seq) FROM gateway_requests`).Scan(&n); err != nil {
+	if err := db.sql.QueryRowContext(ctx, `SELECT MAX(COALESCE((SELECT MAX(seq) FROM gateway_requests), 0),
+		COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0))`, gatewaySeqKey).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: gateway receipts: %w", err)
 	}
 	return uint64(n.Int64), nil
