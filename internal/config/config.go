@@ -69,6 +69,22 @@ type Gateway struct {
 	// ExecTimeoutMs (gateway mode) is the backstop for device.exec through
 	// the gateway, longer than the worker's own exec.timeoutMs (default 11 min).
 	ExecTimeoutMs int64 `json:"execTimeoutMs,omitempty"`
+	// Store (gateway mode) picks where the gateway keeps the requests it
+	// accepted and its drained set: the home's SQLite file by default,
+	// PostgreSQL when Store.Postgres.DSN is set (ADR 0101).
+	Store GatewayStore `json:"store,omitzero"`
+}
+
+// GatewayStore is gateway.store.
+type GatewayStore struct {
+	Postgres GatewayPostgres `json:"postgres,omitzero"`
+}
+
+// GatewayPostgres is gateway.store.postgres: a pgx connection string and
+// the most connections one gateway opens (0: pgx's default).
+type GatewayPostgres struct {
+	DSN      string `json:"dsn,omitempty"`
+	PoolSize int    `json:"poolSize,omitempty"`
 }
 
 // HTTP is the optional network frontend (docs/http-api.md).
@@ -515,6 +531,9 @@ func (c Config) Validate() error {
 	}
 	if c.Queue.MaxPerPrincipal <= 0 {
 		errs = append(errs, errors.New("queue.maxPerPrincipal must be positive"))
+	}
+	if c.Gateway.Store.Postgres.PoolSize < 0 {
+		errs = append(errs, errors.New("gateway.store.postgres.poolSize must not be negative"))
 	}
 	if c.Queue.MaxGroupSize < 2 || c.Queue.MaxGroupSize > 16 {
 		errs = append(errs, errors.New("queue.maxGroupSize must be between 2 and 16"))

@@ -9,6 +9,7 @@ import (
 	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/dispatch"
 	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/gwstore"
 	"github.com/simlock/simlock/internal/ports"
 	"github.com/simlock/simlock/internal/transport/httpapi"
 	"github.com/simlock/simlock/internal/transport/socket"
@@ -23,13 +24,17 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 	if keys := o.Config.IgnoredInGateway(); len(keys) > 0 {
 		d.log.Warn("a gateway ignores these configuration keys", "keys", keys)
 	}
+	store, closeStore, err := gwstore.Open(context.Background(), o.Config.Gateway.Store.Postgres.DSN, o.Config.Gateway.Store.Postgres.PoolSize, d.db)
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(gateway.Options{
 		InstanceID: d.instanceID, Clock: o.Clock, Log: ports.Module(o.Logger, "gateway"), Bus: d.bus,
 		DrainFile: filepath.Join(o.Home, "workers.json"), FS: o.FS, Routing: o.Config.Gateway.Routing,
 		DisconnectedRetention: ms(o.Config.Gateway.DisconnectedRetentionMs), ExecTimeout: ms(o.Config.Gateway.ExecTimeoutMs),
 		DefaultTTL: ms(o.Config.Lease.DefaultTTLMs), MaxTTL: ms(o.Config.Lease.MaxTTLMs),
 		DaemonInfo: d.daemonInfo, Journal: d.journal,
-		Store: d.db, Retention: ms(o.Config.Requests.RetentionMs), MaxReceipts: o.Config.Requests.MaxReceipts, MaxPerPrincipal: o.Config.Queue.MaxPerPrincipal, // ADR 0101
+		Store: store, CloseStore: closeStore, Retention: ms(o.Config.Requests.RetentionMs), MaxReceipts: o.Config.Requests.MaxReceipts, MaxPerPrincipal: o.Config.Queue.MaxPerPrincipal, // ADR 0101
 	})
 	if err != nil {
 		return err
@@ -51,9 +56,7 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 	d.cancel = cancel
 	d.cancelConverge = func() {}
 
-	// A gateway always listens on HTTP: that is how agents reach it and
-	// what uplinks upgrade from.
-	// (Start claimed the port before anything was served.)
+	// A gateway always listens on HTTP (agents and uplinks; Start claimed the port).
 	acceptor := &uplink.Acceptor{
 		Log: ports.Module(o.Logger, "uplink"),
 		Verify: func(ctx context.Context, bearer string) (string, bool, error) {
@@ -66,9 +69,7 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 			c, err := client.NewConn(ctx, conn, client.Options{Principal: "gateway:" + d.instanceID, Name: "simlock-gateway " + d.version})
 			if err != nil {
 				// A worker whose protocol range does not overlap ours is shown
-				// as incompatible (the machine to upgrade), never hidden.
-				// The failed hello already closed the uplink, so the view
-				// shows the worker incompatible and disconnected.
+				// incompatible (the machine to upgrade) and disconnected, never hidden.
 				done := make(chan struct{})
 				if ic, ok := gateway.IncompatibleFromHelloError(err, done, func() error { return conn.Close() }); ok {
 					_ = gw.Attach(ctx, id, label, ic)
@@ -106,10 +107,8 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 			d.log.Error("socket server stopped", "err", err)
 		}
 	}()
-	// Lease-scoped facts reach their owners' connections as on a worker.
-	d.startPushes(sctx)
-	// Nothing to converge: views are rebuilt from workers as they connect.
-	close(d.converged)
+	d.startPushes(sctx) // lease-scoped facts reach their owners' connections as on a worker
+	close(d.converged)  // nothing to converge: views are rebuilt from workers as they connect
 	d.readyOnce.Do(func() { close(d.readyCh) })
 	d.log.Info("gateway started", "pid", d.pid, "http", d.httpAddr, "instance", d.instanceID)
 	return nil

@@ -85,6 +85,9 @@ type Options struct {
 	// idempotency keys and lease.requestStatus, and a restart loses the
 	// queue.
 	Store Store
+	// CloseStore, when set, is called once Close has stopped everything
+	// that writes to Store.
+	CloseStore func()
 	// Retention and MaxReceipts bound settled receipts by age and count
 	// (defaults 24h and 2000, as requests.* on a worker).
 	Retention   time.Duration
@@ -235,6 +238,9 @@ func (g *Gateway) Close() {
 		_ = c.Close()
 	}
 	g.wg.Wait()
+	if g.o.CloseStore != nil {
+		g.o.CloseStore()
+	}
 }
 
 // spawn runs f on a goroutine Close waits for, unless the gateway is

@@ -11,6 +11,9 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/gwstore/pgstore"
+	"github.com/simlock/simlock/internal/pgtest"
 	"github.com/simlock/simlock/internal/testhost"
 )
 
@@ -22,7 +25,25 @@ import (
 // all, so a request served out of turn would hold it and the test's
 // in-order collection would stall.
 func TestGatewayKilledWithFiftyQueuedServesThemAllInOrderAfterItsRestart(t *testing.T) {
-	gw, _, _ := fleetWith(t, 1, `{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":1}}`)
+	t.Run("sqlite", func(t *testing.T) { killedWithFiftyQueued(t, "") })
+	t.Run("postgres", func(t *testing.T) {
+		dsn := pgtest.Start(t).NewDatabase(t)
+		killedWithFiftyQueued(t, fmt.Sprintf(`,"gateway":{"store":{"postgres":{"dsn":%q,"poolSize":4}}}`, dsn))
+		// The receipts are in PostgreSQL, not in the home's file.
+		st, err := pgstore.Open(context.Background(), dsn, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		r, ok, err := st.ReceiptByKey(context.Background(), "agent-07/r07", "k07")
+		if err != nil || !ok || r.State != gateway.ReceiptGranted {
+			t.Fatalf("r07's receipt in PostgreSQL: %+v %v %v", r, ok, err)
+		}
+	})
+}
+
+func killedWithFiftyQueued(t *testing.T, extra string) {
+	gw, _, _ := fleetOn(t, 1, `{"strategy":"fixed","fixed":{"maxRunning":1,"maxManaged":1}}`, extra)
 	var holder lease
 	gw.json(&holder, "lease", "--platform", "ios", "--model", "iPhone 16", "--detach", "--requester", "holder", "--ttl", "10m")
 	sock := filepath.Join(gw.home, "simlock.sock")

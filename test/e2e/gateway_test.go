@@ -34,6 +34,12 @@ func fleet(t *testing.T, n int) (gw *world, workers []*world, base string) {
 
 // fleetWith is fleet with each worker's capacity section.
 func fleetWith(t *testing.T, n int, capacity string) (gw *world, workers []*world, base string) {
+	return fleetOn(t, n, capacity, "")
+}
+
+// fleetOn is fleetWith with more of the gateway's configuration: extra is
+// spliced into its top-level object (`,"gateway":{...}`).
+func fleetOn(t *testing.T, n int, capacity, extra string) (gw *world, workers []*world, base string) {
 	// A fixed port, so workers find a restarted gateway at the same address.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,7 +47,7 @@ func fleetWith(t *testing.T, n int, capacity string) (gw *world, workers []*worl
 	}
 	addr := l.Addr().String()
 	l.Close()
-	gw = newWorld(t, fmt.Sprintf(`{"mode":"gateway","http":{"listen":%q}}`, addr))
+	gw = newWorld(t, fmt.Sprintf(`{"mode":"gateway","http":{"listen":%q}%s}`, addr, extra))
 	gw.mustRun("daemon", "start")
 	var st struct{ Daemon struct{ HTTP, Mode string } }
 	gw.json(&st, "status", "--json")
