@@ -26,10 +26,12 @@ type epochFence struct {
 	db     *store.DB
 	mu     sync.Mutex // serialises raises, so the store never goes backwards
 	newest atomic.Uint64
+	// raised is closed and replaced, under mu, each time newest grows.
+	raised chan struct{}
 }
 
 func loadEpochFence(ctx context.Context, db *store.DB) (*epochFence, error) {
-	f := &epochFence{db: db}
+	f := &epochFence{db: db, raised: make(chan struct{})}
 	v, ok, err := db.GetMeta(ctx, epochMetaKey)
 	if err != nil || !ok {
 		return f, err
@@ -58,8 +60,17 @@ func (f *epochFence) admit(ctx context.Context, epoch uint64) (stale bool, err e
 			return false, err
 		}
 		f.newest.Store(epoch)
+		close(f.raised)
+		f.raised = make(chan struct{})
 	}
 	return false, nil
+}
+
+// watch returns a channel closed the next time newest grows.
+func (f *epochFence) watch() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.raised
 }
 
 // overtaken is the per-call check: one atomic load.
@@ -135,6 +146,25 @@ func (c fencedConn) Write(b []byte) (int, error) {
 // error tells the connector that the gateway was a deposed leader.
 func (d *Daemon) serveUplink(ctx context.Context, fence *epochFence, log *slog.Logger, c net.Conn) error {
 	s := &uplinkSession{uplinkAdapter: uplinkAdapter{socketAdapter{d}}, fence: fence}
+	// Once a newer session overtakes this one, its commands in flight (a
+	// lease.request waiting in the queue) are withdrawn as if the
+	// connection had closed, so a deposed leader's request is never granted.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			raised := fence.watch()
+			if s.admitted.Load() && fence.overtaken(s.epoch.Load()) {
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-raised:
+			}
+		}
+	}()
 	// A server per connection: the session's epoch is this connection's.
 	srv := &socket.Server{D: s, Log: log}
 	srv.ServeConn(ctx, fencedConn{Conn: c, s: s})

@@ -102,3 +102,42 @@ func TestTheNewestGatewayEpochSurvivesARestart(t *testing.T) {
 		t.Fatalf("epoch 7 again: stale=%v %v", stale, err)
 	}
 }
+
+// A deposed leader's request waiting in the worker's queue is withdrawn
+// the moment a newer leader's session is admitted, so it is never granted.
+func TestAnOvertakenSessionsQueuedRequestIsWithdrawn(t *testing.T) {
+	f := startDaemon(t, nil)
+	ctx := context.Background()
+	fence, err := loadEpochFence(ctx, f.d.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The one running slot is taken, so the old leader's request queues.
+	if _, err := f.dial("alice", "").LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	one, err := gatewaySession(t, f, fence, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := one.LeaseRequest(ctx, contract.LeaseRequestIn{Platform: "ios", RequesterID: "fleet-job"}, func(p contract.Progress) {
+			if p.Phase == "queued" {
+				select {
+				case queued <- struct{}{}:
+				default:
+				}
+			}
+		})
+		done <- err
+	}()
+	<-queued
+	if _, err := gatewaySession(t, f, fence, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the overtaken leader's queued request was granted")
+	}
+}
