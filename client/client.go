@@ -28,6 +28,10 @@ type Options struct {
 	// that accepts and never answers fails the dial instead of hanging it.
 	ConnectTimeout   time.Duration
 	HandshakeTimeout time.Duration
+	// Epoch is sent in hello: a gateway that leads a fleet presents its
+	// leader epoch when it opens a session on a worker's uplink, so the
+	// worker can refuse a deposed leader. Zero means no epoch.
+	Epoch uint64
 }
 
 // Connect and handshake bounds. A live local daemon answers hello in
@@ -92,7 +96,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	c := &Client{t: t}
 	err = c.handshake(ctx, orDefault(o.HandshakeTimeout, DefaultHandshakeTimeout), contract.HelloIn{
 		Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		Client:   o.Name, Principal: o.Principal, Credential: o.Credential,
+		Client:   o.Name, Principal: o.Principal, Credential: o.Credential, Epoch: o.Epoch,
 	}, fmt.Sprintf("the daemon socket %s", o.Socket))
 	if err != nil {
 		t.close()
@@ -227,7 +231,7 @@ func NewConn(ctx context.Context, conn net.Conn, o Options) (*Client, error) {
 	c := &Client{t: newSocketTransport(conn)}
 	err := c.handshake(ctx, orDefault(o.HandshakeTimeout, DefaultHandshakeTimeout), contract.HelloIn{
 		Protocol: contract.ProtocolRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		Client:   o.Name, Principal: o.Principal, Credential: o.Credential,
+		Client:   o.Name, Principal: o.Principal, Credential: o.Credential, Epoch: o.Epoch,
 	}, "the peer")
 	if err != nil {
 		conn.Close()

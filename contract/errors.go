@@ -57,6 +57,7 @@ const (
 	CodeLeaseEnded               Code = "LEASE_ENDED"
 	CodeUnsupportedInGateway     Code = "UNSUPPORTED_IN_GATEWAY_MODE"
 	CodeWorkerUnreachable        Code = "WORKER_UNREACHABLE"
+	CodeStaleGatewayEpoch        Code = "STALE_GATEWAY_EPOCH"
 	CodeIdempotencyMismatch      Code = "IDEMPOTENCY_KEY_MISMATCH"
 	CodeDaemonRestarted          Code = "DAEMON_RESTARTED"
 	CodeUnknownRequest           Code = "UNKNOWN_LEASE_REQUEST"
@@ -158,6 +159,7 @@ var ErrorTable = map[Code]CodeInfo{
 	CodeLeaseEnded:               {KindDomain, 410, 8, false, "the lease ended while the command ran, so it was stopped; request a new lease"},
 	CodeUnsupportedInGateway:     {KindDomain, 501, 10, false, "run it against the worker daemon instead of the gateway"},
 	CodeWorkerUnreachable:        {KindTransport, 502, 14, true, "the worker's uplink is down; retry when it reconnects"},
+	CodeStaleGatewayEpoch:        {KindDomain, 409, 9, false, "this gateway is no longer the fleet's leader; send the request through another of the fleet's gateways"},
 	CodeIdempotencyMismatch:      {KindDomain, 409, 9, false, "repeat the original request unchanged, or use a new idempotency key for a different one"},
 	CodeDaemonRestarted:          {KindDomain, 503, 13, true, "repeat the same request (same idempotency key) to queue it again"},
 	CodeUnknownRequest:           {KindDomain, 404, 8, false, "the request was never made to this daemon, or its receipt was pruned after requests.retentionMs"},

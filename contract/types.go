@@ -62,6 +62,10 @@ type HelloIn struct {
 	// Credential is an operator token or the daemon's admin secret; with it
 	// the session is admin, without it agent.
 	Credential string `json:"credential,omitempty"`
+	// Epoch is the leader epoch of the gateway opening an uplink session;
+	// zero from a single gateway or any non-gateway client. A worker
+	// refuses an epoch older than the newest it has seen (ADR 0103).
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 type HelloOut struct {

@@ -56,6 +56,9 @@ type Gateway struct {
 	// URL (worker mode) is the gateway's base URL, ws:// or wss://; with
 	// Token set the worker dials <url>/v1/uplink and joins the fleet.
 	URL string `json:"url,omitempty"`
+	// URLs (worker mode) lists the fleet's gateways, tried in turn; url is
+	// a list of one, and setting both is an error (ADR 0103).
+	URLs []string `json:"urls,omitempty"`
 	// Token (worker mode) is a join token minted on the gateway with
 	// `simlock token create --role worker`.
 	Token string `json:"token,omitempty"`
@@ -85,6 +88,15 @@ type GatewayStore struct {
 type GatewayPostgres struct {
 	DSN      string `json:"dsn,omitempty"`
 	PoolSize int    `json:"poolSize,omitempty"`
+}
+
+// GatewayURLs is the list of gateways a worker dials: gateway.urls, or
+// gateway.url as a list of one.
+func (c Config) GatewayURLs() []string {
+	if c.Gateway.URL != "" {
+		return []string{c.Gateway.URL}
+	}
+	return c.Gateway.URLs
 }
 
 // HTTP is the optional network frontend (docs/http-api.md).
@@ -443,13 +455,21 @@ func (c Config) Validate() error {
 	var errs []error
 	switch c.Mode {
 	case "worker":
-		if (c.Gateway.URL == "") != (c.Gateway.Token == "") {
-			errs = append(errs, errors.New("gateway: url and token go together (both to join a fleet, neither to stay alone)"))
+		if c.Gateway.URL != "" && len(c.Gateway.URLs) > 0 {
+			errs = append(errs, errors.New("gateway: set url (one gateway) or urls (several), not both"))
 		}
-		if c.Gateway.URL != "" {
-			if u, err := url.Parse(c.Gateway.URL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-				errs = append(errs, fmt.Errorf("gateway.url: %q must be a ws:// or wss:// URL", c.Gateway.URL))
+		if (len(c.GatewayURLs()) == 0) != (c.Gateway.Token == "") {
+			errs = append(errs, errors.New("gateway: url (or urls) and token go together (both to join a fleet, neither to stay alone)"))
+		}
+		seen := map[string]bool{}
+		for _, raw := range c.GatewayURLs() {
+			if u, err := url.Parse(raw); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("gateway.url: %q must be a ws:// or wss:// URL", raw))
 			}
+			if seen[raw] {
+				errs = append(errs, fmt.Errorf("gateway.urls: %q is listed twice", raw))
+			}
+			seen[raw] = true
 		}
 	case "gateway":
 		// A gateway is reached over HTTP and its uplinks upgrade from it.

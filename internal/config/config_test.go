@@ -132,3 +132,26 @@ func TestIOSCloneDefaultsOnAndFalseTurnsItOff(t *testing.T) {
 		t.Fatal("a misspelt clone key was accepted")
 	}
 }
+
+func TestGatewayURLsIsAListAndURLIsAListOfOne(t *testing.T) {
+	c, err := Parse([]byte(`{"gateway":{"urls":["ws://gw-a:7420","wss://gw-b"],"token":"t"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.GatewayURLs(); len(got) != 2 || got[1] != "wss://gw-b" {
+		t.Fatalf("urls %v", got)
+	}
+	if c, err = Parse([]byte(`{"gateway":{"url":"ws://gw-a:7420","token":"t"}}`)); err != nil || len(c.GatewayURLs()) != 1 {
+		t.Fatalf("url as a list of one: %v %v", c.GatewayURLs(), err)
+	}
+	for body, want := range map[string]string{
+		`{"gateway":{"url":"ws://a","urls":["ws://b"],"token":"t"}}`: "not both",
+		`{"gateway":{"urls":["ws://a","http://b"],"token":"t"}}`:     "ws:// or wss://",
+		`{"gateway":{"urls":["ws://a","ws://a"],"token":"t"}}`:       "twice",
+		`{"gateway":{"urls":["ws://a"]}}`:                            "go together",
+	} {
+		if _, err := Parse([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", body, err, want)
+		}
+	}
+}

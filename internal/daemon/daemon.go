@@ -75,6 +75,8 @@ type Daemon struct {
 	ln   net.Listener
 	srv  *socket.Server
 	db   *store.DB
+	// uplink is the connector to the fleet's gateways (nil: not joined).
+	uplink *uplink.Connector
 	// host is the registry shared with every simlock daemon of the OS user
 	// (worker mode); self is this daemon as a claim owner there.
 	host     *hostreg.DB
@@ -315,12 +317,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}()
 	// Joining a fleet: dial the gateway and serve the same contract over
 	// the uplink, the gateway being the protocol client.
-	if o.Config.Gateway.URL != "" {
-		up := &socket.Server{D: uplinkAdapter{socketAdapter{d}}, Log: ports.Module(o.Logger, "uplink")}
-		conn := &uplink.Connector{URL: o.Config.Gateway.URL, Token: o.Config.Gateway.Token, ID: d.instanceID,
-			Label: o.Config.Gateway.Label, Log: ports.Module(o.Logger, "uplink"),
-			Serve: func(ctx context.Context, c net.Conn) { up.ServeConn(ctx, c) }}
-		go conn.Run(sctx)
+	if urls := o.Config.GatewayURLs(); len(urls) > 0 {
+		// The newest gateway epoch seen survives restarts (ADR 0103).
+		fence, err := loadEpochFence(ctx, d.db)
+		if err != nil {
+			d.log.Error("gateway epoch unreadable; not joining the fleet", "err", err)
+		} else {
+			ulog := ports.Module(o.Logger, "uplink")
+			d.uplink = &uplink.Connector{URLs: urls, Token: o.Config.Gateway.Token, ID: d.instanceID,
+				Label: o.Config.Gateway.Label, Log: ulog,
+				Serve: func(ctx context.Context, c net.Conn) error { return d.serveUplink(ctx, fence, ulog, c) }}
+			go d.uplink.Run(sctx)
+		}
 	}
 	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID, "go", runtime.Version())
 	if v := runtime.Version(); version.IsValid(v) && version.Compare(v, minSafeGo) < 0 {

@@ -108,6 +108,7 @@ func goDocs() map[string]string {
 		"Health":                                   "Health is GET /v1/healthz's body.",
 		"HelloIn.Client":                           "Client names the calling program, for logs.",
 		"HelloIn.Credential":                       "Credential is an operator token or the daemon's admin secret; with it the session is admin, without it agent.",
+		"HelloIn.Epoch":                            "Epoch is the leader epoch of the gateway opening an uplink session; zero from a single gateway or any non-gateway client. A worker refuses an epoch older than the newest it has seen (ADR 0103).",
 		"HelloIn.Principal":                        "Principal is the caller's declared identity for this connection (cooperative on the local socket).",
 		"HostCapacity":                             "HostCapacity is capacity.host as the planner counts it.",
 		"HostCapacity.Booted":                      "Booted is every running device on the host: ours + otherHomes + externalDevices.",

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -60,6 +61,11 @@ type Acceptor struct {
 	Attach func(ctx context.Context, id, label string, conn net.Conn)
 	// Rejected reports a refused uplink (reason unauthenticated/forbidden/bad-request).
 	Rejected func(reason, detail string)
+	// Redirect, when set, may name the base URL where uplinks belong
+	// instead of here (a follower names its leader); an authenticated
+	// uplink is then answered 307 with that endpoint as Location. "" serves
+	// it here.
+	Redirect func() string
 	Log      *slog.Logger
 }
 
@@ -101,6 +107,12 @@ func (a *Acceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, http.StatusBadRequest, "bad-request", contract.Errorf(contract.CodeBadRequest, "the uplink must name its worker id (no dots) in %s", HeaderWorkerID))
 		return
 	}
+	if a.Redirect != nil {
+		if to := a.Redirect(); to != "" {
+			http.Redirect(w, r, Endpoint(to), http.StatusTemporaryRedirect)
+			return
+		}
+	}
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered the client
@@ -122,7 +134,25 @@ func (e *RejectedError) Error() string {
 	return fmt.Sprintf("gateway refused the uplink (HTTP %d): %s", e.Status, strings.TrimSpace(e.Body))
 }
 
-// Dial opens one uplink to the gateway at base.
+// RedirectError is a gateway's answer that the uplink belongs elsewhere: a
+// follower answers 307 or 308 with its leader's address in Location.
+type RedirectError struct {
+	Status   int
+	Location string
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("gateway redirected the uplink (HTTP %d) to %q", e.Status, e.Location)
+}
+
+// noRedirects makes the upgrade request stop at a redirect: the Connector
+// decides whether to follow it, because the join token travels with it.
+func noRedirects() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// Dial opens one uplink to the gateway at base. It never follows a
+// redirect itself; it reports one as a *RedirectError.
 func Dial(ctx context.Context, base, token, id, label string) (net.Conn, error) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
@@ -130,8 +160,15 @@ func Dial(ctx context.Context, base, token, id, label string) (net.Conn, error) 
 	if label != "" {
 		h.Set(HeaderWorkerLabel, label)
 	}
-	c, resp, err := websocket.Dial(ctx, Endpoint(base), &websocket.DialOptions{HTTPHeader: h})
+	c, resp, err := websocket.Dial(ctx, Endpoint(base), &websocket.DialOptions{HTTPHeader: h, HTTPClient: noRedirects()})
 	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect) {
+			loc := resp.Header.Get("Location")
+			if u, lerr := resp.Location(); lerr == nil {
+				loc = u.String()
+			}
+			return nil, &RedirectError{Status: resp.StatusCode, Location: loc}
+		}
 		if resp != nil && resp.StatusCode >= 400 {
 			var body [512]byte
 			n := 0
@@ -147,27 +184,54 @@ func Dial(ctx context.Context, base, token, id, label string) (net.Conn, error) 
 	return websocket.NetConn(context.WithoutCancel(ctx), c, websocket.MessageText), nil
 }
 
-// Connector is the worker side: it keeps one uplink open, redialling with
-// exponential backoff after any disconnect, until ctx ends.
+// Connector is the worker side: it keeps one uplink open to one of the
+// fleet's gateways, redialling with exponential backoff after any
+// disconnect, until ctx ends.
+//
+// URLs are tried in turn, starting from the one that last carried a
+// session. A gateway that answers with a redirect (a follower naming its
+// leader) is followed once per dial, and only to a gateway this worker was
+// configured with: the join token goes wherever the upgrade goes, so a
+// redirect may choose among the configured gateways but never add one
+// (ADR 0103).
 type Connector struct {
-	URL, Token, ID, Label string
-	// Serve runs the protocol over a connected uplink until it ends.
-	Serve func(ctx context.Context, conn net.Conn)
+	URLs             []string
+	Token, ID, Label string
+	// Serve runs the protocol over a connected uplink until it ends. A
+	// non-nil error says this gateway should not be the next one dialled
+	// (the worker fenced it as a deposed leader); the connector then
+	// starts its next round at the URL after it.
+	Serve func(ctx context.Context, conn net.Conn) error
 	// Dial defaults to the WebSocket Dial; tests substitute net.Pipe.
 	Dial func(ctx context.Context, base, token, id, label string) (net.Conn, error)
 	Log  *slog.Logger
 	// Min and Max bound the backoff (defaults 500ms and 30s).
 	Min, Max time.Duration
+	// DialTimeout bounds one upgrade (default 10s), so a gateway that
+	// accepts TCP and never answers does not hold the worker from the
+	// next URL.
+	DialTimeout time.Duration
+
+	connected atomic.Pointer[string]
+}
+
+// Connected is the base URL of the gateway the uplink is up to now, or ""
+// while it is down.
+func (c *Connector) Connected() string {
+	if p := c.connected.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Run keeps the uplink up until ctx ends.
 func (c *Connector) Run(ctx context.Context) {
-	dial := c.Dial
-	if dial == nil {
-		dial = Dial
-	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if len(c.URLs) == 0 {
+		c.Log.Error("uplink has no gateway URL to dial")
+		return
 	}
 	lo, hi := c.Min, c.Max
 	if lo <= 0 {
@@ -177,24 +241,36 @@ func (c *Connector) Run(ctx context.Context) {
 		hi = 30 * time.Second
 	}
 	delay := lo
+	next := 0 // the URL that last carried a session, or the one after a fenced one
 	for ctx.Err() == nil {
-		conn, err := dial(ctx, c.URL, c.Token, c.ID, c.Label)
-		if err == nil {
-			c.Log.Info("uplink connected", "gateway", c.URL)
+		for i := range len(c.URLs) {
+			at := (next + i) % len(c.URLs)
+			conn, used, err := c.dialOne(ctx, at)
+			if err != nil {
+				var rej *RejectedError
+				if errors.As(err, &rej) {
+					c.Log.Error("gateway refused this worker's uplink", "gateway", c.URLs[at], "err", err)
+				} else {
+					c.Log.Warn("uplink dial failed", "gateway", c.URLs[at], "err", err)
+				}
+				continue
+			}
+			gw := c.URLs[used]
+			c.connected.Store(&gw)
+			c.Log.Info("uplink connected", "gateway", gw)
 			start := time.Now()
-			c.Serve(ctx, conn)
+			serr := c.Serve(ctx, conn)
 			conn.Close()
-			c.Log.Warn("uplink disconnected", "gateway", c.URL, "after", time.Since(start).Round(time.Second))
+			c.connected.Store(nil)
+			c.Log.Warn("uplink disconnected", "gateway", gw, "after", time.Since(start).Round(time.Second), "err", serr)
 			if time.Since(start) > hi {
 				delay = lo // it was a healthy session; retry promptly
 			}
-		} else {
-			var rej *RejectedError
-			if errors.As(err, &rej) {
-				c.Log.Error("gateway refused this worker's uplink", "err", err)
-			} else {
-				c.Log.Warn("uplink dial failed", "gateway", c.URL, "err", err)
+			next = used
+			if serr != nil {
+				next = (used + 1) % len(c.URLs)
 			}
+			break
 		}
 		// Full jitter keeps a fleet from reconnecting in lockstep.
 		wait := delay/2 + time.Duration(rand.Int64N(int64(delay/2)+1))
@@ -205,4 +281,80 @@ func (c *Connector) Run(ctx context.Context) {
 		}
 		delay = min(delay*2, hi)
 	}
+}
+
+// dialOne dials URLs[at], following at most one redirect to another of
+// the configured URLs; it returns the index of the URL it connected to.
+func (c *Connector) dialOne(ctx context.Context, at int) (net.Conn, int, error) {
+	dial := c.Dial
+	if dial == nil {
+		dial = Dial
+	}
+	timeout := c.DialTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	once := func(i int) (net.Conn, error) {
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return dial(dctx, c.URLs[i], c.Token, c.ID, c.Label)
+	}
+	conn, err := once(at)
+	var red *RedirectError
+	if !errors.As(err, &red) {
+		return conn, at, err
+	}
+	to, err := Follow(c.URLs, red.Location)
+	if err != nil {
+		return nil, at, fmt.Errorf("not following the redirect: %w", err)
+	}
+	if c.Log != nil {
+		c.Log.Info("uplink redirected", "from", c.URLs[at], "to", c.URLs[to])
+	}
+	conn, err = once(to)
+	if errors.As(err, &red) {
+		return nil, to, fmt.Errorf("a second redirect in one dial (to %q): %w", red.Location, err)
+	}
+	return conn, to, err
+}
+
+// Follow picks the configured gateway a redirect's Location points at: the
+// one with the same host and port. The Location may be ws, wss, http or
+// https (a follower may name its leader by its HTTP address); any other
+// scheme, or a host that is not configured, is refused.
+func Follow(urls []string, location string) (int, error) {
+	u, err := url.Parse(location)
+	if err != nil {
+		return 0, fmt.Errorf("location %q: %w", location, err)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if !validScheme(scheme) {
+		return 0, fmt.Errorf("location %q: scheme %q is not ws, wss, http or https", location, u.Scheme)
+	}
+	want := hostPort(scheme, u)
+	for i, raw := range urls {
+		cu, err := url.Parse(raw)
+		if err != nil {
+			continue
+		}
+		if hostPort(strings.ToLower(cu.Scheme), cu) == want {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("location %q: host %s is not one of this worker's gateway URLs", location, want)
+}
+
+func validScheme(s string) bool { return s == "ws" || s == "wss" || s == "http" || s == "https" }
+
+// hostPort names a URL's host with its port made explicit, so ws://gw and
+// http://gw:80 name the same gateway.
+func hostPort(scheme string, u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if scheme == "wss" || scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
