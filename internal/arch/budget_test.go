@@ -155,7 +155,6 @@ var daemonFiles = map[string]string{
 	"slots.go":        "wiring: the slot manager (internal/slots)",
 	"claims.go":       "wiring: the claims system (internal/claims)",
 	"resources.go":    "wiring: the inventory and resources.* (internal/resources), uploads (internal/uploads)",
-	"fence.go":        "the uplink sessions a gateway opens, refused once a newer gateway epoch was seen (ADR 0103)",
 }
 
 func TestDaemonHoldsOnlyTheFilesItNames(t *testing.T) {

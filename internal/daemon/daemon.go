@@ -71,12 +71,11 @@ type Daemon struct {
 	runner     ports.ProcessRunner
 	log        *slog.Logger
 
-	lock *os.File
-	ln   net.Listener
-	srv  *socket.Server
-	db   *store.DB
-	// uplink is the connector to the fleet's gateways (nil: not joined).
-	uplink *uplink.Connector
+	lock   *os.File
+	ln     net.Listener
+	srv    *socket.Server
+	db     *store.DB
+	uplink *uplink.Connector // to the fleet's gateways (nil: not joined)
 	// host is the registry shared with every simlock daemon of the OS user
 	// (worker mode); self is this daemon as a claim owner there.
 	host     *hostreg.DB
@@ -315,19 +314,16 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			d.log.Error("socket server stopped", "err", err)
 		}
 	}()
-	// Joining a fleet: dial the gateway and serve the same contract over
-	// the uplink, the gateway being the protocol client.
+	// Joining a fleet: dial out, serve the contract; the gateway is the client.
 	if urls := o.Config.GatewayURLs(); len(urls) > 0 {
-		// The newest gateway epoch seen survives restarts (ADR 0103).
-		fence, err := loadEpochFence(ctx, d.db)
-		if err != nil {
-			d.log.Error("gateway epoch unreadable; not joining the fleet", "err", err)
-		} else {
-			ulog := ports.Module(o.Logger, "uplink")
-			d.uplink = &uplink.Connector{URLs: urls, Token: o.Config.Gateway.Token, ID: d.instanceID,
-				Label: o.Config.Gateway.Label, Log: ulog,
-				Serve: func(ctx context.Context, c net.Conn) error { return d.serveUplink(ctx, fence, ulog, c) }}
+		c := &uplink.Connector{URLs: urls, Token: o.Config.Gateway.Token, ID: d.instanceID, Label: o.Config.Gateway.Label, Log: ports.Module(o.Logger, "uplink")}
+		publish := func(typ, reason string, data map[string]any) {
+			d.bus.Publish(events.Event{Type: typ, Reason: reason, Data: data})
+		}
+		if d.uplink, err = uplink.Fenced(ctx, d.db, c, uplinkAdapter{socketAdapter{d}}, publish); err == nil {
 			go d.uplink.Run(sctx)
+		} else {
+			d.log.Error("gateway epoch unreadable; not joining the fleet", "err", err) // ADR 0103
 		}
 	}
 	d.log.Info("daemon started", "pid", d.pid, "home", o.Home, "version", o.Version, "instance", d.instanceID, "go", runtime.Version())
@@ -768,18 +764,16 @@ func (a httpAdapter) ObserveEvents(ctx context.Context, since uint64, onGap func
 	}
 }
 
-// uplinkAdapter serves a gateway over the uplink this daemon dialled. The
-// session is admin without a credential because the trust runs from this
-// daemon's own configuration: it chose the gateway URL and presented the
-// token. Nothing inbound is trusted for it.
+// uplinkAdapter serves a gateway over the uplink this daemon dialled: admin
+// without a credential, since this daemon's own configuration chose the
+// gateway and presented the token. Nothing inbound is trusted for it.
 type uplinkAdapter struct{ socketAdapter }
 
 func (a uplinkAdapter) Hello(ctx context.Context, in contract.HelloIn) (contract.HelloOut, contract.Session, *contract.Error) {
 	in.Credential = ""
 	out, sess, err := a.d.Hello(ctx, in)
 	if sess.Role != "" {
-		sess.Role, out.Role = contract.RoleAdmin, contract.RoleAdmin
-		sess.Principal, out.Principal = "gateway", "gateway"
+		sess.Role, out.Role, sess.Principal, out.Principal = contract.RoleAdmin, contract.RoleAdmin, "gateway", "gateway"
 	}
 	return out, sess, err
 }

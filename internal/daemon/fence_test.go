@@ -8,17 +8,25 @@ import (
 
 	"github.com/simlock/simlock/client"
 	"github.com/simlock/simlock/contract"
+	"github.com/simlock/simlock/internal/core/events"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/transport/uplink"
 )
 
 // gatewaySession opens a fake gateway's uplink session of the given epoch
 // on the worker f, as the Connector would serve it.
-func gatewaySession(t *testing.T, f *fixture, fence *epochFence, epoch uint64) (*client.Client, error) {
+func gatewaySession(t *testing.T, f *fixture, fence *uplink.EpochFence, epoch uint64) (*client.Client, error) {
 	t.Helper()
 	worker, gw := net.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); f.d.serveUplink(ctx, fence, f.d.log, worker) }()
+	publish := func(typ, reason string, data map[string]any) {
+		f.d.bus.Publish(events.Event{Type: typ, Reason: reason, Data: data})
+	}
+	go func() {
+		defer close(done)
+		fence.Serve(ctx, uplinkAdapter{socketAdapter{f.d}}, publish, f.d.log, worker)
+	}()
 	t.Cleanup(func() { cancel(); gw.Close(); worker.Close(); <-done })
 	c, err := client.NewConn(context.Background(), gw, client.Options{Name: "gateway", Epoch: epoch})
 	if err == nil {
@@ -29,7 +37,7 @@ func gatewaySession(t *testing.T, f *fixture, fence *epochFence, epoch uint64) (
 
 func TestAWorkerFencesOlderGatewayEpochs(t *testing.T) {
 	f := startDaemon(t, nil)
-	fence, err := loadEpochFence(context.Background(), f.d.db)
+	fence, err := uplink.LoadEpochFence(context.Background(), f.d.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +88,11 @@ func TestTheNewestGatewayEpochSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fence, err := loadEpochFence(ctx, db)
+	fence, err := uplink.LoadEpochFence(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stale, err := fence.admit(ctx, 7); stale || err != nil {
+	if stale, err := fence.Admit(ctx, 7); stale || err != nil {
 		t.Fatalf("admit 7: %v %v", stale, err)
 	}
 	db.Close()
@@ -92,13 +100,13 @@ func TestTheNewestGatewayEpochSurvivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if fence, err = loadEpochFence(ctx, db); err != nil {
+	if fence, err = uplink.LoadEpochFence(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if stale, err := fence.admit(ctx, 6); !stale || err != nil {
+	if stale, err := fence.Admit(ctx, 6); !stale || err != nil {
 		t.Fatalf("epoch 6 after a restart that had seen 7: stale=%v %v", stale, err)
 	}
-	if stale, err := fence.admit(ctx, 7); stale || err != nil {
+	if stale, err := fence.Admit(ctx, 7); stale || err != nil {
 		t.Fatalf("epoch 7 again: stale=%v %v", stale, err)
 	}
 }
@@ -108,7 +116,7 @@ func TestTheNewestGatewayEpochSurvivesARestart(t *testing.T) {
 func TestAnOvertakenSessionsQueuedRequestIsWithdrawn(t *testing.T) {
 	f := startDaemon(t, nil)
 	ctx := context.Background()
-	fence, err := loadEpochFence(ctx, f.d.db)
+	fence, err := uplink.LoadEpochFence(ctx, f.d.db)
 	if err != nil {
 		t.Fatal(err)
 	}

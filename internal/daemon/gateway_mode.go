@@ -42,8 +42,7 @@ func (d *Daemon) startGateway(o Options, ln, hln net.Listener) error {
 	d.gw = gw
 	d.disp = dispatch.New(dispatch.Options{Log: ports.Module(o.Logger, "dispatcher"), Ready: d.awaitReady,
 		LeaseOwner: gw.LeaseOwner, MapError: func(err error) *contract.Error {
-			// Token and contract errors map as on a worker; the rest is
-			// the gateway's own vocabulary (WORKER_UNREACHABLE, ...).
+			// As on a worker, then the gateway's own codes (WORKER_UNREACHABLE, ...).
 			if ce := toContractError(err); ce.Code != contract.CodeInternal {
 				return ce
 			}

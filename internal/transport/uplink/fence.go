@@ -1,4 +1,4 @@
-package daemon
+package uplink
 
 import (
 	"context"
@@ -11,27 +11,32 @@ import (
 	"sync/atomic"
 
 	"github.com/simlock/simlock/contract"
-	"github.com/simlock/simlock/internal/core/events"
-	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/transport/socket"
 )
+
+// MetaStore keeps small facts across restarts; the home store is one.
+type MetaStore interface {
+	GetMeta(ctx context.Context, key string) (string, bool, error)
+	SetMeta(ctx context.Context, key, value string) error
+}
 
 // epochMetaKey is where the newest gateway epoch survives a worker restart.
 const epochMetaKey = "gateway.epoch"
 
-// epochFence remembers the newest leader epoch any gateway session has
+// EpochFence remembers the newest leader epoch any gateway session has
 // presented, so a deposed leader can never act on this worker (ADR 0103).
 // Epoch 0 means "no epochs": it passes until a nonzero epoch is seen.
-type epochFence struct {
-	db     *store.DB
+type EpochFence struct {
+	db     MetaStore
 	mu     sync.Mutex // serialises raises, so the store never goes backwards
 	newest atomic.Uint64
 	// raised is closed and replaced, under mu, each time newest grows.
 	raised chan struct{}
 }
 
-func loadEpochFence(ctx context.Context, db *store.DB) (*epochFence, error) {
-	f := &epochFence{db: db, raised: make(chan struct{})}
+// LoadEpochFence reads the newest epoch db kept.
+func LoadEpochFence(ctx context.Context, db MetaStore) (*EpochFence, error) {
+	f := &EpochFence{db: db, raised: make(chan struct{})}
 	v, ok, err := db.GetMeta(ctx, epochMetaKey)
 	if err != nil || !ok {
 		return f, err
@@ -44,9 +49,9 @@ func loadEpochFence(ctx context.Context, db *store.DB) (*epochFence, error) {
 	return f, nil
 }
 
-// admit accepts a session's epoch if it is not older than the newest,
+// Admit accepts a session's epoch if it is not older than the newest,
 // raising and persisting the newest first when it is newer.
-func (f *epochFence) admit(ctx context.Context, epoch uint64) (stale bool, err error) {
+func (f *EpochFence) Admit(ctx context.Context, epoch uint64) (stale bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.newest.Load()
@@ -67,20 +72,21 @@ func (f *epochFence) admit(ctx context.Context, epoch uint64) (stale bool, err e
 }
 
 // watch returns a channel closed the next time newest grows.
-func (f *epochFence) watch() <-chan struct{} {
+func (f *EpochFence) watch() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.raised
 }
 
 // overtaken is the per-call check: one atomic load.
-func (f *epochFence) overtaken(epoch uint64) bool { return epoch < f.newest.Load() }
+func (f *EpochFence) overtaken(epoch uint64) bool { return epoch < f.newest.Load() }
 
 // uplinkSession is one gateway session on one uplink connection: the
-// uplinkAdapter plus the epoch its hello was admitted under.
+// worker's dispatcher plus the epoch its hello was admitted under.
 type uplinkSession struct {
-	uplinkAdapter
-	fence    *epochFence
+	socket.Dispatcher
+	publish  func(typ, reason string, data map[string]any)
+	fence    *EpochFence
 	epoch    atomic.Uint64
 	admitted atomic.Bool
 	// fenced is set once this connection was refused as stale; the
@@ -91,8 +97,7 @@ type uplinkSession struct {
 func (s *uplinkSession) refuse(presented uint64, method string) *contract.Error {
 	s.fenced.Store(true)
 	newest := s.fence.newest.Load()
-	s.d.bus.Publish(events.Event{Type: "gateway.fenced", Reason: "stale-epoch",
-		Data: map[string]any{"epoch": presented, "newest": newest, "method": method}})
+	s.publish("gateway.fenced", "stale-epoch", map[string]any{"epoch": presented, "newest": newest, "method": method})
 	return contract.Errorf(contract.CodeStaleGatewayEpoch,
 		"this worker has seen gateway epoch %d; a session of epoch %d is a deposed leader's", newest, presented).
 		WithDetails("epoch", presented, "newest", newest)
@@ -102,11 +107,11 @@ func (s *uplinkSession) Hello(ctx context.Context, in contract.HelloIn) (contrac
 	if s.fenced.Load() {
 		return contract.HelloOut{}, contract.Session{}, s.refuse(in.Epoch, contract.Hello.Name)
 	}
-	out, sess, herr := s.uplinkAdapter.Hello(ctx, in)
+	out, sess, herr := s.Dispatcher.Hello(ctx, in)
 	if herr != nil {
 		return out, sess, herr
 	}
-	stale, err := s.fence.admit(ctx, in.Epoch)
+	stale, err := s.fence.Admit(ctx, in.Epoch)
 	if err != nil {
 		return contract.HelloOut{}, contract.Session{}, contract.Errorf(contract.CodeInternal, "record the gateway epoch: %v", err)
 	}
@@ -123,7 +128,7 @@ func (s *uplinkSession) Dispatch(ctx context.Context, sess contract.Session, met
 	if e := s.epoch.Load(); s.fenced.Load() || s.fence.overtaken(e) {
 		return nil, nil, s.refuse(e, method)
 	}
-	return s.uplinkAdapter.Dispatch(ctx, sess, method, params, notify)
+	return s.Dispatcher.Dispatch(ctx, sess, method, params, notify)
 }
 
 // fencedConn closes the uplink after any write once its session was
@@ -142,10 +147,11 @@ func (c fencedConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// serveUplink serves one uplink connection as one gateway session; its
+// Serve serves one uplink connection as one gateway session of d; its
 // error tells the connector that the gateway was a deposed leader.
-func (d *Daemon) serveUplink(ctx context.Context, fence *epochFence, log *slog.Logger, c net.Conn) error {
-	s := &uplinkSession{uplinkAdapter: uplinkAdapter{socketAdapter{d}}, fence: fence}
+// publish records each refusal as a fact.
+func (fence *EpochFence) Serve(ctx context.Context, d socket.Dispatcher, publish func(typ, reason string, data map[string]any), log *slog.Logger, c net.Conn) error {
+	s := &uplinkSession{Dispatcher: d, publish: publish, fence: fence}
 	// Once a newer session overtakes this one, its commands in flight (a
 	// lease.request waiting in the queue) are withdrawn as if the
 	// connection had closed, so a deposed leader's request is never granted.
@@ -172,4 +178,16 @@ func (d *Daemon) serveUplink(ctx context.Context, fence *epochFence, log *slog.L
 		return fmt.Errorf("the gateway was fenced (%s)", contract.CodeStaleGatewayEpoch)
 	}
 	return nil
+}
+
+// Fenced returns c ready to run: every uplink it opens is served by d as
+// one gateway session checked against the newest epoch db has kept
+// (ADR 0103), and each refusal is published.
+func Fenced(ctx context.Context, db MetaStore, c *Connector, d socket.Dispatcher, publish func(typ, reason string, data map[string]any)) (*Connector, error) {
+	fence, err := LoadEpochFence(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	c.Serve = func(ctx context.Context, conn net.Conn) error { return fence.Serve(ctx, d, publish, c.Log, conn) }
+	return c, nil
 }
