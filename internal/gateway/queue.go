@@ -191,6 +191,13 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 			rid = r.ID // admitted again under its own id, at the back
 		}
 	}
+	if q := g.pendingBy[requester]; q != nil && q.restored && q.key == in.IdempotencyKey && q.fp == fp && q.owner == owner && g.callersLocked(q) == 0 {
+		// The same request again from the requester of a restored one that
+		// nobody waits on: it is this caller's, in its old place. Checked
+		// before the lease index, which a worker's grant event can reach
+		// before the request has its outcome.
+		return g.wait(ctx, g.attachAndUnlock(q, call), call)
+	}
 	if e := g.byReq[requester]; e != nil {
 		if u, ok := g.uncollected[requester]; ok && u.fp == fp && u.lease.LeaseID == e.id && in.IdempotencyKey == "" {
 			// A restored request was served while no caller waited; its
@@ -204,12 +211,7 @@ func (g *Gateway) leaseRequest(ctx context.Context, call *dispatch.Call, in cont
 			WithDetails("leaseId", e.id, "workerId", e.worker).
 			WithNext("release " + e.id + " first (`simlock release " + e.id + "`), or use a different --requester")
 	}
-	if q := g.pendingBy[requester]; q != nil {
-		if q.restored && q.key == in.IdempotencyKey && q.fp == fp && q.owner == owner && g.callersLocked(q) == 0 {
-			// The same request again from the requester of a restored one
-			// that nobody waits on: it is this caller's, in its old place.
-			return g.wait(ctx, g.attachAndUnlock(q, call), call)
-		}
+	if g.pendingBy[requester] != nil {
 		g.mu.Unlock()
 		return contract.Lease{}, contract.Errorf(contract.CodeRequesterQueued, "requester %s already has a pending request", requester)
 	}
