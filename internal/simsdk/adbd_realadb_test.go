@@ -209,6 +209,11 @@ func TestRealADBDeviceLeavesWhenTheEmulatorExits(t *testing.T) {
 	a := newAndroid(t)
 	r := startRealADB(t, a)
 	serial, p := bootReal(t, a, r, "real3")
+	// The simulated adb, which sends the kill, lists the emulator from its
+	// own records; on a loaded machine they can trail the real server's view.
+	a.waitFor(serial+" in the simulated adb's devices", func() bool {
+		return strings.Contains(a.adb("devices").stdout, serial+"\tdevice")
+	})
 	a.ok("adb", "-s", serial, "emu", "kill")
 	p.wait(waitLimit)
 	a.waitFor(serial+" to leave the real adb's list", func() bool {
