@@ -421,3 +421,43 @@ func TestWhatAKeylessRequestStores(t *testing.T) {
 		t.Fatalf("receipts left after a keyless request was answered: %+v", rs)
 	}
 }
+
+// A lease served to a restored request that nobody collects leaves no
+// trace once it ends: the uncollected entry goes with the lease.
+func TestAnUncollectedLeaseIsForgottenWhenItEnds(t *testing.T) {
+	st := newMemStore()
+	h := newHarness(t, withStore(st))
+	w := newFakeWorker("w1", h.clock)
+	w.maxRun["ios"] = 1
+	w.addDevice("ios", "iPhone 16", "18.2")
+	h.attach(w)
+	h.settle("w1")
+	holder := h.lease(agent("a"), ios("holder", ""))
+	ch := h.request(agent("a"), ios("r", ""), nil)
+	eventually(t, "queued", func() bool { return h.waiting("a/r") })
+	h.restart(st)
+	wait(t, ch)
+	h.attach(w)
+	h.settle("w1")
+	var out contract.LeaseReleaseOut
+	if err := h.do(context.Background(), agent("a"), contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: holder.LeaseID}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	var lid string
+	eventually(t, "the restored request served with nobody waiting", func() bool {
+		h.g.mu.Lock()
+		defer h.g.mu.Unlock()
+		u, ok := h.g.uncollected["a/r"]
+		lid = u.lease.LeaseID
+		return ok
+	})
+	if err := h.do(context.Background(), agent("a"), contract.LeaseRelease.Name, contract.LeaseReleaseIn{LeaseID: lid}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.g.mu.Lock()
+	_, still := h.g.uncollected["a/r"]
+	h.g.mu.Unlock()
+	if still {
+		t.Fatal("the uncollected entry outlived its lease")
+	}
+}

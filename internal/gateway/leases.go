@@ -65,6 +65,10 @@ func (g *Gateway) indexRemoveLocked(gid string) *leaseEntry {
 		return nil
 	}
 	delete(g.leases, gid)
+	if u, ok := g.uncollected[e.requester]; ok && u.lease.LeaseID == gid {
+		// Nobody came for it; it ended on its own.
+		delete(g.uncollected, e.requester)
+	}
 	if g.byReq[e.requester] == e {
 		delete(g.byReq, e.requester)
 		// Another entry for the same requester (an anomaly a restart can
