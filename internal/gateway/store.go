@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/simlock/simlock/contract"
@@ -86,4 +88,60 @@ type Store interface {
 	Drained(ctx context.Context) (map[string]string, error)
 	// SetDrained adds a worker to the drained set or removes it.
 	SetDrained(ctx context.Context, id, label string, drained bool) error
+}
+
+// ReceiptJSON is the part of a receipt both stores keep as JSON text:
+// the request body, and the lease and refusal (nil: SQL NULL).
+type ReceiptJSON struct {
+	Body         string
+	Lease, Error *string
+}
+
+// EncodeJSON is r's JSON columns.
+func (r Receipt) EncodeJSON() (ReceiptJSON, error) {
+	body, err := json.Marshal(r.In)
+	if err != nil {
+		return ReceiptJSON{}, fmt.Errorf("receipt %s: body: %w", r.ID, err)
+	}
+	j := ReceiptJSON{Body: string(body)}
+	if j.Lease, err = jsonOrNil(r.Lease); err != nil {
+		return ReceiptJSON{}, fmt.Errorf("receipt %s: lease: %w", r.ID, err)
+	}
+	if j.Error, err = jsonOrNil(r.Error); err != nil {
+		return ReceiptJSON{}, fmt.Errorf("receipt %s: error: %w", r.ID, err)
+	}
+	return j, nil
+}
+
+// DecodeInto fills r's body, lease and refusal from j.
+func (j ReceiptJSON) DecodeInto(r *Receipt) error {
+	if err := json.Unmarshal([]byte(j.Body), &r.In); err != nil {
+		return fmt.Errorf("receipt %s: body: %w", r.ID, err)
+	}
+	r.Lease, r.Error = nil, nil
+	if j.Lease != nil {
+		r.Lease = new(contract.Lease)
+		if err := json.Unmarshal([]byte(*j.Lease), r.Lease); err != nil {
+			return fmt.Errorf("receipt %s: lease: %w", r.ID, err)
+		}
+	}
+	if j.Error != nil {
+		r.Error = new(contract.Error)
+		if err := json.Unmarshal([]byte(*j.Error), r.Error); err != nil {
+			return fmt.Errorf("receipt %s: error: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+func jsonOrNil[T any](v *T) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	return &s, nil
 }

@@ -3,13 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/gateway"
 )
 
@@ -22,17 +20,9 @@ const gatewayColumns = `id, seq, requester, owner, idem_key, fingerprint, body, 
 // PutReceipt inserts or replaces one gateway receipt by id. Another
 // receipt under the same (requester, key) is gateway.ErrDuplicateKey.
 func (db *DB) PutReceipt(ctx context.Context, r gateway.Receipt) error {
-	body, err := json.Marshal(r.In)
+	j, err := r.EncodeJSON()
 	if err != nil {
-		return fmt.Errorf("store: receipt %s: %w", r.ID, err)
-	}
-	lease, err := jsonOrNull(r.Lease)
-	if err != nil {
-		return fmt.Errorf("store: receipt %s: %w", r.ID, err)
-	}
-	cerr, err := jsonOrNull(r.Error)
-	if err != nil {
-		return fmt.Errorf("store: receipt %s: %w", r.ID, err)
+		return fmt.Errorf("store: %w", err)
 	}
 	return db.immediate(ctx, func(q querier) error {
 		_, err := q.ExecContext(ctx, `INSERT INTO gateway_requests (`+gatewayColumns+`)
@@ -44,8 +34,8 @@ func (db *DB) PutReceipt(ctx context.Context, r gateway.Receipt) error {
 				attempt_at = excluded.attempt_at, lease = excluded.lease, error = excluded.error,
 				interrupted = excluded.interrupted, deadline = excluded.deadline,
 				created_at = excluded.created_at, updated_at = excluded.updated_at`,
-			r.ID, int64(r.Seq), r.Requester, r.Owner, nullString(r.Key), r.Fingerprint, string(body), r.State,
-			r.Worker, r.Attempt, unixMs(r.AttemptAt), lease, cerr, r.Interrupted, unixMs(r.Deadline),
+			r.ID, int64(r.Seq), r.Requester, r.Owner, nullString(r.Key), r.Fingerprint, j.Body, r.State,
+			r.Worker, r.Attempt, unixMs(r.AttemptAt), j.Lease, j.Error, r.Interrupted, unixMs(r.Deadline),
 			r.CreatedAt.UnixMilli(), r.UpdatedAt.UnixMilli())
 		if err != nil && strings.Contains(err.Error(), "gateway_requests.requester, gateway_requests.idem_key") {
 			return fmt.Errorf("store: receipt %s: %w", r.ID, gateway.ErrDuplicateKey)
@@ -66,17 +56,6 @@ func (db *DB) PutReceipt(ctx context.Context, r gateway.Receipt) error {
 
 // gatewaySeqKey is the meta key of the highest admission number ever stored.
 const gatewaySeqKey = "gateway.maxSeq"
-
-func jsonOrNull[T any](v *T) (any, error) {
-	if v == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
 
 // DeleteReceipt forgets one gateway receipt; an absent id is no error.
 func (db *DB) DeleteReceipt(ctx context.Context, id string) error {
@@ -158,7 +137,8 @@ func (db *DB) receipts(ctx context.Context, where string, args ...any) ([]gatewa
 		var (
 			r                   gateway.Receipt
 			seq                 int64
-			key, lease, cerr    sql.NullString
+			key                 sql.NullString
+			lease, cerr         *string
 			body                string
 			attemptAt, deadline sql.NullInt64
 			created, updated    int64
@@ -170,20 +150,8 @@ func (db *DB) receipts(ctx context.Context, where string, args ...any) ([]gatewa
 		r.Seq, r.Key = uint64(seq), key.String
 		r.AttemptAt, r.Deadline = fromUnixMs(attemptAt), fromUnixMs(deadline)
 		r.CreatedAt, r.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
-		if err := json.Unmarshal([]byte(body), &r.In); err != nil {
-			return nil, fmt.Errorf("store: receipt %s: body: %w", r.ID, err)
-		}
-		if lease.Valid {
-			r.Lease = new(contract.Lease)
-			if err := json.Unmarshal([]byte(lease.String), r.Lease); err != nil {
-				return nil, fmt.Errorf("store: receipt %s: lease: %w", r.ID, err)
-			}
-		}
-		if cerr.Valid {
-			r.Error = new(contract.Error)
-			if err := json.Unmarshal([]byte(cerr.String), r.Error); err != nil {
-				return nil, fmt.Errorf("store: receipt %s: error: %w", r.ID, err)
-			}
+		if err := (gateway.ReceiptJSON{Body: body, Lease: lease, Error: cerr}).DecodeInto(&r); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
 		}
 		out = append(out, r)
 	}

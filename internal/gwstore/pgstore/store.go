@@ -6,7 +6,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/simlock/simlock/contract"
 	"github.com/simlock/simlock/internal/gateway"
 )
 
@@ -71,17 +69,9 @@ func (s *Store) PutReceipt(ctx context.Context, r gateway.Receipt) error {
 	if r.Seq > math.MaxInt64 {
 		return fmt.Errorf("pgstore: receipt %s: seq %d does not fit a bigint", r.ID, r.Seq)
 	}
-	body, err := json.Marshal(r.In)
+	j, err := r.EncodeJSON()
 	if err != nil {
-		return fmt.Errorf("pgstore: receipt %s: body: %w", r.ID, err)
-	}
-	lease, err := jsonOrNull(r.Lease)
-	if err != nil {
-		return fmt.Errorf("pgstore: receipt %s: lease: %w", r.ID, err)
-	}
-	rerr, err := jsonOrNull(r.Error)
-	if err != nil {
-		return fmt.Errorf("pgstore: receipt %s: error: %w", r.ID, err)
+		return fmt.Errorf("pgstore: %w", err)
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO gateway_receipts (`+receiptColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
@@ -92,8 +82,8 @@ func (s *Store) PutReceipt(ctx context.Context, r gateway.Receipt) error {
 			attempt_at = excluded.attempt_at, lease = excluded.lease, error = excluded.error,
 			interrupted = excluded.interrupted, deadline = excluded.deadline,
 			created_at = excluded.created_at, updated_at = excluded.updated_at`,
-		r.ID, int64(r.Seq), r.Requester, r.Owner, r.Key, r.Fingerprint, string(body), r.State,
-		r.Worker, r.Attempt, timeOrNull(r.AttemptAt), lease, rerr, r.Interrupted, timeOrNull(r.Deadline),
+		r.ID, int64(r.Seq), r.Requester, r.Owner, r.Key, r.Fingerprint, j.Body, r.State,
+		r.Worker, r.Attempt, timeOrNull(r.AttemptAt), j.Lease, j.Error, r.Interrupted, timeOrNull(r.Deadline),
 		toMs(r.CreatedAt), toMs(r.UpdatedAt))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "gateway_receipts_key" {
@@ -238,20 +228,8 @@ func (s *Store) receipts(ctx context.Context, where string, args ...any) ([]gate
 		r.Seq = uint64(seq)
 		r.AttemptAt, r.Deadline = fromNull(attemptAt), fromNull(deadline)
 		r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
-		if err := json.Unmarshal([]byte(body), &r.In); err != nil {
-			return nil, fmt.Errorf("pgstore: receipt %s: body: %w", r.ID, err)
-		}
-		if lease != nil {
-			r.Lease = new(contract.Lease)
-			if err := json.Unmarshal([]byte(*lease), r.Lease); err != nil {
-				return nil, fmt.Errorf("pgstore: receipt %s: lease: %w", r.ID, err)
-			}
-		}
-		if rerr != nil {
-			r.Error = new(contract.Error)
-			if err := json.Unmarshal([]byte(*rerr), r.Error); err != nil {
-				return nil, fmt.Errorf("pgstore: receipt %s: error: %w", r.ID, err)
-			}
+		if err := (gateway.ReceiptJSON{Body: body, Lease: lease, Error: rerr}).DecodeInto(&r); err != nil {
+			return nil, fmt.Errorf("pgstore: %w", err)
 		}
 		out = append(out, r)
 	}
@@ -298,19 +276,6 @@ func (s *Store) SetDrained(ctx context.Context, id, label string, drained bool) 
 		return fmt.Errorf("pgstore: drained set: %w", err)
 	}
 	return nil
-}
-
-// jsonOrNull encodes v, or SQL NULL for a nil pointer.
-func jsonOrNull[T any](v *T) (*string, error) {
-	if v == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	return &s, nil
 }
 
 // toMs cuts t to the millisecond in UTC: the precision every gateway store
